@@ -1,0 +1,13 @@
+//! Shared by every service of the sale: the clock that tests control, RFC 9457 problem+json
+//! error bodies, and a secret wrapper whose `Debug` hides the value.
+//!
+//! Must not touch: any store, any HTTP client. Pure helpers only.
+
+pub mod clock;
+pub mod problem;
+pub mod secret;
+pub mod testsupport;
+
+pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
+pub use problem::Problem;
+pub use secret::Secret;

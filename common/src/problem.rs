@@ -1,0 +1,156 @@
+//! RFC 9457 `application/problem+json` error bodies. Every client error of every service is one
+//! of these; server errors are logged once and answered with a generic 500 problem.
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Map, Value};
+
+/// A problem+json response: `type`, `title`, `status`, optional `detail`, extension members,
+/// and an optional `Retry-After` (seconds) header for 429/503.
+#[derive(Debug, Clone)]
+pub struct Problem {
+    /// HTTP status code.
+    pub status: StatusCode,
+    /// Short machine-readable kind, rendered as `type: "/problems/{kind}"`.
+    pub kind: &'static str,
+    /// Human-readable summary.
+    pub title: String,
+    /// Optional longer explanation.
+    pub detail: Option<String>,
+    /// Extension members merged into the body (e.g. `availability` on a 409).
+    pub extra: Map<String, Value>,
+    /// `Retry-After` in seconds, for 429 and 503.
+    pub retry_after_secs: Option<u64>,
+}
+
+impl Problem {
+    /// A problem with a status, kind and title.
+    pub fn new(status: StatusCode, kind: &'static str, title: impl Into<String>) -> Self {
+        Self {
+            status,
+            kind,
+            title: title.into(),
+            detail: None,
+            extra: Map::new(),
+            retry_after_secs: None,
+        }
+    }
+    /// Adds a `detail` member.
+    pub fn detail(mut self, detail: impl Into<String>) -> Self {
+        self.detail = Some(detail.into());
+        self
+    }
+    /// Adds an extension member.
+    pub fn with(mut self, key: &str, value: impl Into<Value>) -> Self {
+        self.extra.insert(key.to_owned(), value.into());
+        self
+    }
+    /// Sets `Retry-After` (seconds).
+    pub fn retry_after(mut self, secs: u64) -> Self {
+        self.retry_after_secs = Some(secs);
+        self
+    }
+    /// 400 with a detail: input that could not be parsed.
+    pub fn bad_request(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "bad-request", "Bad request").detail(detail)
+    }
+    /// 401: missing or invalid credentials.
+    pub fn unauthorized(kind: &'static str, detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, kind, "Unauthorized").detail(detail)
+    }
+    /// 404 for a named thing.
+    pub fn not_found(what: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not-found", "Not found").detail(what)
+    }
+    /// 503 with `Retry-After`: a store or dependency is unavailable.
+    pub fn unavailable(detail: impl Into<String>, retry_after_secs: u64) -> Self {
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "Service unavailable")
+            .detail(detail)
+            .retry_after(retry_after_secs)
+    }
+    /// 500; the cause must already have been logged by the caller. Never echoes the cause.
+    pub fn internal() -> Self {
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "Internal server error",
+        )
+    }
+    /// The JSON body.
+    pub fn body(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("type".into(), format!("/problems/{}", self.kind).into());
+        m.insert("title".into(), self.title.clone().into());
+        m.insert("status".into(), self.status.as_u16().into());
+        if let Some(d) = &self.detail {
+            m.insert("detail".into(), d.clone().into());
+        }
+        for (k, v) in &self.extra {
+            m.insert(k.clone(), v.clone());
+        }
+        Value::Object(m)
+    }
+}
+
+impl IntoResponse for Problem {
+    fn into_response(self) -> Response {
+        let body = serde_json::to_vec(&self.body()).unwrap_or_default();
+        let mut resp = (self.status, body).into_response();
+        let h = resp.headers_mut();
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        if let Some(secs) = self.retry_after_secs {
+            h.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        resp
+    }
+}
+
+/// Turns axum's JSON/path/query extractor rejections into 400/415/422 problems instead of
+/// plain-text bodies. Use as `Result<Json<T>, JsonRejection>` then `.map_err(Problem::from)`.
+impl From<axum::extract::rejection::JsonRejection> for Problem {
+    fn from(r: axum::extract::rejection::JsonRejection) -> Self {
+        Self::new(r.status(), "invalid-body", "Invalid request body").detail(r.body_text())
+    }
+}
+
+impl From<axum::extract::rejection::PathRejection> for Problem {
+    fn from(r: axum::extract::rejection::PathRejection) -> Self {
+        Self::new(r.status(), "invalid-path", "Invalid path").detail(r.body_text())
+    }
+}
+
+impl From<axum::extract::rejection::QueryRejection> for Problem {
+    fn from(r: axum::extract::rejection::QueryRejection) -> Self {
+        Self::new(r.status(), "invalid-query", "Invalid query").detail(r.body_text())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn body_has_rfc9457_members_and_extensions() {
+        let p = Problem::new(StatusCode::CONFLICT, "seats-taken", "Seats taken")
+            .with("availability", serde_json::json!({"A-1-1": "held"}));
+        let b = p.body();
+        assert_eq!(b["type"], "/problems/seats-taken");
+        assert_eq!(b["status"], 409);
+        assert_eq!(b["availability"]["A-1-1"], "held");
+    }
+
+    #[test]
+    fn unavailable_sets_retry_after() {
+        let resp = Problem::unavailable("store down", 2).into_response();
+        assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(resp.headers()[header::RETRY_AFTER], "2");
+        assert_eq!(
+            resp.headers()[header::CONTENT_TYPE],
+            "application/problem+json"
+        );
+    }
+}

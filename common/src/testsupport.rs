@@ -1,0 +1,100 @@
+//! Throw-away servers for tests: each starts on a free loopback port with its own temporary data
+//! directory and is stopped (killed) when dropped. Never assumes a default port is free.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A free TCP port on 127.0.0.1 (bound then released; tiny race accepted for test servers).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind 127.0.0.1:0")
+}
+
+/// A `redis-server` child process on a free port, no persistence, data in a temp dir.
+#[derive(Debug)]
+pub struct RedisServer {
+    child: Child,
+    /// The port it listens on.
+    pub port: u16,
+    dir: PathBuf,
+}
+
+impl RedisServer {
+    /// Starts `redis-server` (from `$REDIS_SERVER` or `PATH`) and waits until it answers `PING`.
+    /// Panics with a clear message when the binary is missing: tests that need Redis must not
+    /// silently pass without it.
+    pub fn start() -> Self {
+        let port = free_port();
+        let dir = std::env::temp_dir().join(format!("redis-test-{port}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("create redis temp dir");
+        let bin = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
+        let child = Command::new(&bin)
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
+            .arg("--dir")
+            .arg(&dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {bin} (install Debian's redis-server): {e}"));
+        let server = Self { child, port, dir };
+        server.wait_ready(Duration::from_secs(10));
+        server
+    }
+
+    /// `redis://127.0.0.1:{port}/`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// Kills the server (for outage tests). [`RedisServer::restart`] brings it back on the same port.
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts the server again on the same port (data is gone: no persistence).
+    pub fn restart(&mut self) {
+        self.stop();
+        let bin = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
+        self.child = Command::new(&bin)
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
+            .arg("--dir")
+            .arg(&self.dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("restart redis-server");
+        self.wait_ready(Duration::from_secs(10));
+    }
+
+    fn wait_ready(&self, limit: Duration) {
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            if let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.port)) {
+                let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+                if s.write_all(b"PING\r\n").is_ok() {
+                    let mut buf = [0u8; 7];
+                    if s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n" {
+                        return;
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("redis-server on port {} did not answer PING", self.port);
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.stop();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

@@ -1,0 +1,150 @@
+//! The invariant checks printed at the end of a rush, each PASS or FAIL. They compare what the
+//! fans saw with what the booking core's back office reports (HTTP only, never the database).
+
+use crate::fan::FanOutcome;
+use serde_json::Value;
+use std::collections::{HashMap, HashSet};
+
+/// One named check and its verdict.
+#[derive(Debug, Clone)]
+pub struct Check {
+    /// Short name printed before PASS/FAIL.
+    pub name: &'static str,
+    /// Whether it held.
+    pub pass: bool,
+    /// The figures behind the verdict.
+    pub detail: String,
+}
+
+/// Largest number of admissions live at one instant, from the tokens' `[iat, exp)` intervals
+/// (Unix seconds). Sweep line over interval ends; an end at `t` is processed before a start at `t`.
+pub fn max_live(admissions: &[(i64, i64)]) -> usize {
+    let mut edges: Vec<(i64, i32)> = Vec::with_capacity(admissions.len() * 2);
+    for &(iat, exp) in admissions {
+        edges.push((iat, 1));
+        edges.push((exp, -1));
+    }
+    edges.sort();
+    let (mut live, mut max) = (0i64, 0i64);
+    for (_, d) in edges {
+        live += i64::from(d);
+        max = max.max(live);
+    }
+    usize::try_from(max).unwrap_or(0)
+}
+
+/// Inputs from the back office at the end of the run.
+#[derive(Debug)]
+pub struct BackOffice {
+    /// `GET /admin/shows/{show}/stats`.
+    pub stats: Value,
+    /// `GET /admin/shows/{show}/bookings`.
+    pub bookings: Vec<Value>,
+    /// `GET /api/shows/{show}/seats` (`available`).
+    pub seatmap_available: u64,
+}
+
+/// Runs every check.
+pub fn run(fans: &[FanOutcome], max_active: u64, office: &BackOffice, server_errors: (u64, u64)) -> Vec<Check> {
+    let mut out = Vec::new();
+    let adm: Vec<(i64, i64)> = fans.iter().filter_map(|f| f.admission).collect();
+    let live = max_live(&adm);
+    out.push(Check {
+        name: "live admissions never above max_active",
+        pass: live as u64 <= max_active,
+        detail: format!("max live {live} (from {} tokens), max_active {max_active}", adm.len()),
+    });
+
+    let mut seat_owner: HashMap<String, String> = HashMap::new();
+    let mut twice = Vec::new();
+    for b in &office.bookings {
+        let hold = b["hold_id"].as_str().unwrap_or_default().to_owned();
+        for s in b["seats"].as_array().into_iter().flatten() {
+            let seat = s.as_str().unwrap_or_default().to_owned();
+            if let Some(prev) = seat_owner.insert(seat.clone(), hold.clone()) {
+                twice.push(format!("{seat} ({prev}, {hold})"));
+            }
+        }
+    }
+    let db_twice = office.stats["seats_sold_twice"].as_u64().unwrap_or(u64::MAX);
+    out.push(Check {
+        name: "zero seats sold twice",
+        pass: twice.is_empty() && db_twice == 0,
+        detail: format!("{} in bookings list, {db_twice} by the database", twice.len()),
+    });
+
+    let booked: HashMap<&str, HashSet<&str>> = office
+        .bookings
+        .iter()
+        .map(|b| {
+            let seats = b["seats"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+            (b["hold_id"].as_str().unwrap_or_default(), seats)
+        })
+        .collect();
+    let paid: Vec<&(String, Vec<String>)> = fans.iter().filter(|f| f.paid).filter_map(|f| f.hold.as_ref()).collect();
+    let missing = paid
+        .iter()
+        .filter(|(h, seats)| {
+            booked.get(h.as_str()).is_none_or(|b| seats.iter().any(|s| !b.contains(s.as_str())))
+        })
+        .count();
+    out.push(Check {
+        name: "every PAID hold's seats booked",
+        pass: missing == 0 && !paid.is_empty(),
+        detail: format!("{} paid holds seen by fans, {missing} without their booked seats, {} bookings", paid.len(), office.bookings.len()),
+    });
+
+    let s = &office.stats;
+    let (cap, free, held, sold) = (
+        s["capacity"].as_u64().unwrap_or(0),
+        s["free"].as_u64().unwrap_or(0),
+        s["held"].as_u64().unwrap_or(0),
+        s["sold"].as_u64().unwrap_or(0),
+    );
+    let sold_in_bookings = seat_owner.len() as u64;
+    out.push(Check {
+        name: "availability equals the database's count",
+        pass: office.seatmap_available == free && cap == free + held + sold && sold == sold_in_bookings,
+        detail: format!(
+            "seat map available {}, database free {free} held {held} sold {sold} of {cap}; booked seats {sold_in_bookings}",
+            office.seatmap_available
+        ),
+    });
+
+    let (calls, errors) = server_errors;
+    let ratio = if calls == 0 { 0.0 } else { errors as f64 / calls as f64 };
+    out.push(Check {
+        name: "server errors below 0.01%",
+        pass: ratio < 0.0001,
+        detail: format!("{errors} of {calls} calls ({:.4}%)", ratio * 100.0),
+    });
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_live_counts_overlaps_and_touching_ends() {
+        assert_eq!(max_live(&[]), 0);
+        assert_eq!(max_live(&[(0, 10), (5, 15), (9, 20)]), 3);
+        // An admission ending at 10 and one starting at 10 never overlap.
+        assert_eq!(max_live(&[(0, 10), (10, 20)]), 1);
+    }
+
+    #[test]
+    fn a_seat_in_two_bookings_fails() {
+        let office = BackOffice {
+            stats: serde_json::json!({"capacity": 2, "free": 0, "held": 0, "sold": 2, "seats_sold_twice": 0}),
+            bookings: vec![
+                serde_json::json!({"hold_id": "h1", "seats": ["A-1-1"]}),
+                serde_json::json!({"hold_id": "h2", "seats": ["A-1-1"]}),
+            ],
+            seatmap_available: 0,
+        };
+        let checks = run(&[], 10, &office, (10, 0));
+        let twice = checks.iter().find(|c| c.name == "zero seats sold twice").unwrap();
+        assert!(!twice.pass);
+    }
+}

@@ -1,0 +1,331 @@
+//! One synthetic fan's journey, over HTTP only: join before opening, follow the status document,
+//! claim admission when the cursor reaches the queue number, hold 1–4 adjacent seats (retrying
+//! on 409 with the fresh map), then pay, cancel or walk away.
+
+use crate::stats::Stats;
+use rand::seq::SliceRandom;
+use rand::Rng;
+use reqwest::{Client, Method, StatusCode};
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Where the fans go and who they are.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// Waiting room base URL.
+    pub waiting_room: String,
+    /// Booking core base URL.
+    pub booking: String,
+    /// Event id at the waiting room; also the show id at the booking core.
+    pub event: String,
+    /// How often a fan polls the status document while waiting, milliseconds.
+    pub poll_ms: u64,
+    /// Share of fans who pay (0..=1); `cancel_share` cancel; the rest walk away.
+    pub pay_share: f64,
+    /// Share of fans who cancel on the checkout page.
+    pub cancel_share: f64,
+}
+
+/// What one fan ended with.
+#[derive(Debug, Default, Clone)]
+pub struct FanOutcome {
+    /// The queue number the fan was given.
+    pub queue_number: Option<u64>,
+    /// Admission token's `iat` and `exp` (Unix seconds) when admitted.
+    pub admission: Option<(i64, i64)>,
+    /// Wall time (ms since the run started) when admission was granted.
+    pub admitted_at_ms: Option<u64>,
+    /// The hold id and its seats, if a hold succeeded.
+    pub hold: Option<(String, Vec<String>)>,
+    /// Whether the fan's hold ended PAID (confirmed by reading it back).
+    pub paid: bool,
+    /// Whether the fan cancelled and the hold was released.
+    pub cancelled: bool,
+    /// 409s met while holding.
+    pub conflicts: u32,
+    /// A description of why the journey stopped early, if it did.
+    pub gave_up: Option<String>,
+}
+
+/// A timed HTTP call that records latency and status under `endpoint`.
+pub async fn call(
+    client: &Client,
+    stats: &Stats,
+    endpoint: &'static str,
+    req: reqwest::RequestBuilder,
+) -> anyhow::Result<(StatusCode, Value, reqwest::header::HeaderMap)> {
+    let _ = client;
+    let _permit = permit().await;
+    let t = Instant::now();
+    let res = req.send().await;
+    match res {
+        Ok(r) => {
+            let status = r.status();
+            let headers = r.headers().clone();
+            let bytes = r.bytes().await.unwrap_or_default();
+            stats.record(endpoint, t.elapsed(), Some(status.as_u16()));
+            let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            Ok((status, json, headers))
+        }
+        Err(e) => {
+            stats.record(endpoint, t.elapsed(), None);
+            Err(e.into())
+        }
+    }
+}
+
+/// Decodes a JWT's claims without verifying (the fan only reads `iat`/`exp` for the checks).
+pub fn jwt_claims(token: &str) -> Option<Value> {
+    use base64::Engine as _;
+    let payload = token.split('.').nth(1)?;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload)
+        .ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// Runs one fan: join, wait, claim, hold, then pay/cancel/walk away.
+pub async fn run_fan(
+    client: Client,
+    target: Arc<Target>,
+    stats: Arc<Stats>,
+    started: Instant,
+    joined: Arc<tokio::sync::Barrier>,
+    deadline: Instant,
+) -> FanOutcome {
+    let mut out = FanOutcome::default();
+    let wr = &target.waiting_room;
+    let ev = &target.event;
+    let join_url = format!("{wr}/api/events/{ev}/join");
+    let join = call(&client, &stats, "join", client.post(&join_url)).await;
+    let token = match join {
+        Ok((s, body, _)) if s.is_success() => body["join_token"].as_str().map(str::to_owned),
+        _ => None,
+    };
+    joined.wait().await;
+    let Some(token) = token else {
+        out.gave_up = Some("join failed".into());
+        return out;
+    };
+    let number = match wait_for_turn(&client, &target, &stats, &token, deadline).await {
+        Ok(n) => n,
+        Err(e) => {
+            out.gave_up = Some(e.to_string());
+            return out;
+        }
+    };
+    out.queue_number = Some(number);
+    let claim_url = format!("{wr}/api/events/{ev}/admission");
+    let admission = loop {
+        let req = client.post(&claim_url).bearer_auth(&token);
+        match call(&client, &stats, "claim", req).await {
+            Ok((s, body, _)) if s.is_success() => break body,
+            Ok((s, _, _)) if s == StatusCode::CONFLICT || s.is_server_error() => {}
+            Ok((s, _, _)) => {
+                out.gave_up = Some(format!("claim answered {s}"));
+                return out;
+            }
+            Err(_) => {}
+        }
+        if Instant::now() > deadline {
+            out.gave_up = Some("claim: deadline".into());
+            return out;
+        }
+        tokio::time::sleep(Duration::from_millis(target.poll_ms)).await;
+    };
+    let Some(adm) = admission["admission_token"].as_str().map(str::to_owned) else {
+        out.gave_up = Some("claim without token".into());
+        return out;
+    };
+    out.admitted_at_ms = Some(started.elapsed().as_millis() as u64);
+    if let Some(c) = jwt_claims(&adm) {
+        out.admission = Some((c["iat"].as_i64().unwrap_or(0), c["exp"].as_i64().unwrap_or(0)));
+    }
+    book(&client, &target, &stats, &adm, &mut out).await;
+    out
+}
+
+/// Polls the status document until the cursor reaches this fan; returns the queue number.
+async fn wait_for_turn(
+    client: &Client,
+    target: &Target,
+    stats: &Stats,
+    token: &str,
+    deadline: Instant,
+) -> anyhow::Result<u64> {
+    let wr = &target.waiting_room;
+    let ev = &target.event;
+    let mut number: Option<u64> = None;
+    loop {
+        if Instant::now() > deadline {
+            anyhow::bail!("waiting: deadline");
+        }
+        let st = call(client, stats, "status", client.get(format!("{wr}/status/{ev}.json"))).await;
+        let (state, cursor) = match st {
+            Ok((s, body, _)) if s.is_success() => (
+                body["state"].as_str().unwrap_or("").to_owned(),
+                body["cursor"].as_u64().unwrap_or(0),
+            ),
+            _ => (String::new(), 0),
+        };
+        if state == "open" && number.is_none() {
+            let req = client
+                .get(format!("{wr}/api/events/{ev}/position"))
+                .bearer_auth(token);
+            if let Ok((s, body, _)) = call(client, stats, "position", req).await {
+                if s.is_success() {
+                    number = body["queue_number"].as_u64();
+                }
+            }
+        }
+        if let Some(n) = number {
+            if n <= cursor {
+                return Ok(n);
+            }
+        }
+        if state == "closed" || state == "sold_out" {
+            anyhow::bail!("event {state}");
+        }
+        let jitter = rand::thread_rng().gen_range(0..=target.poll_ms / 4);
+        tokio::time::sleep(Duration::from_millis(target.poll_ms + jitter)).await;
+    }
+}
+
+/// Picks `n` adjacent free seats in a random row that has them, from a seat-map answer.
+pub fn pick_seats(map: &Value, n: usize) -> Option<Vec<String>> {
+    let seats = map["seats"].as_array()?;
+    let mut rows: std::collections::BTreeMap<(String, String), Vec<(u64, String, bool)>> =
+        Default::default();
+    for s in seats {
+        let key = (
+            s["section"].as_str()?.to_owned(),
+            s["row"].as_str().map(str::to_owned).unwrap_or_else(|| s["row"].to_string()),
+        );
+        let free = s["status"].as_str() == Some("free");
+        rows.entry(key)
+            .or_default()
+            .push((s["number"].as_u64()?, s["id"].as_str()?.to_owned(), free));
+    }
+    let mut blocks = Vec::new();
+    for row in rows.values_mut() {
+        row.sort();
+        for w in row.windows(n) {
+            if w.iter().all(|s| s.2) {
+                blocks.push(w.iter().map(|s| s.1.clone()).collect::<Vec<_>>());
+            }
+        }
+    }
+    // Fans crowd towards the front: pick among the first blocks more often (realistic conflicts).
+    let mut rng = rand::thread_rng();
+    let front = blocks.len().min(40);
+    if front == 0 {
+        return None;
+    }
+    let i = if rng.gen_bool(0.7) { rng.gen_range(0..front) } else { rng.gen_range(0..blocks.len()) };
+    blocks.get(i).cloned()
+}
+
+async fn book(client: &Client, target: &Target, stats: &Stats, adm: &str, out: &mut FanOutcome) {
+    let bc = &target.booking;
+    let ev = &target.event;
+    let want = rand::thread_rng().gen_range(1..=4usize);
+    for attempt in 0..4 {
+        let map = match call(client, stats, "seatmap", client.get(format!("{bc}/api/shows/{ev}/seats"))).await {
+            Ok((s, body, _)) if s.is_success() => body,
+            _ => continue,
+        };
+        let n = if attempt >= 2 { 1 } else { want };
+        let Some(seats) = pick_seats(&map, n) else {
+            out.gave_up = Some("sold out".into());
+            return;
+        };
+        let key = uuid_like();
+        let req = client
+            .request(Method::POST, format!("{bc}/api/shows/{ev}/holds"))
+            .bearer_auth(adm)
+            .header("Idempotency-Key", &key)
+            .json(&serde_json::json!({ "seats": seats }));
+        match call(client, stats, "hold", req).await {
+            Ok((s, body, _)) if s == StatusCode::CREATED || s == StatusCode::OK => {
+                let hold = body["hold_id"].as_str().unwrap_or_default().to_owned();
+                out.hold = Some((hold.clone(), seats));
+                finish(client, target, stats, adm, &hold, out).await;
+                return;
+            }
+            Ok((s, _, _)) if s == StatusCode::CONFLICT => out.conflicts += 1,
+            Ok((s, _, _)) => {
+                out.gave_up = Some(format!("hold answered {s}"));
+                return;
+            }
+            Err(e) => {
+                out.gave_up = Some(format!("hold: {e}"));
+                return;
+            }
+        }
+    }
+    out.gave_up = Some("no seats after retries".into());
+}
+
+fn uuid_like() -> String {
+    let mut rng = rand::thread_rng();
+    format!("{:032x}", rng.gen::<u128>())
+}
+
+async fn finish(client: &Client, target: &Target, stats: &Stats, adm: &str, hold: &str, out: &mut FanOutcome) {
+    let bc = &target.booking;
+    let roll: f64 = rand::thread_rng().gen();
+    let choice = if roll < target.pay_share {
+        "pay"
+    } else if roll < target.pay_share + target.cancel_share {
+        "cancel"
+    } else {
+        return; // walks away: the hold lapses on its own
+    };
+    let req = client.post(format!("{bc}/api/holds/{hold}/pay")).bearer_auth(adm);
+    let Ok((s, body, _)) = call(client, stats, "pay", req).await else { return };
+    if !s.is_success() {
+        return;
+    }
+    let Some(checkout) = body["checkout_url"].as_str() else { return };
+    // The fan presses Pay or Cancel on the gateway's page: a form POST answered with a redirect.
+    let button = format!("{}/{}", checkout.trim_end_matches('/'), choice);
+    let Ok((s, _, headers)) = call(client, stats, "checkout", client.post(&button)).await else { return };
+    let Some(loc) = headers.get(reqwest::header::LOCATION).and_then(|v| v.to_str().ok()) else {
+        let _ = s;
+        return;
+    };
+    let _ = call(client, stats, "callback", client.get(loc)).await;
+    if choice == "cancel" {
+        let req = client.delete(format!("{bc}/api/holds/{hold}")).bearer_auth(adm);
+        if let Ok((s, _, _)) = call(client, stats, "release", req).await {
+            out.cancelled = s.is_success();
+        }
+        return;
+    }
+    let req = client.get(format!("{bc}/api/holds/{hold}")).bearer_auth(adm);
+    if let Ok((s, body, _)) = call(client, stats, "hold_read", req).await {
+        out.paid = s.is_success() && body["status"] == "PAID";
+    }
+}
+
+/// Shuffles fans' start order so joins interleave like real arrivals.
+pub fn shuffled(n: usize) -> Vec<usize> {
+    let mut v: Vec<usize> = (0..n).collect();
+    v.shuffle(&mut rand::thread_rng());
+    v
+}
+
+static LIMIT: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
+
+/// Caps HTTP calls in flight across all fans (set once, before the fans start).
+pub fn set_concurrency(n: usize) {
+    let _ = LIMIT.set(tokio::sync::Semaphore::new(n.max(1)));
+}
+
+async fn permit() -> Option<tokio::sync::SemaphorePermit<'static>> {
+    match LIMIT.get() {
+        Some(s) => s.acquire().await.ok(),
+        None => None,
+    }
+}

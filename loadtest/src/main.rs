@@ -1,0 +1,55 @@
+//! `loadtest`: the launch rehearsal. Talks HTTP only to the services; with `--spawn` it starts
+//! them itself (in this process, on random loopback ports) through the launcher library.
+//!
+//! Must not touch: any service's store directly. Every figure it checks comes from HTTP answers.
+
+mod checks;
+mod fan;
+mod stats;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Command line.
+#[derive(Debug, Parser)]
+#[command(name = "loadtest", about = "Launch rehearsal for the 10:00 sale")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Runs N synthetic fans through the whole journey and checks the invariants.
+    Rush(rush::RushArgs),
+}
+
+mod rush;
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let result = rt.block_on(async {
+        match cli.command {
+            Command::Rush(args) => rush::run(args).await,
+        }
+    });
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("loadtest: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

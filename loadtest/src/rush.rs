@@ -1,0 +1,205 @@
+//! `loadtest rush`: N fans join before opening, wait their turn, claim admission, hold seats
+//! and pay, cancel or walk away; then every invariant check is printed PASS/FAIL.
+
+use crate::checks::{self, BackOffice};
+use crate::fan::{self, FanOutcome, Target};
+use crate::stats::Stats;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// `rush` flags. Every figure has a default sized for a laptop run.
+#[derive(Debug, clap::Args)]
+pub struct RushArgs {
+    /// Start the services in this process on random ports (embedded defaults, or `--redis`).
+    #[arg(long)]
+    spawn: bool,
+    /// Number of synthetic fans.
+    #[arg(long, default_value_t = 1000)]
+    fans: usize,
+    /// Seats in the show's venue (with `--spawn`).
+    #[arg(long, default_value_t = 600)]
+    seats: u32,
+    /// Queue store for the spawned waiting room: a Redis URL (default: in memory).
+    #[arg(long)]
+    redis: Option<String>,
+    /// Admissions per second (with `--spawn`).
+    #[arg(long, default_value_t = 400.0)]
+    admit_rate: f64,
+    /// Live admitted sessions at most (with `--spawn`).
+    #[arg(long, default_value_t = 500)]
+    max_active: u64,
+    /// Admission token lifetime, seconds (with `--spawn`).
+    #[arg(long, default_value_t = 20)]
+    admission_ttl: u64,
+    /// Seconds from start until the sale opens (with `--spawn`; default: enough to join everyone).
+    #[arg(long)]
+    opens_in: Option<u64>,
+    /// Waiting room URL (without `--spawn`).
+    #[arg(long)]
+    waiting_room: Option<String>,
+    /// Booking core URL (without `--spawn`).
+    #[arg(long)]
+    booking: Option<String>,
+    /// Admin bearer token of both services (without `--spawn`).
+    #[arg(long, env = "SALE_ADMIN_TOKEN")]
+    admin_token: Option<String>,
+    /// Event id (= show id).
+    #[arg(long, default_value = "rush")]
+    event: String,
+    /// `max_active` of the targeted event (without `--spawn`, for the check).
+    #[arg(long)]
+    expect_max_active: Option<u64>,
+    /// Status-document poll interval per waiting fan, milliseconds.
+    #[arg(long, default_value_t = 250)]
+    poll_ms: u64,
+    /// Share of fans who pay.
+    #[arg(long, default_value_t = 0.7)]
+    pay_share: f64,
+    /// Share of fans who cancel at checkout.
+    #[arg(long, default_value_t = 0.15)]
+    cancel_share: f64,
+    /// HTTP calls in flight at most.
+    #[arg(long, default_value_t = 256)]
+    concurrency: usize,
+    /// Give up on the run after this many seconds.
+    #[arg(long, default_value_t = 600)]
+    timeout: u64,
+    /// No progress bar (CI logs).
+    #[arg(long)]
+    quiet: bool,
+}
+
+/// Runs the rush; `Ok(true)` when every check passed.
+pub async fn run(args: RushArgs) -> anyhow::Result<bool> {
+    let started = Instant::now();
+    let (stack, target, admin_token, max_active) = prepare(&args).await?;
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .pool_max_idle_per_host(args.concurrency)
+        .timeout(Duration::from_secs(30))
+        .build()?;
+    fan::set_concurrency(args.concurrency);
+    let stats = Arc::new(Stats::default());
+    let target = Arc::new(target);
+    let bar = if args.quiet { ProgressBar::hidden() } else { ProgressBar::new(args.fans as u64) };
+    bar.set_style(ProgressStyle::with_template("{elapsed} [{bar:40}] {pos}/{len} fans done {msg}")?);
+    let barrier = Arc::new(tokio::sync::Barrier::new(args.fans));
+    let deadline = started + Duration::from_secs(args.timeout);
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in fan::shuffled(args.fans) {
+        let (c, t, s, b, bar) = (client.clone(), target.clone(), stats.clone(), barrier.clone(), bar.clone());
+        tasks.spawn(async move {
+            let out = fan::run_fan(c, t, s, started, b, deadline).await;
+            bar.inc(1);
+            out
+        });
+    }
+    let mut fans: Vec<FanOutcome> = Vec::with_capacity(args.fans);
+    while let Some(r) = tasks.join_next().await {
+        fans.push(r?);
+    }
+    bar.finish();
+    let wall = started.elapsed();
+    let office = back_office(&client, &target, &admin_token).await?;
+    print_figures(&fans, &stats, wall);
+    let results = checks::run(&fans, max_active, &office, stats.totals());
+    let mut all = true;
+    for c in &results {
+        println!("{} {}: {}", if c.pass { "PASS" } else { "FAIL" }, c.name, c.detail);
+        all &= c.pass;
+    }
+    if let Some(stack) = stack {
+        stack.shutdown().await;
+    }
+    Ok(all)
+}
+
+async fn prepare(
+    args: &RushArgs,
+) -> anyhow::Result<(Option<ticket_sale::stack::Stack>, Target, String, u64)> {
+    let target = |wr: String, bc: String| Target {
+        waiting_room: wr,
+        booking: bc,
+        event: args.event.clone(),
+        poll_ms: args.poll_ms,
+        pay_share: args.pay_share,
+        cancel_share: args.cancel_share,
+    };
+    if args.spawn {
+        let opens_in = args.opens_in.unwrap_or(2 + args.fans as u64 / 1500);
+        let mut opts = ticket_sale::stack::StackOptions::local_random_ports();
+        opts.redis_url = args.redis.clone();
+        opts.seats = args.seats;
+        opts.join_rate_per_sec = 1_000_000;
+        opts.event = ticket_sale::stack::DemoEvent {
+            id: args.event.clone(),
+            opens_in_secs: opens_in,
+            admit_rate: args.admit_rate,
+            max_active: args.max_active,
+            admission_ttl_secs: args.admission_ttl,
+        };
+        let stack = ticket_sale::stack::start(opts).await?;
+        println!(
+            "spawned: waiting room {}  booking {}  gateway {}  (sale opens in {opens_in} s)",
+            stack.waiting_room_url, stack.booking_url, stack.gateway_url
+        );
+        let t = target(stack.waiting_room_url.clone(), stack.booking_url.clone());
+        let token = stack.admin_token.clone();
+        return Ok((Some(stack), t, token, args.max_active));
+    }
+    let (Some(wr), Some(bc)) = (args.waiting_room.clone(), args.booking.clone()) else {
+        anyhow::bail!("give --spawn, or --waiting-room URL and --booking URL");
+    };
+    let token = args.admin_token.clone().ok_or_else(|| anyhow::anyhow!("--admin-token is required without --spawn"))?;
+    let max_active = args.expect_max_active.ok_or_else(|| anyhow::anyhow!("--expect-max-active is required without --spawn"))?;
+    Ok((None, target(wr, bc), token, max_active))
+}
+
+async fn back_office(client: &reqwest::Client, t: &Target, token: &str) -> anyhow::Result<BackOffice> {
+    let get = |path: String| {
+        let client = client.clone();
+        let token = token.to_owned();
+        async move {
+            let r = client.get(path).bearer_auth(token).send().await?.error_for_status()?;
+            anyhow::Ok(r.json::<serde_json::Value>().await?)
+        }
+    };
+    let stats = get(format!("{}/admin/shows/{}/stats", t.booking, t.event)).await?;
+    let bookings = get(format!("{}/admin/shows/{}/bookings", t.booking, t.event)).await?;
+    let map = get(format!("{}/api/shows/{}/seats", t.booking, t.event)).await?;
+    let bookings = match bookings {
+        serde_json::Value::Array(v) => v,
+        other => other["bookings"].as_array().cloned().unwrap_or_default(),
+    };
+    Ok(BackOffice { stats, bookings, seatmap_available: map["available"].as_u64().unwrap_or(u64::MAX) })
+}
+
+fn span_rate(mut times_ms: Vec<u64>) -> (usize, f64) {
+    times_ms.sort_unstable();
+    let n = times_ms.len();
+    let span = match (times_ms.first(), times_ms.last()) {
+        (Some(a), Some(b)) if b > a => (b - a) as f64 / 1000.0,
+        _ => 0.0,
+    };
+    (n, if span > 0.0 { n as f64 / span } else { n as f64 })
+}
+
+fn print_figures(fans: &[FanOutcome], stats: &Stats, wall: Duration) {
+    let (admitted, adm_rate) = span_rate(fans.iter().filter_map(|f| f.admitted_at_ms).collect());
+    let holds = fans.iter().filter(|f| f.hold.is_some()).count();
+    let paid = fans.iter().filter(|f| f.paid).count();
+    let cancelled = fans.iter().filter(|f| f.cancelled).count();
+    let conflicts: u32 = fans.iter().map(|f| f.conflicts).sum();
+    let sold_out = fans.iter().filter(|f| f.gave_up.as_deref() == Some("sold out")).count();
+    let mut reasons = std::collections::BTreeMap::<String, usize>::new();
+    for f in fans.iter().filter_map(|f| f.gave_up.as_ref()) {
+        *reasons.entry(f.clone()).or_default() += 1;
+    }
+    println!("\n== rush figures ({:.1} s wall) ==", wall.as_secs_f64());
+    println!("fans {}  admitted {admitted} ({adm_rate:.0}/s measured)  holds {holds}  paid {paid}  cancelled {cancelled}  409s {conflicts}  found sold out {sold_out}", fans.len());
+    for (r, n) in &reasons {
+        println!("  stopped early: {r} × {n}");
+    }
+    println!("{}", stats.table(wall));
+}

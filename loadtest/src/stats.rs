@@ -1,0 +1,101 @@
+//! Latency and outcome figures per endpoint: one HDR histogram (microseconds) and status counters
+//! per endpoint name, shared by all synthetic fans.
+
+use hdrhistogram::Histogram;
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Figures for one endpoint.
+#[derive(Debug)]
+pub struct EndpointStats {
+    /// Latency in microseconds, 1 µs .. 60 s, 3 significant figures.
+    pub latency_us: Histogram<u64>,
+    /// Answers with a 5xx status or a transport error.
+    pub server_errors: u64,
+    /// Answers with a 4xx status.
+    pub client_errors: u64,
+}
+
+impl EndpointStats {
+    fn new() -> Self {
+        Self {
+            latency_us: Histogram::new_with_bounds(1, 60_000_000, 3).expect("histogram bounds"),
+            server_errors: 0,
+            client_errors: 0,
+        }
+    }
+}
+
+/// All endpoints' figures, keyed by a short endpoint name (`join`, `hold`, …).
+#[derive(Debug, Default)]
+pub struct Stats {
+    inner: Mutex<BTreeMap<&'static str, EndpointStats>>,
+}
+
+impl Stats {
+    /// Records one call: its latency and its HTTP status (`None` = transport error).
+    pub fn record(&self, endpoint: &'static str, took: Duration, status: Option<u16>) {
+        let mut map = self.inner.lock().expect("stats lock");
+        let e = map.entry(endpoint).or_insert_with(EndpointStats::new);
+        let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX).clamp(1, 60_000_000);
+        let _ = e.latency_us.record(us);
+        match status {
+            None => e.server_errors += 1,
+            Some(s) if s >= 500 => e.server_errors += 1,
+            Some(s) if s >= 400 => e.client_errors += 1,
+            Some(_) => {}
+        }
+    }
+
+    /// Total calls and total server errors over all endpoints.
+    pub fn totals(&self) -> (u64, u64) {
+        let map = self.inner.lock().expect("stats lock");
+        map.values().fold((0, 0), |(n, e), s| {
+            (n + s.latency_us.len(), e + s.server_errors)
+        })
+    }
+
+    /// A table: endpoint, calls, calls/s over `wall`, p50/p99/max in milliseconds, 4xx, 5xx.
+    pub fn table(&self, wall: Duration) -> String {
+        let map = self.inner.lock().expect("stats lock");
+        let secs = wall.as_secs_f64().max(1e-9);
+        let mut out = format!(
+            "{:<12} {:>8} {:>9} {:>9} {:>9} {:>9} {:>6} {:>6}\n",
+            "endpoint", "calls", "calls/s", "p50 ms", "p99 ms", "max ms", "4xx", "5xx"
+        );
+        for (name, s) in map.iter() {
+            let h = &s.latency_us;
+            out.push_str(&format!(
+                "{:<12} {:>8} {:>9.1} {:>9.2} {:>9.2} {:>9.2} {:>6} {:>6}\n",
+                name,
+                h.len(),
+                h.len() as f64 / secs,
+                h.value_at_quantile(0.50) as f64 / 1000.0,
+                h.value_at_quantile(0.99) as f64 / 1000.0,
+                h.max() as f64 / 1000.0,
+                s.client_errors,
+                s.server_errors
+            ));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_errors_by_class() {
+        let s = Stats::default();
+        s.record("join", Duration::from_millis(2), Some(200));
+        s.record("join", Duration::from_millis(3), Some(429));
+        s.record("hold", Duration::from_millis(4), Some(503));
+        s.record("hold", Duration::from_millis(4), None);
+        assert_eq!(s.totals(), (4, 2));
+        let t = s.table(Duration::from_secs(1));
+        assert!(t.contains("join"));
+        assert!(t.contains("hold"));
+    }
+}

@@ -1,0 +1,40 @@
+//! End-to-end: runs the real `loadtest rush --spawn` binary for a few hundred fans, once with the
+//! queue in a real Redis server (started here on a free port) and once on the embedded defaults,
+//! and requires every invariant check to print PASS and the process to exit 0.
+
+use sale_common::testsupport::RedisServer;
+use std::process::Command;
+
+fn rush(extra: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_loadtest"))
+        .args(["rush", "--spawn", "--fans", "300", "--seats", "240", "--quiet"])
+        .args(["--admit-rate", "200", "--max-active", "120", "--admission-ttl", "15"])
+        .args(["--opens-in", "2", "--timeout", "240"])
+        .args(extra)
+        .output()
+        .expect("run loadtest");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "loadtest failed ({}):\n{stdout}\n{stderr}", out.status);
+    stdout
+}
+
+fn assert_checks(stdout: &str) {
+    let passes = stdout.lines().filter(|l| l.starts_with("PASS ")).count();
+    assert!(!stdout.lines().any(|l| l.starts_with("FAIL ")), "a check failed:\n{stdout}");
+    assert_eq!(passes, 5, "every check printed PASS:\n{stdout}");
+    assert!(stdout.contains("zero seats sold twice"), "{stdout}");
+}
+
+#[test]
+fn rush_with_redis_passes_every_check() {
+    let redis = RedisServer::start();
+    let out = rush(&["--redis", &redis.url(), "--event", "rush-redis"]);
+    assert_checks(&out);
+}
+
+#[test]
+fn rush_on_embedded_defaults_passes_every_check() {
+    let out = rush(&["--event", "rush-mem"]);
+    assert_checks(&out);
+}

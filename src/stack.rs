@@ -1,0 +1,211 @@
+//! One sale in one process: binds three listeners first (so every service knows the others'
+//! URLs), builds each service's `Config`, and runs each `serve` until [`Stack::shutdown`].
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// The event created at start (the waiting room's event and the booking core's show share `id`).
+#[derive(Debug, Clone)]
+pub struct DemoEvent {
+    /// Event id, also the show id.
+    pub id: String,
+    /// Seconds from start until the sale opens.
+    pub opens_in_secs: u64,
+    /// Admissions per second.
+    pub admit_rate: f64,
+    /// Live admitted sessions at most.
+    pub max_active: u64,
+    /// Admission-token lifetime, seconds.
+    pub admission_ttl_secs: u64,
+}
+
+/// Everything the launcher may set. [`StackOptions::local_random_ports`] gives the embedded
+/// defaults on port 0 (tests and `loadtest --spawn`).
+#[derive(Debug, Clone)]
+pub struct StackOptions {
+    /// Waiting room listen address.
+    pub waiting_room_addr: SocketAddr,
+    /// Booking core listen address.
+    pub booking_addr: SocketAddr,
+    /// Gateway simulator listen address.
+    pub gateway_addr: SocketAddr,
+    /// `Some(url)`: the queue lives in Redis; `None`: in memory (embedded default).
+    pub redis_url: Option<String>,
+    /// Booking database (SQLite by default). Empty: a fresh SQLite file in a temp dir.
+    pub database_url: String,
+    /// Folder of the fan pages.
+    pub static_dir: PathBuf,
+    /// Admin bearer token of both services.
+    pub admin_token: String,
+    /// The event/show created at start.
+    pub event: DemoEvent,
+    /// Seats in the show's venue.
+    pub seats: u32,
+    /// Hold lifetime, seconds (seed 000: 8 minutes against a 7-minute payment session).
+    pub hold_ttl_secs: u64,
+    /// Payment-session lifetime, seconds; must be shorter than the hold.
+    pub payment_session_secs: u64,
+    /// Joins per second per client IP (tower-governor), and the burst.
+    pub join_rate_per_sec: u32,
+    /// Join burst per client IP.
+    pub join_burst: u32,
+}
+
+impl StackOptions {
+    /// Embedded defaults on random loopback ports, a random admin token, and a demo event that
+    /// opens one minute after start.
+    pub fn local_random_ports() -> Self {
+        let any: SocketAddr = "127.0.0.1:0".parse().expect("loopback address");
+        Self {
+            waiting_room_addr: any,
+            booking_addr: any,
+            gateway_addr: any,
+            redis_url: None,
+            database_url: String::new(),
+            static_dir: default_static_dir(),
+            admin_token: format!("{:032x}", rand::random::<u128>()),
+            event: DemoEvent {
+                id: "demo".into(),
+                opens_in_secs: 60,
+                admit_rate: 5.0,
+                max_active: 100,
+                admission_ttl_secs: 600,
+            },
+            seats: 600,
+            hold_ttl_secs: 480,
+            payment_session_secs: 420,
+            join_rate_per_sec: 5,
+            join_burst: 20,
+        }
+    }
+}
+
+/// `static/` next to this crate's manifest when it exists (a checkout), else `./static`.
+pub fn default_static_dir() -> PathBuf {
+    let built = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("static");
+    if built.is_dir() {
+        built
+    } else {
+        PathBuf::from("static")
+    }
+}
+
+/// A running sale.
+#[derive(Debug)]
+pub struct Stack {
+    /// `http://127.0.0.1:PORT` of the waiting room.
+    pub waiting_room_url: String,
+    /// `http://127.0.0.1:PORT` of the booking core.
+    pub booking_url: String,
+    /// `http://127.0.0.1:PORT` of the gateway simulator.
+    pub gateway_url: String,
+    /// Admin bearer token of both services.
+    pub admin_token: String,
+    stops: Vec<oneshot::Sender<()>>,
+    tasks: Vec<JoinHandle<anyhow::Result<()>>>,
+    _tmp: Option<tempfile::TempDir>,
+}
+
+impl Stack {
+    /// Stops the three services and waits for them to finish.
+    pub async fn shutdown(self) {
+        for s in self.stops {
+            let _ = s.send(());
+        }
+        for t in self.tasks {
+            match t.await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::error!(error = %e, "service ended with an error"),
+                Err(e) => tracing::error!(error = %e, "service task panicked"),
+            }
+        }
+    }
+}
+
+fn url_of(l: &TcpListener) -> anyhow::Result<String> {
+    Ok(format!("http://{}", l.local_addr()?))
+}
+
+fn stopper() -> (oneshot::Sender<()>, impl std::future::Future<Output = ()> + Send + 'static) {
+    let (tx, rx) = oneshot::channel::<()>();
+    (tx, async move {
+        let _ = rx.await;
+    })
+}
+
+/// Binds the three listeners, builds the configs and starts the services.
+pub async fn start(opts: StackOptions) -> anyhow::Result<Stack> {
+    let wr_l = TcpListener::bind(opts.waiting_room_addr).await?;
+    let bc_l = TcpListener::bind(opts.booking_addr).await?;
+    let gw_l = TcpListener::bind(opts.gateway_addr).await?;
+    let (wr_url, bc_url, gw_url) = (url_of(&wr_l)?, url_of(&bc_l)?, url_of(&gw_l)?);
+    let (tmp, database_url) = if opts.database_url.is_empty() {
+        let dir = tempfile::tempdir()?;
+        let url = format!("sqlite://{}?mode=rwc", dir.path().join("booking.db").display());
+        (Some(dir), url)
+    } else {
+        (None, opts.database_url.clone())
+    };
+    let gateway_secret = format!("{:032x}", rand::random::<u128>());
+    let wiring = Wiring { wr_url: &wr_url, bc_url: &bc_url, gw_url: &gw_url, database_url: &database_url, gateway_secret: &gateway_secret };
+    let gw_cfg = configs::gateway(&opts, &wiring);
+    let wr_cfg = configs::waiting_room(&opts, &wiring)?;
+    let bc_cfg = configs::booking(&opts, &wiring)?;
+    let mut stops = Vec::new();
+    let mut tasks = Vec::new();
+    let (tx, stop) = stopper();
+    stops.push(tx);
+    tasks.push(tokio::spawn(gateway_sim::serve(gw_l, gw_cfg, stop)));
+    let (tx, stop) = stopper();
+    stops.push(tx);
+    tasks.push(tokio::spawn(waiting_room::serve(wr_l, wr_cfg, stop)));
+    let (tx, stop) = stopper();
+    stops.push(tx);
+    tasks.push(tokio::spawn(booking_core::serve(bc_l, bc_cfg, stop)));
+    let stack = Stack {
+        waiting_room_url: wr_url,
+        booking_url: bc_url,
+        gateway_url: gw_url,
+        admin_token: opts.admin_token.clone(),
+        stops,
+        tasks,
+        _tmp: tmp,
+    };
+    wait_healthy(&stack).await?;
+    Ok(stack)
+}
+
+/// URLs and secrets that tie the three services together.
+#[derive(Debug)]
+pub(crate) struct Wiring<'a> {
+    pub wr_url: &'a str,
+    pub bc_url: &'a str,
+    pub gw_url: &'a str,
+    pub database_url: &'a str,
+    pub gateway_secret: &'a str,
+}
+
+async fn wait_healthy(s: &Stack) -> anyhow::Result<()> {
+    for url in [&s.waiting_room_url, &s.booking_url, &s.gateway_url] {
+        let mut ok = false;
+        for _ in 0..100 {
+            if let Ok(mut stream) = tokio::net::TcpStream::connect(url.trim_start_matches("http://")).await {
+                use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                let _ = stream.write_all(b"GET /healthz HTTP/1.0\r\n\r\n").await;
+                let mut buf = [0u8; 12];
+                if stream.read_exact(&mut buf).await.is_ok() && buf.ends_with(b"200") {
+                    ok = true;
+                    break;
+                }
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        anyhow::ensure!(ok, "{url}/healthz did not answer 200 within 5 s");
+    }
+    Ok(())
+}
+
+mod configs;

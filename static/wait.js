@@ -1,0 +1,131 @@
+// The waiting page: joins once (the join token lives in localStorage, never in a URL), follows the
+// public status document at the interval it names, shows people ahead = my number - cursor, and on
+// admission claims the admission token and hands it to the booking core with a form POST.
+(function () {
+  "use strict";
+  const params = new URLSearchParams(location.search);
+  const event = (params.get("event") || "demo").replace(/[^a-z0-9-]/g, "");
+  const storeKey = "join:" + event;
+  const $ = (id) => document.getElementById(id);
+  let pollMs = 2000;
+  let failures = 0;
+  let firstCursor = null;
+  let claiming = false;
+
+  function backoff() {
+    failures += 1;
+    const base = Math.min(30000, 500 * 2 ** Math.min(failures, 6));
+    return base / 2 + Math.random() * base / 2; // exponential backoff with jitter
+  }
+
+  async function api(path, opts) {
+    const token = localStorage.getItem(storeKey);
+    const headers = { "Accept": "application/json" };
+    if (token) headers["Authorization"] = "Bearer " + token;
+    const res = await fetch(path, Object.assign({ method: "GET", headers, cache: "no-store" }, opts || {}));
+    let body = null;
+    try { body = await res.json(); } catch (_) { body = null; }
+    return { res, body };
+  }
+
+  async function join() {
+    const { res, body } = await api("/api/events/" + event + "/join", { method: "POST" });
+    if (res.status === 401) { localStorage.removeItem(storeKey); return join(); }
+    if (!res.ok) throw new Error("join failed: " + res.status);
+    localStorage.setItem(storeKey, body.join_token);
+    return body;
+  }
+
+  async function position() {
+    const { res, body } = await api("/api/events/" + event + "/position");
+    if (res.status === 401) { localStorage.removeItem(storeKey); await join(); return position(); }
+    if (!res.ok) throw new Error("position failed: " + res.status);
+    return body;
+  }
+
+  async function claim() {
+    const { res, body } = await api("/api/events/" + event + "/admission", { method: "POST" });
+    if (res.status === 409) return null; // not yet: keep waiting
+    if (!res.ok) throw new Error("claim failed: " + res.status);
+    return body;
+  }
+
+  function handOff(adm) {
+    $("admitted").hidden = false;
+    const form = $("handoff");
+    form.action = adm.booking_url.replace(/\/$/, "") + "/session";
+    $("handoff-token").value = adm.admission_token;
+    $("handoff-show").value = event;
+    form.submit();
+  }
+
+  function fmt(secs) {
+    secs = Math.max(0, Math.round(secs));
+    const m = Math.floor(secs / 60), s = secs % 60;
+    return (m > 0 ? m + " min " : "") + s + " s";
+  }
+
+  async function tick() {
+    let status;
+    try {
+      const res = await fetch("/status/" + event + ".json", { cache: "no-cache" });
+      if (!res.ok) throw new Error("status " + res.status);
+      status = await res.json();
+      failures = 0;
+      $("trouble").hidden = true;
+    } catch (e) {
+      $("trouble").hidden = false;
+      setTimeout(tick, backoff());
+      return;
+    }
+    pollMs = status.poll_interval_ms || pollMs;
+    const now = Date.now() / 1000;
+    const words = {
+      prequeue: "The sale has not opened yet.",
+      open: "The sale is open. You are in line.",
+      paused: "The sale is paused for a moment. Your place is kept.",
+      closed: "The sale is closed.",
+      sold_out: "Sold out. Thank you for waiting."
+    };
+    $("state").textContent = words[status.state] || status.state;
+    $("countdown-box").hidden = status.state !== "prequeue";
+    if (status.state === "prequeue") $("countdown").textContent = fmt(status.opens_at - now);
+    try {
+      const pos = await position();
+      if (pos.queue_number !== null && pos.queue_number !== undefined) {
+        $("queue-box").hidden = false;
+        $("queue-number").textContent = pos.queue_number;
+        const cursor = Math.max(status.cursor || 0, pos.cursor || 0);
+        if (firstCursor === null) firstCursor = cursor;
+        const ahead = Math.max(0, pos.queue_number - cursor);
+        $("ahead").textContent = ahead;
+        const span = Math.max(1, pos.queue_number - firstCursor);
+        $("progress").value = Math.min(100, Math.round(100 * (1 - ahead / span)));
+        if ((ahead === 0 || pos.admitted) && !claiming && status.state === "open") {
+          claiming = true;
+          const adm = await claim();
+          claiming = false;
+          if (adm) { handOff(adm); return; }
+        }
+      }
+    } catch (e) {
+      $("trouble").hidden = false;
+      setTimeout(tick, backoff());
+      return;
+    }
+    setTimeout(tick, pollMs);
+  }
+
+  (async function start() {
+    try {
+      const j = await join();
+      $("state").textContent = "You have a place in the waiting room.";
+      if (j.queue_number !== null && j.queue_number !== undefined) $("queue-number").textContent = j.queue_number;
+    } catch (e) {
+      $("trouble").hidden = false;
+      setTimeout(start, backoff());
+      return;
+    }
+    tick();
+  })();
+})();
