@@ -235,8 +235,10 @@ async fn book(client: &Client, target: &Target, stats: &Stats, adm: &str, out: &
             Ok((s, body, _)) if s.is_success() => body,
             _ => continue,
         };
+        // A party that cannot sit together shrinks rather than leaving (and after two 409s,
+        // takes any single seat).
         let n = if attempt >= 2 { 1 } else { want };
-        let Some(seats) = pick_seats(&map, n) else {
+        let Some(seats) = (1..=n).rev().find_map(|k| pick_seats(&map, k)) else {
             out.gave_up = Some("sold out".into());
             return;
         };

@@ -1,1 +1,133 @@
-//! placeholder
+//! The waiting room: a virtual queue in front of the booking core. It owns the queue (join
+//! tokens, pre-queue shuffle, cursor, admissions), the admission-token keys and JWKS, the status
+//! document and the admin API (DESIGN.md "Waiting room"; HTTP contract in API.md).
+//!
+//! Must not touch: the booking database (the booking core verifies admission tokens offline).
+//!
+//! Entry points: [`serve`] (what the binary and the launcher call), [`serve_with_clock`] (tests
+//! pass a `ManualClock`), [`router`] for in-process `oneshot` tests, [`AppState::new`].
+
+pub mod admitter;
+pub mod config;
+pub mod domain;
+pub mod http;
+pub mod ratelimit;
+pub mod status;
+pub mod store;
+pub mod tokens;
+
+pub use config::{Config, EventConfig, StoreConfig};
+pub use http::{router, AppState};
+
+use admitter::Admitter;
+use domain::EventId;
+use sale_common::{SharedClock, SystemClock};
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use store::{memory::MemoryStore, redis::RedisStore, QueueStore};
+use tokio::sync::watch;
+
+/// Opens the configured store: in-memory, or Redis (fails fast when Redis is not reachable).
+pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn QueueStore>> {
+    Ok(match &config.store {
+        StoreConfig::Memory => Arc::new(MemoryStore::new()),
+        StoreConfig::Redis { url } => {
+            let timeout = Duration::from_millis(config.store_timeout_ms);
+            Arc::new(RedisStore::connect(url, timeout).await?)
+        }
+    })
+}
+
+/// Serves the waiting room on `listener` with the system clock until `shutdown` resolves
+/// (API.md "Library entry points").
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    serve_with_clock(listener, config, Arc::new(SystemClock), shutdown).await
+}
+
+/// Like [`serve`] with an injected clock (tests: `Arc::new(ManualClock::new(..))`).
+pub async fn serve_with_clock(
+    listener: tokio::net::TcpListener,
+    config: Config,
+    clock: SharedClock,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    config.validate()?;
+    let store = open_store(&config).await?;
+    let state = AppState::new(config, store, clock).await?;
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let loop_task = tokio::spawn(run_admitters(state.clone(), stop_rx));
+    let app = router(state).into_make_service_with_connect_info::<SocketAddr>();
+    let result = axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            let _ = stop_tx.send(true);
+        })
+        .await;
+    let _ = loop_task.await;
+    Ok(result?)
+}
+
+/// The admitter loop: every `tick_ms`, for every event, hold (or take) the event's owner-token
+/// lock and run one [`Admitter::step`] when it is ours; every node republishes its status
+/// documents each tick. One task serves all events so events created through the admin API
+/// are picked up without a restart. Locks are released on shutdown.
+pub async fn run_admitters(state: AppState, mut stop: watch::Receiver<bool>) {
+    let cfg = &state.0.config;
+    let tick = Duration::from_millis(cfg.tick_ms);
+    let lock_ttl_ms = (cfg.tick_ms * 30).max(3000);
+    let owner = uuid::Uuid::new_v4().to_string();
+    let store = state.0.store.clone();
+    let limit = state.store_timeout();
+    let mut admitters: HashMap<EventId, (Admitter, bool)> = HashMap::new();
+    let mut interval = tokio::time::interval(tick);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = interval.tick() => {}
+            _ = stop.changed() => break,
+        }
+        let Ok(Ok(events)) = tokio::time::timeout(limit, store.list_events()).await else {
+            continue;
+        };
+        for event in events {
+            let key = store::redis::admitter_lock_key(&event);
+            let (adm, held) = admitters.entry(event.clone()).or_insert_with(|| {
+                let a = Admitter::new(
+                    store.clone(),
+                    event.clone(),
+                    cfg.tick_ms,
+                    cfg.invite_grace_secs,
+                );
+                (a, false)
+            });
+            let lock = async {
+                if *held {
+                    store.renew_lock(&key, &owner, lock_ttl_ms).await
+                } else {
+                    store.try_lock(&key, &owner, lock_ttl_ms).await
+                }
+            };
+            *held = matches!(tokio::time::timeout(limit, lock).await, Ok(Ok(true)));
+            if *held {
+                let now_ms = state.0.clock.now_ms();
+                if let Err(e) = adm.step(now_ms).await {
+                    tracing::warn!(event = %event, error = %e, "admitter step failed");
+                }
+            }
+            state.refresh_status(&event).await;
+        }
+    }
+    for (event, (_, held)) in admitters {
+        if held {
+            let key = store::redis::admitter_lock_key(&event);
+            let _ = store.release_lock(&key, &owner).await;
+        }
+    }
+}

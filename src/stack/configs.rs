@@ -1,0 +1,58 @@
+//! Builds each service's `Config` from the launcher's options and the wiring (URLs and shared
+//! secrets of the other services).
+
+use super::{StackOptions, Wiring};
+use sale_common::Secret;
+
+/// The gateway simulator: checkout links point at its own public URL.
+pub(crate) fn gateway(_opts: &StackOptions, w: &Wiring<'_>) -> gateway_sim::Config {
+    let mut cfg = gateway_sim::Config::demo(w.gw_url, Secret::new(w.gateway_secret));
+    cfg.seed = None;
+    cfg
+}
+
+/// The waiting room: one event, opening `opens_in_secs` after now, queue in memory or Redis.
+pub(crate) fn waiting_room(opts: &StackOptions, w: &Wiring<'_>) -> anyhow::Result<waiting_room::Config> {
+    let e = &opts.event;
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs();
+    let opens_at = i64::try_from(now + e.opens_in_secs)?;
+    let mut cfg = waiting_room::Config::demo(&e.id, opens_at, w.bc_url);
+    anyhow::ensure!(cfg.events[0].id.as_str() == e.id, "invalid event id {:?}", e.id);
+    cfg.events[0].admit_rate = e.admit_rate;
+    cfg.events[0].max_active = e.max_active;
+    cfg.events[0].admission_ttl_secs = e.admission_ttl_secs;
+    cfg.store = match &opts.redis_url {
+        Some(url) => waiting_room::config::StoreConfig::Redis { url: url.clone() },
+        None => waiting_room::config::StoreConfig::Memory,
+    };
+    cfg.admin_token = Secret::new(opts.admin_token.clone());
+    cfg.join_hmac_key = Secret::new(format!("{:064x}", rand::random::<u128>()));
+    cfg.static_dir = Some(opts.static_dir.clone());
+    cfg.join_rate_per_sec = u64::from(opts.join_rate_per_sec);
+    cfg.join_burst = opts.join_burst;
+    Ok(cfg)
+}
+
+/// The booking core: one show with the event's id on a venue of at least `opts.seats` seats
+/// (5 sections of rows of 20, rounded up to whole rows), verifying admission tokens from the
+/// waiting room's JWKS and paying through the simulator.
+pub(crate) fn booking(opts: &StackOptions, w: &Wiring<'_>) -> anyhow::Result<booking_core::Config> {
+    let mut cfg = booking_core::Config::demo(
+        &opts.event.id,
+        format!("{}/.well-known/jwks.json", w.wr_url),
+        w.gw_url,
+        Secret::new(w.gateway_secret),
+        w.bc_url,
+    );
+    cfg.database_url = w.database_url.to_owned();
+    cfg.waiting_room_url = w.wr_url.to_owned();
+    cfg.admin_token = Secret::new(opts.admin_token.clone());
+    cfg.static_dir = Some(opts.static_dir.clone());
+    cfg.hold_ttl_secs = opts.hold_ttl_secs;
+    cfg.payment_session_secs = opts.payment_session_secs;
+    let mut venue = booking_core::config::Venue::demo();
+    venue.seats_per_row = 20;
+    venue.rows = opts.seats.div_ceil(100).max(1);
+    cfg.shows[0].venue = venue;
+    Ok(cfg)
+}

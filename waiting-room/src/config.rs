@@ -1,0 +1,238 @@
+//! Typed configuration (STYLE.md rule 7), read from a JSON file by the binary and validated
+//! before any port is bound. Secrets are [`Secret`]s and have no defaults. The listen address is
+//! not here: `serve` takes an already-bound listener.
+
+use crate::domain::{EventId, EventMeta, EventState};
+use sale_common::Secret;
+use serde::Deserialize;
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+/// One event as configured at start-up (created in the store unless it exists already).
+#[derive(Debug, Clone, Deserialize)]
+pub struct EventConfig {
+    /// Event id, `[a-z0-9-]{1,40}`.
+    pub id: EventId,
+    /// Opening time, Unix epoch **seconds**.
+    pub opens_at: i64,
+    /// Admissions per **second**, > 0.
+    pub admit_rate: f64,
+    /// Most concurrently admitted sessions.
+    pub max_active: u64,
+    /// Admission lifetime, **seconds** (API.md default 600).
+    #[serde(default = "default_ttl")]
+    pub admission_ttl_secs: u64,
+    /// The booking core's public base URL.
+    pub booking_url: String,
+}
+
+impl EventConfig {
+    /// The store record for this event, in `prequeue` state.
+    pub fn meta(&self) -> EventMeta {
+        EventMeta {
+            id: self.id.clone(),
+            state: EventState::Prequeue,
+            opens_at: self.opens_at,
+            admit_rate: self.admit_rate,
+            max_active: self.max_active,
+            admission_ttl_secs: self.admission_ttl_secs,
+            booking_url: self.booking_url.clone(),
+        }
+    }
+}
+
+/// Where the queue lives.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum StoreConfig {
+    /// In-process store (single node).
+    Memory,
+    /// Redis at `url` (`redis://host:port/`).
+    Redis {
+        /// Connection URL.
+        url: String,
+    },
+}
+
+fn de_secret<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Secret, D::Error> {
+    String::deserialize(d).map(Secret::new)
+}
+
+fn de_opt_secret<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Secret>, D::Error> {
+    Option::<String>::deserialize(d).map(|o| o.map(Secret::new))
+}
+
+fn default_ttl() -> u64 {
+    600
+}
+fn default_issuer() -> String {
+    "waiting-room".into()
+}
+fn default_audience() -> String {
+    "booking-core".into()
+}
+fn default_one() -> u64 {
+    1
+}
+fn default_poll() -> u64 {
+    2000
+}
+fn default_join_rate() -> u64 {
+    5
+}
+fn default_join_burst() -> u32 {
+    10
+}
+fn default_tick() -> u64 {
+    100
+}
+fn default_grace() -> u64 {
+    60
+}
+fn default_join_ttl() -> u64 {
+    86_400
+}
+fn default_store_timeout() -> u64 {
+    2000
+}
+
+/// Waiting-room configuration.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Config {
+    /// Events created at start-up.
+    #[serde(default)]
+    pub events: Vec<EventConfig>,
+    /// Queue store backend.
+    pub store: StoreConfig,
+    /// Bearer token of the admin API (compared in constant time).
+    #[serde(deserialize_with = "de_secret")]
+    pub admin_token: Secret,
+    /// Ed25519 private key, PKCS#8 PEM. `None`: a fresh key is generated at start (one node).
+    #[serde(default, deserialize_with = "de_opt_secret")]
+    pub signing_key_pem: Option<Secret>,
+    /// HMAC key of join tokens (HS256). Every node of one deployment shares it.
+    #[serde(deserialize_with = "de_secret")]
+    pub join_hmac_key: Secret,
+    /// `iss` of admission tokens.
+    #[serde(default = "default_issuer")]
+    pub issuer: String,
+    /// `aud` of admission tokens.
+    #[serde(default = "default_audience")]
+    pub audience: String,
+    /// Directory of the fan pages, served at `/`.
+    #[serde(default)]
+    pub static_dir: Option<PathBuf>,
+    /// `max-age` of the status document, **seconds** (API.md: 1).
+    #[serde(default = "default_one")]
+    pub status_max_age_secs: u64,
+    /// Poll interval advertised to fans, **milliseconds**.
+    #[serde(default = "default_poll")]
+    pub poll_interval_ms: u64,
+    /// Joins per **second** per client IP (tower_governor).
+    #[serde(default = "default_join_rate")]
+    pub join_rate_per_sec: u64,
+    /// Join burst per client IP.
+    #[serde(default = "default_join_burst")]
+    pub join_burst: u32,
+    /// Proxies whose `X-Forwarded-For` is believed (case W03).
+    #[serde(default)]
+    pub trusted_proxies: Vec<IpAddr>,
+    /// Admitter tick, **milliseconds**.
+    #[serde(default = "default_tick")]
+    pub tick_ms: u64,
+    /// How long an invitation (cursor passed, not yet claimed) holds a `max_active` slot,
+    /// **seconds**.
+    #[serde(default = "default_grace")]
+    pub invite_grace_secs: u64,
+    /// Join-token lifetime, **seconds**.
+    #[serde(default = "default_join_ttl")]
+    pub join_token_ttl_secs: u64,
+    /// Bound on every store call, **milliseconds**; past it the request gets 503.
+    #[serde(default = "default_store_timeout")]
+    pub store_timeout_ms: u64,
+}
+
+impl Config {
+    /// A demo/test configuration: one event `id` opening at `opens_at` (epoch s) with admit
+    /// rate 50/s and `max_active` 500, in-memory store, generated signing key, fixed demo secrets
+    /// (`admin_token` = "demo-admin-token"). Never use for a real sale.
+    pub fn demo(id: &str, opens_at: i64, booking_url: &str) -> Self {
+        let event = EventConfig {
+            id: EventId::parse(id).unwrap_or_else(|| EventId::parse("demo").expect("valid id")),
+            opens_at,
+            admit_rate: 50.0,
+            max_active: 500,
+            admission_ttl_secs: default_ttl(),
+            booking_url: booking_url.to_owned(),
+        };
+        Self {
+            events: vec![event],
+            store: StoreConfig::Memory,
+            admin_token: Secret::new("demo-admin-token"),
+            signing_key_pem: None,
+            join_hmac_key: Secret::new("demo-join-hmac-key-change-me-0123456789"),
+            issuer: default_issuer(),
+            audience: default_audience(),
+            static_dir: None,
+            status_max_age_secs: 1,
+            poll_interval_ms: default_poll(),
+            join_rate_per_sec: 1000,
+            join_burst: 1000,
+            trusted_proxies: Vec::new(),
+            tick_ms: default_tick(),
+            invite_grace_secs: default_grace(),
+            join_token_ttl_secs: default_join_ttl(),
+            store_timeout_ms: default_store_timeout(),
+        }
+    }
+
+    /// Reads a JSON configuration file.
+    pub fn from_file(path: &std::path::Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path)?;
+        Ok(serde_json::from_str(&text)?)
+    }
+
+    /// Checks values that would otherwise fail later, at the first fan.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            self.admin_token.expose().len() >= 16,
+            "admin_token: at least 16 chars"
+        );
+        anyhow::ensure!(
+            self.join_hmac_key.expose().len() >= 32,
+            "join_hmac_key: at least 32 bytes"
+        );
+        anyhow::ensure!(self.tick_ms > 0, "tick_ms must be > 0");
+        anyhow::ensure!(
+            self.join_rate_per_sec > 0 && self.join_burst > 0,
+            "join rate/burst > 0"
+        );
+        for e in &self.events {
+            anyhow::ensure!(
+                e.admit_rate.is_finite() && e.admit_rate > 0.0,
+                "event {}: admit_rate must be > 0",
+                e.id
+            );
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn example_config_parses_and_validates() {
+        let c: Config =
+            serde_json::from_str(include_str!("../config.example.json")).expect("parses");
+        c.validate().expect("valid");
+        assert!(matches!(c.store, StoreConfig::Memory));
+        assert_eq!(
+            (c.tick_ms, c.status_max_age_secs, c.poll_interval_ms),
+            (100, 1, 2000)
+        );
+        assert_eq!(c.events[0].admission_ttl_secs, 600);
+        assert_eq!(format!("{:?}", c.admin_token), "Secret(***)");
+    }
+}

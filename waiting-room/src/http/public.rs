@@ -1,0 +1,42 @@
+//! Public endpoints: health, readiness, the cached status document and the JWKS.
+
+use super::error::RETRY_AFTER_SECS;
+use super::{parse_event, public_json, AppState};
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use sale_common::Problem;
+
+/// `GET /healthz`: the process answers (no store call).
+pub async fn healthz() -> &'static str {
+    "ok"
+}
+
+/// `GET /readyz`: 200 when the store answers a ping within the bound, else 503 + Retry-After.
+pub async fn readyz(State(st): State<AppState>) -> Response {
+    match tokio::time::timeout(st.store_timeout(), st.0.store.ping()).await {
+        Ok(Ok(())) => "ready".into_response(),
+        _ => Problem::unavailable("queue store not reachable", RETRY_AFTER_SECS).into_response(),
+    }
+}
+
+/// `GET /status/{event}.json`: the last published document, never a store call.
+pub async fn status(
+    State(st): State<AppState>,
+    Path(file): Path<String>,
+) -> Result<Response, Problem> {
+    let raw = file
+        .strip_suffix(".json")
+        .ok_or_else(|| Problem::not_found("status documents end in .json"))?;
+    let event = parse_event(raw)?;
+    let doc =
+        st.0.status
+            .get(&event)
+            .ok_or_else(|| Problem::not_found(format!("no event {raw:?}")))?;
+    let body = serde_json::to_value(doc).map_err(|_| Problem::internal())?;
+    Ok(public_json(body, st.0.config.status_max_age_secs))
+}
+
+/// `GET /.well-known/jwks.json`: the admission-token public keys, `public, max-age=60`.
+pub async fn jwks(State(st): State<AppState>) -> Response {
+    public_json(st.0.signer.jwks(), 60)
+}

@@ -1,0 +1,121 @@
+//! The queue store: one trait, two backends (in-memory, the embedded default; Redis for many
+//! nodes), one conformance suite (`tests/conformance.rs`). DESIGN.md "State and its one owner":
+//! every multi-key change is one atomic step — one `Mutex` critical section in memory, one Lua
+//! script on Redis, where every key of an event shares the `{event}` hash tag.
+//!
+//! **Queue numbers** are integers from an atomic counter, stored as integer strings in a hash
+//! (visitor → number), never as sorted-set scores, so order is the order joins were applied and
+//! never derived from ids (case W04). On Redis the counter passes through Lua numbers (doubles),
+//! so numbers are exact up to 2^53 (~9·10^15 joins), far past 2^32.
+//!
+//! **Opening without stalling the store.** Before opening, joiners go into a pre-queue *set*
+//! (no number). `begin_open` is one atomic step: state → `opening`, capture the pre-queue size
+//! `n`, and move the FIFO counter to `n`, so every later join gets `n+1, n+2, …` — behind all
+//! pre-queued fans — while the shuffle is still running. Then `open_chunk` is called until the
+//! pre-queue is empty; each call is one short atomic step that pops up to `max` uniformly random
+//! members (SPOP semantics) and gives them the next numbers `1..=n`. The concatenation of random
+//! draws without replacement is a uniformly random permutation, fixed once. The last chunk sets
+//! state `open`. A million pre-queued fans cost ~100 scripts of 10 000 members, each a few ms.
+
+pub mod memory;
+pub mod redis;
+
+use crate::domain::VisitorId;
+use crate::domain::{ClaimOutcome, EventId, EventMeta, EventState, Figures, JoinOutcome, Position};
+use async_trait::async_trait;
+
+/// Store failures. `NotFound` is a client error (404); `Unavailable` becomes 503 + Retry-After.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// No such event.
+    #[error("no such event")]
+    NotFound,
+    /// The store did not answer (or answered nonsense).
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// Result alias for store calls.
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// Result of one cursor advance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Advance {
+    /// Cursor after the step.
+    pub cursor: u64,
+    /// How many numbers the cursor moved over.
+    pub moved: u64,
+}
+
+/// The queue's state, shared by every waiting-room node.
+#[async_trait]
+pub trait QueueStore: Send + Sync + std::fmt::Debug + 'static {
+    /// Answers when the store is reachable (readyz).
+    async fn ping(&self) -> StoreResult<()>;
+    /// Creates an event in `prequeue` state unless it exists (`NX`); `true` when created.
+    async fn create_event(&self, meta: &EventMeta) -> StoreResult<bool>;
+    /// Settings and state of an event, `None` when unknown.
+    async fn event(&self, event: &EventId) -> StoreResult<Option<EventMeta>>;
+    /// All event ids.
+    async fn list_events(&self) -> StoreResult<Vec<EventId>>;
+    /// Operator knobs; a `None` leaves the value. `NotFound` for an unknown event.
+    async fn set_knobs(
+        &self,
+        event: &EventId,
+        admit_rate: Option<f64>,
+        max_active: Option<u64>,
+    ) -> StoreResult<()>;
+    /// Compare-and-set of the state: moves to `to` only from one of `from`. Returns the state
+    /// after the call (unchanged when the current state was not in `from`).
+    async fn transition(
+        &self,
+        event: &EventId,
+        from: &[EventState],
+        to: EventState,
+    ) -> StoreResult<EventState>;
+    /// Joins with `NX` semantics (case W05): a visitor who already has a place keeps it; before
+    /// opening the visitor goes into the pre-queue; after, gets the next FIFO number. Closed or
+    /// sold-out events take no new fans (`queue_number: None`).
+    async fn join(&self, event: &EventId, visitor: &VisitorId) -> StoreResult<JoinOutcome>;
+    /// A visitor's place, the cursor and the state in one read.
+    async fn position(&self, event: &EventId, visitor: &VisitorId) -> StoreResult<Position>;
+    /// `prequeue` → `opening`; returns the pre-queue size `n` (later joins get numbers > n).
+    /// Does nothing (returns 0) in any other state.
+    async fn begin_open(&self, event: &EventId) -> StoreResult<u64>;
+    /// Numbers up to `max` random pre-queued fans; returns how many remain. When none remain
+    /// and the state is `opening`, sets `open`. `seed` feeds the in-memory shuffle.
+    async fn open_chunk(&self, event: &EventId, max: u64, seed: u64) -> StoreResult<u64>;
+    /// Moves the cursor over at most `n` numbers, never past the last number handed out and never
+    /// so far that live admissions plus fresh invitations exceed `max_active`. Each number the
+    /// cursor passes holds an invitation slot for `invite_grace_secs` or until claimed.
+    /// `now` is epoch **seconds**.
+    async fn advance_cursor(
+        &self,
+        event: &EventId,
+        n: u64,
+        max_active: u64,
+        now: i64,
+        invite_grace_secs: u64,
+    ) -> StoreResult<Advance>;
+    /// Claims admission (case W08): the stored admission again if there is one; else, when the
+    /// visitor's number is `<=` cursor and the state allows, stores `{jti, now, now+ttl}` and
+    /// counts a live admission. `now` epoch **seconds**, `ttl_secs` seconds.
+    async fn claim(
+        &self,
+        event: &EventId,
+        visitor: &VisitorId,
+        now: i64,
+        ttl_secs: u64,
+        new_jti: &str,
+    ) -> StoreResult<ClaimOutcome>;
+    /// All live figures in one read; `now` epoch seconds decides which admissions are live.
+    async fn figures(&self, event: &EventId, now: i64) -> StoreResult<Option<Figures>>;
+    /// Operator/test hook: sets the FIFO counter (the last number handed out) to `value`.
+    async fn set_counter(&self, event: &EventId, value: u64) -> StoreResult<()>;
+    /// Owner-token lock: `SET key token NX PX ttl_ms`; `true` when acquired.
+    async fn try_lock(&self, key: &str, token: &str, ttl_ms: u64) -> StoreResult<bool>;
+    /// Extends the lock only if `token` still owns it (compare-and-act).
+    async fn renew_lock(&self, key: &str, token: &str, ttl_ms: u64) -> StoreResult<bool>;
+    /// Deletes the lock only if `token` still owns it (compare-and-act).
+    async fn release_lock(&self, key: &str, token: &str) -> StoreResult<bool>;
+}

@@ -1,0 +1,443 @@
+//! Redis queue store for many waiting-room nodes. Every multi-key change is one Lua script
+//! (`*.lua` beside this file); reads of several keys use one `MULTI` pipeline. Every key of an
+//! event carries the `{event}` hash tag (`wr:{demo}:meta`, …) so one event lives in one
+//! Redis Cluster slot. Connections go through `ConnectionManager` (it reconnects) with
+//! response and connection timeouts (DEPENDENCIES.md).
+//!
+//! Keys per event: `meta` hash (state, knobs, `counter` = last number handed out, `cursor`,
+//! `shuffle_next`, `admitted_total`, `max_active_seen`); `num` hash visitor → number; `pre` set
+//! (pre-queue); `adm` hash visitor → `"jti iat exp"`; `live` sorted set member → expiry (epoch s;
+//! members are visitors or `inv:{number}` invitations). Plus the global set `wr:events`.
+
+use super::{Advance, QueueStore, StoreError, StoreResult};
+use crate::domain::{
+    Admission, ClaimOutcome, EventId, EventMeta, EventState, Figures, JoinOutcome, Position,
+    VisitorId,
+};
+use async_trait::async_trait;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{AsyncCommands, Script};
+use std::collections::HashMap;
+use std::time::Duration;
+
+const EVENTS_KEY: &str = "wr:events";
+
+#[derive(Debug)]
+struct Scripts {
+    join: Script,
+    begin_open: Script,
+    open_chunk: Script,
+    advance: Script,
+    claim: Script,
+    create: Script,
+    transition: Script,
+    set_fields: Script,
+    lock: Script,
+}
+
+/// The Redis backend.
+#[derive(Clone)]
+pub struct RedisStore {
+    conn: ConnectionManager,
+    scripts: std::sync::Arc<Scripts>,
+}
+
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RedisStore")
+    }
+}
+
+fn err(e: redis::RedisError) -> StoreError {
+    StoreError::Unavailable(e.to_string())
+}
+
+fn bad(what: &str) -> StoreError {
+    StoreError::Unavailable(format!("unexpected store reply: {what}"))
+}
+
+fn key(event: &EventId, part: &str) -> String {
+    format!("wr:{{{event}}}:{part}")
+}
+
+fn parse_u64(s: &str) -> StoreResult<u64> {
+    s.parse().map_err(|_| bad(s))
+}
+
+fn opt_number(s: &str) -> StoreResult<Option<u64>> {
+    if s.is_empty() {
+        Ok(None)
+    } else {
+        parse_u64(s).map(Some)
+    }
+}
+
+fn state_of(s: &str) -> StoreResult<EventState> {
+    EventState::parse(s).ok_or_else(|| bad(s))
+}
+
+fn parse_admission(rec: &str) -> StoreResult<Admission> {
+    let mut it = rec.split(' ');
+    let (Some(jti), Some(iat), Some(exp)) = (it.next(), it.next(), it.next()) else {
+        return Err(bad(rec));
+    };
+    Ok(Admission {
+        jti: jti.to_owned(),
+        iat: iat.parse().map_err(|_| bad(rec))?,
+        exp: exp.parse().map_err(|_| bad(rec))?,
+    })
+}
+
+fn parse_meta(id: &EventId, h: &HashMap<String, String>) -> StoreResult<EventMeta> {
+    let get = |k: &str| h.get(k).map(String::as_str).ok_or_else(|| bad(k));
+    Ok(EventMeta {
+        id: id.clone(),
+        state: state_of(get("state")?)?,
+        opens_at: get("opens_at")?.parse().map_err(|_| bad("opens_at"))?,
+        admit_rate: get("admit_rate")?.parse().map_err(|_| bad("admit_rate"))?,
+        max_active: parse_u64(get("max_active")?)?,
+        admission_ttl_secs: parse_u64(get("ttl")?)?,
+        booking_url: get("booking_url")?.to_owned(),
+    })
+}
+
+impl RedisStore {
+    /// Connects (fails fast when Redis is not reachable). `timeout` bounds each command and
+    /// each connection attempt.
+    pub async fn connect(url: &str, timeout: Duration) -> anyhow::Result<Self> {
+        let client = redis::Client::open(url)?;
+        let cfg = ConnectionManagerConfig::new()
+            .set_response_timeout(timeout)
+            .set_connection_timeout(timeout)
+            .set_number_of_retries(2);
+        let conn = ConnectionManager::new_with_config(client, cfg).await?;
+        let scripts = Scripts {
+            join: Script::new(include_str!("join.lua")),
+            begin_open: Script::new(include_str!("begin_open.lua")),
+            open_chunk: Script::new(include_str!("open_chunk.lua")),
+            advance: Script::new(include_str!("advance.lua")),
+            claim: Script::new(include_str!("claim.lua")),
+            create: Script::new(include_str!("create.lua")),
+            transition: Script::new(include_str!("transition.lua")),
+            set_fields: Script::new(include_str!("set_fields.lua")),
+            lock: Script::new(include_str!("lock.lua")),
+        };
+        Ok(Self {
+            conn,
+            scripts: std::sync::Arc::new(scripts),
+        })
+    }
+
+    async fn set_fields(&self, event: &EventId, fields: &[(&str, String)]) -> StoreResult<()> {
+        let mut inv = self.scripts.set_fields.key(key(event, "meta"));
+        for (k, v) in fields {
+            inv.arg(*k).arg(v);
+        }
+        let found: i64 = inv
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err)?;
+        if found == 1 {
+            Ok(())
+        } else {
+            Err(StoreError::NotFound)
+        }
+    }
+}
+
+#[async_trait]
+impl QueueStore for RedisStore {
+    async fn ping(&self) -> StoreResult<()> {
+        let _: String = redis::cmd("PING")
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(err)?;
+        Ok(())
+    }
+
+    async fn create_event(&self, meta: &EventMeta) -> StoreResult<bool> {
+        let created: i64 = self
+            .scripts
+            .create
+            .key(key(&meta.id, "meta"))
+            .arg("opens_at")
+            .arg(meta.opens_at)
+            .arg("admit_rate")
+            .arg(meta.admit_rate.to_string())
+            .arg("max_active")
+            .arg(meta.max_active)
+            .arg("ttl")
+            .arg(meta.admission_ttl_secs)
+            .arg("booking_url")
+            .arg(&meta.booking_url)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err)?;
+        let _: i64 = self
+            .conn
+            .clone()
+            .sadd(EVENTS_KEY, meta.id.as_str())
+            .await
+            .map_err(err)?;
+        Ok(created == 1)
+    }
+
+    async fn event(&self, event: &EventId) -> StoreResult<Option<EventMeta>> {
+        let h: HashMap<String, String> = self
+            .conn
+            .clone()
+            .hgetall(key(event, "meta"))
+            .await
+            .map_err(err)?;
+        if h.is_empty() {
+            return Ok(None);
+        }
+        parse_meta(event, &h).map(Some)
+    }
+
+    async fn list_events(&self) -> StoreResult<Vec<EventId>> {
+        let ids: Vec<String> = self.conn.clone().smembers(EVENTS_KEY).await.map_err(err)?;
+        let mut v: Vec<EventId> = ids.iter().filter_map(|s| EventId::parse(s)).collect();
+        v.sort();
+        Ok(v)
+    }
+
+    async fn set_knobs(
+        &self,
+        event: &EventId,
+        admit_rate: Option<f64>,
+        max_active: Option<u64>,
+    ) -> StoreResult<()> {
+        let mut fields = Vec::new();
+        if let Some(r) = admit_rate {
+            fields.push(("admit_rate", r.to_string()));
+        }
+        if let Some(m) = max_active {
+            fields.push(("max_active", m.to_string()));
+        }
+        self.set_fields(event, &fields).await
+    }
+
+    async fn transition(
+        &self,
+        event: &EventId,
+        from: &[EventState],
+        to: EventState,
+    ) -> StoreResult<EventState> {
+        let mut inv = self.scripts.transition.key(key(event, "meta"));
+        inv.arg(to.as_str());
+        for f in from {
+            inv.arg(f.as_str());
+        }
+        let s: String = inv
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err)?;
+        if s.is_empty() {
+            return Err(StoreError::NotFound);
+        }
+        state_of(&s)
+    }
+
+    async fn join(&self, event: &EventId, visitor: &VisitorId) -> StoreResult<JoinOutcome> {
+        let r: Vec<String> = self
+            .scripts
+            .join
+            .key(key(event, "meta"))
+            .key(key(event, "num"))
+            .key(key(event, "pre"))
+            .arg(visitor.as_str())
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err)?;
+        match r.as_slice() {
+            [s, _] if s == "missing" => Err(StoreError::NotFound),
+            [s, n] => Ok(JoinOutcome {
+                queue_number: opt_number(n)?,
+                state: state_of(s)?,
+            }),
+            _ => Err(bad("join")),
+        }
+    }
+
+    async fn position(&self, event: &EventId, visitor: &VisitorId) -> StoreResult<Position> {
+        let (m, n, admitted): ((Option<String>, Option<String>), Option<String>, bool) =
+            redis::pipe()
+                .atomic()
+                .hget(key(event, "meta"), &["state", "cursor"])
+                .hget(key(event, "num"), visitor.as_str())
+                .hexists(key(event, "adm"), visitor.as_str())
+                .query_async(&mut self.conn.clone())
+                .await
+                .map_err(err)?;
+        let (Some(state), cursor) = m else {
+            return Err(StoreError::NotFound);
+        };
+        Ok(Position {
+            queue_number: n.as_deref().map(parse_u64).transpose()?,
+            cursor: parse_u64(cursor.as_deref().unwrap_or("0"))?,
+            state: state_of(&state)?,
+            admitted,
+        })
+    }
+
+    async fn begin_open(&self, event: &EventId) -> StoreResult<u64> {
+        self.scripts
+            .begin_open
+            .key(key(event, "meta"))
+            .key(key(event, "pre"))
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err)
+    }
+
+    async fn open_chunk(&self, event: &EventId, max: u64, _seed: u64) -> StoreResult<u64> {
+        self.scripts
+            .open_chunk
+            .key(key(event, "meta"))
+            .key(key(event, "pre"))
+            .key(key(event, "num"))
+            .arg(max)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err)
+    }
+
+    async fn advance_cursor(
+        &self,
+        event: &EventId,
+        n: u64,
+        max_active: u64,
+        now: i64,
+        invite_grace_secs: u64,
+    ) -> StoreResult<Advance> {
+        let (cursor, moved): (i64, i64) = self
+            .scripts
+            .advance
+            .key(key(event, "meta"))
+            .key(key(event, "live"))
+            .arg(n)
+            .arg(max_active)
+            .arg(now)
+            .arg(invite_grace_secs)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err)?;
+        if cursor < 0 {
+            return Err(StoreError::NotFound);
+        }
+        Ok(Advance {
+            cursor: cursor as u64,
+            moved: moved as u64,
+        })
+    }
+
+    async fn claim(
+        &self,
+        event: &EventId,
+        visitor: &VisitorId,
+        now: i64,
+        ttl_secs: u64,
+        new_jti: &str,
+    ) -> StoreResult<ClaimOutcome> {
+        let r: Vec<String> = self
+            .scripts
+            .claim
+            .key(key(event, "meta"))
+            .key(key(event, "num"))
+            .key(key(event, "adm"))
+            .key(key(event, "live"))
+            .arg(visitor.as_str())
+            .arg(now)
+            .arg(ttl_secs)
+            .arg(new_jti)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err)?;
+        match r.as_slice() {
+            [k, rec] if k == "admitted" => Ok(ClaimOutcome::Admitted(parse_admission(rec)?)),
+            [k, s] if k == "refused" => Ok(ClaimOutcome::Refused(state_of(s)?)),
+            [k, n, c] if k == "wait" => Ok(ClaimOutcome::NotYourTurn {
+                queue_number: opt_number(n)?,
+                cursor: parse_u64(c)?,
+            }),
+            [k] if k == "missing" => Err(StoreError::NotFound),
+            _ => Err(bad("claim")),
+        }
+    }
+
+    async fn figures(&self, event: &EventId, now: i64) -> StoreResult<Option<Figures>> {
+        let (h, pre, active): (HashMap<String, String>, u64, u64) = redis::pipe()
+            .atomic()
+            .hgetall(key(event, "meta"))
+            .scard(key(event, "pre"))
+            .zcount(key(event, "live"), format!("({now}"), "+inf")
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(err)?;
+        if h.is_empty() {
+            return Ok(None);
+        }
+        let num = |k: &str| parse_u64(h.get(k).map(String::as_str).unwrap_or("0"));
+        Ok(Some(Figures {
+            meta: parse_meta(event, &h)?,
+            cursor: num("cursor")?,
+            last_number: num("counter")?,
+            prequeued: pre,
+            active,
+            admitted_total: num("admitted_total")?,
+            max_active_seen: num("max_active_seen")?,
+        }))
+    }
+
+    async fn set_counter(&self, event: &EventId, value: u64) -> StoreResult<()> {
+        self.set_fields(event, &[("counter", value.to_string())])
+            .await
+    }
+
+    async fn try_lock(&self, key: &str, token: &str, ttl_ms: u64) -> StoreResult<bool> {
+        let r: Option<String> = redis::cmd("SET")
+            .arg(key)
+            .arg(token)
+            .arg("NX")
+            .arg("PX")
+            .arg(ttl_ms)
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(err)?;
+        Ok(r.is_some())
+    }
+
+    async fn renew_lock(&self, key: &str, token: &str, ttl_ms: u64) -> StoreResult<bool> {
+        let r: i64 = self
+            .scripts
+            .lock
+            .key(key)
+            .arg(token)
+            .arg("renew")
+            .arg(ttl_ms)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err)?;
+        Ok(r == 1)
+    }
+
+    async fn release_lock(&self, key: &str, token: &str) -> StoreResult<bool> {
+        let r: i64 = self
+            .scripts
+            .lock
+            .key(key)
+            .arg(token)
+            .arg("release")
+            .arg(0)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err)?;
+        Ok(r == 1)
+    }
+}
+
+/// The lock key of an event's admitter, inside the event's hash slot.
+pub fn admitter_lock_key(event: &EventId) -> String {
+    key(event, "admitter")
+}

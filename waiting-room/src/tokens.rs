@@ -1,0 +1,236 @@
+//! Join tokens (HS256, verified only here) and admission tokens (EdDSA, verified offline by the
+//! booking core through the JWKS). Algorithms are pinned on every verify and leeway is explicit
+//! (DEPENDENCIES.md: jsonwebtoken's default leeway is 60 s). Expiry is checked against the
+//! injected clock, not jsonwebtoken's wall clock (STYLE.md rule 5).
+
+use crate::domain::{Admission, EventId, VisitorId};
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use ed25519_dalek::pkcs8::{DecodePrivateKey, EncodePrivateKey};
+use ed25519_dalek::SigningKey;
+use jsonwebtoken::{decode, encode, Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// Clock skew tolerated on join-token `iat`/`exp`, **seconds**.
+pub const JOIN_LEEWAY_SECS: i64 = 5;
+
+/// Claims of a join token (API.md).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JoinClaims {
+    /// Visitor id (server-chosen).
+    pub sub: String,
+    /// Event id.
+    pub event: String,
+    /// Issued at, epoch seconds.
+    pub iat: i64,
+    /// Expires at, epoch seconds.
+    pub exp: i64,
+}
+
+/// Claims of an admission token (API.md).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AdmissionClaims {
+    /// Issuer (`waiting-room`).
+    pub iss: String,
+    /// Audience (`booking-core`).
+    pub aud: String,
+    /// Visitor id.
+    pub sub: String,
+    /// Event id.
+    pub event: String,
+    /// Token id (stored: a second claim re-signs the same claims).
+    pub jti: String,
+    /// Issued at, epoch seconds.
+    pub iat: i64,
+    /// Not before, epoch seconds.
+    pub nbf: i64,
+    /// Expires at, epoch seconds.
+    pub exp: i64,
+}
+
+/// Why a join token was refused (always a 401, decided before any store call).
+#[derive(Debug, thiserror::Error)]
+pub enum TokenError {
+    /// Bad encoding, signature, algorithm or key id.
+    #[error("invalid join token")]
+    Invalid,
+    /// Past `exp` (or issued in the future).
+    #[error("join token expired")]
+    Expired,
+    /// Valid, but for another event.
+    #[error("join token is for another event")]
+    WrongEvent,
+}
+
+fn fingerprint(bytes: &[u8]) -> String {
+    URL_SAFE_NO_PAD.encode(&Sha256::digest(bytes)[..12])
+}
+
+/// HS256 keys of join tokens, with a `kid` derived from the key (rotatable: a new key, a new
+/// kid).
+pub struct JoinKeys {
+    kid: String,
+    enc: EncodingKey,
+    dec: DecodingKey,
+}
+
+impl JoinKeys {
+    /// From the shared HMAC secret.
+    pub fn new(secret: &[u8]) -> Self {
+        Self {
+            kid: format!("j-{}", fingerprint(secret)),
+            enc: EncodingKey::from_secret(secret),
+            dec: DecodingKey::from_secret(secret),
+        }
+    }
+
+    /// Signs a join token for `visitor` at `now` (epoch s) valid `ttl_secs` seconds.
+    pub fn issue(&self, event: &EventId, visitor: &VisitorId, now: i64, ttl_secs: u64) -> String {
+        let mut h = Header::new(Algorithm::HS256);
+        h.kid = Some(self.kid.clone());
+        let c = JoinClaims {
+            sub: visitor.as_str().to_owned(),
+            event: event.as_str().to_owned(),
+            iat: now,
+            exp: now + ttl_secs as i64,
+        };
+        encode(&h, &c, &self.enc).unwrap_or_default()
+    }
+
+    /// Verifies a join token: HS256 only, our `kid`, this event, not expired at `now` (epoch s).
+    pub fn verify(&self, token: &str, event: &EventId, now: i64) -> Result<VisitorId, TokenError> {
+        let mut v = Validation::new(Algorithm::HS256);
+        v.validate_exp = false;
+        v.validate_nbf = false;
+        v.validate_aud = false;
+        v.leeway = 0;
+        v.required_spec_claims.clear();
+        let data = decode::<JoinClaims>(token, &self.dec, &v).map_err(|_| TokenError::Invalid)?;
+        if data.header.kid.as_deref() != Some(self.kid.as_str()) {
+            return Err(TokenError::Invalid);
+        }
+        let c = data.claims;
+        if c.exp + JOIN_LEEWAY_SECS <= now || c.iat - JOIN_LEEWAY_SECS > now {
+            return Err(TokenError::Expired);
+        }
+        if c.event != event.as_str() {
+            return Err(TokenError::WrongEvent);
+        }
+        if uuid::Uuid::parse_str(&c.sub).is_err() {
+            return Err(TokenError::Invalid);
+        }
+        Ok(VisitorId::from_verified(c.sub))
+    }
+}
+
+/// The Ed25519 key that signs admission tokens, and its public half for the JWKS.
+pub struct AdmissionSigner {
+    kid: String,
+    enc: EncodingKey,
+    public_raw: [u8; 32],
+    issuer: String,
+    audience: String,
+}
+
+impl AdmissionSigner {
+    /// From a PKCS#8 PEM private key, or a freshly generated key when `pem` is `None`. Signs
+    /// and verifies a probe token so a key-encoding mistake fails here, at start-up (case W02).
+    pub fn new(pem: Option<&str>, issuer: &str, audience: &str) -> anyhow::Result<Self> {
+        let key = match pem {
+            Some(p) => SigningKey::from_pkcs8_pem(p)
+                .map_err(|e| anyhow::anyhow!("signing_key_pem: {e}"))?,
+            None => SigningKey::generate(&mut rand::rngs::OsRng),
+        };
+        let der = key
+            .to_pkcs8_der()
+            .map_err(|e| anyhow::anyhow!("signing key to PKCS#8: {e}"))?;
+        let public_raw = key.verifying_key().to_bytes();
+        let signer = Self {
+            kid: jwk_thumbprint(&public_raw),
+            enc: EncodingKey::from_ed_der(der.as_bytes()),
+            public_raw,
+            issuer: issuer.to_owned(),
+            audience: audience.to_owned(),
+        };
+        let probe = signer.claims(
+            &EventId::parse("probe").expect("id"),
+            "probe",
+            &Admission {
+                jti: "probe".into(),
+                iat: 0,
+                exp: i64::MAX / 2,
+            },
+        );
+        let token = signer.sign(&probe)?;
+        signer.verify(&token)?;
+        Ok(signer)
+    }
+
+    /// The key id: the RFC 7638 JWK thumbprint of the public key.
+    pub fn kid(&self) -> &str {
+        &self.kid
+    }
+
+    /// The raw 32-byte public key.
+    pub fn public_raw(&self) -> [u8; 32] {
+        self.public_raw
+    }
+
+    /// The admission claims of a stored admission.
+    pub fn claims(&self, event: &EventId, visitor: &str, a: &Admission) -> AdmissionClaims {
+        AdmissionClaims {
+            iss: self.issuer.clone(),
+            aud: self.audience.clone(),
+            sub: visitor.to_owned(),
+            event: event.as_str().to_owned(),
+            jti: a.jti.clone(),
+            iat: a.iat,
+            nbf: a.iat,
+            exp: a.exp,
+        }
+    }
+
+    /// Signs (Ed25519 is deterministic: the same claims give the same token).
+    pub fn sign(&self, claims: &AdmissionClaims) -> anyhow::Result<String> {
+        let mut h = Header::new(Algorithm::EdDSA);
+        h.kid = Some(self.kid.clone());
+        Ok(encode(&h, claims, &self.enc)?)
+    }
+
+    /// Verifies signature, algorithm (EdDSA only), `iss` and `aud`; `exp`/`nbf` are the
+    /// verifier's business with its own clock. Used for the start-up probe and tests.
+    pub fn verify(&self, token: &str) -> anyhow::Result<AdmissionClaims> {
+        let mut v = Validation::new(Algorithm::EdDSA);
+        v.validate_exp = false;
+        v.validate_nbf = false;
+        v.leeway = 0;
+        v.set_issuer(&[&self.issuer]);
+        v.set_audience(&[&self.audience]);
+        v.required_spec_claims.clear();
+        let dec = DecodingKey::from_ed_der(&self.public_raw);
+        Ok(decode::<AdmissionClaims>(token, &dec, &v)?.claims)
+    }
+
+    /// The JWKS document (`/.well-known/jwks.json`).
+    pub fn jwks(&self) -> serde_json::Value {
+        serde_json::json!({"keys": [{
+            "kty": "OKP", "crv": "Ed25519", "x": URL_SAFE_NO_PAD.encode(self.public_raw),
+            "kid": self.kid, "alg": "EdDSA", "use": "sig"
+        }]})
+    }
+}
+
+/// RFC 7638 thumbprint of an Ed25519 OKP key (members in lexicographic order, no spaces).
+fn jwk_thumbprint(raw: &[u8; 32]) -> String {
+    let canonical = format!(
+        r#"{{"crv":"Ed25519","kty":"OKP","x":"{}"}}"#,
+        URL_SAFE_NO_PAD.encode(raw)
+    );
+    URL_SAFE_NO_PAD.encode(Sha256::digest(canonical.as_bytes()))
+}
+
+/// A fresh admission-token id.
+pub fn new_jti() -> String {
+    uuid::Uuid::new_v4().to_string()
+}

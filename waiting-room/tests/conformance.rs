@@ -1,0 +1,336 @@
+//! One conformance suite for every queue-store backend (STYLE.md rule 3): each rule is a
+//! generic async fn over `Arc<dyn QueueStore>`, run against the in-memory store and against a
+//! real `redis-server` started on a free port.
+
+use futures::future::join_all;
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+use waiting_room::admitter::open_event;
+use waiting_room::domain::{ClaimOutcome, EventId, EventMeta, EventState, VisitorId};
+use waiting_room::store::{memory::MemoryStore, redis::RedisStore, QueueStore};
+
+type Store = Arc<dyn QueueStore>;
+const NOW: i64 = 1_764_500_000;
+
+fn ev() -> EventId {
+    EventId::parse("demo").expect("id")
+}
+
+async fn create(s: &Store, max_active: u64) {
+    let meta = EventMeta {
+        id: ev(),
+        state: EventState::Prequeue,
+        opens_at: NOW,
+        admit_rate: 10.0,
+        max_active,
+        admission_ttl_secs: 600,
+        booking_url: "http://127.0.0.1:8081".into(),
+    };
+    assert!(s.create_event(&meta).await.expect("create"));
+    assert!(
+        !s.create_event(&meta).await.expect("create again"),
+        "create is NX"
+    );
+}
+
+async fn open_with(s: &Store, max_active: u64) {
+    create(s, max_active).await;
+    open_event(s.as_ref(), &ev()).await.expect("open");
+    assert_eq!(
+        s.event(&ev()).await.expect("meta").expect("exists").state,
+        EventState::Open
+    );
+}
+
+async fn join(s: &Store, v: &VisitorId) -> Option<u64> {
+    s.join(&ev(), v).await.expect("join").queue_number
+}
+
+async fn rejoin_keeps_place(s: Store) {
+    open_with(&s, 10).await;
+    let (a, b) = (VisitorId::random(), VisitorId::random());
+    assert_eq!(join(&s, &a).await, Some(1));
+    assert_eq!(join(&s, &b).await, Some(2));
+    assert_eq!(
+        join(&s, &a).await,
+        Some(1),
+        "a re-join never moves a visitor back"
+    );
+    let f = s
+        .figures(&ev(), NOW)
+        .await
+        .expect("figures")
+        .expect("exists");
+    assert_eq!(f.last_number, 2);
+    assert_eq!(f.queue_length(), 2);
+    assert!(matches!(
+        s.join(&EventId::parse("nope").expect("id"), &a).await,
+        Err(waiting_room::store::StoreError::NotFound)
+    ));
+}
+
+async fn case_w05_thousand_identical_joins(s: Store) {
+    open_with(&s, 10).await;
+    assert_eq!(join(&s, &VisitorId::random()).await, Some(1));
+    let v = VisitorId::random();
+    let tasks = (0..1000).map(|_| {
+        let (s, v) = (s.clone(), v.clone());
+        tokio::spawn(async move { s.join(&ev(), &v).await.expect("join").queue_number })
+    });
+    let numbers: HashSet<Option<u64>> = join_all(tasks)
+        .await
+        .into_iter()
+        .map(|r| r.expect("task"))
+        .collect();
+    assert_eq!(
+        numbers,
+        HashSet::from([Some(2)]),
+        "every response names the first number"
+    );
+    let f = s
+        .figures(&ev(), NOW)
+        .await
+        .expect("figures")
+        .expect("exists");
+    assert_eq!(f.last_number, 2, "the queue grew by exactly one");
+    assert_eq!(join(&s, &v).await, Some(2));
+}
+
+async fn case_w04_same_moment_joins_keep_join_order(s: Store) {
+    open_with(&s, 10).await;
+    let visitors: Vec<VisitorId> = (0..50).map(|_| VisitorId::random()).collect();
+    let mut numbers = Vec::new();
+    for v in &visitors {
+        numbers.push(join(&s, v).await.expect("numbered"));
+    }
+    assert_eq!(
+        numbers,
+        (1..=50).collect::<Vec<u64>>(),
+        "order of application, not of ids"
+    );
+    let base = (1u64 << 33) + 5;
+    s.set_counter(&ev(), base).await.expect("set counter");
+    let (x, y) = (VisitorId::random(), VisitorId::random());
+    assert_eq!(join(&s, &x).await, Some(base + 1), "exact past 2^32");
+    assert_eq!(join(&s, &y).await, Some(base + 2));
+    let p = s.position(&ev(), &y).await.expect("position");
+    assert_eq!(p.queue_number, Some(base + 2));
+}
+
+async fn prequeue_shuffle_numbers_everyone_once(s: Store) {
+    create(&s, 10).await;
+    let early: Vec<VisitorId> = (0..200).map(|_| VisitorId::random()).collect();
+    for v in &early {
+        assert_eq!(join(&s, v).await, None, "no number before opening");
+    }
+    assert_eq!(join(&s, &early[0]).await, None, "pre-queue join is NX too");
+    assert_eq!(s.begin_open(&ev()).await.expect("begin"), 200);
+    let late = VisitorId::random();
+    assert_eq!(
+        join(&s, &late).await,
+        Some(201),
+        "joins during opening go behind the pre-queue"
+    );
+    assert_eq!(
+        join(&s, &early[1]).await,
+        None,
+        "pre-queued fans wait for their shuffled number"
+    );
+    let mut seed = 7;
+    while s.open_chunk(&ev(), 64, seed).await.expect("chunk") > 0 {
+        seed += 1;
+    }
+    assert_eq!(
+        s.event(&ev()).await.expect("meta").expect("exists").state,
+        EventState::Open
+    );
+    let mut got = Vec::new();
+    for v in &early {
+        got.push(
+            s.position(&ev(), v)
+                .await
+                .expect("pos")
+                .queue_number
+                .expect("numbered"),
+        );
+    }
+    let set: HashSet<u64> = got.iter().copied().collect();
+    assert_eq!(
+        set,
+        (1..=200).collect::<HashSet<u64>>(),
+        "each of 1..=n exactly once"
+    );
+    assert_ne!(
+        got,
+        (1..=200).collect::<Vec<u64>>(),
+        "the order is shuffled"
+    );
+    assert_eq!(join(&s, &VisitorId::random()).await, Some(202));
+}
+
+async fn cursor_never_passes_max_active(s: Store) {
+    open_with(&s, 10).await;
+    let fans: Vec<VisitorId> = (0..30).map(|_| VisitorId::random()).collect();
+    for f in &fans {
+        join(&s, f).await;
+    }
+    let a = s
+        .advance_cursor(&ev(), 100, 10, NOW, 60)
+        .await
+        .expect("advance");
+    assert_eq!((a.cursor, a.moved), (10, 10));
+    let a = s
+        .advance_cursor(&ev(), 100, 10, NOW, 60)
+        .await
+        .expect("advance");
+    assert_eq!(a.cursor, 10, "unclaimed invitations hold their slots");
+    for f in &fans[..10] {
+        let c = s.claim(&ev(), f, NOW, 600, "j").await.expect("claim");
+        assert!(matches!(c, ClaimOutcome::Admitted(_)));
+    }
+    let a = s
+        .advance_cursor(&ev(), 100, 10, NOW + 1, 60)
+        .await
+        .expect("advance");
+    assert_eq!(a.cursor, 10, "live admissions hold their slots");
+    let f = s
+        .figures(&ev(), NOW + 1)
+        .await
+        .expect("figures")
+        .expect("exists");
+    assert_eq!(
+        (f.active, f.admitted_total, f.max_active_seen),
+        (10, 10, 10)
+    );
+    let a = s
+        .advance_cursor(&ev(), 100, 10, NOW + 601, 60)
+        .await
+        .expect("advance");
+    assert_eq!(a.cursor, 20, "expired admissions free their slots");
+    let a = s
+        .advance_cursor(&ev(), 100, 1000, NOW + 2000, 60)
+        .await
+        .expect("advance");
+    assert_eq!(a.cursor, 30, "never past the last number");
+}
+
+async fn claim_is_idempotent(s: Store) {
+    open_with(&s, 10).await;
+    let (a, b) = (VisitorId::random(), VisitorId::random());
+    join(&s, &a).await;
+    join(&s, &b).await;
+    let c = s.claim(&ev(), &a, NOW, 600, "early").await.expect("claim");
+    assert_eq!(
+        c,
+        ClaimOutcome::NotYourTurn {
+            queue_number: Some(1),
+            cursor: 0
+        }
+    );
+    s.advance_cursor(&ev(), 1, 10, NOW, 60)
+        .await
+        .expect("advance");
+    let first = s.claim(&ev(), &a, NOW, 600, "jti-1").await.expect("claim");
+    let again = s
+        .claim(&ev(), &a, NOW + 5, 600, "jti-2")
+        .await
+        .expect("claim");
+    assert_eq!(first, again, "same jti and expiry");
+    match first {
+        ClaimOutcome::Admitted(adm) => {
+            assert_eq!((adm.jti.as_str(), adm.exp), ("jti-1", NOW + 600))
+        }
+        other => panic!("not admitted: {other:?}"),
+    }
+    let f = s
+        .figures(&ev(), NOW + 5)
+        .await
+        .expect("figures")
+        .expect("exists");
+    assert_eq!((f.active, f.admitted_total), (1, 1), "no second slot");
+    assert!(s.position(&ev(), &a).await.expect("pos").admitted);
+    let c = s.claim(&ev(), &b, NOW, 600, "x").await.expect("claim");
+    assert_eq!(
+        c,
+        ClaimOutcome::NotYourTurn {
+            queue_number: Some(2),
+            cursor: 1
+        }
+    );
+}
+
+async fn paused_holds_the_cursor(s: Store) {
+    open_with(&s, 10).await;
+    let v = VisitorId::random();
+    join(&s, &v).await;
+    let st = s
+        .transition(&ev(), &[EventState::Open], EventState::Paused)
+        .await
+        .expect("pause");
+    assert_eq!(st, EventState::Paused);
+    let a = s
+        .advance_cursor(&ev(), 5, 10, NOW, 60)
+        .await
+        .expect("advance");
+    assert_eq!(a.moved, 0);
+    let c = s.claim(&ev(), &v, NOW, 600, "j").await.expect("claim");
+    assert_eq!(c, ClaimOutcome::Refused(EventState::Paused));
+    let st = s
+        .transition(&ev(), &[EventState::Prequeue], EventState::Open)
+        .await
+        .expect("cas");
+    assert_eq!(
+        st,
+        EventState::Paused,
+        "compare-and-set refuses a wrong 'from'"
+    );
+}
+
+async fn owner_lock_has_one_holder(s: Store) {
+    let k = "wr:{demo}:admitter";
+    assert!(s.try_lock(k, "a", 5000).await.expect("lock"));
+    assert!(!s.try_lock(k, "b", 5000).await.expect("lock"));
+    assert!(!s.renew_lock(k, "b", 5000).await.expect("renew"));
+    assert!(s.renew_lock(k, "a", 5000).await.expect("renew"));
+    assert!(!s.release_lock(k, "b").await.expect("release"));
+    assert!(s.release_lock(k, "a").await.expect("release"));
+    assert!(s.try_lock(k, "b", 5000).await.expect("lock"));
+}
+
+macro_rules! conformance {
+    ($($rule:ident),* $(,)?) => {
+        mod memory_backend {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $rule() {
+                    let s: super::Store = std::sync::Arc::new(super::MemoryStore::new());
+                    super::$rule(s).await;
+                }
+            )*
+        }
+        mod redis_backend {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $rule() {
+                    let server = sale_common::testsupport::RedisServer::start();
+                    let store = super::RedisStore::connect(&server.url(), super::Duration::from_secs(2))
+                        .await
+                        .expect("connect to redis");
+                    super::$rule(super::Arc::new(store)).await;
+                }
+            )*
+        }
+    };
+}
+
+conformance!(
+    rejoin_keeps_place,
+    case_w05_thousand_identical_joins,
+    case_w04_same_moment_joins_keep_join_order,
+    prequeue_shuffle_numbers_everyone_once,
+    cursor_never_passes_max_active,
+    claim_is_idempotent,
+    paused_holds_the_cursor,
+    owner_lock_has_one_holder,
+);
