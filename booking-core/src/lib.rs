@@ -1,1 +1,106 @@
-//! placeholder
+//! Booking core: the admission-token door, seats, guarded holds, payments through an untrusted
+//! gateway, the reconciler, bookings, outbox and audit (DESIGN "Booking core").
+//!
+//! Must not touch: the waiting room's store (it only reads the waiting room's public JWKS).
+//! Invariants: a seat is sold at most once (guarded updates in one transaction); only the
+//! reconciler releases a hold after a payment attempt; the callback's `status` is never trusted.
+
+pub mod config;
+pub mod confirm;
+pub mod db;
+pub mod door;
+pub mod error;
+pub mod gateway;
+pub mod holds;
+pub mod http;
+pub mod keys;
+pub mod payments;
+pub mod reconciler;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sale_common::SharedClock;
+
+pub use config::{Config, Section, ShowConfig, Venue};
+pub use http::router;
+pub use reconciler::{Outcome, Reconciler};
+
+/// Shared service state.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    /// Validated configuration.
+    pub config: Arc<Config>,
+    /// The booking database.
+    pub db: db::Db,
+    /// Admission-token verifier.
+    pub verifier: Arc<door::Verifier>,
+    /// Payment gateway client.
+    pub gateway: gateway::Gateway,
+    /// Time source (`config.clock`).
+    pub clock: SharedClock,
+}
+
+impl AppState {
+    /// Validates `config`, opens and migrates the database, seeds the shows (idempotent).
+    /// Spawns nothing: [`serve`] starts the reconciler loop.
+    pub async fn build(config: Config) -> anyhow::Result<Self> {
+        config.validate()?;
+        let db = db::connect(&config.database_url).await?;
+        for show in &config.shows {
+            db::seed_show(&db, show).await?;
+        }
+        let verifier = door::Verifier::new(
+            Some(config.jwks_url.clone()),
+            &config.issuer,
+            &config.audience,
+            config.leeway_secs,
+            Duration::from_secs(config.jwks_refresh_cooldown_secs),
+            config.clock.clone(),
+        );
+        let gateway = gateway::Gateway::new(&config.gateway_url, config.gateway_timeout);
+        Ok(Self {
+            clock: config.clock.clone(),
+            config: Arc::new(config),
+            db,
+            verifier: Arc::new(verifier),
+            gateway,
+        })
+    }
+}
+
+/// Serves the booking core on an already-bound listener until `shutdown` resolves (API.md).
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let state = AppState::build(config).await?;
+    serve_state(listener, state, shutdown).await
+}
+
+/// Like [`serve`] with prepared state (tests inject keys into `state.verifier`).
+pub async fn serve_state(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let loop_handle = (state.config.reconcile_interval_secs > 0).then(|| {
+        let every = Duration::from_secs(state.config.reconcile_interval_secs);
+        tokio::spawn(Reconciler::new(state.clone()).run(every))
+    });
+    tracing::info!(addr = ?listener.local_addr().ok(), "booking-core listening");
+    let result = axum::serve(
+        listener,
+        router(state).into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await;
+    if let Some(h) = loop_handle {
+        h.abort();
+    }
+    result?;
+    Ok(())
+}

@@ -1,0 +1,163 @@
+//! Client of the (untrusted) payment gateway: create, execute, query (API.md). Every call has a
+//! timeout; a timed-out execute is reported as [`GatewayError::Timeout`] so the caller can query.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::json;
+
+/// Gateway payment status (API.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PayStatus {
+    /// Not decided by the fan yet.
+    Created,
+    /// The fan paid; execute pending.
+    Approved,
+    /// Money taken.
+    Completed,
+    /// The fan cancelled.
+    Cancelled,
+    /// Execute failed.
+    Failed,
+    /// Session ran out.
+    Expired,
+}
+
+impl PayStatus {
+    /// Terminal without money: the hold may be released.
+    pub fn is_dead(self) -> bool {
+        matches!(
+            self,
+            PayStatus::Cancelled | PayStatus::Failed | PayStatus::Expired
+        )
+    }
+}
+
+/// `POST /v1/payments` answer.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Created {
+    /// Gateway id.
+    pub payment_id: String,
+    /// Where to send the fan.
+    pub checkout_url: String,
+    /// hex HMAC-SHA256(secret, payment_id).
+    pub signature: String,
+}
+
+/// Status (and transaction id) of a payment.
+#[derive(Debug, Clone, Deserialize)]
+pub struct PaymentState {
+    /// Status.
+    pub status: PayStatus,
+    /// Set when completed.
+    #[serde(default)]
+    pub transaction_id: Option<String>,
+}
+
+/// A failed gateway call.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    /// No answer within the timeout (the outcome is unknown).
+    #[error("gateway timed out")]
+    Timeout,
+    /// Execute refused (409): the payment is not approved; carries its status when given.
+    #[error("gateway refused: {0:?}")]
+    Refused(Option<PayStatus>),
+    /// Transport or unexpected answer.
+    #[error("gateway error: {0}")]
+    Other(String),
+}
+
+impl From<reqwest::Error> for GatewayError {
+    fn from(e: reqwest::Error) -> Self {
+        if e.is_timeout() {
+            GatewayError::Timeout
+        } else {
+            GatewayError::Other(e.to_string())
+        }
+    }
+}
+
+/// HTTP client of the gateway.
+#[derive(Debug, Clone)]
+pub struct Gateway {
+    base: String,
+    http: reqwest::Client,
+}
+
+impl Gateway {
+    /// A client for `base` with a per-call `timeout`.
+    pub fn new(base: &str, timeout: Duration) -> Self {
+        let http = reqwest::Client::builder()
+            .timeout(timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap_or_default();
+        Self {
+            base: base.trim_end_matches('/').to_owned(),
+            http,
+        }
+    }
+
+    /// Creates a payment; `expires_at` in epoch seconds.
+    pub async fn create(
+        &self,
+        amount_cents: i64,
+        reference: &str,
+        return_url: &str,
+        expires_at: i64,
+    ) -> Result<Created, GatewayError> {
+        let body = json!({"amount_cents": amount_cents, "reference": reference, "return_url": return_url, "expires_at": expires_at});
+        let r = self
+            .http
+            .post(format!("{}/v1/payments", self.base))
+            .json(&body)
+            .send()
+            .await?;
+        if r.status() != reqwest::StatusCode::CREATED {
+            return Err(GatewayError::Other(format!(
+                "create answered {}",
+                r.status()
+            )));
+        }
+        Ok(r.json().await?)
+    }
+
+    /// Executes an approved payment.
+    pub async fn execute(&self, payment_id: &str) -> Result<PaymentState, GatewayError> {
+        let r = self
+            .http
+            .post(format!("{}/v1/payments/{payment_id}/execute", self.base))
+            .send()
+            .await?;
+        if r.status() == reqwest::StatusCode::CONFLICT {
+            let v: serde_json::Value = r.json().await.unwrap_or_default();
+            let st = serde_json::from_value(v["status"].clone()).ok();
+            return Err(GatewayError::Refused(st));
+        }
+        if !r.status().is_success() {
+            return Err(GatewayError::Other(format!(
+                "execute answered {}",
+                r.status()
+            )));
+        }
+        Ok(r.json().await?)
+    }
+
+    /// Queries a payment (the only source of truth).
+    pub async fn query(&self, payment_id: &str) -> Result<PaymentState, GatewayError> {
+        let r = self
+            .http
+            .get(format!("{}/v1/payments/{payment_id}", self.base))
+            .send()
+            .await?;
+        if !r.status().is_success() {
+            return Err(GatewayError::Other(format!(
+                "query answered {}",
+                r.status()
+            )));
+        }
+        Ok(r.json().await?)
+    }
+}

@@ -1,0 +1,359 @@
+//! Holds: the guarded all-or-nothing seat claim (DESIGN "Holds"), idempotent creation, expiry
+//! enforced on every read, the seat map, and the guarded release.
+//!
+//! A seat is claimable when it is free or its hold's deadline has passed; the claim is one
+//! conditional UPDATE inside one transaction, and fewer rows changed than asked means rollback.
+
+use axum::http::StatusCode;
+use sale_common::Problem;
+use serde_json::{json, Map, Value};
+use sha2::{Digest, Sha256};
+
+use crate::db::{self, Actor, Db};
+use crate::door::Admission;
+use crate::error::ApiResult;
+
+/// A hold as stored.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Hold {
+    /// Hold id (UUID v7).
+    pub id: String,
+    /// Show id.
+    pub show_id: String,
+    /// Owner (admission `sub`).
+    pub visitor_id: String,
+    /// Admission `jti` the hold was made with.
+    pub admission_jti: String,
+    /// `HELD`, `PAID` or `RELEASED`.
+    pub status: String,
+    /// Sum of seat prices, cents.
+    pub amount_cents: i64,
+    /// Hold deadline, epoch ms.
+    pub expires_at: i64,
+    /// Payment-session deadline, epoch ms (before `expires_at`).
+    pub payment_expires_at: i64,
+    /// Gateway payment id once created (`pending:*` while being created).
+    pub payment_id: Option<String>,
+    /// Gateway's per-payment signature.
+    pub payment_signature: Option<String>,
+    /// Checkout URL returned to the fan.
+    pub checkout_url: Option<String>,
+    /// When an execute was claimed, epoch ms (the at-most-once guard).
+    pub executing_at: Option<i64>,
+    /// Gateway transaction id once PAID.
+    pub transaction_id: Option<String>,
+}
+
+/// Loads a hold by id.
+pub async fn load(db: &Db, id: &str) -> sqlx::Result<Option<Hold>> {
+    sqlx::query_as::<_, Hold>("SELECT id, show_id, visitor_id, admission_jti, status, amount_cents, expires_at, payment_expires_at, payment_id, payment_signature, checkout_url, executing_at, transaction_id FROM holds WHERE id = ?")
+        .bind(id)
+        .fetch_optional(db)
+        .await
+}
+
+/// Seat ids of a hold, in the fixed (sorted) order.
+pub async fn seats_of(db: &Db, hold_id: &str) -> sqlx::Result<Vec<String>> {
+    sqlx::query_scalar("SELECT seat_id FROM hold_seats WHERE hold_id = ? ORDER BY seat_id")
+        .bind(hold_id)
+        .fetch_all(db)
+        .await
+}
+
+/// The fan-facing JSON of a hold (API.md `GET /api/holds/{hold}`). Times in epoch s.
+pub async fn view(db: &Db, h: &Hold) -> sqlx::Result<Value> {
+    let seats = seats_of(db, &h.id).await?;
+    let booking: Option<String> = sqlx::query_scalar("SELECT id FROM bookings WHERE hold_id = ?")
+        .bind(&h.id)
+        .fetch_optional(db)
+        .await?;
+    let mut v = json!({
+        "hold_id": h.id, "show": h.show_id, "seats": seats, "status": h.status,
+        "expires_at": h.expires_at / 1000, "payment_expires_at": h.payment_expires_at / 1000,
+        "amount_cents": h.amount_cents,
+    });
+    if let Some(p) = h
+        .payment_id
+        .as_deref()
+        .filter(|p| !p.starts_with("pending:"))
+    {
+        v["payment_id"] = p.into();
+    }
+    if let Some(b) = booking {
+        v["booking_id"] = b.into();
+    }
+    Ok(v)
+}
+
+/// SQL for a seat's effective status: a hold past its deadline counts as free (DESIGN: expiry
+/// is enforced on every read, the sweeper is only housekeeping). Binds `now_ms` once.
+const EFFECTIVE: &str =
+    "CASE WHEN status = 'held' AND hold_expires_at <= ? THEN 'free' ELSE status END";
+
+fn placeholders(n: usize) -> String {
+    vec!["?"; n].join(", ")
+}
+
+/// Fresh effective status of the given seats.
+pub async fn availability(
+    db: &Db,
+    show: &str,
+    seats: &[String],
+    now_ms: i64,
+) -> sqlx::Result<Map<String, Value>> {
+    let sql = format!(
+        "SELECT seat_id, {EFFECTIVE} FROM seats WHERE show_id = ? AND seat_id IN ({})",
+        placeholders(seats.len())
+    );
+    let mut q = sqlx::query_as::<_, (String, String)>(&sql)
+        .bind(now_ms)
+        .bind(show);
+    for s in seats {
+        q = q.bind(s);
+    }
+    Ok(q.fetch_all(db)
+        .await?
+        .into_iter()
+        .map(|(k, v)| (k, Value::from(v)))
+        .collect())
+}
+
+/// The seat map of a show (API.md `GET /api/shows/{show}/seats`).
+pub async fn seat_map(db: &Db, show: &str, now_ms: i64) -> sqlx::Result<Value> {
+    let sql = format!("SELECT seat_id, section, seat_row, number, price_cents, {EFFECTIVE} FROM seats WHERE show_id = ? ORDER BY section, seat_row, number");
+    let rows = sqlx::query_as::<_, (String, String, i64, i64, i64, String)>(&sql)
+        .bind(now_ms)
+        .bind(show)
+        .fetch_all(db)
+        .await?;
+    let available = rows.iter().filter(|r| r.5 == "free").count();
+    let seats: Vec<Value> = rows
+        .iter()
+        .map(|(id, sec, row, n, price, st)| json!({"id": id, "section": sec, "row": row, "number": n, "price_cents": price, "status": st}))
+        .collect();
+    Ok(json!({"show": show, "capacity": rows.len(), "available": available, "seats": seats}))
+}
+
+/// Parses and normalises the asked seats: 1..=max, no duplicates, sorted (the fixed lock order).
+pub fn normalise_seats(mut seats: Vec<String>, max: usize) -> Result<Vec<String>, Problem> {
+    seats.sort();
+    let before = seats.len();
+    seats.dedup();
+    if seats.len() != before {
+        return Err(Problem::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "duplicate-seats",
+            "A seat is asked twice",
+        ));
+    }
+    if seats.is_empty() || seats.len() > max {
+        return Err(Problem::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "seat-count",
+            "Wrong number of seats",
+        )
+        .detail(format!("a hold takes 1 to {max} seats"))
+        .with("max_seats", max));
+    }
+    Ok(seats)
+}
+
+/// What to answer for a hold request: status and JSON body (stored for idempotent replay).
+#[derive(Debug)]
+pub struct HoldAnswer {
+    /// 201 on success, or the replayed status.
+    pub status: StatusCode,
+    /// Body.
+    pub body: Value,
+}
+
+/// Hold timing, milliseconds (seed: 8-minute hold, 7-minute payment session from creation).
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    /// Hold lifetime, ms.
+    pub hold_ttl_ms: i64,
+    /// Payment session from hold creation, ms (shorter than the hold).
+    pub payment_session_ms: i64,
+}
+
+/// Creates a hold for `seats` (already normalised) in one transaction, keyed by
+/// `(visitor, idempotency key)`. Only successful answers are stored: a 409 is recomputed on retry.
+pub async fn create(
+    db: &Db,
+    adm: &Admission,
+    show: &str,
+    seats: &[String],
+    idem_key: &str,
+    timing: Timing,
+    now_ms: i64,
+) -> ApiResult<HoldAnswer> {
+    let Timing {
+        hold_ttl_ms,
+        payment_session_ms,
+    } = timing;
+    let hash = hex::encode(Sha256::digest(
+        format!("{show}|{}", seats.join(",")).as_bytes(),
+    ));
+    let mut tx = db.begin().await?;
+    let stored: Option<(String, i64, String)> = sqlx::query_as(
+        "SELECT request_hash, status, body FROM idempotency WHERE visitor_id = ? AND key = ?",
+    )
+    .bind(&adm.sub)
+    .bind(idem_key)
+    .fetch_optional(&mut *tx)
+    .await?;
+    if let Some((h, st, body)) = stored {
+        if h != hash {
+            return Err(Problem::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "idempotency-key-reused",
+                "Idempotency key reused",
+            )
+            .detail("this Idempotency-Key was used with a different request")
+            .into());
+        }
+        let status =
+            StatusCode::from_u16(u16::try_from(st).unwrap_or(201)).unwrap_or(StatusCode::CREATED);
+        let body = serde_json::from_str(&body).map_err(anyhow::Error::from)?;
+        return Ok(HoldAnswer { status, body });
+    }
+    let sql = format!(
+        "SELECT seat_id, price_cents FROM seats WHERE show_id = ? AND seat_id IN ({})",
+        placeholders(seats.len())
+    );
+    let mut q = sqlx::query_as::<_, (String, i64)>(&sql).bind(show);
+    for s in seats {
+        q = q.bind(s);
+    }
+    let known = q.fetch_all(&mut *tx).await?;
+    if known.len() != seats.len() {
+        let unknown: Vec<&String> = seats
+            .iter()
+            .filter(|s| !known.iter().any(|k| &k.0 == *s))
+            .collect();
+        return Err(Problem::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "unknown-seat",
+            "Unknown seat",
+        )
+        .with("seats", json!(unknown))
+        .into());
+    }
+    let live: Option<String> = sqlx::query_scalar(
+        "SELECT id FROM holds WHERE admission_jti = ? AND status = 'HELD' AND expires_at > ? LIMIT 1",
+    )
+    .bind(&adm.jti)
+    .bind(now_ms)
+    .fetch_optional(&mut *tx)
+    .await?;
+    if let Some(id) = live {
+        return Err(Problem::new(
+            StatusCode::CONFLICT,
+            "hold-exists",
+            "You already hold seats",
+        )
+        .detail("one live hold per admission")
+        .with("hold_id", id)
+        .into());
+    }
+    let hold_id = uuid::Uuid::now_v7().to_string();
+    let expires_at = now_ms + hold_ttl_ms;
+    let claimed = claim(&mut tx, show, seats, &hold_id, expires_at, now_ms).await?;
+    if claimed != seats.len() as u64 {
+        tx.rollback().await?;
+        let availability = availability(db, show, seats, now_ms).await?;
+        return Err(Problem::new(
+            StatusCode::CONFLICT,
+            "seats-unavailable",
+            "Seats unavailable",
+        )
+        .detail("some of the asked seats are taken; nothing was held")
+        .with("availability", Value::Object(availability))
+        .into());
+    }
+    let amount: i64 = known.iter().map(|k| k.1).sum();
+    let payment_expires_at = now_ms + payment_session_ms;
+    sqlx::query("INSERT INTO holds (id, show_id, visitor_id, admission_jti, status, amount_cents, expires_at, payment_expires_at, created_at) VALUES (?, ?, ?, ?, 'HELD', ?, ?, ?, ?)")
+        .bind(&hold_id).bind(show).bind(&adm.sub).bind(&adm.jti).bind(amount).bind(expires_at).bind(payment_expires_at).bind(now_ms)
+        .execute(&mut *tx).await?;
+    for s in seats {
+        sqlx::query("INSERT INTO hold_seats (hold_id, show_id, seat_id) VALUES (?, ?, ?)")
+            .bind(&hold_id)
+            .bind(show)
+            .bind(s)
+            .execute(&mut *tx)
+            .await?;
+    }
+    db::audit(
+        &mut tx,
+        now_ms,
+        show,
+        &hold_id,
+        "held",
+        Actor::Api,
+        &seats.join(","),
+    )
+    .await?;
+    let body = json!({
+        "hold_id": hold_id, "show": show, "seats": seats, "status": "HELD",
+        "expires_at": expires_at / 1000, "payment_expires_at": payment_expires_at / 1000,
+        "amount_cents": amount,
+    });
+    sqlx::query("INSERT INTO idempotency (visitor_id, key, request_hash, status, body, created_at) VALUES (?, ?, ?, 201, ?, ?)")
+        .bind(&adm.sub).bind(idem_key).bind(&hash).bind(body.to_string()).bind(now_ms)
+        .execute(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(HoldAnswer {
+        status: StatusCode::CREATED,
+        body,
+    })
+}
+
+/// The guarded claim: one UPDATE that takes only free or lapsed seats. Returns rows changed.
+pub async fn claim(
+    tx: &mut db::Tx<'_>,
+    show: &str,
+    seats: &[String],
+    hold_id: &str,
+    expires_at: i64,
+    now_ms: i64,
+) -> sqlx::Result<u64> {
+    let sql = format!(
+        "UPDATE seats SET status = 'held', hold_id = ?, hold_expires_at = ? \
+         WHERE show_id = ? AND seat_id IN ({}) \
+         AND (status = 'free' OR (status = 'held' AND hold_expires_at <= ?))",
+        placeholders(seats.len())
+    );
+    let mut q = sqlx::query(&sql).bind(hold_id).bind(expires_at).bind(show);
+    for s in seats {
+        q = q.bind(s);
+    }
+    Ok(q.bind(now_ms).execute(&mut **tx).await?.rows_affected())
+}
+
+/// Releases a HELD hold: hold → RELEASED, and its seats → free only where this hold still holds
+/// them. Returns false when the hold was not HELD (already paid or released). Audited.
+pub async fn release(
+    db: &Db,
+    hold_id: &str,
+    actor: Actor,
+    reason: &str,
+    now_ms: i64,
+) -> sqlx::Result<bool> {
+    let mut tx = db.begin().await?;
+    let show: Option<String> = sqlx::query_scalar(
+        "UPDATE holds SET status = 'RELEASED', released_at = ? WHERE id = ? AND status = 'HELD' RETURNING show_id",
+    )
+    .bind(now_ms)
+    .bind(hold_id)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(show) = show else { return Ok(false) };
+    sqlx::query("UPDATE seats SET status = 'free', hold_id = NULL, hold_expires_at = NULL WHERE hold_id = ? AND status = 'held'")
+        .bind(hold_id)
+        .execute(&mut *tx)
+        .await?;
+    db::audit(&mut tx, now_ms, &show, hold_id, "released", actor, reason).await?;
+    tx.commit().await?;
+    Ok(true)
+}

@@ -1,0 +1,105 @@
+//! Back-office endpoints behind the admin bearer token: per-show figures (including the
+//! double-sale detector) and the bookings list.
+
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::Json;
+use sale_common::Problem;
+use serde_json::{json, Value};
+use subtle::ConstantTimeEq;
+
+use crate::error::ApiResult;
+use crate::AppState;
+
+fn admin(state: &AppState, headers: &HeaderMap) -> ApiResult<()> {
+    let given = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    let ok: bool = given
+        .as_bytes()
+        .ct_eq(state.config.admin_token.expose().as_bytes())
+        .into();
+    if ok {
+        Ok(())
+    } else {
+        Err(Problem::unauthorized("admin-required", "admin bearer token required").into())
+    }
+}
+
+/// `GET /admin/shows/{show}/stats`: capacity, free (lapsed holds count free), held (live), sold,
+/// holds_paid, bookings, seats_sold_twice (seats in more than one PAID hold; must be 0).
+pub async fn stats(
+    State(state): State<AppState>,
+    Path(show): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<Json<Value>> {
+    admin(&state, &headers)?;
+    if !state.config.has_show(&show) {
+        return Err(Problem::not_found(format!("show {show}")).into());
+    }
+    let now = state.clock.now_ms();
+    let db = &state.db;
+    let (capacity, sold, held): (i64, i64, i64) = sqlx::query_as(
+        "SELECT COUNT(*), \
+         COALESCE(SUM(CASE WHEN status = 'sold' THEN 1 ELSE 0 END), 0), \
+         COALESCE(SUM(CASE WHEN status = 'held' AND hold_expires_at > ? THEN 1 ELSE 0 END), 0) \
+         FROM seats WHERE show_id = ?",
+    )
+    .bind(now)
+    .bind(&show)
+    .fetch_one(db)
+    .await?;
+    let holds_paid: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM holds WHERE show_id = ? AND status = 'PAID'")
+            .bind(&show)
+            .fetch_one(db)
+            .await?;
+    let bookings: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM bookings WHERE show_id = ?")
+        .bind(&show)
+        .fetch_one(db)
+        .await?;
+    let twice: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM (SELECT hs.seat_id FROM hold_seats hs JOIN holds h ON h.id = hs.hold_id \
+         WHERE h.status = 'PAID' AND h.show_id = ? GROUP BY hs.seat_id HAVING COUNT(*) > 1) t",
+    )
+    .bind(&show)
+    .fetch_one(db)
+    .await?;
+    Ok(Json(json!({
+        "capacity": capacity, "free": capacity - sold - held, "held": held, "sold": sold,
+        "holds_paid": holds_paid, "bookings": bookings, "seats_sold_twice": twice,
+    })))
+}
+
+/// `GET /admin/shows/{show}/bookings`: `[{booking_id, hold_id, visitor_id, seats}]`.
+pub async fn bookings(
+    State(state): State<AppState>,
+    Path(show): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<Json<Value>> {
+    admin(&state, &headers)?;
+    let rows: Vec<(String, String, String, String)> = sqlx::query_as(
+        "SELECT b.id, b.hold_id, b.visitor_id, hs.seat_id FROM bookings b \
+         JOIN hold_seats hs ON hs.hold_id = b.hold_id WHERE b.show_id = ? \
+         ORDER BY b.created_at, b.id, hs.seat_id",
+    )
+    .bind(&show)
+    .fetch_all(&state.db)
+    .await?;
+    let mut out: Vec<Value> = Vec::new();
+    for (bid, hid, vid, seat) in rows {
+        match out.last_mut() {
+            Some(last) if last["booking_id"] == bid.as_str() => {
+                if let Some(a) = last["seats"].as_array_mut() {
+                    a.push(seat.into());
+                }
+            }
+            _ => out.push(
+                json!({"booking_id": bid, "hold_id": hid, "visitor_id": vid, "seats": [seat]}),
+            ),
+        }
+    }
+    Ok(Json(Value::Array(out)))
+}

@@ -1,0 +1,212 @@
+//! Fan-facing handlers: session cookie, `/api/me`, seat map, holds, pay, release, and the
+//! browser's return from checkout. Every fan call passes the door first (case W08).
+
+use std::collections::HashMap;
+
+use axum::extract::rejection::{FormRejection, JsonRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::{Form, Json};
+use sale_common::Problem;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::door::{token_from_headers, Admission, DoorError};
+use crate::error::{ApiError, ApiResult};
+use crate::holds::{self, Hold};
+use crate::payments::{self, CallbackOutcome};
+use crate::AppState;
+
+/// 401 `admission-required` pointing back to the waiting room (API.md).
+fn admission_required(state: &AppState, e: &DoorError) -> ApiError {
+    Problem::unauthorized("admission-required", e.to_string())
+        .with("waiting_room", state.config.waiting_room_url.clone())
+        .into()
+}
+
+/// Verifies the request's admission token, for `show` when given (else for any configured show).
+pub async fn fan(
+    state: &AppState,
+    headers: &HeaderMap,
+    show: Option<&str>,
+) -> ApiResult<Admission> {
+    let token = token_from_headers(headers)
+        .ok_or_else(|| admission_required(state, &DoorError::Missing))?;
+    let adm = state
+        .verifier
+        .verify(&token, show)
+        .await
+        .map_err(|e| admission_required(state, &e))?;
+    if !state.config.has_show(&adm.event) {
+        return Err(admission_required(state, &DoorError::WrongEvent));
+    }
+    Ok(adm)
+}
+
+fn known_show(state: &AppState, show: &str) -> ApiResult<()> {
+    if state.config.has_show(show) {
+        Ok(())
+    } else {
+        Err(Problem::not_found(format!("show {show}")).into())
+    }
+}
+
+/// The fan's own hold, else 404 (another visitor's hold is not revealed).
+async fn own_hold(state: &AppState, adm: &Admission, id: &str) -> ApiResult<Hold> {
+    match holds::load(&state.db, id).await? {
+        Some(h) if h.visitor_id == adm.sub && h.show_id == adm.event => Ok(h),
+        _ => Err(Problem::not_found(format!("hold {id}")).into()),
+    }
+}
+
+/// Form of `POST /session`.
+#[derive(Debug, Deserialize)]
+pub struct SessionForm {
+    admission_token: String,
+    show: String,
+}
+
+/// `POST /session`: verify, set the HttpOnly `admission` cookie, 303 to the booking page.
+pub async fn session(
+    State(state): State<AppState>,
+    form: Result<Form<SessionForm>, FormRejection>,
+) -> ApiResult<Response> {
+    let Form(f) = form.map_err(|e| Problem::bad_request(e.body_text()))?;
+    known_show(&state, &f.show)?;
+    let adm = state
+        .verifier
+        .verify(&f.admission_token, Some(&f.show))
+        .await
+        .map_err(|e| admission_required(&state, &e))?;
+    let max_age = (adm.exp - state.clock.now_secs()).max(0);
+    let cookie = format!(
+        "admission={}; HttpOnly; SameSite=Lax; Path=/; Max-Age={max_age}",
+        f.admission_token
+    );
+    let mut resp = Redirect::to(&format!("/book.html?show={}", f.show)).into_response();
+    resp.headers_mut().insert(
+        header::SET_COOKIE,
+        cookie.parse().map_err(anyhow::Error::from)?,
+    );
+    Ok(resp)
+}
+
+/// `GET /api/me`: the cheap authenticated endpoint.
+pub async fn me(State(state): State<AppState>, headers: HeaderMap) -> ApiResult<Json<Value>> {
+    let adm = fan(&state, &headers, None).await?;
+    Ok(Json(
+        json!({"visitor_id": adm.sub, "event": adm.event, "expires_at": adm.exp}),
+    ))
+}
+
+/// `GET /api/shows/{show}/seats`: the seat map; lapsed holds count as free.
+pub async fn seats(
+    State(state): State<AppState>,
+    Path(show): Path<String>,
+) -> ApiResult<Json<Value>> {
+    known_show(&state, &show)?;
+    Ok(Json(
+        holds::seat_map(&state.db, &show, state.clock.now_ms()).await?,
+    ))
+}
+
+/// Body of a hold request.
+#[derive(Debug, Deserialize)]
+pub struct HoldBody {
+    seats: Vec<String>,
+}
+
+/// `POST /api/shows/{show}/holds` with `Idempotency-Key`.
+pub async fn create_hold(
+    State(state): State<AppState>,
+    Path(show): Path<String>,
+    headers: HeaderMap,
+    body: Result<Json<HoldBody>, JsonRejection>,
+) -> ApiResult<Response> {
+    known_show(&state, &show)?;
+    let adm = fan(&state, &headers, Some(&show)).await?;
+    let key = headers
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|k| (1..=200).contains(&k.len()))
+        .ok_or_else(|| {
+            Problem::new(
+                StatusCode::BAD_REQUEST,
+                "idempotency-key-required",
+                "Idempotency-Key required",
+            )
+            .detail("send an Idempotency-Key header (1 to 200 characters)")
+        })?
+        .to_owned();
+    let Json(body) = body.map_err(Problem::from)?;
+    let seats = holds::normalise_seats(body.seats, state.config.max_seats_per_hold)?;
+    let cfg = &state.config;
+    let answer = holds::create(
+        &state.db,
+        &adm,
+        &show,
+        &seats,
+        &key,
+        holds::Timing {
+            hold_ttl_ms: secs_to_ms(cfg.hold_ttl_secs),
+            payment_session_ms: secs_to_ms(cfg.payment_session_secs),
+        },
+        state.clock.now_ms(),
+    )
+    .await?;
+    Ok((answer.status, Json(answer.body)).into_response())
+}
+
+fn secs_to_ms(secs: u64) -> i64 {
+    i64::try_from(secs).unwrap_or(i64::MAX / 2000) * 1000
+}
+
+/// `GET /api/holds/{hold}`.
+pub async fn get_hold(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<Json<Value>> {
+    let adm = fan(&state, &headers, None).await?;
+    let h = own_hold(&state, &adm, &id).await?;
+    Ok(Json(holds::view(&state.db, &h).await?))
+}
+
+/// `POST /api/holds/{hold}/pay`.
+pub async fn pay(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<Json<Value>> {
+    let adm = fan(&state, &headers, None).await?;
+    let h = own_hold(&state, &adm, &id).await?;
+    Ok(Json(payments::start(&state, &h).await?))
+}
+
+/// `DELETE /api/holds/{hold}`.
+pub async fn delete_hold(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<Json<Value>> {
+    let adm = fan(&state, &headers, None).await?;
+    let h = own_hold(&state, &adm, &id).await?;
+    Ok(Json(payments::release_by_fan(&state, &h).await?))
+}
+
+/// `GET /payment/callback?paymentID=&status=&signature=`; `status` is ignored.
+pub async fn callback(
+    State(state): State<AppState>,
+    Query(q): Query<HashMap<String, String>>,
+) -> ApiResult<Response> {
+    let (Some(pid), Some(sig)) = (q.get("paymentID"), q.get("signature")) else {
+        return Err(Problem::bad_request("paymentID and signature are required").into());
+    };
+    let to = match payments::callback(&state, pid, sig).await? {
+        CallbackOutcome::Confirmed(hold) => format!("/confirmation.html?hold={hold}"),
+        CallbackOutcome::Back { show, hold } => format!("/book.html?show={show}&hold={hold}"),
+    };
+    Ok(Redirect::to(&to).into_response())
+}

@@ -1,0 +1,304 @@
+//! Payments through the untrusted gateway (DESIGN "Payments"): create once per hold, the browser
+//! callback (issued ids only, per-payment signature, refused after the deadline, `status`
+//! ignored), execute at most once under a conditional-update guard, one query after an execute
+//! timeout, and the fan's release of a hold whose payment is dead.
+
+use axum::http::StatusCode;
+use hmac::{Hmac, Mac};
+use sale_common::Problem;
+use serde_json::{json, Value};
+use sha2::Sha256;
+use subtle::ConstantTimeEq;
+
+use crate::confirm::{confirm_paid, Confirm};
+use crate::db::{self, Actor};
+use crate::error::ApiResult;
+use crate::gateway::{GatewayError, PayStatus};
+use crate::holds::{self, Hold};
+use crate::AppState;
+
+/// An execute claim older than this is considered abandoned (crashed owner), ms.
+const EXECUTE_STALE_MS: i64 = 60_000;
+
+/// What the gateway says about a hold's payment after [`settle`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Settlement {
+    /// The hold is PAID (by this call or earlier).
+    Paid(Confirm),
+    /// Cancelled, failed or expired at the gateway: the hold may be released.
+    Dead(PayStatus),
+    /// Not decided yet (created/approved, or another task is executing).
+    Pending(PayStatus),
+    /// The gateway did not answer; nothing may be concluded.
+    Unknown(String),
+}
+
+fn real_payment_id(h: &Hold) -> Option<&str> {
+    h.payment_id
+        .as_deref()
+        .filter(|p| !p.starts_with("pending:"))
+}
+
+/// Asks the gateway about `hold`'s payment, executing it at most once (owner-token guard: a
+/// conditional update of `executing_at`), querying once after an execute timeout, and confirming
+/// the hold when the gateway says completed.
+pub async fn settle(state: &AppState, hold: &Hold, actor: Actor) -> ApiResult<Settlement> {
+    let Some(pid) = real_payment_id(hold) else {
+        return Ok(Settlement::Unknown("no payment".into()));
+    };
+    let now = state.clock.now_ms();
+    let owner = sqlx::query(
+        "UPDATE holds SET executing_at = ? WHERE id = ? AND status = 'HELD' AND payment_id = ? \
+         AND (executing_at IS NULL OR executing_at < ?)",
+    )
+    .bind(now)
+    .bind(&hold.id)
+    .bind(pid)
+    .bind(now - EXECUTE_STALE_MS)
+    .execute(&state.db)
+    .await?
+    .rows_affected()
+        == 1;
+    let answer = if owner {
+        match state.gateway.execute(pid).await {
+            Ok(s) => Ok(s),
+            Err(GatewayError::Timeout) => state.gateway.query(pid).await,
+            Err(GatewayError::Refused(Some(st))) => Ok(crate::gateway::PaymentState {
+                status: st,
+                transaction_id: None,
+            }),
+            Err(e) => Err(e),
+        }
+    } else {
+        state.gateway.query(pid).await
+    };
+    let st = match answer {
+        Ok(s) => s,
+        Err(e) => return Ok(Settlement::Unknown(e.to_string())),
+    };
+    match st.status {
+        PayStatus::Completed => {
+            let txn = st
+                .transaction_id
+                .unwrap_or_else(|| format!("unknown-{pid}"));
+            let c = confirm_paid(&state.db, hold, &txn, actor, state.clock.now_ms()).await?;
+            Ok(Settlement::Paid(c))
+        }
+        s if s.is_dead() => Ok(Settlement::Dead(s)),
+        s => Ok(Settlement::Pending(s)),
+    }
+}
+
+/// `POST /api/holds/{hold}/pay`: creates the gateway payment once; again → the same one.
+pub async fn start(state: &AppState, hold: &Hold) -> ApiResult<Value> {
+    if let (Some(pid), Some(url)) = (real_payment_id(hold), hold.checkout_url.as_deref()) {
+        return Ok(json!({"payment_id": pid, "checkout_url": url}));
+    }
+    if hold.status != "HELD" {
+        return Err(
+            Problem::new(StatusCode::CONFLICT, "hold-not-held", "Hold is not held")
+                .with("status", hold.status.clone())
+                .into(),
+        );
+    }
+    let now = state.clock.now_ms();
+    if now >= hold.payment_expires_at {
+        return Err(Problem::new(
+            StatusCode::CONFLICT,
+            "payment-session-over",
+            "Payment session is over",
+        )
+        .into());
+    }
+    let token = format!("pending:{}", uuid::Uuid::new_v4());
+    let claimed = sqlx::query(
+        "UPDATE holds SET payment_id = ? WHERE id = ? AND status = 'HELD' AND payment_id IS NULL",
+    )
+    .bind(&token)
+    .bind(&hold.id)
+    .execute(&state.db)
+    .await?
+    .rows_affected();
+    if claimed == 0 {
+        return Err(Problem::new(
+            StatusCode::CONFLICT,
+            "payment-in-progress",
+            "Payment is being created",
+        )
+        .retry_after(1)
+        .into());
+    }
+    let return_url = format!("{}/payment/callback", state.config.public_base());
+    let created = state
+        .gateway
+        .create(
+            hold.amount_cents,
+            &hold.id,
+            &return_url,
+            hold.payment_expires_at / 1000,
+        )
+        .await;
+    let created = match created {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(error = %e, hold = %hold.id, "payment create failed");
+            sqlx::query("UPDATE holds SET payment_id = NULL WHERE id = ? AND payment_id = ?")
+                .bind(&hold.id)
+                .bind(&token)
+                .execute(&state.db)
+                .await?;
+            return Err(Problem::new(
+                StatusCode::BAD_GATEWAY,
+                "gateway-unavailable",
+                "Payment gateway unavailable",
+            )
+            .retry_after(2)
+            .into());
+        }
+    };
+    let mut tx = state.db.begin().await?;
+    sqlx::query("UPDATE holds SET payment_id = ?, payment_signature = ?, checkout_url = ? WHERE id = ? AND payment_id = ?")
+        .bind(&created.payment_id)
+        .bind(&created.signature)
+        .bind(&created.checkout_url)
+        .bind(&hold.id)
+        .bind(&token)
+        .execute(&mut *tx)
+        .await?;
+    db::audit(
+        &mut tx,
+        now,
+        &hold.show_id,
+        &hold.id,
+        "payment-created",
+        Actor::Api,
+        &created.payment_id,
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(json!({"payment_id": created.payment_id, "checkout_url": created.checkout_url}))
+}
+
+/// hex HMAC-SHA256(secret, payment_id), the gateway's per-payment signature.
+pub fn expected_signature(secret: &str, payment_id: &str) -> String {
+    let mut mac =
+        Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("HMAC takes any key length");
+    mac.update(payment_id.as_bytes());
+    hex::encode(mac.finalize().into_bytes())
+}
+
+/// Where the callback sends the browser.
+#[derive(Debug, PartialEq, Eq)]
+pub enum CallbackOutcome {
+    /// `/confirmation.html?hold=…`
+    Confirmed(String),
+    /// `/book.html?show=…&hold=…`
+    Back {
+        /// Show id.
+        show: String,
+        /// Hold id.
+        hold: String,
+    },
+}
+
+/// `GET /payment/callback`: verify, then settle through the gateway; the redirect's `status` is
+/// never read (anyone can forge it, case B09).
+pub async fn callback(
+    state: &AppState,
+    payment_id: &str,
+    signature: &str,
+) -> ApiResult<CallbackOutcome> {
+    let hold: Option<Hold> = if payment_id.starts_with("pending:") {
+        None
+    } else {
+        let id: Option<String> = sqlx::query_scalar("SELECT id FROM holds WHERE payment_id = ?")
+            .bind(payment_id)
+            .fetch_optional(&state.db)
+            .await?;
+        match id {
+            Some(id) => holds::load(&state.db, &id).await?,
+            None => None,
+        }
+    };
+    let Some(hold) = hold else {
+        return Err(
+            Problem::new(StatusCode::NOT_FOUND, "unknown-payment", "Unknown payment")
+                .detail("this payment was not issued by the booking core")
+                .into(),
+        );
+    };
+    let stored = hold.payment_signature.clone().unwrap_or_default();
+    let expected = expected_signature(state.config.gateway_secret.expose(), payment_id);
+    let ok_stored: bool = stored.as_bytes().ct_eq(signature.as_bytes()).into();
+    let ok_hmac: bool = expected.as_bytes().ct_eq(signature.as_bytes()).into();
+    if !(ok_stored && ok_hmac) {
+        return Err(Problem::new(
+            StatusCode::BAD_REQUEST,
+            "bad-signature",
+            "Bad payment signature",
+        )
+        .into());
+    }
+    let back = CallbackOutcome::Back {
+        show: hold.show_id.clone(),
+        hold: hold.id.clone(),
+    };
+    match hold.status.as_str() {
+        "PAID" => return Ok(CallbackOutcome::Confirmed(hold.id)),
+        "RELEASED" => return Ok(back),
+        _ => {}
+    }
+    if state.clock.now_ms() >= hold.expires_at {
+        return Err(
+            Problem::new(StatusCode::CONFLICT, "hold-expired", "Hold expired")
+                .detail("the hold ended before the payment returned; the reconciler will settle it")
+                .with("hold_id", hold.id)
+                .into(),
+        );
+    }
+    match settle(state, &hold, Actor::Callback).await? {
+        Settlement::Paid(Confirm::RefundQueued) => Ok(back),
+        Settlement::Paid(_) => Ok(CallbackOutcome::Confirmed(hold.id)),
+        _ => Ok(back),
+    }
+}
+
+/// `DELETE /api/holds/{hold}`: releases a hold with no payment, or whose payment the gateway
+/// reports cancelled/failed/expired; otherwise 409.
+pub async fn release_by_fan(state: &AppState, hold: &Hold) -> ApiResult<Value> {
+    let conflict = |kind: &'static str, title: &str| -> ApiResult<Value> {
+        Err(Problem::new(StatusCode::CONFLICT, kind, title).into())
+    };
+    match hold.status.as_str() {
+        "RELEASED" => return Ok(json!({"hold_id": hold.id, "status": "RELEASED"})),
+        "PAID" => return conflict("hold-paid", "Hold is paid"),
+        _ => {}
+    }
+    let may_release = match (&hold.payment_id, real_payment_id(hold)) {
+        (None, _) => true,
+        (Some(_), None) => return conflict("payment-in-progress", "Payment is being created"),
+        (Some(_), Some(pid)) => match state.gateway.query(pid).await {
+            Ok(s) if s.status.is_dead() => true,
+            Ok(_) => false,
+            Err(e) => {
+                tracing::warn!(error = %e, "gateway query failed on release");
+                false
+            }
+        },
+    };
+    if !may_release {
+        return conflict(
+            "payment-in-progress",
+            "A payment for this hold may still complete",
+        );
+    }
+    holds::release(
+        &state.db,
+        &hold.id,
+        Actor::Api,
+        "released by fan",
+        state.clock.now_ms(),
+    )
+    .await?;
+    Ok(json!({"hold_id": hold.id, "status": "RELEASED"}))
+}

@@ -1,0 +1,177 @@
+//! Holds: same-millisecond holds (B04), overlapping multi-seat holds (B05), expired holds do not
+//! block (B06), idempotency keys, and input errors.
+
+mod support;
+
+use serde_json::json;
+use support::{Harness, SHOW};
+
+#[tokio::test]
+async fn case_b04_same_millisecond_holds() {
+    let h = Harness::start().await;
+    let tokens: Vec<String> = (0..50).map(|i| h.token(&format!("fan{i}"))).collect();
+    let tries = tokens.iter().enumerate().map(|(i, t)| {
+        let h = &h;
+        async move { h.hold(t, &format!("k{i}"), &["A-1-1"]).await }
+    });
+    let results = futures::future::join_all(tries).await;
+    let created = results.iter().filter(|r| r.0 == 201).count();
+    let conflicts: Vec<_> = results.iter().filter(|r| r.0 == 409).collect();
+    assert_eq!(created, 1, "{results:?}");
+    assert_eq!(conflicts.len(), 49, "{results:?}");
+    for (_, b) in conflicts {
+        assert_eq!(b["type"], "/problems/seats-unavailable");
+        assert_eq!(b["availability"]["A-1-1"], "held");
+    }
+}
+
+/// STYLE.md race test: the same 50 fans through an unguarded read-then-write (no status check
+/// in the UPDATE) produce more than one "winner"; the guarded claim above produces exactly one.
+#[tokio::test]
+async fn case_b04_race_exists_without_the_guard() {
+    let h = Harness::start().await;
+    let db = h.state.db.clone();
+    let winners = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let tasks: Vec<_> = (0..50)
+        .map(|i| {
+            let (db, winners) = (db.clone(), winners.clone());
+            tokio::spawn(async move {
+                let st: String = sqlx::query_scalar("SELECT status FROM seats WHERE show_id = ? AND seat_id = 'A-1-1'")
+                    .bind(SHOW)
+                    .fetch_one(&db)
+                    .await
+                    .unwrap();
+                tokio::task::yield_now().await;
+                if st == "free" {
+                    sqlx::query("UPDATE seats SET status = 'held', hold_id = ? WHERE show_id = ? AND seat_id = 'A-1-1'")
+                        .bind(format!("h{i}"))
+                        .bind(SHOW)
+                        .execute(&db)
+                        .await
+                        .unwrap();
+                    winners.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert!(
+        winners.load(std::sync::atomic::Ordering::SeqCst) > 1,
+        "the unguarded variant should double-claim"
+    );
+}
+
+#[tokio::test]
+async fn case_b05_overlapping_multi_seat_holds() {
+    let h = Harness::start().await;
+    let asks = [["A-1-1", "A-1-2"], ["A-1-2", "A-1-3"], ["A-1-3", "A-1-1"]];
+    let tokens: Vec<String> = (0..3).map(|i| h.token(&format!("m{i}"))).collect();
+    let tries = asks.iter().zip(&tokens).enumerate().map(|(i, (a, t))| {
+        let h = &h;
+        async move { h.hold(t, &format!("b05-{i}"), a).await }
+    });
+    let results = futures::future::join_all(tries).await;
+    let won: Vec<_> = results.iter().filter(|r| r.0 == 201).collect();
+    assert!(won.len() <= 1, "{results:?}");
+    assert!(
+        results.iter().all(|r| r.0 == 201 || r.0 == 409),
+        "{results:?}"
+    );
+    // no partial claim: exactly the winner's seats are held
+    let held: Vec<String> =
+        sqlx::query_scalar("SELECT seat_id FROM seats WHERE status = 'held' ORDER BY seat_id")
+            .fetch_all(&h.state.db)
+            .await
+            .unwrap();
+    let expect: Vec<String> = won
+        .first()
+        .map(|w| serde_json::from_value(w.1["seats"].clone()).unwrap())
+        .unwrap_or_default();
+    assert_eq!(held, expect);
+}
+
+#[tokio::test]
+async fn case_b06_expired_holds_do_not_block() {
+    let h = Harness::start_with(|c| Harness::small_venue(c, 10)).await;
+    for i in 1..=10 {
+        let (st, b) = h
+            .hold(&h.token(&format!("f{i}")), "k", &[&format!("A-1-{i}")])
+            .await;
+        assert_eq!(st, 201, "{b}");
+    }
+    let (st, _) = h.hold(&h.token("late"), "k", &["A-1-1"]).await;
+    assert_eq!(st, 409);
+    // minute 9: every hold (8 min) lapsed unpaid; no sweeper has run
+    h.clock.advance_ms(9 * 60 * 1000);
+    let late = h.token("late2");
+    let (st, b) = h.hold(&late, "k", &["A-1-1"]).await;
+    assert_eq!(st, 201, "{b}");
+    for i in 2..=10 {
+        assert_eq!(h.seat_status(&format!("A-1-{i}")).await, "free");
+    }
+    let stats = h.stats().await;
+    assert_eq!(stats["free"], 9);
+    assert_eq!(stats["held"], 1);
+}
+
+#[tokio::test]
+async fn idempotency_key_replays_and_refuses_a_different_body() {
+    let h = Harness::start().await;
+    let t = h.token("idem");
+    let (s1, b1) = h.hold(&t, "same", &["C-1-1", "C-1-2"]).await;
+    let (s2, b2) = h.hold(&t, "same", &["C-1-2", "C-1-1"]).await;
+    assert_eq!((s1, s2), (201, 201));
+    assert_eq!(b1, b2);
+    let (s3, b3) = h.hold(&t, "same", &["C-1-3"]).await;
+    assert_eq!(s3, 422, "{b3}");
+    let r = h
+        .http
+        .post(format!("{}/api/shows/{SHOW}/holds", h.base))
+        .bearer_auth(&t)
+        .json(&json!({"seats": ["C-1-4"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    assert_eq!(r.headers()["content-type"], "application/problem+json");
+}
+
+#[tokio::test]
+async fn bad_seat_requests_are_specific_4xx() {
+    let h = Harness::start().await;
+    let t = h.token("bad");
+    let (st, b) = h
+        .hold(&t, "a", &["A-1-1", "A-1-2", "A-1-3", "A-1-4", "A-1-5"])
+        .await;
+    assert_eq!(
+        (st, b["type"].as_str()),
+        (422, Some("/problems/seat-count"))
+    );
+    let (st, b) = h.hold(&t, "b", &["Z-9-9"]).await;
+    assert_eq!(
+        (st, b["type"].as_str()),
+        (422, Some("/problems/unknown-seat"))
+    );
+    let (st, _) = h.hold(&t, "c", &[]).await;
+    assert_eq!(st, 422);
+    let r = h
+        .http
+        .get(format!("{}/api/shows/nope/seats", h.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    let v: serde_json::Value = h
+        .http
+        .get(format!("{}/api/shows/{SHOW}/seats", h.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(v["capacity"], 600);
+    assert_eq!(v["seats"][0]["id"], "A-1-1");
+}

@@ -1,0 +1,296 @@
+//! Payments through a real gateway-sim: the happy path, forged and unknown callbacks (B09),
+//! cancel, execute timeout, and the reconciler's releases.
+
+mod support;
+
+use sale_common::Clock;
+use serde_json::{json, Value};
+use support::{Harness, ADMIN, SHOW};
+
+/// Hold one seat and create its payment; returns (token, hold_id, payment json).
+async fn hold_and_pay(h: &Harness, fan: &str, seat: &str) -> (String, String, Value) {
+    let t = h.token(fan);
+    let (st, b) = h.hold(&t, "k", &[seat]).await;
+    assert_eq!(st, 201, "{b}");
+    let hold = b["hold_id"].as_str().unwrap().to_owned();
+    let r = h
+        .http
+        .post(format!("{}/api/holds/{hold}/pay", h.base))
+        .bearer_auth(&t)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let p: Value = r.json().await.unwrap();
+    (t, hold, p)
+}
+
+/// The fan clicks `button` ("pay"/"cancel") on the checkout page; returns the gateway redirect.
+async fn click(h: &Harness, checkout_url: &str, button: &str) -> String {
+    let page = h
+        .http
+        .get(checkout_url)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains("id=\"pay\"") && page.contains(">Pay<") && page.contains(">Cancel<"));
+    let r = h
+        .http
+        .post(format!("{checkout_url}/{button}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303);
+    r.headers()["location"].to_str().unwrap().to_owned()
+}
+
+async fn follow(h: &Harness, url: &str) -> (u16, String) {
+    let r = h.http.get(url).send().await.unwrap();
+    let loc = r
+        .headers()
+        .get("location")
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default();
+    (r.status().as_u16(), loc)
+}
+
+#[tokio::test]
+async fn pay_then_callback_books_exactly_once() {
+    let h = Harness::start().await;
+    let (t, hold, p) = hold_and_pay(&h, "payer", "A-2-1").await;
+    // paying again returns the same payment
+    let again: Value = h
+        .http
+        .post(format!("{}/api/holds/{hold}/pay", h.base))
+        .bearer_auth(&t)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(again["payment_id"], p["payment_id"]);
+    let back = click(&h, p["checkout_url"].as_str().unwrap(), "pay").await;
+    assert!(
+        back.starts_with(&format!("{}/payment/callback?", h.base)),
+        "{back}"
+    );
+    let (st, loc) = follow(&h, &back).await;
+    assert_eq!(
+        (st, loc.as_str()),
+        (303, format!("/confirmation.html?hold={hold}").as_str())
+    );
+    // replayed callback: still one booking
+    let (st, _) = follow(&h, &back).await;
+    assert_eq!(st, 303);
+    let v: Value = h
+        .http
+        .get(format!("{}/api/holds/{hold}", h.base))
+        .bearer_auth(&t)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(v["status"], "PAID");
+    assert!(v["booking_id"].is_string());
+    assert_eq!(h.seat_status("A-2-1").await, "sold");
+    let s = h.stats().await;
+    assert_eq!(
+        (
+            s["sold"].as_i64(),
+            s["bookings"].as_i64(),
+            s["seats_sold_twice"].as_i64()
+        ),
+        (Some(1), Some(1), Some(0))
+    );
+    let emails: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM outbox WHERE kind = 'confirmation-email'")
+            .fetch_one(&h.state.db)
+            .await
+            .unwrap();
+    assert_eq!(emails, 1);
+    let list: Value = h
+        .http
+        .get(format!("{}/admin/shows/{SHOW}/bookings", h.base))
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(list[0]["seats"], json!(["A-2-1"]));
+    // a paid hold cannot be released
+    let r = h
+        .http
+        .delete(format!("{}/api/holds/{hold}", h.base))
+        .bearer_auth(&t)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 409);
+}
+
+#[tokio::test]
+async fn case_b09_forged_and_unknown_callbacks() {
+    let h = Harness::start().await;
+    let (_t, hold, p) = hold_and_pay(&h, "victim", "A-3-1").await;
+    let pid = p["payment_id"].as_str().unwrap();
+    // forged cancel without a valid signature: refused, nothing released
+    let (st, _) = follow(
+        &h,
+        &format!(
+            "{}/payment/callback?paymentID={pid}&status=cancel&signature=00",
+            h.base
+        ),
+    )
+    .await;
+    assert_eq!(st, 400);
+    // valid signature + status=cancel while the gateway says "created": back to the page, still held
+    let sig = booking_core::payments::expected_signature(support::GW_SECRET, pid);
+    let (st, loc) = follow(
+        &h,
+        &format!(
+            "{}/payment/callback?paymentID={pid}&status=cancel&signature={sig}",
+            h.base
+        ),
+    )
+    .await;
+    assert_eq!(st, 303);
+    assert!(loc.starts_with("/book.html"), "{loc}");
+    // valid signature + status=success while unpaid: not booked
+    let (_, loc) = follow(
+        &h,
+        &format!(
+            "{}/payment/callback?paymentID={pid}&status=success&signature={sig}",
+            h.base
+        ),
+    )
+    .await;
+    assert!(loc.starts_with("/book.html"), "{loc}");
+    assert_eq!(h.seat_status("A-3-1").await, "held");
+    let (st, _) = follow(
+        &h,
+        &format!(
+            "{}/payment/callback?paymentID=pay_never&status=success&signature={sig}",
+            h.base
+        ),
+    )
+    .await;
+    assert_eq!(st, 404);
+    let (st, _) = follow(&h, &format!("{}/payment/callback?status=success", h.base)).await;
+    assert_eq!(st, 400);
+    let _ = hold;
+}
+
+#[tokio::test]
+async fn cancel_leaves_hold_then_fan_or_reconciler_releases() {
+    let h = Harness::start().await;
+    let (t, hold, p) = hold_and_pay(&h, "canceller", "A-4-1").await;
+    let back = click(&h, p["checkout_url"].as_str().unwrap(), "cancel").await;
+    let (st, loc) = follow(&h, &back).await;
+    assert_eq!(
+        (st, loc),
+        (303, format!("/book.html?show={SHOW}&hold={hold}"))
+    );
+    assert_eq!(
+        h.seat_status("A-4-1").await,
+        "held",
+        "the callback never releases"
+    );
+    let out = booking_core::Reconciler::new(h.state.clone())
+        .step(h.clock.now_ms() + 3 * 60 * 1000)
+        .await
+        .unwrap();
+    assert_eq!(out.released, 1, "{out:?}");
+    assert_eq!(h.seat_status("A-4-1").await, "free");
+    let r = h
+        .http
+        .delete(format!("{}/api/holds/{hold}", h.base))
+        .bearer_auth(&t)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "releasing a released hold is idempotent");
+}
+
+#[tokio::test]
+async fn fan_release_needs_no_payment_or_a_dead_one() {
+    let h = Harness::start().await;
+    let t = h.token("rel");
+    let (_, b) = h.hold(&t, "k", &["A-5-1"]).await;
+    let hold = b["hold_id"].as_str().unwrap();
+    let r = h
+        .http
+        .delete(format!("{}/api/holds/{hold}", h.base))
+        .bearer_auth(&t)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(h.seat_status("A-5-1").await, "free");
+    let (t2, hold2, _) = hold_and_pay(&h, "rel2", "A-5-2").await;
+    let r = h
+        .http
+        .delete(format!("{}/api/holds/{hold2}", h.base))
+        .bearer_auth(&t2)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 409, "payment may still complete");
+}
+
+#[tokio::test]
+async fn execute_timeout_queries_once_and_confirms() {
+    let h = Harness::start().await;
+    let (_t, hold, p) = hold_and_pay(&h, "slow", "A-6-1").await;
+    h.http
+        .post(format!("{}/v1/faults", h.gw))
+        .json(&json!({"execute_timeout_rate": 1.0}))
+        .send()
+        .await
+        .unwrap();
+    let back = click(&h, p["checkout_url"].as_str().unwrap(), "pay").await;
+    let (st, loc) = follow(&h, &back).await;
+    assert_eq!((st, loc), (303, format!("/confirmation.html?hold={hold}")));
+}
+
+#[tokio::test]
+async fn reconciler_pays_completed_and_releases_unpaid_expired() {
+    let h = Harness::start().await;
+    // approved at the gateway, callback never arrived (browser closed)
+    let (_t, paid_hold, p) = hold_and_pay(&h, "closed-tab", "A-7-1").await;
+    let _ = click(&h, p["checkout_url"].as_str().unwrap(), "pay").await;
+    // no payment at all
+    let (st, _) = h.hold(&h.token("idle"), "k", &["A-7-2"]).await;
+    assert_eq!(st, 201);
+    // pending payment, deadline not reached
+    let (_t3, _hold3, _) = hold_and_pay(&h, "thinking", "A-7-3").await;
+    let rec = booking_core::Reconciler::new(h.state.clone());
+    let out = rec.step(h.clock.now_ms()).await.unwrap();
+    assert_eq!(
+        out.examined, 0,
+        "nothing within 6 minutes of its deadline yet"
+    );
+    h.clock.advance_ms(3 * 60 * 1000);
+    let out = rec.step(h.clock.now_ms()).await.unwrap();
+    assert_eq!((out.paid, out.released, out.left), (1, 0, 2), "{out:?}");
+    assert_eq!(h.seat_status("A-7-1").await, "sold");
+    let _ = paid_hold;
+    h.clock.advance_ms(6 * 60 * 1000);
+    let out = rec.step(h.clock.now_ms()).await.unwrap();
+    assert_eq!(out.released, 2, "{out:?}");
+    let audits: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM audit WHERE actor = 'reconciler' AND action = 'released'",
+    )
+    .fetch_one(&h.state.db)
+    .await
+    .unwrap();
+    assert_eq!(audits, 2);
+    assert_eq!(h.stats().await["seats_sold_twice"], 0);
+}

@@ -1,0 +1,185 @@
+//! Test harness: a real gateway-sim, a tiny JWKS server and the booking core, each on a
+//! 127.0.0.1:0 listener in-process, sharing one ManualClock; plus an Ed25519 token signer.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use axum::routing::get;
+use axum::Json;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use booking_core::{AppState, Config, Venue};
+use ed25519_dalek::pkcs8::EncodePrivateKey;
+use ed25519_dalek::SigningKey;
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use sale_common::{Clock, ManualClock, Secret};
+use serde_json::{json, Value};
+
+pub const SHOW: &str = "demo";
+pub const KID: &str = "k1";
+pub const GW_SECRET: &str = "gw-secret";
+pub const ADMIN: &str = "admin-demo-token";
+
+/// Signs admission tokens like the waiting room does.
+#[derive(Clone)]
+pub struct Signer {
+    pub key: SigningKey,
+    enc: EncodingKey,
+}
+
+impl Signer {
+    pub fn new(seed: u8) -> Self {
+        let key = SigningKey::from_bytes(&[seed; 32]);
+        let der = key.to_pkcs8_der().unwrap();
+        let enc = EncodingKey::from_ed_der(der.as_bytes());
+        Self { key, enc }
+    }
+    pub fn x(&self) -> String {
+        URL_SAFE_NO_PAD.encode(self.key.verifying_key().as_bytes())
+    }
+    pub fn sign(&self, claims: &Value) -> String {
+        let mut h = Header::new(Algorithm::EdDSA);
+        h.kid = Some(KID.into());
+        jsonwebtoken::encode(&h, claims, &self.enc).unwrap()
+    }
+}
+
+/// Standard admission claims at `now_s`, valid 10 minutes.
+pub fn claims(sub: &str, event: &str, jti: &str, now_s: i64) -> Value {
+    json!({"iss": "waiting-room", "aud": "booking-core", "sub": sub, "event": event, "jti": jti,
+           "iat": now_s, "nbf": now_s, "exp": now_s + 600})
+}
+
+pub struct Harness {
+    pub base: String,
+    pub gw: String,
+    pub clock: ManualClock,
+    pub state: AppState,
+    pub http: reqwest::Client,
+    pub signer: Signer,
+}
+
+async fn bind() -> (tokio::net::TcpListener, String) {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    (l, url)
+}
+
+impl Harness {
+    pub async fn start() -> Self {
+        Self::start_with(|_| {}).await
+    }
+
+    pub async fn start_with(tweak: impl FnOnce(&mut Config)) -> Self {
+        let now = sale_common::SystemClock.now_ms();
+        let clock = ManualClock::new(now);
+        let signer = Signer::new(7);
+        // gateway-sim
+        let (gl, gw) = bind().await;
+        let mut gc = gateway_sim::Config::demo(gw.clone(), Secret::new(GW_SECRET));
+        gc.clock = Arc::new(clock.clone());
+        gc.execute_timeout_sleep = std::time::Duration::from_secs(3);
+        tokio::spawn(gateway_sim::serve(gl, gc, std::future::pending()));
+        // JWKS
+        let (jl, jurl) = bind().await;
+        let jwks = json!({"keys": [{"kty": "OKP", "crv": "Ed25519", "x": signer.x(), "kid": KID, "alg": "EdDSA", "use": "sig"}]});
+        let app = axum::Router::new().route(
+            "/.well-known/jwks.json",
+            get(move || async move { Json(jwks) }),
+        );
+        tokio::spawn(async move { axum::serve(jl, app).await });
+        // booking core
+        let (bl, base) = bind().await;
+        let mut c = Config::demo(
+            SHOW,
+            format!("{jurl}/.well-known/jwks.json"),
+            gw.clone(),
+            Secret::new(GW_SECRET),
+            base.clone(),
+        );
+        c.clock = Arc::new(clock.clone());
+        c.reconcile_interval_secs = 0;
+        c.gateway_timeout = std::time::Duration::from_secs(1);
+        tweak(&mut c);
+        let state = AppState::build(c).await.unwrap();
+        tokio::spawn(booking_core::serve_state(
+            bl,
+            state.clone(),
+            std::future::pending(),
+        ));
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap();
+        Self {
+            base,
+            gw,
+            clock,
+            state,
+            http,
+            signer,
+        }
+    }
+
+    pub fn now_s(&self) -> i64 {
+        self.clock.now_secs()
+    }
+
+    /// A valid admission token for `sub` on the demo show.
+    pub fn token(&self, sub: &str) -> String {
+        self.signer
+            .sign(&claims(sub, SHOW, &format!("jti-{sub}"), self.now_s()))
+    }
+
+    pub async fn hold(&self, token: &str, key: &str, seats: &[&str]) -> (u16, Value) {
+        let r = self
+            .http
+            .post(format!("{}/api/shows/{SHOW}/holds", self.base))
+            .bearer_auth(token)
+            .header("Idempotency-Key", key)
+            .json(&json!({"seats": seats}))
+            .send()
+            .await
+            .unwrap();
+        let st = r.status().as_u16();
+        (st, r.json().await.unwrap_or(Value::Null))
+    }
+
+    pub async fn stats(&self) -> Value {
+        self.http
+            .get(format!("{}/admin/shows/{SHOW}/stats", self.base))
+            .bearer_auth(ADMIN)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    pub async fn seat_status(&self, seat: &str) -> String {
+        let v: Value = self
+            .http
+            .get(format!("{}/api/shows/{SHOW}/seats", self.base))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        v["seats"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == seat)
+            .unwrap()["status"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    /// Small venue helper for tweak closures.
+    pub fn small_venue(c: &mut Config, seats: u32) {
+        c.shows[0].venue = Venue::small(seats);
+    }
+}
