@@ -4,4 +4,5 @@
 //!
 //! Must not touch: any service's internals; it only builds their `Config`s and calls `serve`.
 
+pub mod cdn;
 pub mod stack;

@@ -48,6 +48,10 @@ struct UpArgs {
     /// Seats in the demo venue.
     #[arg(long, default_value_t = 600)]
     seats: u32,
+    /// Put the local CDN (nginx with proxy_cache, `infra/`) in front of the waiting room on
+    /// this port; fans then start at the CDN's URL.
+    #[arg(long)]
+    cdn: Option<u16>,
     /// Admin bearer token for both services (default: a random one, printed).
     #[arg(long, env = "SALE_ADMIN_TOKEN")]
     admin_token: Option<String>,
@@ -80,6 +84,13 @@ async fn main() -> anyhow::Result<()> {
         admission_ttl_secs: 600,
     };
     let s = stack::start(opts).await?;
+    let cdn = match a.cdn {
+        Some(port) => Some(ticket_sale::cdn::Cdn::start(port, s.waiting_room_url.trim_start_matches("http://"))?),
+        None => None,
+    };
+    if let Some(c) = &cdn {
+        println!("CDN (fans start here):          {}/?event=demo", c.url);
+    }
     println!("waiting room (fans start here): {}/?event=demo", s.waiting_room_url);
     println!("status document:                {}/status/demo.json", s.waiting_room_url);
     println!("booking core:                   {}", s.booking_url);
@@ -87,6 +98,7 @@ async fn main() -> anyhow::Result<()> {
     println!("admin token:                    {}", s.admin_token);
     println!("the demo sale opens in {} s; press Ctrl-C to stop", a.opens_in);
     tokio::signal::ctrl_c().await?;
+    drop(cdn);
     s.shutdown().await;
     Ok(())
 }

@@ -62,7 +62,28 @@
   function fmt(secs) {
     secs = Math.max(0, Math.round(secs));
     const m = Math.floor(secs / 60), s = secs % 60;
-    return (m > 0 ? m + " min " : "") + s + " s";
+    return (m > 0 ? m + " " + T("min") + " " : "") + s + " " + T("s");
+  }
+
+  // An honest estimate: people ahead over the measured admission rate, shown as a range.
+  function showWait(status, ahead) {
+    const rate = status.admitted_per_sec || status.admit_rate || 0;
+    if (!(rate > 0) || ahead === 0 || status.state !== "open") { $("wait-line").hidden = true; return; }
+    const est = ahead / rate;
+    $("wait").textContent = T("wait_range", { lo: fmt(est * 0.8), hi: fmt(est * 1.5 + 5) });
+    $("wait-line").hidden = false;
+  }
+
+  // Fans near the front tell the origin they are still here (the status document names the
+  // interval and the window); everyone else costs the origin nothing.
+  let lastBeat = 0;
+  function heartbeat(status, ahead) {
+    const every = status.heartbeat_interval_ms;
+    const windowSize = status.ready_window;
+    if (!every || windowSize === undefined || ahead > windowSize) return;
+    if (Date.now() - lastBeat < every) return;
+    lastBeat = Date.now();
+    api("/api/events/" + event + "/heartbeat", { method: "POST" }).catch(function () {});
   }
 
   async function tick() {
@@ -80,14 +101,7 @@
     }
     pollMs = status.poll_interval_ms || pollMs;
     const now = Date.now() / 1000;
-    const words = {
-      prequeue: "The sale has not opened yet.",
-      open: "The sale is open. You are in line.",
-      paused: "The sale is paused for a moment. Your place is kept.",
-      closed: "The sale is closed.",
-      sold_out: "Sold out. Thank you for waiting."
-    };
-    $("state").textContent = words[status.state] || status.state;
+    $("state").textContent = T(status.state);
     $("countdown-box").hidden = status.state !== "prequeue";
     if (status.state === "prequeue") $("countdown").textContent = fmt(status.opens_at - now);
     try {
@@ -101,6 +115,8 @@
         $("ahead").textContent = ahead;
         const span = Math.max(1, pos.queue_number - firstCursor);
         $("progress").value = Math.min(100, Math.round(100 * (1 - ahead / span)));
+        showWait(status, ahead);
+        heartbeat(status, ahead);
         if ((ahead === 0 || pos.admitted) && !claiming && status.state === "open") {
           claiming = true;
           const adm = await claim();
@@ -117,9 +133,10 @@
   }
 
   (async function start() {
+    applyI18n();
     try {
       const j = await join();
-      $("state").textContent = "You have a place in the waiting room.";
+      $("state").textContent = T("placed");
       if (j.queue_number !== null && j.queue_number !== undefined) $("queue-number").textContent = j.queue_number;
     } catch (e) {
       $("trouble").hidden = false;

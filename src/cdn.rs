@@ -1,0 +1,67 @@
+//! The local CDN: nginx with `proxy_cache`, configured by `infra/nginx/cdn.conf.template` and
+//! started through `infra/cdn-start`, in front of the waiting room. Used by `up --cdn`, by the
+//! edge tests and by the load test. The child process is stopped when [`Cdn`] is dropped.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running nginx acting as the CDN.
+#[derive(Debug)]
+pub struct Cdn {
+    child: Child,
+    /// `http://127.0.0.1:PORT` of the CDN.
+    pub url: String,
+    _prefix: tempfile::TempDir,
+}
+
+/// `infra/` of this checkout.
+pub fn infra_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("infra")
+}
+
+impl Cdn {
+    /// Starts nginx on `127.0.0.1:{port}` (0 = a free port) in front of `origin` (`host:port`),
+    /// with its config, cache and logs in a fresh temporary directory. Waits until it answers.
+    ///
+    /// # Errors
+    /// When nginx is missing (install Debian's `nginx`) or does not answer within 10 s.
+    pub fn start(port: u16, origin: &str) -> anyhow::Result<Self> {
+        let port = if port == 0 { sale_common::testsupport::free_port() } else { port };
+        let prefix = tempfile::tempdir()?;
+        let child = Command::new(infra_dir().join("cdn-start"))
+            .arg(port.to_string())
+            .arg(origin)
+            .arg(prefix.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| anyhow::anyhow!("cannot start infra/cdn-start (is nginx installed?): {e}"))?;
+        let mut cdn = Self { child, url: format!("http://127.0.0.1:{port}"), _prefix: prefix };
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(10) {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return Ok(cdn);
+            }
+            if let Ok(Some(status)) = cdn.child.try_wait() {
+                let log = std::fs::read_to_string(cdn._prefix.path().join("error.log")).unwrap_or_default();
+                anyhow::bail!("nginx exited with {status}: {log}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        cdn.stop();
+        anyhow::bail!("nginx did not listen on port {port} within 10 s")
+    }
+
+    /// Stops nginx (and the shell `exec`'d into it).
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Cdn {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
