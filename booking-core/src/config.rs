@@ -78,7 +78,8 @@ pub struct ShowConfig {
 /// Booking-core configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// `sqlite::memory:` or `sqlite://path?mode=rwc` (PostgreSQL is a later issue).
+    /// `sqlite::memory:` or `sqlite://path?mode=rwc` (embedded default), or
+    /// `postgres://user@host:port/db` (production; selected by the scheme).
     pub database_url: String,
     /// The waiting room's JWKS URL (`.../.well-known/jwks.json`).
     pub jwks_url: String,
@@ -98,6 +99,23 @@ pub struct Config {
     pub gateway_secret: Secret,
     /// Timeout of every gateway call; an execute that takes longer is "timed out".
     pub gateway_timeout: Duration,
+    /// Client id for the gateway's token grant (HTTP basic auth).
+    pub gateway_client_id: String,
+    /// Client secret for the gateway's token grant. `demo` uses `gateway_secret`.
+    pub gateway_client_secret: Secret,
+    /// Keys accepted on webhook signatures; several during a secret rotation. `demo` uses
+    /// `gateway_secret`.
+    pub webhook_secrets: Vec<Secret>,
+    /// Webhook timestamp tolerance, seconds (300).
+    pub webhook_tolerance_secs: i64,
+    /// Directory the outbox worker writes emails to (one `.eml` file per message).
+    pub mail_dir: PathBuf,
+    /// Outbox worker cadence, milliseconds; 0 disables the loop (tests call `Outbox::step`).
+    pub outbox_interval_ms: u64,
+    /// Test hook for case B08: the callback path stops right after the gateway's execute
+    /// succeeded, before anything is recorded, as if the process had been killed. Never set it
+    /// in production.
+    pub crash_after_execute: bool,
     /// This service's public base URL; the gateway return URL is `{public_url}/payment/callback`.
     pub public_url: String,
     /// Hold lifetime, seconds (seed: 8 minutes = 480).
@@ -122,7 +140,8 @@ pub struct Config {
 
 impl Config {
     /// A demo/test config: in-memory SQLite, one show `show_id` on the demo venue, seed timings
-    /// (480 s hold, 420 s payment session), leeway 5 s, system clock.
+    /// (480 s hold, 420 s payment session), leeway 5 s, system clock; the gateway's client secret
+    /// and webhook key default to `gateway_secret` (the simulator's `demo` does the same).
     pub fn demo(
         show_id: &str,
         jwks_url: impl Into<String>,
@@ -139,8 +158,15 @@ impl Config {
             jwks_refresh_cooldown_secs: 10,
             waiting_room_url: "http://127.0.0.1:8080".into(),
             gateway_url: gateway_url.into(),
-            gateway_secret,
+            gateway_secret: gateway_secret.clone(),
             gateway_timeout: Duration::from_secs(5),
+            gateway_client_id: "booking-core".into(),
+            gateway_client_secret: gateway_secret.clone(),
+            webhook_secrets: vec![gateway_secret.clone()],
+            webhook_tolerance_secs: 300,
+            mail_dir: std::env::temp_dir().join("ticket-sale-mail"),
+            outbox_interval_ms: 500,
+            crash_after_execute: false,
             public_url: public_url.into(),
             hold_ttl_secs: 480,
             payment_session_secs: 420,
@@ -196,6 +222,12 @@ impl Config {
             !self.gateway_secret.expose().is_empty(),
             "gateway_secret must be set"
         );
+        anyhow::ensure!(
+            !self.webhook_secrets.is_empty()
+                && self.webhook_secrets.iter().all(|s| !s.expose().is_empty()),
+            "at least one non-empty webhook secret is required"
+        );
+        crate::db::Backend::of_url(&self.database_url)?;
         Ok(())
     }
 

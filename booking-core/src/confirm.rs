@@ -1,75 +1,95 @@
-//! The one way a hold becomes PAID, shared by the callback and the reconciler (DESIGN
-//! "Payments"): one conditional update on the hold, its seats sold (only those still held by it,
-//! or free again), a booking, one confirmation email in the outbox and an audit row — all in one
-//! transaction. A payment that completed after its seats went to someone else is recorded for an
-//! automatic refund, exactly once (outbox UNIQUE(ref_id, kind)).
+//! The one way a hold becomes PAID, shared by the callback, the webhook and the reconciler
+//! (DESIGN "Payments"): one conditional update HELD→PAID that succeeds only while the hold is
+//! HELD with the same payment id, its seats sold (locked in seat order), a booking, one
+//! confirmation email in the outbox and an audit row, all in one transaction. A webhook's event
+//! id is de-duplicated inside that same transaction.
+//!
+//! Late success (case B02): a payment that completes after its hold was released takes the same
+//! seats again when they are still free; otherwise the money goes back: a `refunds` row and a
+//! `refund` outbox message, exactly once per hold (primary key / UNIQUE(ref_id, kind)).
 
 use serde_json::json;
 
-use crate::db::{self, Actor, Db};
+use crate::db::{self, Actor, Backend, Db, Tx};
 use crate::holds::Hold;
 
 /// Result of [`confirm_paid`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Confirm {
-    /// This call made the hold PAID; the new booking id.
+    /// This call made the HELD hold PAID; the new booking id.
     Paid(String),
+    /// This call made a released hold PAID again on the same, still-free seats (late success).
+    Retaken(String),
     /// Someone else already did (idempotent).
     AlreadyPaid,
-    /// The seats are no longer ours: hold released, refund queued.
+    /// The seats are no longer ours: hold released if needed, refund queued (once).
     RefundQueued,
+    /// The webhook event id was already processed: nothing changed.
+    DuplicateEvent,
 }
 
-/// Marks `hold` PAID with gateway transaction `txn` (the gateway said completed).
+impl Confirm {
+    /// Whether the hold is PAID after this call.
+    pub fn is_paid(&self) -> bool {
+        matches!(
+            self,
+            Confirm::Paid(_) | Confirm::Retaken(_) | Confirm::AlreadyPaid
+        )
+    }
+}
+
+/// Records webhook event `id` in `tx`; false when it was already recorded (a duplicate).
+pub async fn record_event(
+    tx: &mut Tx<'_>,
+    id: &str,
+    payment_id: &str,
+    now_ms: i64,
+) -> sqlx::Result<bool> {
+    let n = sqlx::query(
+        "INSERT INTO webhook_events (id, payment_id, received_at) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING",
+    )
+    .bind(id)
+    .bind(payment_id)
+    .bind(now_ms)
+    .execute(&mut **tx)
+    .await?
+    .rows_affected();
+    Ok(n == 1)
+}
+
+/// Marks `hold` PAID with gateway transaction `txn` (the gateway said completed), or, when the
+/// hold was released meanwhile, retakes its seats or queues a refund. `event` is a webhook event
+/// id to de-duplicate in the same transaction.
 pub async fn confirm_paid(
     db: &Db,
     hold: &Hold,
     txn: &str,
     actor: Actor,
     now_ms: i64,
+    event: Option<&str>,
 ) -> sqlx::Result<Confirm> {
     let Some(payment_id) = hold.payment_id.as_deref() else {
         return Ok(Confirm::AlreadyPaid);
     };
+    let pg = db::backend(db) == Backend::Postgres;
     let mut tx = db.begin().await?;
-    // RELEASED is allowed too: a late success takes the same seats again if they are free (B02).
-    let won = sqlx::query(
-        "UPDATE holds SET status = 'PAID', transaction_id = ?, paid_at = ? \
-         WHERE id = ? AND status IN ('HELD', 'RELEASED') AND payment_id = ?",
-    )
-    .bind(txn)
-    .bind(now_ms)
-    .bind(&hold.id)
-    .bind(payment_id)
-    .execute(&mut *tx)
-    .await?
-    .rows_affected();
-    if won == 0 {
+    if let Some(ev) = event {
+        if !record_event(&mut tx, ev, payment_id, now_ms).await? {
+            return Ok(Confirm::DuplicateEvent);
+        }
+    }
+    let held = mark_paid(&mut tx, &hold.id, payment_id, "HELD", txn, now_ms).await?;
+    let retake = !held && mark_paid(&mut tx, &hold.id, payment_id, "RELEASED", txn, now_ms).await?;
+    if !held && !retake {
+        tx.commit().await?; // keeps the event id: the delivery was handled
         return Ok(Confirm::AlreadyPaid);
     }
-    let asked: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM hold_seats WHERE hold_id = ?")
-        .bind(&hold.id)
-        .fetch_one(&mut *tx)
-        .await?;
-    let sold = sqlx::query(
-        "UPDATE seats SET status = 'sold', hold_id = ?, hold_expires_at = NULL \
-         WHERE show_id = ? AND seat_id IN (SELECT seat_id FROM hold_seats WHERE hold_id = ?) \
-         AND ((status = 'held' AND hold_id = ?) OR status = 'free' OR (status = 'held' AND hold_expires_at <= ?))",
-    )
-    .bind(&hold.id)
-    .bind(&hold.show_id)
-    .bind(&hold.id)
-    .bind(&hold.id)
-    .bind(now_ms)
-    .execute(&mut *tx)
-    .await?
-    .rows_affected();
-    if i64::try_from(sold).unwrap_or(-1) != asked {
+    if !sell_seats(&mut tx, pg, hold, now_ms).await? {
         tx.rollback().await?;
-        return queue_refund(db, hold, txn, actor, now_ms).await;
+        return queue_refund(db, hold, txn, actor, now_ms, event).await;
     }
     let booking_id = uuid::Uuid::now_v7().to_string();
-    sqlx::query("INSERT INTO bookings (id, hold_id, show_id, visitor_id, transaction_id, created_at) VALUES (?, ?, ?, ?, ?, ?)")
+    sqlx::query("INSERT INTO bookings (id, hold_id, show_id, visitor_id, transaction_id, created_at) VALUES ($1, $2, $3, $4, $5, $6)")
         .bind(&booking_id)
         .bind(&hold.id)
         .bind(&hold.show_id)
@@ -78,49 +98,171 @@ pub async fn confirm_paid(
         .bind(now_ms)
         .execute(&mut *tx)
         .await?;
-    let payload = json!({"booking_id": booking_id, "hold_id": hold.id, "visitor_id": hold.visitor_id, "show": hold.show_id});
-    sqlx::query("INSERT INTO outbox (ref_id, kind, payload, created_at) VALUES (?, 'confirmation-email', ?, ?)")
-        .bind(&booking_id)
-        .bind(payload.to_string())
-        .bind(now_ms)
-        .execute(&mut *tx)
-        .await?;
-    db::audit(&mut tx, now_ms, &hold.show_id, &hold.id, "paid", actor, txn).await?;
+    let payload = json!({"booking_id": booking_id, "hold_id": hold.id, "visitor_id": hold.visitor_id,
+        "show": hold.show_id, "amount_cents": hold.amount_cents, "transaction_id": txn});
+    enqueue(
+        &mut tx,
+        &booking_id,
+        "confirmation-email",
+        &hold.show_id,
+        &payload,
+        now_ms,
+    )
+    .await?;
+    let reason = if retake {
+        "late success: same seats retaken"
+    } else {
+        txn
+    };
+    db::audit(
+        &mut tx,
+        now_ms,
+        &hold.show_id,
+        &hold.id,
+        "paid",
+        actor,
+        reason,
+    )
+    .await?;
     tx.commit().await?;
-    Ok(Confirm::Paid(booking_id))
+    Ok(if retake {
+        Confirm::Retaken(booking_id)
+    } else {
+        Confirm::Paid(booking_id)
+    })
 }
 
-/// Money taken but the seats are gone: release what this hold still holds, queue one refund.
+/// The shared conditional update: `from` (HELD, or RELEASED for a late success) → PAID, only
+/// with the same payment id, and never once a refund was queued for the hold. True when this
+/// call won.
+async fn mark_paid(
+    tx: &mut Tx<'_>,
+    hold_id: &str,
+    payment_id: &str,
+    from: &str,
+    txn: &str,
+    now_ms: i64,
+) -> sqlx::Result<bool> {
+    let n = sqlx::query(
+        "UPDATE holds SET status = 'PAID', transaction_id = $1, paid_at = $2 \
+         WHERE id = $3 AND status = $4 AND payment_id = $5 \
+         AND NOT EXISTS (SELECT 1 FROM refunds r WHERE r.hold_id = $3)",
+    )
+    .bind(txn)
+    .bind(now_ms)
+    .bind(hold_id)
+    .bind(from)
+    .bind(payment_id)
+    .execute(&mut **tx)
+    .await?
+    .rows_affected();
+    Ok(n == 1)
+}
+
+/// Sells every seat of `hold` that it still holds, or that is free or lapsed; true when all.
+async fn sell_seats(tx: &mut Tx<'_>, pg: bool, hold: &Hold, now_ms: i64) -> sqlx::Result<bool> {
+    let seats: Vec<String> =
+        sqlx::query_scalar("SELECT seat_id FROM hold_seats WHERE hold_id = $1 ORDER BY seat_id")
+            .bind(&hold.id)
+            .fetch_all(&mut **tx)
+            .await?;
+    db::lock_seats(tx, pg, &hold.show_id, &seats).await?;
+    let sold = sqlx::query(
+        "UPDATE seats SET status = 'sold', hold_id = $1, hold_expires_at = NULL \
+         WHERE show_id = $2 AND seat_id IN (SELECT seat_id FROM hold_seats WHERE hold_id = $1) \
+         AND ((status = 'held' AND hold_id = $1) OR status = 'free' OR (status = 'held' AND hold_expires_at <= $3))",
+    )
+    .bind(&hold.id)
+    .bind(&hold.show_id)
+    .bind(now_ms)
+    .execute(&mut **tx)
+    .await?
+    .rows_affected();
+    Ok(sold == seats.len() as u64)
+}
+
+/// Adds one outbox message (idempotent on `(ref_id, kind)`); true when inserted.
+pub async fn enqueue(
+    tx: &mut Tx<'_>,
+    ref_id: &str,
+    kind: &str,
+    show_id: &str,
+    payload: &serde_json::Value,
+    now_ms: i64,
+) -> sqlx::Result<bool> {
+    let n = sqlx::query(
+        "INSERT INTO outbox (ref_id, kind, show_id, payload, created_at) VALUES ($1, $2, $3, $4, $5) \
+         ON CONFLICT (ref_id, kind) DO NOTHING",
+    )
+    .bind(ref_id)
+    .bind(kind)
+    .bind(show_id)
+    .bind(payload.to_string())
+    .bind(now_ms)
+    .execute(&mut **tx)
+    .await?
+    .rows_affected();
+    Ok(n == 1)
+}
+
+/// Money taken but the seats are gone: release what this hold still holds (the one release
+/// code), record one pending refund and its outbox message (the outbox worker calls the
+/// gateway with an idempotent refund key and then tells the fan).
 async fn queue_refund(
     db: &Db,
     hold: &Hold,
     txn: &str,
     actor: Actor,
     now_ms: i64,
+    event: Option<&str>,
 ) -> sqlx::Result<Confirm> {
+    let pg = db::backend(db) == Backend::Postgres;
+    let payment_id = hold.payment_id.clone().unwrap_or_default();
     let mut tx = db.begin().await?;
-    sqlx::query(
-        "UPDATE holds SET status = 'RELEASED', released_at = ? WHERE id = ? AND status = 'HELD'",
+    if let Some(ev) = event {
+        if !record_event(&mut tx, ev, &payment_id, now_ms).await? {
+            return Ok(Confirm::DuplicateEvent);
+        }
+    }
+    crate::holds::release_in(
+        &mut tx,
+        pg,
+        &hold.id,
+        actor,
+        "paid after its seats were taken",
+        now_ms,
+    )
+    .await?;
+    // Row-locks the hold (PostgreSQL) and makes sure no other path made it PAID meanwhile.
+    let released = sqlx::query(
+        "UPDATE holds SET released_at = COALESCE(released_at, $1) WHERE id = $2 AND status = 'RELEASED'",
     )
     .bind(now_ms)
     .bind(&hold.id)
     .execute(&mut *tx)
-    .await?;
-    sqlx::query("UPDATE seats SET status = 'free', hold_id = NULL, hold_expires_at = NULL WHERE hold_id = ? AND status = 'held'")
-        .bind(&hold.id)
-        .execute(&mut *tx)
-        .await?;
-    let payload = json!({"hold_id": hold.id, "visitor_id": hold.visitor_id, "transaction_id": txn, "amount_cents": hold.amount_cents});
+    .await?
+    .rows_affected();
+    if released == 0 {
+        tx.commit().await?;
+        return Ok(Confirm::AlreadyPaid);
+    }
     let inserted = sqlx::query(
-        "INSERT INTO outbox (ref_id, kind, payload, created_at) VALUES (?, 'refund', ?, ?) ON CONFLICT (ref_id, kind) DO NOTHING",
+        "INSERT INTO refunds (hold_id, show_id, payment_id, transaction_id, amount_cents, status, created_at) \
+         VALUES ($1, $2, $3, $4, $5, 'pending', $6) ON CONFLICT (hold_id) DO NOTHING",
     )
     .bind(&hold.id)
-    .bind(payload.to_string())
+    .bind(&hold.show_id)
+    .bind(&payment_id)
+    .bind(txn)
+    .bind(hold.amount_cents)
     .bind(now_ms)
     .execute(&mut *tx)
     .await?
     .rows_affected();
     if inserted == 1 {
+        let payload = json!({"hold_id": hold.id, "visitor_id": hold.visitor_id, "payment_id": payment_id,
+            "transaction_id": txn, "amount_cents": hold.amount_cents});
+        enqueue(&mut tx, &hold.id, "refund", &hold.show_id, &payload, now_ms).await?;
         db::audit(
             &mut tx,
             now_ms,
@@ -128,7 +270,7 @@ async fn queue_refund(
             &hold.id,
             "refund-required",
             actor,
-            "paid after seats were taken",
+            "paid after its seats were taken",
         )
         .await?;
     }

@@ -32,6 +32,23 @@ impl IntoResponse for ApiError {
                 tracing::warn!("database pool timed out");
                 Problem::unavailable("the booking database is busy", 1).into_response()
             }
+            ApiError::Db(sqlx::Error::Database(e)) if retryable(e.code().as_deref()) => {
+                // PostgreSQL serialization failure (40001) or deadlock (40P01): nothing was
+                // committed; the client may simply retry.
+                tracing::warn!(error = %e, "database conflict; client asked to retry");
+                Problem::unavailable("the booking database had a conflict; try again", 1)
+                    .into_response()
+            }
+            ApiError::Db(sqlx::Error::Database(e)) if e.code().as_deref() == Some("23505") => {
+                tracing::warn!(error = %e, "concurrent duplicate request");
+                Problem::new(
+                    axum::http::StatusCode::CONFLICT,
+                    "concurrent-request",
+                    "The same request is being processed",
+                )
+                .retry_after(1)
+                .into_response()
+            }
             ApiError::Db(e) => {
                 tracing::error!(error = %e, "database error");
                 Problem::internal().into_response()
@@ -42,6 +59,12 @@ impl IntoResponse for ApiError {
             }
         }
     }
+}
+
+/// PostgreSQL SQLSTATEs that mean "nothing happened, try again" (serialization failure,
+/// deadlock detected), answered 503 + Retry-After, never 500.
+fn retryable(code: Option<&str>) -> bool {
+    matches!(code, Some("40001") | Some("40P01"))
 }
 
 /// Result alias for handlers and services.

@@ -9,7 +9,7 @@ use sale_common::Problem;
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
-use crate::db::{self, Actor, Db};
+use crate::db::{self, Actor, Backend, Db};
 use crate::door::Admission;
 use crate::error::ApiResult;
 
@@ -42,11 +42,15 @@ pub struct Hold {
     pub executing_at: Option<i64>,
     /// Gateway transaction id once PAID.
     pub transaction_id: Option<String>,
+    /// Consecutive failed gateway queries by the reconciler (3 → extension).
+    pub query_failures: i64,
+    /// Extensions granted so far (at most 3, then an alert).
+    pub extensions: i64,
 }
 
 /// Loads a hold by id.
 pub async fn load(db: &Db, id: &str) -> sqlx::Result<Option<Hold>> {
-    sqlx::query_as::<_, Hold>("SELECT id, show_id, visitor_id, admission_jti, status, amount_cents, expires_at, payment_expires_at, payment_id, payment_signature, checkout_url, executing_at, transaction_id FROM holds WHERE id = ?")
+    sqlx::query_as::<_, Hold>("SELECT id, show_id, visitor_id, admission_jti, status, amount_cents, expires_at, payment_expires_at, payment_id, payment_signature, checkout_url, executing_at, transaction_id, query_failures, extensions FROM holds WHERE id = $1")
         .bind(id)
         .fetch_optional(db)
         .await
@@ -54,7 +58,7 @@ pub async fn load(db: &Db, id: &str) -> sqlx::Result<Option<Hold>> {
 
 /// Seat ids of a hold, in the fixed (sorted) order.
 pub async fn seats_of(db: &Db, hold_id: &str) -> sqlx::Result<Vec<String>> {
-    sqlx::query_scalar("SELECT seat_id FROM hold_seats WHERE hold_id = ? ORDER BY seat_id")
+    sqlx::query_scalar("SELECT seat_id FROM hold_seats WHERE hold_id = $1 ORDER BY seat_id")
         .bind(hold_id)
         .fetch_all(db)
         .await
@@ -63,7 +67,7 @@ pub async fn seats_of(db: &Db, hold_id: &str) -> sqlx::Result<Vec<String>> {
 /// The fan-facing JSON of a hold (API.md `GET /api/holds/{hold}`). Times in epoch s.
 pub async fn view(db: &Db, h: &Hold) -> sqlx::Result<Value> {
     let seats = seats_of(db, &h.id).await?;
-    let booking: Option<String> = sqlx::query_scalar("SELECT id FROM bookings WHERE hold_id = ?")
+    let booking: Option<String> = sqlx::query_scalar("SELECT id FROM bookings WHERE hold_id = $1")
         .bind(&h.id)
         .fetch_optional(db)
         .await?;
@@ -86,13 +90,9 @@ pub async fn view(db: &Db, h: &Hold) -> sqlx::Result<Value> {
 }
 
 /// SQL for a seat's effective status: a hold past its deadline counts as free (DESIGN: expiry
-/// is enforced on every read, the sweeper is only housekeeping). Binds `now_ms` once.
+/// is enforced on every read, the sweeper is only housekeeping). `now_ms` is always `$1`.
 const EFFECTIVE: &str =
-    "CASE WHEN status = 'held' AND hold_expires_at <= ? THEN 'free' ELSE status END";
-
-fn placeholders(n: usize) -> String {
-    vec!["?"; n].join(", ")
-}
+    "CASE WHEN status = 'held' AND hold_expires_at <= $1 THEN 'free' ELSE status END";
 
 /// Fresh effective status of the given seats.
 pub async fn availability(
@@ -102,8 +102,8 @@ pub async fn availability(
     now_ms: i64,
 ) -> sqlx::Result<Map<String, Value>> {
     let sql = format!(
-        "SELECT seat_id, {EFFECTIVE} FROM seats WHERE show_id = ? AND seat_id IN ({})",
-        placeholders(seats.len())
+        "SELECT seat_id, {EFFECTIVE} FROM seats WHERE show_id = $2 AND seat_id IN ({})",
+        db::params(3, seats.len())
     );
     let mut q = sqlx::query_as::<_, (String, String)>(&sql)
         .bind(now_ms)
@@ -120,7 +120,7 @@ pub async fn availability(
 
 /// The seat map of a show (API.md `GET /api/shows/{show}/seats`).
 pub async fn seat_map(db: &Db, show: &str, now_ms: i64) -> sqlx::Result<Value> {
-    let sql = format!("SELECT seat_id, section, seat_row, number, price_cents, {EFFECTIVE} FROM seats WHERE show_id = ? ORDER BY section, seat_row, number");
+    let sql = format!("SELECT seat_id, section, seat_row, number, price_cents, {EFFECTIVE} FROM seats WHERE show_id = $2 ORDER BY section, seat_row, number");
     let rows = sqlx::query_as::<_, (String, String, i64, i64, i64, String)>(&sql)
         .bind(now_ms)
         .bind(show)
@@ -196,7 +196,7 @@ pub async fn create(
     ));
     let mut tx = db.begin().await?;
     let stored: Option<(String, i64, String)> = sqlx::query_as(
-        "SELECT request_hash, status, body FROM idempotency WHERE visitor_id = ? AND key = ?",
+        "SELECT request_hash, status, body FROM idempotency WHERE visitor_id = $1 AND key = $2",
     )
     .bind(&adm.sub)
     .bind(idem_key)
@@ -218,8 +218,8 @@ pub async fn create(
         return Ok(HoldAnswer { status, body });
     }
     let sql = format!(
-        "SELECT seat_id, price_cents FROM seats WHERE show_id = ? AND seat_id IN ({})",
-        placeholders(seats.len())
+        "SELECT seat_id, price_cents FROM seats WHERE show_id = $1 AND seat_id IN ({})",
+        db::params(2, seats.len())
     );
     let mut q = sqlx::query_as::<_, (String, i64)>(&sql).bind(show);
     for s in seats {
@@ -240,7 +240,7 @@ pub async fn create(
         .into());
     }
     let live: Option<String> = sqlx::query_scalar(
-        "SELECT id FROM holds WHERE admission_jti = ? AND status = 'HELD' AND expires_at > ? LIMIT 1",
+        "SELECT id FROM holds WHERE admission_jti = $1 AND status = 'HELD' AND expires_at > $2 LIMIT 1",
     )
     .bind(&adm.jti)
     .bind(now_ms)
@@ -258,6 +258,7 @@ pub async fn create(
     }
     let hold_id = uuid::Uuid::now_v7().to_string();
     let expires_at = now_ms + hold_ttl_ms;
+    db::lock_seats(&mut tx, db::backend(db) == Backend::Postgres, show, seats).await?;
     let claimed = claim(&mut tx, show, seats, &hold_id, expires_at, now_ms).await?;
     if claimed != seats.len() as u64 {
         tx.rollback().await?;
@@ -273,11 +274,11 @@ pub async fn create(
     }
     let amount: i64 = known.iter().map(|k| k.1).sum();
     let payment_expires_at = now_ms + payment_session_ms;
-    sqlx::query("INSERT INTO holds (id, show_id, visitor_id, admission_jti, status, amount_cents, expires_at, payment_expires_at, created_at) VALUES (?, ?, ?, ?, 'HELD', ?, ?, ?, ?)")
+    sqlx::query("INSERT INTO holds (id, show_id, visitor_id, admission_jti, status, amount_cents, expires_at, payment_expires_at, created_at) VALUES ($1, $2, $3, $4, 'HELD', $5, $6, $7, $8)")
         .bind(&hold_id).bind(show).bind(&adm.sub).bind(&adm.jti).bind(amount).bind(expires_at).bind(payment_expires_at).bind(now_ms)
         .execute(&mut *tx).await?;
     for s in seats {
-        sqlx::query("INSERT INTO hold_seats (hold_id, show_id, seat_id) VALUES (?, ?, ?)")
+        sqlx::query("INSERT INTO hold_seats (hold_id, show_id, seat_id) VALUES ($1, $2, $3)")
             .bind(&hold_id)
             .bind(show)
             .bind(s)
@@ -299,7 +300,7 @@ pub async fn create(
         "expires_at": expires_at / 1000, "payment_expires_at": payment_expires_at / 1000,
         "amount_cents": amount,
     });
-    sqlx::query("INSERT INTO idempotency (visitor_id, key, request_hash, status, body, created_at) VALUES (?, ?, ?, 201, ?, ?)")
+    sqlx::query("INSERT INTO idempotency (visitor_id, key, request_hash, status, body, created_at) VALUES ($1, $2, $3, 201, $4, $5)")
         .bind(&adm.sub).bind(idem_key).bind(&hash).bind(body.to_string()).bind(now_ms)
         .execute(&mut *tx).await?;
     tx.commit().await?;
@@ -319,10 +320,11 @@ pub async fn claim(
     now_ms: i64,
 ) -> sqlx::Result<u64> {
     let sql = format!(
-        "UPDATE seats SET status = 'held', hold_id = ?, hold_expires_at = ? \
-         WHERE show_id = ? AND seat_id IN ({}) \
-         AND (status = 'free' OR (status = 'held' AND hold_expires_at <= ?))",
-        placeholders(seats.len())
+        "UPDATE seats SET status = 'held', hold_id = $1, hold_expires_at = $2 \
+         WHERE show_id = $3 AND seat_id IN ({}) \
+         AND (status = 'free' OR (status = 'held' AND hold_expires_at <= ${}))",
+        db::params(4, seats.len()),
+        4 + seats.len()
     );
     let mut q = sqlx::query(&sql).bind(hold_id).bind(expires_at).bind(show);
     for s in seats {
@@ -332,7 +334,8 @@ pub async fn claim(
 }
 
 /// Releases a HELD hold: hold → RELEASED, and its seats → free only where this hold still holds
-/// them. Returns false when the hold was not HELD (already paid or released). Audited.
+/// them. Returns false when the hold was not HELD (already paid or released). Audited. This is
+/// the one release path (reconciler, fan cancel, refund): see [`release_in`].
 pub async fn release(
     db: &Db,
     hold_id: &str,
@@ -340,20 +343,41 @@ pub async fn release(
     reason: &str,
     now_ms: i64,
 ) -> sqlx::Result<bool> {
+    let pg = db::backend(db) == Backend::Postgres;
     let mut tx = db.begin().await?;
+    let done = release_in(&mut tx, pg, hold_id, actor, reason, now_ms).await?;
+    tx.commit().await?;
+    Ok(done)
+}
+
+/// [`release`] inside the caller's transaction: the guarded HELD→RELEASED update, then the seats
+/// (locked in seat order on PostgreSQL) freed only where `hold_id` still holds them.
+pub async fn release_in(
+    tx: &mut db::Tx<'_>,
+    pg: bool,
+    hold_id: &str,
+    actor: Actor,
+    reason: &str,
+    now_ms: i64,
+) -> sqlx::Result<bool> {
     let show: Option<String> = sqlx::query_scalar(
-        "UPDATE holds SET status = 'RELEASED', released_at = ? WHERE id = ? AND status = 'HELD' RETURNING show_id",
+        "UPDATE holds SET status = 'RELEASED', released_at = $1 WHERE id = $2 AND status = 'HELD' RETURNING show_id",
     )
     .bind(now_ms)
     .bind(hold_id)
-    .fetch_optional(&mut *tx)
+    .fetch_optional(&mut **tx)
     .await?;
     let Some(show) = show else { return Ok(false) };
-    sqlx::query("UPDATE seats SET status = 'free', hold_id = NULL, hold_expires_at = NULL WHERE hold_id = ? AND status = 'held'")
+    let seats: Vec<String> =
+        sqlx::query_scalar("SELECT seat_id FROM hold_seats WHERE hold_id = $1 ORDER BY seat_id")
+            .bind(hold_id)
+            .fetch_all(&mut **tx)
+            .await?;
+    db::lock_seats(tx, pg, &show, &seats).await?;
+    sqlx::query("UPDATE seats SET status = 'free', hold_id = NULL, hold_expires_at = NULL WHERE hold_id = $1 AND status = 'held'")
         .bind(hold_id)
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await?;
-    db::audit(&mut tx, now_ms, &show, hold_id, "released", actor, reason).await?;
-    tx.commit().await?;
+    db::audit(tx, now_ms, &show, hold_id, "released", actor, reason).await?;
     Ok(true)
 }

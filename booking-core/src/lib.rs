@@ -14,8 +14,11 @@ pub mod gateway;
 pub mod holds;
 pub mod http;
 pub mod keys;
+pub mod ladder;
+pub mod outbox;
 pub mod payments;
 pub mod reconciler;
+pub mod webhook;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -26,6 +29,7 @@ use sale_common::SharedClock;
 
 pub use config::{Config, Section, ShowConfig, Venue};
 pub use http::router;
+pub use outbox::Outbox;
 pub use reconciler::{Outcome, Reconciler};
 
 /// Shared service state.
@@ -45,7 +49,7 @@ pub struct AppState {
 
 impl AppState {
     /// Validates `config`, opens and migrates the database, seeds the shows (idempotent).
-    /// Spawns nothing: [`serve`] starts the reconciler loop.
+    /// Spawns nothing: [`serve`] starts the reconciler and outbox loops.
     pub async fn build(config: Config) -> anyhow::Result<Self> {
         config.validate()?;
         let db = db::connect(&config.database_url).await?;
@@ -60,7 +64,14 @@ impl AppState {
             Duration::from_secs(config.jwks_refresh_cooldown_secs),
             config.clock.clone(),
         );
-        let gateway = gateway::Gateway::new(&config.gateway_url, config.gateway_timeout);
+        let tokens = Arc::new(gateway::TokenStore::new(
+            db.clone(),
+            config.clock.clone(),
+            &config.gateway_url,
+            &config.gateway_client_id,
+            config.gateway_client_secret.clone(),
+        ));
+        let gateway = gateway::Gateway::new(&config.gateway_url, config.gateway_timeout, tokens);
         Ok(Self {
             clock: config.clock.clone(),
             config: Arc::new(config),
@@ -87,10 +98,15 @@ pub async fn serve_state(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let loop_handle = (state.config.reconcile_interval_secs > 0).then(|| {
+    let mut loops = Vec::new();
+    if state.config.reconcile_interval_secs > 0 {
         let every = Duration::from_secs(state.config.reconcile_interval_secs);
-        tokio::spawn(Reconciler::new(state.clone()).run(every))
-    });
+        loops.push(tokio::spawn(Reconciler::new(state.clone()).run(every)));
+    }
+    if state.config.outbox_interval_ms > 0 {
+        let every = Duration::from_millis(state.config.outbox_interval_ms);
+        loops.push(tokio::spawn(Outbox::new(state.clone()).run(every)));
+    }
     tracing::info!(addr = ?listener.local_addr().ok(), "booking-core listening");
     let result = axum::serve(
         listener,
@@ -98,7 +114,7 @@ pub async fn serve_state(
     )
     .with_graceful_shutdown(shutdown)
     .await;
-    if let Some(h) = loop_handle {
+    for h in loops {
         h.abort();
     }
     result?;

@@ -13,7 +13,7 @@ use subtle::ConstantTimeEq;
 use crate::confirm::{confirm_paid, Confirm};
 use crate::db::{self, Actor};
 use crate::error::ApiResult;
-use crate::gateway::{GatewayError, PayStatus};
+use crate::gateway::{GatewayError, PayStatus, PaymentState};
 use crate::holds::{self, Hold};
 use crate::AppState;
 
@@ -40,16 +40,17 @@ fn real_payment_id(h: &Hold) -> Option<&str> {
 }
 
 /// Asks the gateway about `hold`'s payment, executing it at most once (owner-token guard: a
-/// conditional update of `executing_at`), querying once after an execute timeout, and confirming
-/// the hold when the gateway says completed.
+/// conditional update of `executing_at`) and only before the hold's deadline, querying once
+/// after an execute timeout, and confirming the hold when the gateway says completed.
 pub async fn settle(state: &AppState, hold: &Hold, actor: Actor) -> ApiResult<Settlement> {
     let Some(pid) = real_payment_id(hold) else {
         return Ok(Settlement::Unknown("no payment".into()));
     };
     let now = state.clock.now_ms();
-    let owner = sqlx::query(
-        "UPDATE holds SET executing_at = ? WHERE id = ? AND status = 'HELD' AND payment_id = ? \
-         AND (executing_at IS NULL OR executing_at < ?)",
+    let owner = now < hold.expires_at
+        && sqlx::query(
+        "UPDATE holds SET executing_at = $1 WHERE id = $2 AND status = 'HELD' AND payment_id = $3 \
+         AND (executing_at IS NULL OR executing_at < $4)",
     )
     .bind(now)
     .bind(&hold.id)
@@ -60,15 +61,26 @@ pub async fn settle(state: &AppState, hold: &Hold, actor: Actor) -> ApiResult<Se
     .rows_affected()
         == 1;
     let answer = if owner {
-        match state.gateway.execute(pid).await {
+        let executed = match state.gateway.execute(pid).await {
             Ok(s) => Ok(s),
             Err(GatewayError::Timeout) => state.gateway.query(pid).await,
-            Err(GatewayError::Refused(Some(st))) => Ok(crate::gateway::PaymentState {
+            Err(GatewayError::Refused(Some(st))) => Ok(PaymentState {
                 status: st,
                 transaction_id: None,
             }),
             Err(e) => Err(e),
+        };
+        if state.config.crash_after_execute && actor == Actor::Callback {
+            if let Ok(PaymentState {
+                status: PayStatus::Completed,
+                ..
+            }) = &executed
+            {
+                tracing::error!(hold = %hold.id, "simulated crash after execute (B08 test hook)");
+                return Err(anyhow::anyhow!("simulated crash after execute").into());
+            }
         }
+        executed
     } else {
         state.gateway.query(pid).await
     };
@@ -81,7 +93,7 @@ pub async fn settle(state: &AppState, hold: &Hold, actor: Actor) -> ApiResult<Se
             let txn = st
                 .transaction_id
                 .unwrap_or_else(|| format!("unknown-{pid}"));
-            let c = confirm_paid(&state.db, hold, &txn, actor, state.clock.now_ms()).await?;
+            let c = confirm_paid(&state.db, hold, &txn, actor, state.clock.now_ms(), None).await?;
             Ok(Settlement::Paid(c))
         }
         s if s.is_dead() => Ok(Settlement::Dead(s)),
@@ -112,7 +124,7 @@ pub async fn start(state: &AppState, hold: &Hold) -> ApiResult<Value> {
     }
     let token = format!("pending:{}", uuid::Uuid::new_v4());
     let claimed = sqlx::query(
-        "UPDATE holds SET payment_id = ? WHERE id = ? AND status = 'HELD' AND payment_id IS NULL",
+        "UPDATE holds SET payment_id = $1 WHERE id = $2 AND status = 'HELD' AND payment_id IS NULL",
     )
     .bind(&token)
     .bind(&hold.id)
@@ -129,12 +141,14 @@ pub async fn start(state: &AppState, hold: &Hold) -> ApiResult<Value> {
         .into());
     }
     let return_url = format!("{}/payment/callback", state.config.public_base());
+    let notify_url = format!("{}/payment/webhook", state.config.public_base());
     let created = state
         .gateway
         .create(
             hold.amount_cents,
             &hold.id,
             &return_url,
+            &notify_url,
             hold.payment_expires_at / 1000,
         )
         .await;
@@ -142,7 +156,7 @@ pub async fn start(state: &AppState, hold: &Hold) -> ApiResult<Value> {
         Ok(c) => c,
         Err(e) => {
             tracing::warn!(error = %e, hold = %hold.id, "payment create failed");
-            sqlx::query("UPDATE holds SET payment_id = NULL WHERE id = ? AND payment_id = ?")
+            sqlx::query("UPDATE holds SET payment_id = NULL WHERE id = $1 AND payment_id = $2")
                 .bind(&hold.id)
                 .bind(&token)
                 .execute(&state.db)
@@ -157,7 +171,7 @@ pub async fn start(state: &AppState, hold: &Hold) -> ApiResult<Value> {
         }
     };
     let mut tx = state.db.begin().await?;
-    sqlx::query("UPDATE holds SET payment_id = ?, payment_signature = ?, checkout_url = ? WHERE id = ? AND payment_id = ?")
+    sqlx::query("UPDATE holds SET payment_id = $1, payment_signature = $2, checkout_url = $3 WHERE id = $4 AND payment_id = $5")
         .bind(&created.payment_id)
         .bind(&created.signature)
         .bind(&created.checkout_url)
@@ -211,7 +225,7 @@ pub async fn callback(
     let hold: Option<Hold> = if payment_id.starts_with("pending:") {
         None
     } else {
-        let id: Option<String> = sqlx::query_scalar("SELECT id FROM holds WHERE payment_id = ?")
+        let id: Option<String> = sqlx::query_scalar("SELECT id FROM holds WHERE payment_id = $1")
             .bind(payment_id)
             .fetch_optional(&state.db)
             .await?;
@@ -257,14 +271,15 @@ pub async fn callback(
         );
     }
     match settle(state, &hold, Actor::Callback).await? {
-        Settlement::Paid(Confirm::RefundQueued) => Ok(back),
-        Settlement::Paid(_) => Ok(CallbackOutcome::Confirmed(hold.id)),
+        Settlement::Paid(c) if c.is_paid() => Ok(CallbackOutcome::Confirmed(hold.id)),
         _ => Ok(back),
     }
 }
 
-/// `DELETE /api/holds/{hold}`: releases a hold with no payment, or whose payment the gateway
-/// reports cancelled/failed/expired; otherwise 409.
+/// `DELETE /api/holds/{hold}`: the fan cancels on the booking page. A hold with no payment is
+/// released at once; otherwise the payment is voided at the gateway and the hold released
+/// (through the one release code) only once the gateway confirms it cancelled, failed or
+/// expired. A payment that completed instead is confirmed; anything uncertain answers 409.
 pub async fn release_by_fan(state: &AppState, hold: &Hold) -> ApiResult<Value> {
     let conflict = |kind: &'static str, title: &str| -> ApiResult<Value> {
         Err(Problem::new(StatusCode::CONFLICT, kind, title).into())
@@ -274,29 +289,53 @@ pub async fn release_by_fan(state: &AppState, hold: &Hold) -> ApiResult<Value> {
         "PAID" => return conflict("hold-paid", "Hold is paid"),
         _ => {}
     }
-    let may_release = match (&hold.payment_id, real_payment_id(hold)) {
-        (None, _) => true,
+    let reason = match (&hold.payment_id, real_payment_id(hold)) {
+        (None, _) => "released by fan".to_owned(),
         (Some(_), None) => return conflict("payment-in-progress", "Payment is being created"),
-        (Some(_), Some(pid)) => match state.gateway.query(pid).await {
-            Ok(s) if s.status.is_dead() => true,
-            Ok(_) => false,
+        (Some(_), Some(pid)) => match state.gateway.void(pid).await {
+            Ok(s) if s.status.is_dead() => {
+                format!("released by fan; payment {:?}", s.status).to_lowercase()
+            }
+            Ok(PaymentState {
+                status: PayStatus::Completed,
+                transaction_id,
+            }) => {
+                let txn = transaction_id.unwrap_or_else(|| format!("unknown-{pid}"));
+                confirm_paid(
+                    &state.db,
+                    hold,
+                    &txn,
+                    Actor::Api,
+                    state.clock.now_ms(),
+                    None,
+                )
+                .await?;
+                return conflict("hold-paid", "Hold is paid");
+            }
+            Ok(_) => {
+                return conflict(
+                    "payment-in-progress",
+                    "A payment for this hold may still complete",
+                )
+            }
             Err(e) => {
-                tracing::warn!(error = %e, "gateway query failed on release");
-                false
+                tracing::warn!(error = %e, "gateway void failed on release");
+                return Err(Problem::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "gateway-unavailable",
+                    "Payment gateway unavailable",
+                )
+                .detail("the payment could not be cancelled yet; try again")
+                .retry_after(2)
+                .into());
             }
         },
     };
-    if !may_release {
-        return conflict(
-            "payment-in-progress",
-            "A payment for this hold may still complete",
-        );
-    }
     holds::release(
         &state.db,
         &hold.id,
         Actor::Api,
-        "released by fan",
+        &reason,
         state.clock.now_ms(),
     )
     .await?;

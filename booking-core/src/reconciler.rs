@@ -1,15 +1,19 @@
-//! The reconciler (DESIGN "Reconciler"): the only path that releases a hold after a payment
-//! attempt. Each [`Reconciler::step`] takes HELD holds within 6 minutes of their deadline or past
-//! it, most overdue first, 8 at a time, and asks the gateway: completed → PAID; cancelled, failed,
-//! expired, or not completed after the deadline → release (guarded); pending before the
-//! deadline → leave; query error → leave (hold extension on repeated errors is a later issue).
-//! Holds past their deadline with no payment are released without asking anyone.
+//! The reconciler (DESIGN "Reconciler", seed 000 Challenge 2): the only path that releases a
+//! hold after a payment attempt, one instance at a time across processes (the `reconciler`
+//! lease with an owner token). Each [`Reconciler::step`] takes HELD holds within 6 minutes of
+//! their deadline or past it, most overdue first, 8 at a time, within a 45 s budget, and asks
+//! the gateway: completed → PAID (and email); cancelled, failed, expired, or not completed after
+//! the deadline → release (guarded); pending before the deadline → leave; the query failing
+//! three times → extend the hold by 10 minutes, at most three times, then raise an alert and keep
+//! the seat (see [`crate::ladder`]). Holds past their deadline with no payment are released
+//! without asking anyone.
 
 use std::time::{Duration, Instant};
 
-use crate::db::Actor;
+use crate::db::{lease, Actor};
 use crate::error::ApiResult;
 use crate::holds::{self, Hold};
+use crate::ladder::{self, Ladder};
 use crate::payments::{settle, Settlement};
 use crate::AppState;
 
@@ -19,10 +23,16 @@ pub const WINDOW_MS: i64 = 6 * 60 * 1000;
 pub const BATCH: i64 = 8;
 /// Time budget of one step (DESIGN: 45 s).
 pub const BUDGET: Duration = Duration::from_secs(45);
+/// Lease of the single reconciler, ms: the budget plus a margin, renewed by every step of its
+/// holder, so a crashed holder is replaced after at most a minute.
+pub const LEASE_MS: i64 = 60_000;
+const LEASE: &str = "reconciler";
 
 /// What one step did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Outcome {
+    /// Another process holds the reconciler lease: this step did nothing.
+    pub skipped: bool,
     /// Holds looked at.
     pub examined: usize,
     /// Holds made PAID.
@@ -31,56 +41,87 @@ pub struct Outcome {
     pub released: usize,
     /// Holds left alone (pending, or the gateway did not answer).
     pub left: usize,
+    /// Holds extended by 10 minutes after three failed queries.
+    pub extended: usize,
+    /// Holds that ran out of extensions and raised an alert (seat kept).
+    pub alerted: usize,
+    /// Batches fetched.
+    pub batches: usize,
 }
 
-/// Runs reconciliation steps.
+/// Runs reconciliation steps under the single-instance lease.
 #[derive(Debug, Clone)]
 pub struct Reconciler {
     state: AppState,
+    owner: String,
+    budget: Duration,
 }
 
 impl Reconciler {
-    /// A reconciler over the service state.
+    /// A reconciler over the service state with its own owner token and the 45 s budget.
     pub fn new(state: AppState) -> Self {
-        Self { state }
+        Self {
+            state,
+            owner: uuid::Uuid::new_v4().to_string(),
+            budget: BUDGET,
+        }
     }
 
-    /// One pass at time `now_ms` (epoch ms): batches of [`BATCH`] until a batch changes nothing,
-    /// is short, or the budget is spent.
+    /// The same with another time budget per step (tests of the budget limit).
+    pub fn with_budget(mut self, budget: Duration) -> Self {
+        self.budget = budget;
+        self
+    }
+
+    /// One pass at time `now_ms` (epoch ms): takes or renews the lease, then batches of
+    /// [`BATCH`] until a batch is short or the budget is spent.
     #[tracing::instrument(skip_all, fields(now_ms))]
     pub async fn step(&self, now_ms: i64) -> ApiResult<Outcome> {
+        let db = &self.state.db;
+        if !lease::acquire(db, LEASE, &self.owner, now_ms, now_ms + LEASE_MS).await? {
+            return Ok(Outcome {
+                skipped: true,
+                ..Outcome::default()
+            });
+        }
         let started = Instant::now();
         let mut out = Outcome::default();
         let mut skip: i64 = 0;
         loop {
             let batch: Vec<String> = sqlx::query_scalar(
-                "SELECT id FROM holds WHERE status = 'HELD' AND expires_at <= ? \
-                 ORDER BY expires_at ASC, id ASC LIMIT ? OFFSET ?",
+                "SELECT id FROM holds WHERE status = 'HELD' AND expires_at <= $1 \
+                 ORDER BY expires_at ASC, id ASC LIMIT $2 OFFSET $3",
             )
             .bind(now_ms + WINDOW_MS)
             .bind(BATCH)
             .bind(skip)
-            .fetch_all(&self.state.db)
+            .fetch_all(db)
             .await?;
+            out.batches += 1;
             for id in &batch {
-                let Some(h) = holds::load(&self.state.db, id).await? else {
+                let Some(h) = holds::load(db, id).await? else {
                     continue;
                 };
                 out.examined += 1;
                 match self.one(&h, now_ms).await? {
                     Did::Paid => out.paid += 1,
                     Did::Released => out.released += 1,
-                    Did::Left => {
+                    Did::Left(l) => {
                         out.left += 1;
                         skip += 1;
+                        match l {
+                            Ladder::Extended => out.extended += 1,
+                            Ladder::Alerted => out.alerted += 1,
+                            Ladder::Counted | Ladder::None => {}
+                        }
                     }
                 }
             }
-            if (batch.len() as i64) < BATCH || started.elapsed() > BUDGET {
+            if (batch.len() as i64) < BATCH || started.elapsed() >= self.budget {
                 break;
             }
         }
-        if out != Outcome::default() {
+        if out.examined > 0 {
             tracing::info!(?out, "reconciler step");
         }
         Ok(out)
@@ -93,17 +134,19 @@ impl Reconciler {
             .as_deref()
             .is_some_and(|p| !p.starts_with("pending:"));
         if !has_payment {
-            if overdue && h.payment_id.is_none() {
-                return self.release(h, "expired without payment", now_ms).await;
-            }
             if overdue {
-                // A payment create that never finished: the fan never got a checkout URL.
-                return self.release(h, "payment never created", now_ms).await;
+                let why = if h.payment_id.is_none() {
+                    "expired without payment"
+                } else {
+                    "payment never created"
+                };
+                return self.release(h, why, now_ms).await;
             }
-            return Ok(Did::Left);
+            return Ok(Did::Left(Ladder::None));
         }
         match settle(&self.state, h, Actor::Reconciler).await? {
-            Settlement::Paid(_) => Ok(Did::Paid),
+            Settlement::Paid(c) if c.is_paid() => Ok(Did::Paid),
+            Settlement::Paid(_) => Ok(Did::Released),
             Settlement::Dead(s) => {
                 self.release(h, &format!("payment {s:?}").to_lowercase(), now_ms)
                     .await
@@ -116,10 +159,15 @@ impl Reconciler {
                 )
                 .await
             }
-            Settlement::Pending(_) => Ok(Did::Left),
+            Settlement::Pending(_) => {
+                ladder::answered(&self.state.db, &h.id).await?;
+                Ok(Did::Left(Ladder::None))
+            }
             Settlement::Unknown(e) => {
-                tracing::warn!(hold = %h.id, error = %e, "gateway did not answer; hold left");
-                Ok(Did::Left)
+                tracing::warn!(hold = %h.id, error = %e, "gateway did not answer; hold kept");
+                Ok(Did::Left(
+                    ladder::failed_query(&self.state.db, h, now_ms).await?,
+                ))
             }
         }
     }
@@ -128,7 +176,7 @@ impl Reconciler {
         if holds::release(&self.state.db, &h.id, Actor::Reconciler, reason, now_ms).await? {
             Ok(Did::Released)
         } else {
-            Ok(Did::Left)
+            Ok(Did::Left(Ladder::None))
         }
     }
 
@@ -149,5 +197,5 @@ impl Reconciler {
 enum Did {
     Paid,
     Released,
-    Left,
+    Left(Ladder),
 }

@@ -3,12 +3,20 @@
 
 mod support;
 
-use serde_json::json;
-use support::{Harness, SHOW};
+on_both!(
+    case_b04_same_millisecond_holds,
+    case_b04_race_exists_without_the_guard,
+    case_b05_overlapping_multi_seat_holds,
+    case_b06_expired_holds_do_not_block,
+    idempotency_key_replays_and_refuses_a_different_body,
+    bad_seat_requests_are_specific_4xx,
+);
 
-#[tokio::test]
-async fn case_b04_same_millisecond_holds() {
-    let h = Harness::start().await;
+use serde_json::json;
+use support::{Backend, Harness, SHOW};
+
+async fn case_b04_same_millisecond_holds(b: Backend) {
+    let h = Harness::on(b).await;
     let tokens: Vec<String> = (0..50).map(|i| h.token(&format!("fan{i}"))).collect();
     let tries = tokens.iter().enumerate().map(|(i, t)| {
         let h = &h;
@@ -27,23 +35,22 @@ async fn case_b04_same_millisecond_holds() {
 
 /// STYLE.md race test: the same 50 fans through an unguarded read-then-write (no status check
 /// in the UPDATE) produce more than one "winner"; the guarded claim above produces exactly one.
-#[tokio::test]
-async fn case_b04_race_exists_without_the_guard() {
-    let h = Harness::start().await;
+async fn case_b04_race_exists_without_the_guard(b: Backend) {
+    let h = Harness::on(b).await;
     let db = h.state.db.clone();
     let winners = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let tasks: Vec<_> = (0..50)
         .map(|i| {
             let (db, winners) = (db.clone(), winners.clone());
             tokio::spawn(async move {
-                let st: String = sqlx::query_scalar("SELECT status FROM seats WHERE show_id = ? AND seat_id = 'A-1-1'")
+                let st: String = sqlx::query_scalar("SELECT status FROM seats WHERE show_id = $1 AND seat_id = 'A-1-1'")
                     .bind(SHOW)
                     .fetch_one(&db)
                     .await
                     .unwrap();
                 tokio::task::yield_now().await;
                 if st == "free" {
-                    sqlx::query("UPDATE seats SET status = 'held', hold_id = ? WHERE show_id = ? AND seat_id = 'A-1-1'")
+                    sqlx::query("UPDATE seats SET status = 'held', hold_id = $1 WHERE show_id = $2 AND seat_id = 'A-1-1'")
                         .bind(format!("h{i}"))
                         .bind(SHOW)
                         .execute(&db)
@@ -63,9 +70,8 @@ async fn case_b04_race_exists_without_the_guard() {
     );
 }
 
-#[tokio::test]
-async fn case_b05_overlapping_multi_seat_holds() {
-    let h = Harness::start().await;
+async fn case_b05_overlapping_multi_seat_holds(b: Backend) {
+    let h = Harness::on(b).await;
     let asks = [["A-1-1", "A-1-2"], ["A-1-2", "A-1-3"], ["A-1-3", "A-1-1"]];
     let tokens: Vec<String> = (0..3).map(|i| h.token(&format!("m{i}"))).collect();
     let tries = asks.iter().zip(&tokens).enumerate().map(|(i, (a, t))| {
@@ -92,9 +98,8 @@ async fn case_b05_overlapping_multi_seat_holds() {
     assert_eq!(held, expect);
 }
 
-#[tokio::test]
-async fn case_b06_expired_holds_do_not_block() {
-    let h = Harness::start_with(|c| Harness::small_venue(c, 10)).await;
+async fn case_b06_expired_holds_do_not_block(b: Backend) {
+    let h = Harness::on_with(b, |c| Harness::small_venue(c, 10)).await;
     for i in 1..=10 {
         let (st, b) = h
             .hold(&h.token(&format!("f{i}")), "k", &[&format!("A-1-{i}")])
@@ -116,9 +121,8 @@ async fn case_b06_expired_holds_do_not_block() {
     assert_eq!(stats["held"], 1);
 }
 
-#[tokio::test]
-async fn idempotency_key_replays_and_refuses_a_different_body() {
-    let h = Harness::start().await;
+async fn idempotency_key_replays_and_refuses_a_different_body(b: Backend) {
+    let h = Harness::on(b).await;
     let t = h.token("idem");
     let (s1, b1) = h.hold(&t, "same", &["C-1-1", "C-1-2"]).await;
     let (s2, b2) = h.hold(&t, "same", &["C-1-2", "C-1-1"]).await;
@@ -138,9 +142,8 @@ async fn idempotency_key_replays_and_refuses_a_different_body() {
     assert_eq!(r.headers()["content-type"], "application/problem+json");
 }
 
-#[tokio::test]
-async fn bad_seat_requests_are_specific_4xx() {
-    let h = Harness::start().await;
+async fn bad_seat_requests_are_specific_4xx(b: Backend) {
+    let h = Harness::on(b).await;
     let t = h.token("bad");
     let (st, b) = h
         .hold(&t, "a", &["A-1-1", "A-1-2", "A-1-3", "A-1-4", "A-1-5"])

@@ -3,9 +3,18 @@
 
 mod support;
 
+on_both!(
+    pay_then_callback_books_exactly_once,
+    case_b09_forged_and_unknown_callbacks,
+    cancel_leaves_hold_then_fan_or_reconciler_releases,
+    fan_cancel_releases_once_the_gateway_voids,
+    execute_timeout_queries_once_and_confirms,
+    reconciler_pays_completed_and_releases_unpaid_expired,
+);
+
 use sale_common::Clock;
 use serde_json::{json, Value};
-use support::{Harness, ADMIN, SHOW};
+use support::{Backend, Harness, ADMIN, SHOW};
 
 /// Hold one seat and create its payment; returns (token, hold_id, payment json).
 async fn hold_and_pay(h: &Harness, fan: &str, seat: &str) -> (String, String, Value) {
@@ -57,9 +66,8 @@ async fn follow(h: &Harness, url: &str) -> (u16, String) {
     (r.status().as_u16(), loc)
 }
 
-#[tokio::test]
-async fn pay_then_callback_books_exactly_once() {
-    let h = Harness::start().await;
+async fn pay_then_callback_books_exactly_once(b: Backend) {
+    let h = Harness::on(b).await;
     let (t, hold, p) = hold_and_pay(&h, "payer", "A-2-1").await;
     // paying again returns the same payment
     let again: Value = h
@@ -136,9 +144,8 @@ async fn pay_then_callback_books_exactly_once() {
     assert_eq!(r.status(), 409);
 }
 
-#[tokio::test]
-async fn case_b09_forged_and_unknown_callbacks() {
-    let h = Harness::start().await;
+async fn case_b09_forged_and_unknown_callbacks(b: Backend) {
+    let h = Harness::on(b).await;
     let (_t, hold, p) = hold_and_pay(&h, "victim", "A-3-1").await;
     let pid = p["payment_id"].as_str().unwrap();
     // forged cancel without a valid signature: refused, nothing released
@@ -188,9 +195,8 @@ async fn case_b09_forged_and_unknown_callbacks() {
     let _ = hold;
 }
 
-#[tokio::test]
-async fn cancel_leaves_hold_then_fan_or_reconciler_releases() {
-    let h = Harness::start().await;
+async fn cancel_leaves_hold_then_fan_or_reconciler_releases(b: Backend) {
+    let h = Harness::on(b).await;
     let (t, hold, p) = hold_and_pay(&h, "canceller", "A-4-1").await;
     let back = click(&h, p["checkout_url"].as_str().unwrap(), "cancel").await;
     let (st, loc) = follow(&h, &back).await;
@@ -219,9 +225,8 @@ async fn cancel_leaves_hold_then_fan_or_reconciler_releases() {
     assert_eq!(r.status(), 200, "releasing a released hold is idempotent");
 }
 
-#[tokio::test]
-async fn fan_release_needs_no_payment_or_a_dead_one() {
-    let h = Harness::start().await;
+async fn fan_cancel_releases_once_the_gateway_voids(b: Backend) {
+    let h = Harness::on(b).await;
     let t = h.token("rel");
     let (_, b) = h.hold(&t, "k", &["A-5-1"]).await;
     let hold = b["hold_id"].as_str().unwrap();
@@ -242,12 +247,52 @@ async fn fan_release_needs_no_payment_or_a_dead_one() {
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 409, "payment may still complete");
+    assert_eq!(
+        r.status(),
+        200,
+        "the payment was voided at the gateway first"
+    );
+    assert_eq!(h.seat_status("A-5-2").await, "free");
+    let v: Value = h
+        .http
+        .get(format!("{}/v1/sim/payments", h.gw))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(v[0]["status"], "cancelled");
+    // a paid payment cannot be voided: the fan's cancel confirms it instead
+    let (t3, hold3, p3) = hold_and_pay(&h, "rel3", "A-5-3").await;
+    let _ = click(&h, p3["checkout_url"].as_str().unwrap(), "pay").await;
+    let pid = p3["payment_id"].as_str().unwrap();
+    let token = h
+        .state
+        .gateway
+        .tokens()
+        .get(std::time::Duration::from_secs(2))
+        .await
+        .unwrap();
+    h.http
+        .post(format!("{}/v1/payments/{pid}/execute", h.gw))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    let r = h
+        .http
+        .delete(format!("{}/api/holds/{hold3}", h.base))
+        .bearer_auth(&t3)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 409);
+    assert_eq!(h.seat_status("A-5-3").await, "sold");
 }
 
-#[tokio::test]
-async fn execute_timeout_queries_once_and_confirms() {
-    let h = Harness::start().await;
+async fn execute_timeout_queries_once_and_confirms(b: Backend) {
+    let h = Harness::on(b).await;
     let (_t, hold, p) = hold_and_pay(&h, "slow", "A-6-1").await;
     h.http
         .post(format!("{}/v1/faults", h.gw))
@@ -260,9 +305,8 @@ async fn execute_timeout_queries_once_and_confirms() {
     assert_eq!((st, loc), (303, format!("/confirmation.html?hold={hold}")));
 }
 
-#[tokio::test]
-async fn reconciler_pays_completed_and_releases_unpaid_expired() {
-    let h = Harness::start().await;
+async fn reconciler_pays_completed_and_releases_unpaid_expired(b: Backend) {
+    let h = Harness::on(b).await;
     // approved at the gateway, callback never arrived (browser closed)
     let (_t, paid_hold, p) = hold_and_pay(&h, "closed-tab", "A-7-1").await;
     let _ = click(&h, p["checkout_url"].as_str().unwrap(), "pay").await;

@@ -64,9 +64,13 @@ impl Problem {
     }
     /// 503 with `Retry-After`: a store or dependency is unavailable.
     pub fn unavailable(detail: impl Into<String>, retry_after_secs: u64) -> Self {
-        Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "Service unavailable")
-            .detail(detail)
-            .retry_after(retry_after_secs)
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            "Service unavailable",
+        )
+        .detail(detail)
+        .retry_after(retry_after_secs)
     }
     /// 500; the cause must already have been logged by the caller. Never echoes the cause.
     pub fn internal() -> Self {

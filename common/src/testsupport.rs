@@ -98,3 +98,6 @@ impl Drop for RedisServer {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+pub mod postgres;
+pub use postgres::PostgresServer;

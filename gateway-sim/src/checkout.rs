@@ -5,7 +5,7 @@ use axum::extract::{Path, State};
 use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 
-use crate::payments::{Payment, PaymentStatus};
+use crate::store::{Payment, PaymentStatus};
 use crate::AppState;
 
 fn escape(s: &str) -> String {

@@ -1,14 +1,20 @@
-//! Payment-gateway simulator: a real HTTP server with create, execute, query, a checkout page a
-//! fan can click in a browser, and global fault injection (API.md, "Payment-gateway simulator").
+//! Payment-gateway simulator: a real HTTP server with create, execute, query, void and refund, a
+//! checkout page a fan can click in a browser, access tokens from a rate-limited grant endpoint,
+//! signed webhooks, and fault injection per payment or global (API.md, "Payment-gateway
+//! simulator").
 //!
 //! Owns only its in-memory payments. Must not touch: the booking database or the waiting room.
 //! It is deliberately *untrusted* from the booking core's point of view: redirects can be forged,
-//! executes can time out, and the only truth is what `GET /v1/payments/{id}` answers.
+//! executes can time out, webhooks can be duplicated, reordered or lost, and the only truth is
+//! what `GET /v1/payments/{id}` answers.
 
+pub mod auth;
 pub mod checkout;
 pub mod config;
 pub mod faults;
 pub mod payments;
+pub mod store;
+pub mod webhooks;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -19,15 +25,17 @@ use axum::Router;
 
 pub use config::Config;
 pub use faults::{FaultRng, Faults};
-pub use payments::{Payment, PaymentStatus, Store};
+pub use store::{Payment, PaymentStatus, Store};
 
-/// Shared server state: the payment store, faults, and the config.
+/// Shared server state: the payment store, tokens, and the config.
 #[derive(Debug, Clone)]
 pub struct AppState {
     /// Validated configuration.
     pub config: Arc<Config>,
     /// In-memory payments.
     pub store: Arc<Store>,
+    /// Access tokens and grant history.
+    pub auth: Arc<auth::Auth>,
 }
 
 impl AppState {
@@ -37,10 +45,13 @@ impl AppState {
             config.clock.clone(),
             FaultRng::new(config.seed),
             config.secret.clone(),
+            config.late_success_delay_secs,
         ));
+        let auth = Arc::new(auth::Auth::new(&config));
         Self {
             config: Arc::new(config),
             store,
+            auth,
         }
     }
 }
@@ -49,12 +60,21 @@ impl AppState {
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
+        .route("/v1/oauth/token", post(auth::grant))
+        .route("/v1/oauth/grants", get(auth::grants))
         .route("/v1/payments", post(payments::create))
         .route("/v1/payments/{payment}", get(payments::query))
         .route("/v1/payments/{payment}/execute", post(payments::execute))
+        .route("/v1/payments/{payment}/void", post(payments::void))
+        .route("/v1/payments/{payment}/refund", post(payments::refund))
+        .route("/v1/sim/payments", get(payments::list))
         .route(
             "/v1/faults",
             post(faults::set_faults).get(faults::get_faults),
+        )
+        .route(
+            "/v1/faults/payments/{payment}",
+            post(faults::set_payment_faults),
         )
         .route("/checkout/{payment}", get(checkout::page))
         .route("/checkout/{payment}/pay", post(checkout::pay))
@@ -62,7 +82,8 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// Serves the simulator on an already-bound listener until `shutdown` resolves.
+/// Serves the simulator on an already-bound listener until `shutdown` resolves; the webhook
+/// dispatcher runs alongside.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     config: Config,
@@ -70,12 +91,15 @@ pub async fn serve(
 ) -> anyhow::Result<()> {
     config.validate()?;
     let state = AppState::new(config);
+    let dispatcher = tokio::spawn(webhooks::dispatch_loop(state.clone()));
     tracing::info!(addr = ?listener.local_addr().ok(), "gateway-sim listening");
-    axum::serve(
+    let res = axum::serve(
         listener,
         router(state).into_make_service_with_connect_info::<SocketAddr>(),
     )
     .with_graceful_shutdown(shutdown)
-    .await?;
+    .await;
+    dispatcher.abort();
+    res?;
     Ok(())
 }

@@ -10,6 +10,7 @@ struct Sim {
     url: String,
     http: reqwest::Client,
     clock: ManualClock,
+    token: String,
 }
 
 async fn start() -> Sim {
@@ -23,7 +24,22 @@ async fn start() -> Sim {
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap();
-    Sim { url, http, clock }
+    let g: Value = http
+        .post(format!("{url}/v1/oauth/token"))
+        .basic_auth("booking-core", Some("s3cret"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let token = g["access_token"].as_str().unwrap().to_owned();
+    Sim {
+        url,
+        http,
+        clock,
+        token,
+    }
 }
 
 impl Sim {
@@ -32,6 +48,7 @@ impl Sim {
         let r = self
             .http
             .post(format!("{}/v1/payments", self.url))
+            .bearer_auth(&self.token)
             .json(&body)
             .send()
             .await
@@ -42,6 +59,7 @@ impl Sim {
     async fn post(&self, path: &str) -> reqwest::Response {
         self.http
             .post(format!("{}{path}", self.url))
+            .bearer_auth(&self.token)
             .send()
             .await
             .unwrap()
@@ -49,6 +67,7 @@ impl Sim {
     async fn status(&self, id: &str) -> Value {
         self.http
             .get(format!("{}/v1/payments/{id}", self.url))
+            .bearer_auth(&self.token)
             .send()
             .await
             .unwrap()

@@ -1,55 +1,154 @@
-//! The booking database: connection, schema, idempotent venue seeding, and the audit writer.
+//! The booking database: connection (SQLite embedded default, PostgreSQL in production, both
+//! through sqlx's `Any` driver with `$N` placeholders that both understand), migrations per
+//! backend, idempotent venue seeding, fixed-order row locks, leases, and the audit writer.
 //!
 //! SQLite runs on a pool of exactly one connection: every write transaction is serialised by
 //! the pool itself, so concurrent holds queue for the connection instead of failing with
-//! `SQLITE_BUSY` (case B04), and `sqlite::memory:` stays one database. Never hold a transaction
-//! across a gateway call, and never acquire a second connection while holding one.
+//! `SQLITE_BUSY` (case B04), and `sqlite::memory:` stays one database. PostgreSQL runs a real
+//! pool at READ COMMITTED; guarded updates are preceded by `SELECT … ORDER BY seat_id FOR UPDATE`
+//! so multi-seat claims never deadlock (case B05). Never hold a transaction across a gateway call.
 
-use std::str::FromStr;
+pub mod lease;
+
 use std::time::Duration;
 
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
-use sqlx::{Sqlite, SqlitePool, Transaction};
+use sqlx::any::AnyPoolOptions;
+use sqlx::{Any, AnyPool, Executor, Transaction};
 
 use crate::config::ShowConfig;
 
 /// The pool type used throughout.
-pub type Db = SqlitePool;
+pub type Db = AnyPool;
 /// A transaction on [`Db`].
-pub type Tx<'a> = Transaction<'a, Sqlite>;
+pub type Tx<'a> = Transaction<'a, Any>;
 
-const SCHEMA: &str = include_str!("schema.sql");
+static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
+static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
 
-/// Opens the database (creating a file if needed) and applies the schema.
-pub async fn connect(url: &str) -> anyhow::Result<Db> {
-    anyhow::ensure!(
-        url.starts_with("sqlite:"),
-        "only sqlite: database URLs are supported for now (got {})",
-        url.split(':').next().unwrap_or("")
-    );
-    let mut opts = SqliteConnectOptions::from_str(url)?
-        .create_if_missing(true)
-        .busy_timeout(Duration::from_secs(5))
-        .foreign_keys(true);
-    if !url.contains(":memory:") {
-        opts = opts.journal_mode(SqliteJournalMode::Wal);
+/// Which database a URL selects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// `sqlite:` URLs (the embedded default).
+    Sqlite,
+    /// `postgres://` or `postgresql://` URLs.
+    Postgres,
+}
+
+impl Backend {
+    /// The backend of `url`, or an error for anything else.
+    pub fn of_url(url: &str) -> anyhow::Result<Self> {
+        if url.starts_with("sqlite:") {
+            Ok(Self::Sqlite)
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Ok(Self::Postgres)
+        } else {
+            anyhow::bail!(
+                "database_url must start with sqlite: or postgres:// (got {}:)",
+                url.split(':').next().unwrap_or("")
+            )
+        }
     }
-    let pool = SqlitePoolOptions::new()
-        .max_connections(1)
-        .min_connections(1)
-        .idle_timeout(None)
-        .max_lifetime(None)
-        .acquire_timeout(Duration::from_secs(10))
-        .connect_with(opts)
-        .await?;
-    sqlx::raw_sql(SCHEMA).execute(&pool).await?;
+}
+
+/// The backend behind an open pool.
+pub fn backend(db: &Db) -> Backend {
+    if db
+        .connect_options()
+        .database_url
+        .scheme()
+        .starts_with("postgres")
+    {
+        Backend::Postgres
+    } else {
+        Backend::Sqlite
+    }
+}
+
+/// Opens the database (creating a SQLite file if needed) and runs the backend's migrations.
+/// Safe to call from many processes at once: sqlx takes a migration lock on PostgreSQL.
+pub async fn connect(url: &str) -> anyhow::Result<Db> {
+    sqlx::any::install_default_drivers();
+    let pool = match Backend::of_url(url)? {
+        Backend::Sqlite => {
+            let wal = !url.contains(":memory:");
+            AnyPoolOptions::new()
+                .max_connections(1)
+                .min_connections(1)
+                .idle_timeout(None)
+                .max_lifetime(None)
+                .acquire_timeout(Duration::from_secs(10))
+                .after_connect(move |conn, _| {
+                    Box::pin(async move {
+                        conn.execute("PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON;")
+                            .await?;
+                        if wal {
+                            conn.execute("PRAGMA journal_mode = WAL;").await?;
+                        }
+                        Ok(())
+                    })
+                })
+                .connect(url)
+                .await?
+        }
+        Backend::Postgres => {
+            AnyPoolOptions::new()
+                .max_connections(32)
+                .acquire_timeout(Duration::from_secs(5))
+                .connect(url)
+                .await?
+        }
+    };
+    match backend(&pool) {
+        Backend::Sqlite => SQLITE_MIGRATIONS.run(&pool).await?,
+        Backend::Postgres => POSTGRES_MIGRATIONS.run(&pool).await?,
+    }
     Ok(pool)
 }
 
-/// Inserts the show and its seats unless already present (idempotent on restart).
+/// `$first, $first+1, …` for `n` values (IN lists).
+pub fn params(first: usize, n: usize) -> String {
+    (first..first + n)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// On PostgreSQL, locks the given seats in seat-id order (`SELECT … ORDER BY seat_id FOR
+/// UPDATE`) so that concurrent multi-seat updates queue instead of deadlocking. SQLite already
+/// serialises writers, so this is a no-op there.
+pub async fn lock_seats(
+    tx: &mut Tx<'_>,
+    pg: bool,
+    show: &str,
+    seats: &[String],
+) -> sqlx::Result<()> {
+    if !pg || seats.is_empty() {
+        return Ok(());
+    }
+    let sql = format!(
+        "SELECT seat_id FROM seats WHERE show_id = $1 AND seat_id IN ({}) ORDER BY seat_id FOR UPDATE",
+        params(2, seats.len())
+    );
+    let mut q = sqlx::query_scalar::<_, String>(&sql).bind(show);
+    for s in seats {
+        q = q.bind(s);
+    }
+    q.fetch_all(&mut **tx).await?;
+    Ok(())
+}
+
+/// Inserts the show and its seats unless already present (idempotent on restart, and cheap
+/// when ten processes start at once on one database).
 pub async fn seed_show(db: &Db, show: &ShowConfig) -> anyhow::Result<()> {
+    let have: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM seats WHERE show_id = $1")
+        .bind(&show.id)
+        .fetch_one(db)
+        .await?;
+    if u64::try_from(have).unwrap_or(0) >= show.venue.capacity() {
+        return Ok(());
+    }
     let mut tx = db.begin().await?;
-    sqlx::query("INSERT INTO shows (id, name) VALUES (?, ?) ON CONFLICT (id) DO NOTHING")
+    sqlx::query("INSERT INTO shows (id, name) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING")
         .bind(&show.id)
         .bind(&show.name)
         .execute(&mut *tx)
@@ -59,7 +158,7 @@ pub async fn seed_show(db: &Db, show: &ShowConfig) -> anyhow::Result<()> {
             for n in 1..=show.venue.seats_per_row {
                 sqlx::query(
                     "INSERT INTO seats (show_id, seat_id, section, seat_row, number, price_cents, status) \
-                     VALUES (?, ?, ?, ?, ?, ?, 'free') ON CONFLICT (show_id, seat_id) DO NOTHING",
+                     VALUES ($1, $2, $3, $4, $5, $6, 'free') ON CONFLICT (show_id, seat_id) DO NOTHING",
                 )
                 .bind(&show.id)
                 .bind(format!("{}-{row}-{n}", sec.name))
@@ -83,8 +182,12 @@ pub enum Actor {
     Api,
     /// The browser return from checkout.
     Callback,
+    /// The gateway's signed webhook.
+    Webhook,
     /// The reconciler loop.
     Reconciler,
+    /// The outbox worker or a back-office operator.
+    Operator,
 }
 
 impl Actor {
@@ -93,7 +196,9 @@ impl Actor {
         match self {
             Actor::Api => "api",
             Actor::Callback => "callback",
+            Actor::Webhook => "webhook",
             Actor::Reconciler => "reconciler",
+            Actor::Operator => "operator",
         }
     }
 }
@@ -109,7 +214,7 @@ pub async fn audit(
     reason: &str,
 ) -> sqlx::Result<()> {
     sqlx::query(
-        "INSERT INTO audit (at, show_id, hold_id, action, actor, reason) VALUES (?, ?, ?, ?, ?, ?)",
+        "INSERT INTO audit (at, show_id, hold_id, action, actor, reason) VALUES ($1, $2, $3, $4, $5, $6)",
     )
     .bind(at_ms)
     .bind(show_id)

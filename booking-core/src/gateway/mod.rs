@@ -1,7 +1,14 @@
-//! Client of the (untrusted) payment gateway: create, execute, query (API.md). Every call has a
-//! timeout; a timed-out execute is reported as [`GatewayError::Timeout`] so the caller can query.
+//! Client of the (untrusted) payment gateway: create, execute, query, void, refund (API.md).
+//! Every call has a timeout and carries the shared access token ([`token::TokenStore`], seed 000
+//! Challenge 3); a timed-out execute is reported as [`GatewayError::Timeout`] so the caller can
+//! query once.
 
+pub mod token;
+
+use std::sync::Arc;
 use std::time::Duration;
+
+pub use token::TokenStore;
 
 use serde::Deserialize;
 use serde_json::json;
@@ -22,6 +29,8 @@ pub enum PayStatus {
     Failed,
     /// Session ran out.
     Expired,
+    /// Completed, then refunded.
+    Refunded,
 }
 
 impl PayStatus {
@@ -79,16 +88,25 @@ impl From<reqwest::Error> for GatewayError {
     }
 }
 
+/// `POST /v1/payments/{id}/refund` answer.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Refunded {
+    /// Gateway refund id (the same for every retry with the same key).
+    pub refund_id: String,
+}
+
 /// HTTP client of the gateway.
 #[derive(Debug, Clone)]
 pub struct Gateway {
     base: String,
     http: reqwest::Client,
+    timeout: Duration,
+    tokens: Arc<TokenStore>,
 }
 
 impl Gateway {
-    /// A client for `base` with a per-call `timeout`.
-    pub fn new(base: &str, timeout: Duration) -> Self {
+    /// A client for `base` with a per-call `timeout` (also the longest wait for a token).
+    pub fn new(base: &str, timeout: Duration, tokens: Arc<TokenStore>) -> Self {
         let http = reqwest::Client::builder()
             .timeout(timeout)
             .redirect(reqwest::redirect::Policy::none())
@@ -97,23 +115,46 @@ impl Gateway {
         Self {
             base: base.trim_end_matches('/').to_owned(),
             http,
+            timeout,
+            tokens,
         }
     }
 
-    /// Creates a payment; `expires_at` in epoch seconds.
+    /// The shared token store.
+    pub fn tokens(&self) -> &Arc<TokenStore> {
+        &self.tokens
+    }
+
+    async fn send(&self, req: reqwest::RequestBuilder) -> Result<reqwest::Response, GatewayError> {
+        let token = self.tokens.get(self.timeout).await?;
+        let r = req.bearer_auth(&token).send().await?;
+        if r.status() == reqwest::StatusCode::UNAUTHORIZED {
+            self.tokens.invalidate(&token);
+            return Err(GatewayError::Other(
+                "gateway refused the access token".into(),
+            ));
+        }
+        Ok(r)
+    }
+
+    /// Creates a payment; `expires_at` in epoch seconds; the gateway posts signed events about
+    /// it to `notify_url`.
     pub async fn create(
         &self,
         amount_cents: i64,
         reference: &str,
         return_url: &str,
+        notify_url: &str,
         expires_at: i64,
     ) -> Result<Created, GatewayError> {
-        let body = json!({"amount_cents": amount_cents, "reference": reference, "return_url": return_url, "expires_at": expires_at});
+        let body = json!({"amount_cents": amount_cents, "reference": reference, "return_url": return_url,
+            "notify_url": notify_url, "expires_at": expires_at});
         let r = self
-            .http
-            .post(format!("{}/v1/payments", self.base))
-            .json(&body)
-            .send()
+            .send(
+                self.http
+                    .post(format!("{}/v1/payments", self.base))
+                    .json(&body),
+            )
             .await?;
         if r.status() != reqwest::StatusCode::CREATED {
             return Err(GatewayError::Other(format!(
@@ -127,9 +168,10 @@ impl Gateway {
     /// Executes an approved payment.
     pub async fn execute(&self, payment_id: &str) -> Result<PaymentState, GatewayError> {
         let r = self
-            .http
-            .post(format!("{}/v1/payments/{payment_id}/execute", self.base))
-            .send()
+            .send(
+                self.http
+                    .post(format!("{}/v1/payments/{payment_id}/execute", self.base)),
+            )
             .await?;
         if r.status() == reqwest::StatusCode::CONFLICT {
             let v: serde_json::Value = r.json().await.unwrap_or_default();
@@ -148,13 +190,50 @@ impl Gateway {
     /// Queries a payment (the only source of truth).
     pub async fn query(&self, payment_id: &str) -> Result<PaymentState, GatewayError> {
         let r = self
-            .http
-            .get(format!("{}/v1/payments/{payment_id}", self.base))
-            .send()
+            .send(
+                self.http
+                    .get(format!("{}/v1/payments/{payment_id}", self.base)),
+            )
             .await?;
         if !r.status().is_success() {
             return Err(GatewayError::Other(format!(
                 "query answered {}",
+                r.status()
+            )));
+        }
+        Ok(r.json().await?)
+    }
+
+    /// Voids a payment the fan gave up on (created/approved → cancelled); answers the state
+    /// after the call (a completed payment stays completed).
+    pub async fn void(&self, payment_id: &str) -> Result<PaymentState, GatewayError> {
+        let r = self
+            .send(
+                self.http
+                    .post(format!("{}/v1/payments/{payment_id}/void", self.base)),
+            )
+            .await?;
+        if r.status() == reqwest::StatusCode::CONFLICT {
+            return self.query(payment_id).await;
+        }
+        if !r.status().is_success() {
+            return Err(GatewayError::Other(format!("void answered {}", r.status())));
+        }
+        Ok(r.json().await?)
+    }
+
+    /// Refunds a completed payment; `key` makes retries return the same refund.
+    pub async fn refund(&self, payment_id: &str, key: &str) -> Result<Refunded, GatewayError> {
+        let r = self
+            .send(
+                self.http
+                    .post(format!("{}/v1/payments/{payment_id}/refund", self.base))
+                    .header("Idempotency-Key", key),
+            )
+            .await?;
+        if !r.status().is_success() {
+            return Err(GatewayError::Other(format!(
+                "refund answered {}",
                 r.status()
             )));
         }

@@ -11,7 +11,7 @@ use subtle::ConstantTimeEq;
 use crate::error::ApiResult;
 use crate::AppState;
 
-fn admin(state: &AppState, headers: &HeaderMap) -> ApiResult<()> {
+pub(crate) fn admin(state: &AppState, headers: &HeaderMap) -> ApiResult<()> {
     let given = headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -44,25 +44,25 @@ pub async fn stats(
     let (capacity, sold, held): (i64, i64, i64) = sqlx::query_as(
         "SELECT COUNT(*), \
          COALESCE(SUM(CASE WHEN status = 'sold' THEN 1 ELSE 0 END), 0), \
-         COALESCE(SUM(CASE WHEN status = 'held' AND hold_expires_at > ? THEN 1 ELSE 0 END), 0) \
-         FROM seats WHERE show_id = ?",
+         COALESCE(SUM(CASE WHEN status = 'held' AND hold_expires_at > $1 THEN 1 ELSE 0 END), 0) \
+         FROM seats WHERE show_id = $2",
     )
     .bind(now)
     .bind(&show)
     .fetch_one(db)
     .await?;
     let holds_paid: i64 =
-        sqlx::query_scalar("SELECT COUNT(*) FROM holds WHERE show_id = ? AND status = 'PAID'")
+        sqlx::query_scalar("SELECT COUNT(*) FROM holds WHERE show_id = $1 AND status = 'PAID'")
             .bind(&show)
             .fetch_one(db)
             .await?;
-    let bookings: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM bookings WHERE show_id = ?")
+    let bookings: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM bookings WHERE show_id = $1")
         .bind(&show)
         .fetch_one(db)
         .await?;
     let twice: i64 = sqlx::query_scalar(
         "SELECT COUNT(*) FROM (SELECT hs.seat_id FROM hold_seats hs JOIN holds h ON h.id = hs.hold_id \
-         WHERE h.status = 'PAID' AND h.show_id = ? GROUP BY hs.seat_id HAVING COUNT(*) > 1) t",
+         WHERE h.status = 'PAID' AND h.show_id = $1 GROUP BY hs.seat_id HAVING COUNT(*) > 1) t",
     )
     .bind(&show)
     .fetch_one(db)
@@ -82,7 +82,7 @@ pub async fn bookings(
     admin(&state, &headers)?;
     let rows: Vec<(String, String, String, String)> = sqlx::query_as(
         "SELECT b.id, b.hold_id, b.visitor_id, hs.seat_id FROM bookings b \
-         JOIN hold_seats hs ON hs.hold_id = b.hold_id WHERE b.show_id = ? \
+         JOIN hold_seats hs ON hs.hold_id = b.hold_id WHERE b.show_id = $1 \
          ORDER BY b.created_at, b.id, hs.seat_id",
     )
     .bind(&show)

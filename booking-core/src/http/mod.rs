@@ -3,6 +3,8 @@
 
 pub mod admin;
 pub mod fan;
+pub mod office;
+pub mod webhook;
 
 use axum::http::{header, HeaderValue};
 use axum::routing::{get, post};
@@ -26,8 +28,12 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/api/holds/{hold}/pay", post(fan::pay))
         .route("/payment/callback", get(fan::callback))
+        .route("/payment/webhook", post(webhook::receive))
         .route("/admin/shows/{show}/stats", get(admin::stats))
         .route("/admin/shows/{show}/bookings", get(admin::bookings))
+        .route("/admin/shows/{show}/outbox", get(office::outbox))
+        .route("/admin/shows/{show}/refunds", get(office::refunds))
+        .route("/admin/alerts", get(office::alerts))
         .layer(SetResponseHeaderLayer::overriding(
             header::CACHE_CONTROL,
             HeaderValue::from_static("private, no-store"),

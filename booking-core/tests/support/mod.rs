@@ -1,5 +1,7 @@
 //! Test harness: a real gateway-sim, a tiny JWKS server and the booking core, each on a
-//! 127.0.0.1:0 listener in-process, sharing one ManualClock; plus an Ed25519 token signer.
+//! 127.0.0.1:0 listener in-process, sharing one ManualClock; plus an Ed25519 token signer. The
+//! booking database is SQLite or a fresh database on the test binary's shared PostgreSQL server
+//! ([`Backend`]); [`on_both!`] runs one test body on both (the conformance suite).
 #![allow(dead_code)]
 
 use std::sync::Arc;
@@ -50,8 +52,45 @@ pub fn claims(sub: &str, event: &str, jti: &str, now_s: i64) -> Value {
            "iat": now_s, "nbf": now_s, "exp": now_s + 600})
 }
 
+/// Which store a test runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+impl Backend {
+    /// A fresh database URL for one test.
+    pub fn fresh_url(self) -> String {
+        match self {
+            Backend::Sqlite => "sqlite::memory:".into(),
+            Backend::Postgres => {
+                sale_common::testsupport::PostgresServer::shared().create_database()
+            }
+        }
+    }
+}
+
+/// Runs `async fn $name(b: Backend)` as two tests, `$name::sqlite` and `$name::postgres`.
+#[macro_export]
+macro_rules! on_both {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                super::$name(super::support::Backend::Sqlite).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                super::$name(super::support::Backend::Postgres).await
+            }
+        }
+    )*};
+}
+
 pub struct Harness {
     pub base: String,
+    pub mail: std::sync::Arc<tempfile::TempDir>,
     pub gw: String,
     pub clock: ManualClock,
     pub state: AppState,
@@ -71,6 +110,23 @@ impl Harness {
     }
 
     pub async fn start_with(tweak: impl FnOnce(&mut Config)) -> Self {
+        Self::on_with(Backend::Sqlite, tweak).await
+    }
+
+    pub async fn on(b: Backend) -> Self {
+        Self::on_with(b, |_| {}).await
+    }
+
+    pub async fn on_with(b: Backend, tweak: impl FnOnce(&mut Config)) -> Self {
+        let url = b.fresh_url();
+        Self::start_full(move |c| {
+            c.database_url = url;
+            tweak(c)
+        })
+        .await
+    }
+
+    async fn start_full(tweak: impl FnOnce(&mut Config)) -> Self {
         let now = sale_common::SystemClock.now_ms();
         let clock = ManualClock::new(now);
         let signer = Signer::new(7);
@@ -99,6 +155,9 @@ impl Harness {
         );
         c.clock = Arc::new(clock.clone());
         c.reconcile_interval_secs = 0;
+        c.outbox_interval_ms = 0;
+        let mail = std::sync::Arc::new(tempfile::tempdir().unwrap());
+        c.mail_dir = mail.path().to_owned();
         c.gateway_timeout = std::time::Duration::from_secs(1);
         tweak(&mut c);
         let state = AppState::build(c).await.unwrap();
@@ -113,12 +172,66 @@ impl Harness {
             .unwrap();
         Self {
             base,
+            mail,
             gw,
             clock,
             state,
             http,
             signer,
         }
+    }
+
+    /// Another booking-core "process" on the same database and gateway (restart, two
+    /// reconcilers, ten token users): same config, a new `AppState`, not served.
+    pub async fn another_state(&self) -> AppState {
+        AppState::build((*self.state.config).clone()).await.unwrap()
+    }
+
+    /// Gateway fault patch (global).
+    pub async fn faults(&self, patch: Value) {
+        let r = self
+            .http
+            .post(format!("{}/v1/faults", self.gw))
+            .json(&patch)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    }
+
+    /// Gateway fault patch for one payment.
+    pub async fn payment_faults(&self, pid: &str, patch: Value) {
+        let r = self
+            .http
+            .post(format!("{}/v1/faults/payments/{pid}", self.gw))
+            .json(&patch)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    }
+
+    /// Counts rows of a SQL `SELECT COUNT(*) …` with `$1` bound to `arg`.
+    pub async fn count(&self, sql: &str, arg: &str) -> i64 {
+        sqlx::query_scalar(sql)
+            .bind(arg)
+            .fetch_one(&self.state.db)
+            .await
+            .unwrap()
+    }
+
+    /// Emails written to the mail directory.
+    pub fn mail_files(&self) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(self.mail.path())
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.ends_with(".eml"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
     }
 
     pub fn now_s(&self) -> i64 {

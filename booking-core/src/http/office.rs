@@ -1,0 +1,78 @@
+//! Back-office lists behind the admin bearer token: the outbox (emails and refund messages,
+//! sent or pending), the refunds of late payments (case B02), and operator alerts (case B03).
+
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::Json;
+use serde_json::{json, Value};
+
+use super::admin::admin;
+use crate::error::ApiResult;
+use crate::AppState;
+
+/// `GET /admin/shows/{show}/outbox`: `{"emails_sent","emails_pending","messages":[{"id","kind",
+/// "ref_id","sent_at"?,"attempts"}]}`; `sent_at` in epoch ms.
+pub async fn outbox(
+    State(state): State<AppState>,
+    Path(show): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<Json<Value>> {
+    admin(&state, &headers)?;
+    let rows: Vec<(i64, String, String, Option<i64>, i64)> = sqlx::query_as(
+        "SELECT id, kind, ref_id, sent_at, attempts FROM outbox WHERE show_id = $1 ORDER BY id",
+    )
+    .bind(&show)
+    .fetch_all(&state.db)
+    .await?;
+    let is_email = |k: &str| k == "confirmation-email";
+    let sent = rows
+        .iter()
+        .filter(|r| is_email(&r.1) && r.3.is_some())
+        .count();
+    let pending = rows.iter().filter(|r| r.3.is_none()).count();
+    let messages: Vec<Value> = rows
+        .iter()
+        .map(|(id, kind, ref_id, sent_at, attempts)| {
+            json!({"id": id, "kind": kind, "ref_id": ref_id, "sent_at": sent_at, "attempts": attempts})
+        })
+        .collect();
+    Ok(Json(
+        json!({"emails_sent": sent, "emails_pending": pending, "messages": messages}),
+    ))
+}
+
+/// `GET /admin/shows/{show}/refunds`: `[{"hold_id","payment_id","transaction_id","amount_cents",
+/// "status":"pending"/"refunded","refund_id"?}]`.
+pub async fn refunds(
+    State(state): State<AppState>,
+    Path(show): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<Json<Value>> {
+    admin(&state, &headers)?;
+    let rows: Vec<(String, String, String, i64, String, Option<String>)> = sqlx::query_as(
+        "SELECT hold_id, payment_id, transaction_id, amount_cents, status, refund_id FROM refunds \
+         WHERE show_id = $1 ORDER BY created_at, hold_id",
+    )
+    .bind(&show)
+    .fetch_all(&state.db)
+    .await?;
+    Ok(Json(Value::Array(
+        rows.into_iter()
+            .map(|(h, p, t, a, s, r)| json!({"hold_id": h, "payment_id": p, "transaction_id": t, "amount_cents": a, "status": s, "refund_id": r}))
+            .collect(),
+    )))
+}
+
+/// `GET /admin/alerts`: `[{"id","at","show","hold_id","kind","message"}]` (`at` in epoch ms).
+pub async fn alerts(State(state): State<AppState>, headers: HeaderMap) -> ApiResult<Json<Value>> {
+    admin(&state, &headers)?;
+    let rows: Vec<(i64, i64, Option<String>, Option<String>, String, String)> =
+        sqlx::query_as("SELECT id, at, show_id, hold_id, kind, message FROM alerts ORDER BY id")
+            .fetch_all(&state.db)
+            .await?;
+    Ok(Json(Value::Array(
+        rows.into_iter()
+            .map(|(id, at, s, h, k, m)| json!({"id": id, "at": at, "show": s, "hold_id": h, "kind": k, "message": m}))
+            .collect(),
+    )))
+}

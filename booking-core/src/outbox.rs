@@ -1,0 +1,211 @@
+//! The outbox worker (DESIGN "Payments": the confirmation email is written to an outbox in the
+//! same transaction as PAID and sent after, exactly one per booking). Each [`Outbox::step`]
+//! claims due messages under a short lease (so several processes never send the same message
+//! at once), then: emails (`confirmation-email`, `refund-notice`) are written to the mail
+//! directory as `{kind}-{ref_id}.eml` (a retry rewrites the same file: still one email);
+//! `refund` calls the gateway with the idempotent key `refund-{hold_id}`, records the refund and
+//! queues the fan's `refund-notice` in one transaction.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::confirm::enqueue;
+use crate::db::{self, Actor};
+use crate::error::ApiResult;
+use crate::AppState;
+
+/// Messages claimed per step.
+pub const BATCH: i64 = 32;
+/// How long a claim protects a message being sent, ms.
+pub const CLAIM_MS: i64 = 60_000;
+/// Wait before retrying a failed message, ms per attempt so far.
+pub const RETRY_MS: i64 = 5_000;
+
+/// What one step did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// Emails written to the mail directory.
+    pub emails: usize,
+    /// Refunds done at the gateway.
+    pub refunds: usize,
+    /// Messages that failed this time (retried later).
+    pub failed: usize,
+}
+
+/// The worker.
+#[derive(Debug, Clone)]
+pub struct Outbox {
+    state: AppState,
+    owner: String,
+}
+
+impl Outbox {
+    /// A worker with its own claim owner token.
+    pub fn new(state: AppState) -> Self {
+        Self {
+            state,
+            owner: uuid::Uuid::new_v4().to_string(),
+        }
+    }
+
+    /// One pass at `now_ms` (epoch ms).
+    #[tracing::instrument(skip_all, fields(now_ms))]
+    pub async fn step(&self, now_ms: i64) -> ApiResult<Outcome> {
+        let db = &self.state.db;
+        let due: Vec<(i64, String, String, String)> = sqlx::query_as(
+            "SELECT id, ref_id, kind, payload FROM outbox WHERE sent_at IS NULL \
+             AND (claimed_until IS NULL OR claimed_until <= $1) ORDER BY id LIMIT $2",
+        )
+        .bind(now_ms)
+        .bind(BATCH)
+        .fetch_all(db)
+        .await?;
+        let mut out = Outcome::default();
+        for (id, ref_id, kind, payload) in due {
+            let claimed = sqlx::query(
+                "UPDATE outbox SET claimed_by = $1, claimed_until = $2, attempts = attempts + 1 \
+                 WHERE id = $3 AND sent_at IS NULL AND (claimed_until IS NULL OR claimed_until <= $4)",
+            )
+            .bind(&self.owner)
+            .bind(now_ms + CLAIM_MS)
+            .bind(id)
+            .bind(now_ms)
+            .execute(db)
+            .await?
+            .rows_affected();
+            if claimed != 1 {
+                continue;
+            }
+            let payload: Value = serde_json::from_str(&payload).unwrap_or_default();
+            let res = match kind.as_str() {
+                "refund" => self
+                    .refund(id, &ref_id, &payload, now_ms)
+                    .await
+                    .map(|()| out.refunds += 1),
+                _ => self
+                    .email(id, &ref_id, &kind, &payload, now_ms)
+                    .await
+                    .map(|()| out.emails += 1),
+            };
+            if let Err(e) = res {
+                out.failed += 1;
+                tracing::warn!(outbox = id, kind = %kind, error = %e, "outbox message failed; will retry");
+                sqlx::query("UPDATE outbox SET claimed_until = $1 + attempts * $2, last_error = $3 WHERE id = $4 AND claimed_by = $5")
+                    .bind(now_ms)
+                    .bind(RETRY_MS)
+                    .bind(e.to_string())
+                    .bind(id)
+                    .bind(&self.owner)
+                    .execute(db)
+                    .await?;
+            }
+        }
+        Ok(out)
+    }
+
+    async fn mark_sent(&self, tx: &mut db::Tx<'_>, id: i64, now_ms: i64) -> sqlx::Result<()> {
+        sqlx::query("UPDATE outbox SET sent_at = $1 WHERE id = $2 AND claimed_by = $3")
+            .bind(now_ms)
+            .bind(id)
+            .bind(&self.owner)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+
+    async fn email(
+        &self,
+        id: i64,
+        ref_id: &str,
+        kind: &str,
+        payload: &Value,
+        now_ms: i64,
+    ) -> anyhow::Result<()> {
+        write_mail(&self.state.config.mail_dir, ref_id, kind, payload)?;
+        let mut tx = self.state.db.begin().await?;
+        self.mark_sent(&mut tx, id, now_ms).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn refund(
+        &self,
+        id: i64,
+        hold_id: &str,
+        payload: &Value,
+        now_ms: i64,
+    ) -> anyhow::Result<()> {
+        let pid = payload["payment_id"].as_str().unwrap_or_default();
+        let r = self
+            .state
+            .gateway
+            .refund(pid, &format!("refund-{hold_id}"))
+            .await?;
+        let mut tx = self.state.db.begin().await?;
+        let show: Option<String> = sqlx::query_scalar(
+            "UPDATE refunds SET status = 'refunded', refund_id = $1, done_at = $2 \
+             WHERE hold_id = $3 AND status = 'pending' RETURNING show_id",
+        )
+        .bind(&r.refund_id)
+        .bind(now_ms)
+        .bind(hold_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if let Some(show) = show {
+            let mut notice = payload.clone();
+            notice["refund_id"] = r.refund_id.clone().into();
+            enqueue(&mut tx, hold_id, "refund-notice", &show, &notice, now_ms).await?;
+            db::audit(
+                &mut tx,
+                now_ms,
+                &show,
+                hold_id,
+                "refunded",
+                Actor::Reconciler,
+                &r.refund_id,
+            )
+            .await?;
+        }
+        self.mark_sent(&mut tx, id, now_ms).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Loops `step` every `interval` until the task is dropped.
+    pub async fn run(self, interval: Duration) {
+        let mut tick = tokio::time::interval(interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            if let Err(e) = self.step(self.state.clock.now_ms()).await {
+                tracing::error!(error = %e, "outbox step failed");
+            }
+        }
+    }
+}
+
+/// Writes one email as `{dir}/{kind}-{ref_id}.eml` (temporary file, then rename: a crash never
+/// leaves half a message, and a retry replaces the same file).
+pub fn write_mail(dir: &Path, ref_id: &str, kind: &str, payload: &Value) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let to = payload["visitor_id"].as_str().unwrap_or("fan");
+    let subject = match kind {
+        "confirmation-email" => "Your tickets are booked",
+        "refund-notice" => "Your payment was refunded: the seats were no longer available",
+        _ => kind,
+    };
+    let body = format!(
+        "To: {to}\r\nSubject: {subject}\r\nX-Kind: {kind}\r\nX-Ref: {ref_id}\r\nContent-Type: application/json\r\n\r\n{}\r\n",
+        serde_json::to_string_pretty(payload).unwrap_or_default()
+    );
+    let safe: String = ref_id
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .collect();
+    let path = dir.join(format!("{kind}-{safe}.eml"));
+    let tmp = dir.join(format!(".{kind}-{safe}.tmp"));
+    std::fs::write(&tmp, body)?;
+    std::fs::rename(tmp, path)
+}
