@@ -1,8 +1,14 @@
 //! The admitter (DESIGN.md "The cursor"): per event, a token bucket turns `admit_rate` into
 //! cursor moves; exactly one instance per event runs across processes, elected with the store's
 //! owner-token lock. Tests drive [`Admitter::step`] with a manual clock (STYLE.md rule 4).
+//!
+//! **Bucket.** Refilled each tick with `admit_rate × elapsed` from the rate read *this* tick, and
+//! capped at [`Admitter::burst`] = `max(1, admit_rate × 2 × tick)` admissions, so a rate change
+//! applies at the next tick with no fresh full bucket: over any period `T` the cursor invites at
+//! most `rate × T + burst` fans. Paused, closed or sold out empties the bucket. Skipped (silent)
+//! places cost no token: tokens count live fans invited.
 
-use crate::domain::{EventId, EventState};
+use crate::domain::{AdvanceParams, EventId, EventState, Liveness};
 use crate::store::{QueueStore, StoreError, StoreResult};
 use std::sync::Arc;
 
@@ -19,12 +25,16 @@ pub enum Outcome {
         /// Fans that were pre-queued.
         prequeued: u64,
     },
-    /// The cursor moved over `moved` numbers (possibly 0) to `cursor`.
+    /// The cursor invited `moved` live fans (possibly 0) and skipped `skipped` silent places.
     Advanced {
         /// Cursor after the step.
         cursor: u64,
-        /// Numbers passed this step.
+        /// Live fans invited by the cursor this step.
         moved: u64,
+        /// Silent places skipped this step.
+        skipped: u64,
+        /// Returning (once skipped) fans invited this step.
+        returned: u64,
     },
     /// Nothing to do in this state (before opening, paused, closed, sold out).
     Held(EventState),
@@ -41,6 +51,43 @@ pub async fn open_event(store: &dyn QueueStore, event: &EventId) -> StoreResult<
     Ok(n)
 }
 
+/// How the admitter sizes the ready window and judges silence (from `Config`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LivenessRules {
+    /// Silence grace, **ms**.
+    pub silence_ms: u64,
+    /// Ready window in seconds of admissions at the admit rate, **s**.
+    pub ready_window_secs: u64,
+    /// Smallest ready window, places.
+    pub ready_window_min: u64,
+    /// Most numbers examined per tick.
+    pub scan_limit: u64,
+}
+
+impl Default for LivenessRules {
+    /// The `Config` defaults: 30 s silence, 60 s window of at least 100 places, 10 000 scans.
+    fn default() -> Self {
+        Self {
+            silence_ms: 30_000,
+            ready_window_secs: 60,
+            ready_window_min: 100,
+            scan_limit: 10_000,
+        }
+    }
+}
+
+impl LivenessRules {
+    /// The rules at `admit_rate` (per second): window = `max(min, rate × secs)` places.
+    pub fn at_rate(&self, admit_rate: f64) -> Liveness {
+        let by_rate = (admit_rate.max(0.0) * self.ready_window_secs as f64).ceil() as u64;
+        Liveness {
+            silence_ms: self.silence_ms,
+            ready_window: by_rate.max(self.ready_window_min),
+            scan_limit: self.scan_limit.max(1),
+        }
+    }
+}
+
 /// The admitter of one event.
 #[derive(Debug)]
 pub struct Admitter {
@@ -48,6 +95,7 @@ pub struct Admitter {
     event: EventId,
     tick_ms: u64,
     invite_grace_secs: u64,
+    rules: LivenessRules,
     tokens: f64,
     last_ms: Option<i64>,
 }
@@ -66,15 +114,27 @@ impl Admitter {
             event,
             tick_ms,
             invite_grace_secs,
+            rules: LivenessRules::default(),
             tokens: 0.0,
             last_ms: None,
         }
     }
 
+    /// Replaces the liveness rules (the loop passes the configured ones).
+    pub fn with_rules(mut self, rules: LivenessRules) -> Self {
+        self.rules = rules;
+        self
+    }
+
+    /// The bucket's capacity at `admit_rate` (per second): `max(1, rate × 2 × tick)` admissions.
+    pub fn burst(&self, admit_rate: f64) -> f64 {
+        (admit_rate * 2.0 * self.tick_ms as f64 / 1000.0).max(1.0)
+    }
+
     /// One tick at `now_ms` (epoch **milliseconds**). Opens the event once `now >= opens_at`;
     /// while open, adds `admit_rate × elapsed` admissions to the bucket (the fraction carries to
-    /// the next tick) and moves the cursor by the whole part, bounded by `max_active`. The
-    /// bucket holds at most one interval's worth, so a rate change or a freed slot never bursts.
+    /// the next tick, the bucket holds at most [`Admitter::burst`]) and invites the whole part,
+    /// bounded by `max_active`, skipping silent places.
     pub async fn step(&mut self, now_ms: i64) -> StoreResult<Outcome> {
         let meta = match self.store.event(&self.event).await? {
             Some(m) => m,
@@ -87,25 +147,22 @@ impl Admitter {
             EventState::Prequeue if now_s >= meta.opens_at => self.open().await,
             EventState::Opening => self.open().await,
             EventState::Open => {
-                let interval_s = (elapsed_ms.max(self.tick_ms as i64)) as f64 / 1000.0;
-                let cap = (meta.admit_rate * interval_s).max(1.0);
                 let added = meta.admit_rate * elapsed_ms as f64 / 1000.0;
-                self.tokens = (self.tokens + added).min(cap);
-                let n = self.tokens.floor() as u64;
-                let adv = self
-                    .store
-                    .advance_cursor(
-                        &self.event,
-                        n,
-                        meta.max_active,
-                        now_s,
-                        self.invite_grace_secs,
-                    )
-                    .await?;
-                self.tokens -= adv.moved as f64;
+                self.tokens = (self.tokens + added).min(self.burst(meta.admit_rate));
+                let p = AdvanceParams {
+                    n: self.tokens.floor() as u64,
+                    max_active: meta.max_active,
+                    now_ms,
+                    invite_grace_secs: self.invite_grace_secs,
+                    liveness: self.rules.at_rate(meta.admit_rate),
+                };
+                let adv = self.store.advance_cursor(&self.event, &p).await?;
+                self.tokens -= (adv.moved + adv.returned) as f64;
                 Ok(Outcome::Advanced {
                     cursor: adv.cursor,
                     moved: adv.moved,
+                    skipped: adv.skipped,
+                    returned: adv.returned,
                 })
             }
             state => {

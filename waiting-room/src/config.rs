@@ -95,6 +95,30 @@ fn default_join_ttl() -> u64 {
 fn default_store_timeout() -> u64 {
     2000
 }
+fn default_heartbeat() -> u64 {
+    10_000
+}
+fn default_silence() -> u64 {
+    30_000
+}
+fn default_rejoin() -> u64 {
+    120
+}
+fn default_window_secs() -> u64 {
+    60
+}
+fn default_window_min() -> u64 {
+    100
+}
+fn default_scan_limit() -> u64 {
+    10_000
+}
+fn default_fan_rate() -> u64 {
+    2
+}
+fn default_fan_burst() -> u32 {
+    10
+}
 
 /// Waiting-room configuration.
 #[derive(Debug, Clone, Deserialize)]
@@ -150,6 +174,43 @@ pub struct Config {
     /// Bound on every store call, **milliseconds**; past it the request gets 503.
     #[serde(default = "default_store_timeout")]
     pub store_timeout_ms: u64,
+    /// Heartbeat interval advertised to fans in the ready window, **milliseconds**.
+    #[serde(default = "default_heartbeat")]
+    pub heartbeat_interval_ms: u64,
+    /// A fan in the ready window silent for longer than this is skipped when the cursor reaches
+    /// it, **milliseconds** (default 3 heartbeat intervals).
+    #[serde(default = "default_silence")]
+    pub silence_grace_ms: u64,
+    /// A skipped fan who comes back within this keeps the place, **seconds**.
+    #[serde(default = "default_rejoin")]
+    pub rejoin_grace_secs: u64,
+    /// The ready window covers this many seconds of admissions at the admit rate, **seconds**.
+    #[serde(default = "default_window_secs")]
+    pub ready_window_secs: u64,
+    /// The ready window covers at least this many places.
+    #[serde(default = "default_window_min")]
+    pub ready_window_min: u64,
+    /// Most queue numbers the cursor examines per tick (bounds each store step).
+    #[serde(default = "default_scan_limit")]
+    pub scan_limit: u64,
+    /// Heartbeats and admission claims per **second** per client IP (each its own limiter).
+    #[serde(default = "default_fan_rate")]
+    pub fan_rate_per_sec: u64,
+    /// Heartbeat / claim burst per client IP.
+    #[serde(default = "default_fan_burst")]
+    pub fan_burst: u32,
+    /// Bearer token of the service-to-service API (`/internal/...`, the booking core).
+    /// `None` disables that API.
+    #[serde(default, deserialize_with = "de_opt_secret")]
+    pub service_token: Option<Secret>,
+    /// Header carrying a verified identity set by a trusted upstream (one place per identity);
+    /// honoured only from `trusted_proxies`.
+    #[serde(default)]
+    pub identity_header: Option<String>,
+    /// Directory of Ed25519 PKCS#8 PEM keys (`active.pem`, `next.pem`, `retired-*.pem`; see
+    /// `keys`). Takes precedence over `signing_key_pem`; re-read every few seconds.
+    #[serde(default)]
+    pub signing_key_dir: Option<PathBuf>,
 }
 
 impl Config {
@@ -183,7 +244,39 @@ impl Config {
             invite_grace_secs: default_grace(),
             join_token_ttl_secs: default_join_ttl(),
             store_timeout_ms: default_store_timeout(),
+            heartbeat_interval_ms: default_heartbeat(),
+            silence_grace_ms: default_silence(),
+            rejoin_grace_secs: default_rejoin(),
+            ready_window_secs: default_window_secs(),
+            ready_window_min: default_window_min(),
+            scan_limit: default_scan_limit(),
+            fan_rate_per_sec: 1000,
+            fan_burst: 1000,
+            service_token: Some(Secret::new("demo-service-token")),
+            identity_header: None,
+            signing_key_dir: None,
         }
+    }
+
+    /// The liveness rules for an event admitting `admit_rate` per second: the ready window is
+    /// `max(ready_window_min, admit_rate × ready_window_secs)` places.
+    pub fn liveness(&self, admit_rate: f64) -> crate::domain::Liveness {
+        self.liveness_rules().at_rate(admit_rate)
+    }
+
+    /// The configured liveness rules for the admitter.
+    pub fn liveness_rules(&self) -> crate::admitter::LivenessRules {
+        crate::admitter::LivenessRules {
+            silence_ms: self.silence_grace_ms,
+            ready_window_secs: self.ready_window_secs,
+            ready_window_min: self.ready_window_min,
+            scan_limit: self.scan_limit,
+        }
+    }
+
+    /// The rejoin grace in **milliseconds**.
+    pub fn rejoin_grace_ms(&self) -> u64 {
+        self.rejoin_grace_secs.saturating_mul(1000)
     }
 
     /// Reads a JSON configuration file.
@@ -207,6 +300,17 @@ impl Config {
             self.join_rate_per_sec > 0 && self.join_burst > 0,
             "join rate/burst > 0"
         );
+        anyhow::ensure!(
+            self.fan_rate_per_sec > 0 && self.fan_burst > 0,
+            "fan rate/burst > 0"
+        );
+        anyhow::ensure!(
+            self.silence_grace_ms > self.heartbeat_interval_ms,
+            "silence_grace_ms must exceed heartbeat_interval_ms"
+        );
+        if let Some(t) = &self.service_token {
+            anyhow::ensure!(t.expose().len() >= 16, "service_token: at least 16 chars");
+        }
         for e in &self.events {
             anyhow::ensure!(
                 e.admit_rate.is_finite() && e.admit_rate > 0.0,

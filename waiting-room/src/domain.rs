@@ -180,6 +180,140 @@ pub enum ClaimOutcome {
     },
     /// The event refuses claims in this state.
     Refused(EventState),
+    /// The cursor skipped this fan while silent; they came back within the rejoin grace and are
+    /// invited at the next admitter tick (retry shortly; the place is kept).
+    Returning {
+        /// The fan's number (below the cursor).
+        queue_number: u64,
+    },
+    /// Skipped and back too late: the place is gone (a join gives a new number at the back).
+    Lost {
+        /// The number the fan had.
+        queue_number: u64,
+    },
+}
+
+/// Liveness rules of one admitter tick (DESIGN.md "Liveness"; defaults in `Config`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Liveness {
+    /// A fan in the ready window whose last sign of life is older than this is silent, **ms**.
+    pub silence_ms: u64,
+    /// Places right behind the cursor whose fans must heartbeat (fans further back are presumed
+    /// live and send nothing).
+    pub ready_window: u64,
+    /// Most queue numbers the cursor examines (and window entries it stamps) per tick.
+    pub scan_limit: u64,
+}
+
+/// What the cursor may do in one tick ([`crate::store::QueueStore::advance_cursor`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AdvanceParams {
+    /// Admission tokens available: live fans to invite at most.
+    pub n: u64,
+    /// Most live admissions plus fresh invitations.
+    pub max_active: u64,
+    /// Now, epoch **milliseconds**.
+    pub now_ms: i64,
+    /// How long an unclaimed invitation holds a slot, **seconds**.
+    pub invite_grace_secs: u64,
+    /// Liveness rules.
+    pub liveness: Liveness,
+}
+
+/// Where a fan stands, as a heartbeat reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    /// No number yet (pre-queued) or never joined.
+    Unnumbered,
+    /// Further back than the ready window: presumed live, no heartbeat needed yet.
+    Waiting,
+    /// In the ready window: heartbeat recorded, keep sending them.
+    Ready,
+    /// The cursor has reached the fan: claim admission now.
+    YourTurn,
+    /// Skipped while silent, back within the rejoin grace: invited at the next tick.
+    Returning,
+    /// Skipped and back too late.
+    Lost,
+    /// Holds an admission already.
+    Admitted,
+}
+
+impl Place {
+    /// Wire name (`waiting`, `ready`, `your_turn`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Unnumbered => "unnumbered",
+            Self::Waiting => "waiting",
+            Self::Ready => "ready",
+            Self::YourTurn => "your_turn",
+            Self::Returning => "returning",
+            Self::Lost => "lost",
+            Self::Admitted => "admitted",
+        }
+    }
+    /// Parses the wire name.
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            Self::Unnumbered,
+            Self::Waiting,
+            Self::Ready,
+            Self::YourTurn,
+            Self::Returning,
+            Self::Lost,
+            Self::Admitted,
+        ]
+        .into_iter()
+        .find(|p| p.as_str() == s)
+    }
+}
+
+/// Answer of a heartbeat (one store call).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Heartbeat {
+    /// The fan's number, if numbered.
+    pub queue_number: Option<u64>,
+    /// The cursor.
+    pub cursor: u64,
+    /// Event state.
+    pub state: EventState,
+    /// Where the fan stands.
+    pub place: Place,
+}
+
+/// Which session the booking core reports finished.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionRef {
+    /// By the admission token's `jti`.
+    Jti(String),
+    /// By visitor id (the token's `sub`).
+    Visitor(String),
+}
+
+/// Result of ending a session (idempotent).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionEnd {
+    /// The session held a `max_active` slot and no longer does.
+    Ended,
+    /// Already ended (or expired) before this call.
+    AlreadyEnded,
+    /// No admission with that `jti` / visitor.
+    Unknown,
+}
+
+/// One recorded operator action.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditEntry {
+    /// When, epoch **seconds**.
+    pub at: i64,
+    /// Who: the operator name sent with the admin token (`X-Operator`), or `service`.
+    pub operator: String,
+    /// What: `create`, `set_admit_rate`, `set_max_active`, `pause`, `resume`, `open`, …
+    pub action: String,
+    /// The value before (JSON; `null` when none).
+    pub old: serde_json::Value,
+    /// The value after (JSON).
+    pub new: serde_json::Value,
 }
 
 /// The live figures of one event, read whole from the store.
@@ -199,11 +333,27 @@ pub struct Figures {
     pub admitted_total: u64,
     /// Highest `active` ever observed at a claim.
     pub max_active_seen: u64,
+    /// Fans in the ready window whose last sign of life is older than the silence grace.
+    pub silent: u64,
+    /// Skipped fans who came back and wait for the next tick.
+    pub returning: u64,
+    /// Places the cursor skipped, ever.
+    pub skipped_total: u64,
+    /// Sessions ended early by the booking core, ever.
+    pub ended_total: u64,
+    /// Ready window (places) the admitter last used; 0 before the first tick.
+    pub ready_window: u64,
 }
 
 impl Figures {
-    /// Fans still waiting: numbered above the cursor plus the pre-queue.
+    /// Live fans still waiting: numbered above the cursor, minus the silent ones in the ready
+    /// window, plus returning fans and the pre-queue. Fans behind the ready window are presumed
+    /// live: they are not asked to heartbeat, so nothing could say otherwise.
     pub fn queue_length(&self) -> u64 {
-        self.last_number.saturating_sub(self.cursor) + self.prequeued
+        self.last_number
+            .saturating_sub(self.cursor)
+            .saturating_sub(self.silent)
+            + self.returning
+            + self.prequeued
     }
 }

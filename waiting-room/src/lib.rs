@@ -12,8 +12,10 @@ pub mod config;
 pub mod domain;
 pub mod http;
 pub mod ratelimit;
+pub mod rates;
 pub mod status;
 pub mod store;
+pub mod telemetry;
 pub mod tokens;
 
 pub use config::{Config, EventConfig, StoreConfig};
@@ -74,6 +76,10 @@ pub async fn serve_with_clock(
     Ok(result?)
 }
 
+/// How often the loop forgets idle rate-limit keys, runs metrics upkeep and re-reads the key
+/// directory.
+pub const HOUSEKEEPING: Duration = Duration::from_secs(5);
+
 /// The admitter loop: every `tick_ms`, for every event, hold (or take) the event's owner-token
 /// lock and run one [`Admitter::step`] when it is ours; every node republishes its status
 /// documents each tick. One task serves all events so events created through the admin API
@@ -88,10 +94,17 @@ pub async fn run_admitters(state: AppState, mut stop: watch::Receiver<bool>) {
     let mut admitters: HashMap<EventId, (Admitter, bool)> = HashMap::new();
     let mut interval = tokio::time::interval(tick);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_housekeeping = std::time::Instant::now();
     loop {
         tokio::select! {
             _ = interval.tick() => {}
             _ = stop.changed() => break,
+        }
+        if last_housekeeping.elapsed() >= HOUSEKEEPING {
+            last_housekeeping = std::time::Instant::now();
+            let keys = state.0.limits.retain_recent();
+            metrics::gauge!("wr_rate_limit_keys").set(keys as f64);
+            telemetry::upkeep();
         }
         let Ok(Ok(events)) = tokio::time::timeout(limit, store.list_events()).await else {
             continue;
@@ -104,7 +117,8 @@ pub async fn run_admitters(state: AppState, mut stop: watch::Receiver<bool>) {
                     event.clone(),
                     cfg.tick_ms,
                     cfg.invite_grace_secs,
-                );
+                )
+                .with_rules(cfg.liveness_rules());
                 (a, false)
             });
             let lock = async {
@@ -117,8 +131,13 @@ pub async fn run_admitters(state: AppState, mut stop: watch::Receiver<bool>) {
             *held = matches!(tokio::time::timeout(limit, lock).await, Ok(Ok(true)));
             if *held {
                 let now_ms = state.0.clock.now_ms();
-                if let Err(e) = adm.step(now_ms).await {
-                    tracing::warn!(event = %event, error = %e, "admitter step failed");
+                match tokio::time::timeout(limit * 4, adm.step(now_ms)).await {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => {
+                        telemetry::store_error("admitter");
+                        tracing::warn!(event = %event, error = %e, "admitter step failed");
+                    }
+                    Err(_) => telemetry::store_error("admitter"),
                 }
             }
             state.refresh_status(&event).await;

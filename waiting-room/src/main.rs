@@ -1,5 +1,5 @@
 //! Thin binary (STYLE.md rule 1): `serve` reads the config and runs the library; `admin` calls
-//! the admin API and prints its JSON answer.
+//! the admin API and prints its JSON answer (`watch` prints live figures every second).
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -33,6 +33,9 @@ enum Cmd {
         /// Admin bearer token.
         #[arg(long, env = "WAITING_ROOM_ADMIN_TOKEN")]
         token: String,
+        /// Your name, recorded in the audit trail (`X-Operator`).
+        #[arg(long, env = "WAITING_ROOM_OPERATOR", default_value = "cli")]
+        operator: String,
         /// Event id.
         #[arg(long)]
         event: String,
@@ -55,6 +58,18 @@ enum Action {
     Resume,
     /// Open now (shuffle the pre-queue).
     Open,
+    /// Close: no more joins or claims.
+    Close,
+    /// Mark sold out.
+    SoldOut,
+    /// Print the audit trail (who changed what, when).
+    Audit {
+        /// Most recent entries to show.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+    },
+    /// Print live figures every second until interrupted.
+    Watch,
 }
 
 #[tokio::main]
@@ -78,28 +93,71 @@ async fn main() -> anyhow::Result<()> {
         Cmd::Admin {
             url,
             token,
+            operator,
             event,
             action,
-        } => admin(&url, &token, &event, action).await,
+        } => {
+            let base = format!("{}/admin/events/{event}", url.trim_end_matches('/'));
+            match action {
+                Action::Watch => watch(&base, &token).await,
+                action => admin(&base, &token, &operator, action).await,
+            }
+        }
     }
 }
 
-async fn admin(url: &str, token: &str, event: &str, action: Action) -> anyhow::Result<()> {
-    let base = format!("{}/admin/events/{event}", url.trim_end_matches('/'));
+/// One line of live figures per second (ends on Ctrl-C or an error).
+async fn watch(base: &str, token: &str) -> anyhow::Result<()> {
+    let client = reqwest::Client::new();
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+    println!("time      state     cursor  waiting  active/max   rate  admitted/s  skipped");
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = tokio::signal::ctrl_c() => return Ok(()),
+        }
+        let resp = client.get(base).bearer_auth(token).send().await?;
+        anyhow::ensure!(resp.status().is_success(), "figures: {}", resp.status());
+        let f: serde_json::Value = resp.json().await?;
+        let n = |k: &str| f[k].as_f64().unwrap_or(0.0);
+        println!(
+            "{:<9} {:<9} {:>6} {:>8} {:>6}/{:<5} {:>5} {:>11.2} {:>8}",
+            f["updated_at"].as_i64().unwrap_or(0) % 86_400,
+            f["state"].as_str().unwrap_or("?"),
+            n("cursor"),
+            n("queue_length"),
+            n("active"),
+            n("max_active"),
+            n("admit_rate"),
+            n("admitted_per_sec"),
+            n("skipped_total"),
+        );
+    }
+}
+
+async fn admin(base: &str, token: &str, operator: &str, action: Action) -> anyhow::Result<()> {
     let client = reqwest::Client::new();
     let req = match action {
-        Action::Figures => client.get(&base),
+        Action::Figures => client.get(base),
         Action::SetRate { rate } => client
-            .patch(&base)
+            .patch(base)
             .json(&serde_json::json!({"admit_rate": rate})),
         Action::SetMaxActive { max_active } => client
-            .patch(&base)
+            .patch(base)
             .json(&serde_json::json!({"max_active": max_active})),
         Action::Pause => client.post(format!("{base}/pause")),
         Action::Resume => client.post(format!("{base}/resume")),
         Action::Open => client.post(format!("{base}/open")),
+        Action::Close => client.post(format!("{base}/close")),
+        Action::SoldOut => client.post(format!("{base}/sold-out")),
+        Action::Audit { limit } => client.get(format!("{base}/audit?limit={limit}")),
+        Action::Watch => anyhow::bail!("watch is handled separately"),
     };
-    let resp = req.bearer_auth(token).send().await?;
+    let resp = req
+        .bearer_auth(token)
+        .header("x-operator", operator)
+        .send()
+        .await?;
     let status = resp.status();
     let body: serde_json::Value = resp.json().await.unwrap_or(serde_json::Value::Null);
     println!("{}", serde_json::to_string_pretty(&body)?);

@@ -1,14 +1,119 @@
-//! Per-client-IP rate limiting of joins (tower_governor) with a key extractor that believes
-//! `X-Forwarded-For` only from configured proxies (case W03): the key is the peer IP, unless the
-//! peer is a trusted proxy, in which case it is the rightmost hop that is not a trusted proxy.
+//! Per-client-IP rate limiting of joins, heartbeats and admission claims (tower_governor, one
+//! limiter each) with a key extractor that believes `X-Forwarded-For` only from configured
+//! proxies (case W03): the key is the peer IP, unless the peer is a trusted proxy, in which case
+//! it is the rightmost hop that is not a trusted proxy. IPv6 clients are keyed by their /64 (one
+//! subscriber usually holds a whole /64). Limiter memory stays bounded: the admitter loop calls
+//! [`Limits::retain_recent`] every few seconds, which drops every key whose bucket is full again
+//! (an idle client costs nothing after `burst / rate` seconds).
 
 use axum::extract::connect_info::MockConnectInfo;
 use axum::extract::ConnectInfo;
-use axum::http::{HeaderMap, Request};
-use std::net::{IpAddr, SocketAddr};
+use axum::http::{Extensions, HeaderMap, Request, StatusCode};
+use axum::response::{IntoResponse, Response};
+use governor::clock::QuantaInstant;
+use governor::middleware::NoOpMiddleware;
+use sale_common::Problem;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
+use std::time::Duration;
+use tower_governor::governor::{GovernorConfig, GovernorConfigBuilder};
 use tower_governor::key_extractor::KeyExtractor;
-use tower_governor::GovernorError;
+use tower_governor::{GovernorError, GovernorLayer};
+
+/// One limiter's configuration.
+pub type Limiter = Arc<GovernorConfig<TrustedProxyKey, NoOpMiddleware<QuantaInstant>>>;
+
+/// The limiters of the fan endpoints.
+#[derive(Clone)]
+pub struct Limits {
+    /// `POST /api/events/{event}/join`.
+    pub join: Limiter,
+    /// `POST /api/events/{event}/heartbeat`.
+    pub heartbeat: Limiter,
+    /// `POST /api/events/{event}/admission`.
+    pub claim: Limiter,
+}
+
+fn limiter(per_sec: u64, burst: u32, key: &TrustedProxyKey) -> anyhow::Result<Limiter> {
+    let period = Duration::from_nanos(1_000_000_000 / per_sec.max(1));
+    GovernorConfigBuilder::default()
+        .period(period)
+        .burst_size(burst)
+        .key_extractor(key.clone())
+        .finish()
+        .map(Arc::new)
+        .ok_or_else(|| anyhow::anyhow!("rate limit: rate and burst must be > 0"))
+}
+
+impl Limits {
+    /// Limiters for joins (`join_*`) and for heartbeats and claims (`fan_*`, one limiter each);
+    /// rates per **second** per client key.
+    pub fn new(trusted: Vec<IpAddr>, join: (u64, u32), fan: (u64, u32)) -> anyhow::Result<Self> {
+        let key = TrustedProxyKey::new(trusted);
+        Ok(Self {
+            join: limiter(join.0, join.1, &key)?,
+            heartbeat: limiter(fan.0, fan.1, &key)?,
+            claim: limiter(fan.0, fan.1, &key)?,
+        })
+    }
+
+    /// Forgets keys whose buckets are full again; returns the keys still tracked.
+    pub fn retain_recent(&self) -> usize {
+        [&self.join, &self.heartbeat, &self.claim]
+            .iter()
+            .map(|l| {
+                l.limiter().retain_recent();
+                l.limiter().len()
+            })
+            .sum()
+    }
+
+    /// The layer for one limiter: 429 problem+json with `Retry-After`.
+    pub fn layer(
+        l: &Limiter,
+        what: &'static str,
+    ) -> GovernorLayer<TrustedProxyKey, NoOpMiddleware<QuantaInstant>, axum::body::Body> {
+        GovernorLayer::new(l.clone()).error_handler(move |e| too_many(e, what))
+    }
+}
+
+fn too_many(e: GovernorError, what: &'static str) -> Response {
+    match e {
+        GovernorError::TooManyRequests { wait_time, .. } => {
+            metrics::counter!("wr_rate_limited_total", "route" => what).increment(1);
+            Problem::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate-limited",
+                format!("Too many {what} requests"),
+            )
+            .retry_after(wait_time.max(1))
+            .into_response()
+        }
+        _ => Problem::bad_request("cannot identify the client").into_response(),
+    }
+}
+
+/// The peer address from `ConnectInfo` (or `MockConnectInfo` in router tests).
+pub fn peer_ip(ext: &Extensions) -> Option<IpAddr> {
+    ext.get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip())
+        .or_else(|| ext.get::<MockConnectInfo<SocketAddr>>().map(|c| c.0.ip()))
+}
+
+/// The limiter key of a client address: IPv4 as is, IPv6 cut to its /64 (IPv4-mapped IPv6
+/// addresses count as IPv4).
+pub fn rate_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let bits = u128::from(v6) & !((1u128 << 64) - 1);
+                IpAddr::V6(Ipv6Addr::from(bits))
+            }
+        },
+    }
+}
 
 /// Key extractor: peer IP, or the rightmost untrusted `X-Forwarded-For` hop behind a trusted
 /// proxy.
@@ -24,24 +129,19 @@ impl TrustedProxyKey {
             trusted: Arc::new(trusted),
         }
     }
+
+    /// Whether `peer` is a configured trusted proxy.
+    pub fn is_trusted(&self, peer: IpAddr) -> bool {
+        self.trusted.contains(&peer)
+    }
 }
 
 impl KeyExtractor for TrustedProxyKey {
     type Key = IpAddr;
 
     fn extract<T>(&self, req: &Request<T>) -> Result<Self::Key, GovernorError> {
-        let peer = req
-            .extensions()
-            .get::<ConnectInfo<SocketAddr>>()
-            .map(|c| c.0.ip())
-            .or_else(|| {
-                // Router tests provide the peer through `MockConnectInfo`.
-                req.extensions()
-                    .get::<MockConnectInfo<SocketAddr>>()
-                    .map(|c| c.0.ip())
-            })
-            .ok_or(GovernorError::UnableToExtractKey)?;
-        Ok(client_ip(peer, req.headers(), &self.trusted))
+        let peer = peer_ip(req.extensions()).ok_or(GovernorError::UnableToExtractKey)?;
+        Ok(rate_key(client_ip(peer, req.headers(), &self.trusted)))
     }
 }
 
@@ -92,5 +192,15 @@ mod tests {
         let proxy: IpAddr = "10.0.0.1".parse().expect("ip");
         let got = client_ip(proxy, &xff("6.6.6.6, 198.51.100.9"), &[proxy]);
         assert_eq!(got, "198.51.100.9".parse::<IpAddr>().expect("ip"));
+    }
+
+    #[test]
+    fn ipv6_clients_share_a_key_per_slash_64() {
+        let k = |s: &str| rate_key(s.parse().expect("ip"));
+        assert_eq!(k("2001:db8:1:2:aaaa::1"), k("2001:db8:1:2:ffff::9"));
+        assert_ne!(k("2001:db8:1:2::1"), k("2001:db8:1:3::1"));
+        assert_eq!(k("2001:db8:1:2:aaaa::1"), k("2001:db8:1:2::"));
+        assert_eq!(k("::ffff:192.0.2.1"), k("192.0.2.1"));
+        assert_ne!(k("192.0.2.1"), k("192.0.2.2"));
     }
 }

@@ -52,9 +52,12 @@ pub struct AdmissionClaims {
 /// Why a join token was refused (always a 401, decided before any store call).
 #[derive(Debug, thiserror::Error)]
 pub enum TokenError {
-    /// Bad encoding, signature, algorithm or key id.
+    /// Not a well-formed HS256 JWT with the expected claims.
     #[error("invalid join token")]
     Invalid,
+    /// Well-formed, but the signature or key id is not ours.
+    #[error("invalid join token")]
+    Forged,
     /// Past `exp` (or issued in the future).
     #[error("join token expired")]
     Expired,
@@ -73,6 +76,19 @@ pub struct JoinKeys {
     kid: String,
     enc: EncodingKey,
     dec: DecodingKey,
+    secret: Vec<u8>,
+}
+
+impl TokenError {
+    /// Metric label of the reason.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Invalid => "malformed",
+            Self::Forged => "forged",
+            Self::Expired => "expired",
+            Self::WrongEvent => "wrong_event",
+        }
+    }
 }
 
 impl JoinKeys {
@@ -82,7 +98,26 @@ impl JoinKeys {
             kid: format!("j-{}", fingerprint(secret)),
             enc: EncodingKey::from_secret(secret),
             dec: DecodingKey::from_secret(secret),
+            secret: secret.to_vec(),
         }
+    }
+
+    /// The visitor id of a verified upstream identity: a UUID (v4 layout) from
+    /// HMAC-SHA256(join secret, event ‖ identity), so one identity is one visitor per event and
+    /// nobody without the secret can predict another identity's id.
+    pub fn identity_visitor(&self, event: &EventId, identity: &str) -> VisitorId {
+        use hmac::{Hmac, Mac};
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.secret)
+            .expect("HMAC takes keys of any length");
+        mac.update(b"identity\0");
+        mac.update(event.as_str().as_bytes());
+        mac.update(b"\0");
+        mac.update(identity.as_bytes());
+        let out = mac.finalize().into_bytes();
+        let mut bytes = [0u8; 16];
+        bytes.copy_from_slice(&out[..16]);
+        let id = uuid::Builder::from_random_bytes(bytes).into_uuid();
+        VisitorId::from_verified(id.to_string())
     }
 
     /// Signs a join token for `visitor` at `now` (epoch s) valid `ttl_secs` seconds.
@@ -106,9 +141,12 @@ impl JoinKeys {
         v.validate_aud = false;
         v.leeway = 0;
         v.required_spec_claims.clear();
-        let data = decode::<JoinClaims>(token, &self.dec, &v).map_err(|_| TokenError::Invalid)?;
+        let data = decode::<JoinClaims>(token, &self.dec, &v).map_err(|e| match e.kind() {
+            jsonwebtoken::errors::ErrorKind::InvalidSignature => TokenError::Forged,
+            _ => TokenError::Invalid,
+        })?;
         if data.header.kid.as_deref() != Some(self.kid.as_str()) {
-            return Err(TokenError::Invalid);
+            return Err(TokenError::Forged);
         }
         let c = data.claims;
         if c.exp + JOIN_LEEWAY_SECS <= now || c.iat - JOIN_LEEWAY_SECS > now {

@@ -7,11 +7,50 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 use waiting_room::admitter::open_event;
-use waiting_room::domain::{ClaimOutcome, EventId, EventMeta, EventState, VisitorId};
-use waiting_room::store::{memory::MemoryStore, redis::RedisStore, QueueStore};
+use waiting_room::domain::{
+    AdvanceParams, ClaimOutcome, EventId, EventMeta, EventState, Liveness, VisitorId,
+};
+use waiting_room::store::{memory::MemoryStore, redis::RedisStore, Advance, QueueStore};
+
+#[path = "conformance/liveness.rs"]
+mod liveness;
+use liveness::*;
 
 type Store = Arc<dyn QueueStore>;
 const NOW: i64 = 1_764_500_000;
+/// Rejoin grace used throughout, ms.
+const REJOIN: u64 = 120_000;
+/// Silence grace used throughout, ms.
+const SILENCE: u64 = 30_000;
+
+fn params(n: u64, max_active: u64, now_s: i64, grace: u64) -> AdvanceParams {
+    AdvanceParams {
+        n,
+        max_active,
+        now_ms: now_s * 1000,
+        invite_grace_secs: grace,
+        liveness: Liveness {
+            silence_ms: SILENCE,
+            ready_window: 100,
+            scan_limit: 10_000,
+        },
+    }
+}
+
+/// Every fan in `fans` sends a heartbeat at `now_s`.
+async fn beat(s: &Store, fans: &[VisitorId], now_s: i64) {
+    for f in fans {
+        s.heartbeat(&ev(), f, now_s * 1000, REJOIN)
+            .await
+            .expect("heartbeat");
+    }
+}
+
+async fn advance(s: &Store, n: u64, max_active: u64, now_s: i64, grace: u64) -> Advance {
+    s.advance_cursor(&ev(), &params(n, max_active, now_s, grace))
+        .await
+        .expect("advance")
+}
 
 fn ev() -> EventId {
     EventId::parse("demo").expect("id")
@@ -44,7 +83,10 @@ async fn open_with(s: &Store, max_active: u64) {
 }
 
 async fn join(s: &Store, v: &VisitorId) -> Option<u64> {
-    s.join(&ev(), v).await.expect("join").queue_number
+    s.join(&ev(), v, NOW * 1000, REJOIN)
+        .await
+        .expect("join")
+        .queue_number
 }
 
 async fn rejoin_keeps_place(s: Store) {
@@ -58,14 +100,15 @@ async fn rejoin_keeps_place(s: Store) {
         "a re-join never moves a visitor back"
     );
     let f = s
-        .figures(&ev(), NOW)
+        .figures(&ev(), (NOW) * 1000, SILENCE)
         .await
         .expect("figures")
         .expect("exists");
     assert_eq!(f.last_number, 2);
     assert_eq!(f.queue_length(), 2);
     assert!(matches!(
-        s.join(&EventId::parse("nope").expect("id"), &a).await,
+        s.join(&EventId::parse("nope").expect("id"), &a, NOW * 1000, REJOIN)
+            .await,
         Err(waiting_room::store::StoreError::NotFound)
     ));
 }
@@ -76,7 +119,12 @@ async fn case_w05_thousand_identical_joins(s: Store) {
     let v = VisitorId::random();
     let tasks = (0..1000).map(|_| {
         let (s, v) = (s.clone(), v.clone());
-        tokio::spawn(async move { s.join(&ev(), &v).await.expect("join").queue_number })
+        tokio::spawn(async move {
+            s.join(&ev(), &v, NOW * 1000, REJOIN)
+                .await
+                .expect("join")
+                .queue_number
+        })
     });
     let numbers: HashSet<Option<u64>> = join_all(tasks)
         .await
@@ -89,7 +137,7 @@ async fn case_w05_thousand_identical_joins(s: Store) {
         "every response names the first number"
     );
     let f = s
-        .figures(&ev(), NOW)
+        .figures(&ev(), (NOW) * 1000, SILENCE)
         .await
         .expect("figures")
         .expect("exists");
@@ -175,27 +223,21 @@ async fn cursor_never_passes_max_active(s: Store) {
     for f in &fans {
         join(&s, f).await;
     }
-    let a = s
-        .advance_cursor(&ev(), 100, 10, NOW, 60)
-        .await
-        .expect("advance");
+    let a = advance(&s, 100, 10, NOW, 60).await;
     assert_eq!((a.cursor, a.moved), (10, 10));
-    let a = s
-        .advance_cursor(&ev(), 100, 10, NOW, 60)
-        .await
-        .expect("advance");
+    let a = advance(&s, 100, 10, NOW, 60).await;
     assert_eq!(a.cursor, 10, "unclaimed invitations hold their slots");
     for f in &fans[..10] {
-        let c = s.claim(&ev(), f, NOW, 600, "j").await.expect("claim");
+        let c = s
+            .claim(&ev(), f, (NOW) * 1000, 600, "j", REJOIN)
+            .await
+            .expect("claim");
         assert!(matches!(c, ClaimOutcome::Admitted(_)));
     }
-    let a = s
-        .advance_cursor(&ev(), 100, 10, NOW + 1, 60)
-        .await
-        .expect("advance");
+    let a = advance(&s, 100, 10, NOW + 1, 60).await;
     assert_eq!(a.cursor, 10, "live admissions hold their slots");
     let f = s
-        .figures(&ev(), NOW + 1)
+        .figures(&ev(), (NOW + 1) * 1000, SILENCE)
         .await
         .expect("figures")
         .expect("exists");
@@ -203,15 +245,11 @@ async fn cursor_never_passes_max_active(s: Store) {
         (f.active, f.admitted_total, f.max_active_seen),
         (10, 10, 10)
     );
-    let a = s
-        .advance_cursor(&ev(), 100, 10, NOW + 601, 60)
-        .await
-        .expect("advance");
+    beat(&s, &fans[10..], NOW + 600).await;
+    let a = advance(&s, 100, 10, NOW + 601, 60).await;
     assert_eq!(a.cursor, 20, "expired admissions free their slots");
-    let a = s
-        .advance_cursor(&ev(), 100, 1000, NOW + 2000, 60)
-        .await
-        .expect("advance");
+    beat(&s, &fans[20..], NOW + 1999).await;
+    let a = advance(&s, 100, 1000, NOW + 2000, 60).await;
     assert_eq!(a.cursor, 30, "never past the last number");
 }
 
@@ -220,7 +258,10 @@ async fn claim_is_idempotent(s: Store) {
     let (a, b) = (VisitorId::random(), VisitorId::random());
     join(&s, &a).await;
     join(&s, &b).await;
-    let c = s.claim(&ev(), &a, NOW, 600, "early").await.expect("claim");
+    let c = s
+        .claim(&ev(), &a, (NOW) * 1000, 600, "early", REJOIN)
+        .await
+        .expect("claim");
     assert_eq!(
         c,
         ClaimOutcome::NotYourTurn {
@@ -228,12 +269,13 @@ async fn claim_is_idempotent(s: Store) {
             cursor: 0
         }
     );
-    s.advance_cursor(&ev(), 1, 10, NOW, 60)
+    advance(&s, 1, 10, NOW, 60).await;
+    let first = s
+        .claim(&ev(), &a, (NOW) * 1000, 600, "jti-1", REJOIN)
         .await
-        .expect("advance");
-    let first = s.claim(&ev(), &a, NOW, 600, "jti-1").await.expect("claim");
+        .expect("claim");
     let again = s
-        .claim(&ev(), &a, NOW + 5, 600, "jti-2")
+        .claim(&ev(), &a, (NOW + 5) * 1000, 600, "jti-2", REJOIN)
         .await
         .expect("claim");
     assert_eq!(first, again, "same jti and expiry");
@@ -244,13 +286,16 @@ async fn claim_is_idempotent(s: Store) {
         other => panic!("not admitted: {other:?}"),
     }
     let f = s
-        .figures(&ev(), NOW + 5)
+        .figures(&ev(), (NOW + 5) * 1000, SILENCE)
         .await
         .expect("figures")
         .expect("exists");
     assert_eq!((f.active, f.admitted_total), (1, 1), "no second slot");
     assert!(s.position(&ev(), &a).await.expect("pos").admitted);
-    let c = s.claim(&ev(), &b, NOW, 600, "x").await.expect("claim");
+    let c = s
+        .claim(&ev(), &b, (NOW) * 1000, 600, "x", REJOIN)
+        .await
+        .expect("claim");
     assert_eq!(
         c,
         ClaimOutcome::NotYourTurn {
@@ -269,12 +314,12 @@ async fn paused_holds_the_cursor(s: Store) {
         .await
         .expect("pause");
     assert_eq!(st, EventState::Paused);
-    let a = s
-        .advance_cursor(&ev(), 5, 10, NOW, 60)
-        .await
-        .expect("advance");
+    let a = advance(&s, 5, 10, NOW, 60).await;
     assert_eq!(a.moved, 0);
-    let c = s.claim(&ev(), &v, NOW, 600, "j").await.expect("claim");
+    let c = s
+        .claim(&ev(), &v, (NOW) * 1000, 600, "j", REJOIN)
+        .await
+        .expect("claim");
     assert_eq!(c, ClaimOutcome::Refused(EventState::Paused));
     let st = s
         .transition(&ev(), &[EventState::Prequeue], EventState::Open)
@@ -333,4 +378,9 @@ conformance!(
     claim_is_idempotent,
     paused_holds_the_cursor,
     owner_lock_has_one_holder,
+    case_w06_abandoned_places_are_skipped,
+    skipped_fan_back_in_time_is_admitted_next_tick,
+    fans_behind_the_ready_window_need_not_heartbeat,
+    session_end_frees_the_slot_once,
+    audit_trail_keeps_actions_in_order,
 );

@@ -1,21 +1,22 @@
 //! Operator API (API.md "admin"): bearer admin token compared in constant time; create events,
-//! change admit rate and `max_active` live, pause/resume/open/close, read figures. Every change
-//! is logged with the operator action and time, and republishes the status document at once.
+//! change admit rate and `max_active` live, pause/resume/open/close/sold-out, read figures and
+//! the audit trail. Every change is recorded in the store's audit trail (who = `X-Operator`,
+//! what, old value, new value, when) and republishes the status document at once.
 
 use super::error::bounded;
 use super::{parse_event, private_json, AppState};
 use crate::admitter::open_event;
-use crate::domain::{EventId, EventMeta, EventState};
-use crate::status::StatusDoc;
+use crate::domain::{AuditEntry, EventId, EventMeta, EventState};
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{Path, Request, State};
-use axum::http::{header, StatusCode};
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use sale_common::Problem;
 use serde::Deserialize;
+use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
@@ -24,12 +25,21 @@ pub fn routes(state: AppState) -> Router<AppState> {
     Router::new()
         .route("/admin/events", get(list).post(create))
         .route("/admin/events/{event}", get(figures).patch(patch))
+        .route("/admin/events/{event}/audit", get(audit))
         .route("/admin/events/{event}/pause", post(pause))
         .route("/admin/events/{event}/resume", post(resume))
         .route("/admin/events/{event}/open", post(open))
         .route("/admin/events/{event}/close", post(close))
         .route("/admin/events/{event}/sold-out", post(sold_out))
         .route_layer(middleware::from_fn_with_state(state, require_admin))
+}
+
+/// Constant-time comparison of a bearer token with the expected one (hashing both sides makes
+/// the time independent of the lengths). An empty token never matches.
+pub fn token_matches(given: &str, expected: &str) -> bool {
+    let a = Sha256::digest(given.as_bytes());
+    let b = Sha256::digest(expected.as_bytes());
+    !given.is_empty() && bool::from(a.ct_eq(&b))
 }
 
 async fn require_admin(State(st): State<AppState>, req: Request, next: Next) -> Response {
@@ -39,10 +49,7 @@ async fn require_admin(State(st): State<AppState>, req: Request, next: Next) -> 
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .unwrap_or("");
-    // Hash both sides so the comparison is constant-time regardless of length.
-    let a = Sha256::digest(given.as_bytes());
-    let b = Sha256::digest(st.0.config.admin_token.expose().as_bytes());
-    if given.is_empty() || !bool::from(a.ct_eq(&b)) {
+    if !token_matches(given, st.0.config.admin_token.expose()) {
         return axum::response::IntoResponse::into_response(Problem::unauthorized(
             "admin-token-required",
             "send Authorization: Bearer <admin token>",
@@ -51,16 +58,49 @@ async fn require_admin(State(st): State<AppState>, req: Request, next: Next) -> 
     next.run(req).await
 }
 
-async fn figures_json(st: &AppState, event: &EventId) -> Result<serde_json::Value, Problem> {
-    let now = st.0.clock.now_secs();
-    let f = bounded(st.store_timeout(), st.0.store.figures(event, now))
+/// The operator's name from `X-Operator` (1..=64 visible ASCII chars), else `unnamed`.
+fn operator(headers: &HeaderMap) -> String {
+    headers
+        .get("x-operator")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|s| !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_graphic()))
+        .unwrap_or("unnamed")
+        .to_owned()
+}
+
+/// Records one action; a failure to record is logged (the change itself is already done).
+pub async fn record(st: &AppState, event: &EventId, who: &str, what: &str, old: Value, new: Value) {
+    let entry = AuditEntry {
+        at: st.0.clock.now_secs(),
+        operator: who.to_owned(),
+        action: what.to_owned(),
+        old,
+        new,
+    };
+    tracing::info!(event = %event, operator = who, action = what, old = %entry.old, new = %entry.new, "operator change");
+    let write = st.0.store.audit_append(event, &entry);
+    if let Err(e) = bounded(st.store_timeout(), write).await {
+        tracing::error!(event = %event, action = what, error = %e.title, "audit entry not stored");
+    }
+}
+
+async fn figures_json(st: &AppState, event: &EventId) -> Result<Value, Problem> {
+    let f = st
+        .figures(event)
         .await?
         .ok_or_else(|| Problem::not_found("no such event"))?;
-    let doc = StatusDoc::build(&f, st.0.config.poll_interval_ms, now);
-    st.0.status.publish(event.clone(), doc.clone());
+    let doc = st.publish(&f);
     let mut v = serde_json::to_value(doc).map_err(|_| Problem::internal())?;
     v["admitted_total"] = f.admitted_total.into();
     v["max_active_seen"] = f.max_active_seen.into();
+    v["last_number"] = f.last_number.into();
+    v["prequeued"] = f.prequeued.into();
+    v["silent_in_window"] = f.silent.into();
+    v["returning"] = f.returning.into();
+    v["skipped_total"] = f.skipped_total.into();
+    v["sessions_ended_total"] = f.ended_total.into();
+    v["internal_state"] = f.meta.state.as_str().into();
     Ok(v)
 }
 
@@ -70,7 +110,7 @@ async fn list(State(st): State<AppState>) -> Result<Response, Problem> {
     for id in ids {
         out.push(figures_json(&st, &id).await?);
     }
-    Ok(private_json(StatusCode::OK, serde_json::Value::Array(out)))
+    Ok(private_json(StatusCode::OK, Value::Array(out)))
 }
 
 /// Body of `POST /admin/events`.
@@ -103,6 +143,7 @@ fn check_rate(r: f64) -> Result<f64, Problem> {
 
 async fn create(
     State(st): State<AppState>,
+    headers: HeaderMap,
     body: Result<Json<CreateEvent>, JsonRejection>,
 ) -> Result<Response, Problem> {
     let Json(b) = body?;
@@ -124,7 +165,9 @@ async fn create(
             "Event exists",
         ));
     }
-    tracing::info!(event = %id, action = "create", "operator change");
+    let new = json!({"opens_at": meta.opens_at, "admit_rate": meta.admit_rate,
+        "max_active": meta.max_active, "admission_ttl_secs": meta.admission_ttl_secs});
+    record(&st, &id, &operator(&headers), "create", Value::Null, new).await;
     Ok(private_json(
         StatusCode::CREATED,
         figures_json(&st, &id).await?,
@@ -142,6 +185,24 @@ async fn figures(
     ))
 }
 
+/// Query of `GET /admin/events/{event}/audit`.
+#[derive(Debug, Deserialize)]
+pub struct AuditQuery {
+    limit: Option<usize>,
+}
+
+async fn audit(
+    State(st): State<AppState>,
+    Path(event): Path<String>,
+    Query(q): Query<AuditQuery>,
+) -> Result<Response, Problem> {
+    let event = parse_event(&event)?;
+    let limit = q.limit.unwrap_or(100).clamp(1, crate::store::AUDIT_KEEP);
+    let entries = bounded(st.store_timeout(), st.0.store.audit(&event, limit)).await?;
+    let body = serde_json::to_value(entries).map_err(|_| Problem::internal())?;
+    Ok(private_json(StatusCode::OK, body))
+}
+
 /// Body of `PATCH /admin/events/{event}`.
 #[derive(Debug, Deserialize)]
 pub struct PatchEvent {
@@ -152,63 +213,147 @@ pub struct PatchEvent {
 async fn patch(
     State(st): State<AppState>,
     Path(event): Path<String>,
+    headers: HeaderMap,
     body: Result<Json<PatchEvent>, JsonRejection>,
 ) -> Result<Response, Problem> {
     let event = parse_event(&event)?;
     let Json(b) = body?;
     let rate = b.admit_rate.map(check_rate).transpose()?;
-    bounded(
-        st.store_timeout(),
-        st.0.store.set_knobs(&event, rate, b.max_active),
-    )
-    .await?;
-    tracing::info!(event = %event, action = "patch", ?rate, max_active = ?b.max_active, "operator change");
+    let limit = st.store_timeout();
+    let old = bounded(limit, st.0.store.event(&event))
+        .await?
+        .ok_or_else(|| Problem::not_found("no such event"))?;
+    bounded(limit, st.0.store.set_knobs(&event, rate, b.max_active)).await?;
+    let who = operator(&headers);
+    if let Some(r) = rate {
+        record(
+            &st,
+            &event,
+            &who,
+            "set_admit_rate",
+            old.admit_rate.into(),
+            r.into(),
+        )
+        .await;
+    }
+    if let Some(m) = b.max_active {
+        record(
+            &st,
+            &event,
+            &who,
+            "set_max_active",
+            old.max_active.into(),
+            m.into(),
+        )
+        .await;
+    }
     Ok(private_json(
         StatusCode::OK,
         figures_json(&st, &event).await?,
     ))
 }
 
+/// A compare-and-set state change, recorded in the audit trail with the state before and
+/// after; returns the state after (unchanged when the event was not in one of `from`).
+pub async fn audited_transition(
+    st: &AppState,
+    event: &EventId,
+    who: &str,
+    from: &[EventState],
+    to: EventState,
+) -> Result<EventState, Problem> {
+    let limit = st.store_timeout();
+    let old = bounded(limit, st.0.store.event(event))
+        .await?
+        .ok_or_else(|| Problem::not_found("no such event"))?;
+    let after = bounded(limit, st.0.store.transition(event, from, to)).await?;
+    let action = if to == EventState::Open {
+        "resume"
+    } else {
+        to.as_str()
+    };
+    record(
+        st,
+        event,
+        who,
+        action,
+        old.state.as_str().into(),
+        after.as_str().into(),
+    )
+    .await;
+    st.refresh_status(event).await;
+    Ok(after)
+}
+
 async fn change(
     st: &AppState,
     event: &str,
+    headers: &HeaderMap,
     from: &[EventState],
     to: EventState,
 ) -> Result<Response, Problem> {
     let event = parse_event(event)?;
-    bounded(st.store_timeout(), st.0.store.transition(&event, from, to)).await?;
-    tracing::info!(event = %event, action = to.as_str(), "operator change");
+    audited_transition(st, &event, &operator(headers), from, to).await?;
     Ok(private_json(
         StatusCode::OK,
         figures_json(st, &event).await?,
     ))
 }
 
-async fn pause(State(st): State<AppState>, Path(e): Path<String>) -> Result<Response, Problem> {
-    change(&st, &e, &[EventState::Open], EventState::Paused).await
+type Ev = Path<String>;
+
+async fn pause(State(st): State<AppState>, Path(e): Ev, h: HeaderMap) -> Result<Response, Problem> {
+    change(&st, &e, &h, &[EventState::Open], EventState::Paused).await
 }
 
-async fn resume(State(st): State<AppState>, Path(e): Path<String>) -> Result<Response, Problem> {
-    change(&st, &e, &[EventState::Paused], EventState::Open).await
+async fn resume(
+    State(st): State<AppState>,
+    Path(e): Ev,
+    h: HeaderMap,
+) -> Result<Response, Problem> {
+    change(&st, &e, &h, &[EventState::Paused], EventState::Open).await
 }
 
-async fn close(State(st): State<AppState>, Path(e): Path<String>) -> Result<Response, Problem> {
+async fn close(State(st): State<AppState>, Path(e): Ev, h: HeaderMap) -> Result<Response, Problem> {
     use EventState::*;
-    change(&st, &e, &[Prequeue, Opening, Open, Paused], Closed).await
+    change(&st, &e, &h, &[Prequeue, Opening, Open, Paused], Closed).await
 }
 
-async fn sold_out(State(st): State<AppState>, Path(e): Path<String>) -> Result<Response, Problem> {
+async fn sold_out(
+    State(st): State<AppState>,
+    Path(e): Ev,
+    h: HeaderMap,
+) -> Result<Response, Problem> {
     use EventState::*;
-    change(&st, &e, &[Prequeue, Opening, Open, Paused, Closed], SoldOut).await
+    change(
+        &st,
+        &e,
+        &h,
+        &[Prequeue, Opening, Open, Paused, Closed],
+        SoldOut,
+    )
+    .await
 }
 
 /// `POST /admin/events/{event}/open`: opens now (shuffles the pre-queue) when still pre-queued.
-async fn open(State(st): State<AppState>, Path(e): Path<String>) -> Result<Response, Problem> {
+async fn open(State(st): State<AppState>, Path(e): Ev, h: HeaderMap) -> Result<Response, Problem> {
     let event = parse_event(&e)?;
+    let limit = st.store_timeout();
+    let old = bounded(limit, st.0.store.event(&event))
+        .await?
+        .ok_or_else(|| Problem::not_found("no such event"))?;
     // The shuffle runs in bounded chunks; give it more time than a single store call.
-    let limit = st.store_timeout() * 30;
-    bounded(limit, open_event(st.0.store.as_ref(), &event)).await?;
-    tracing::info!(event = %event, action = "open", "operator change");
+    let n = bounded(limit * 30, open_event(st.0.store.as_ref(), &event)).await?;
+    let new = json!({"state": "open", "prequeued_numbered": n});
+    record(
+        &st,
+        &event,
+        &operator(&h),
+        "open",
+        old.state.as_str().into(),
+        new,
+    )
+    .await;
     Ok(private_json(
         StatusCode::OK,
         figures_json(&st, &event).await?,

@@ -16,6 +16,7 @@ pub fn store_problem(e: StoreError) -> Problem {
         StoreError::NotFound => Problem::not_found("no such event"),
         StoreError::Unavailable(cause) => {
             tracing::warn!(%cause, "queue store unavailable");
+            crate::telemetry::store_error("request");
             Problem::unavailable("the queue is busy, retry shortly", RETRY_AFTER_SECS)
         }
     }

@@ -1,28 +1,65 @@
-//! Per-fan endpoints: join, position, admission (API.md). Tokens are checked before any store
-//! call; every answer is `private, no-store`.
+//! Per-fan endpoints: join, heartbeat, position, admission (API.md). Tokens are checked before
+//! any store call; every answer is `private, no-store`. A join behind a trusted proxy that
+//! sets the configured identity header gets the visitor id derived from that identity, so one
+//! identity holds one place.
 
 use super::error::bounded;
 use super::{parse_event, private_json, AppState};
-use crate::domain::{ClaimOutcome, EventState, VisitorId};
+use crate::domain::{ClaimOutcome, EventId, EventState, VisitorId};
+use crate::ratelimit::{peer_ip, TrustedProxyKey};
 use crate::tokens::new_jti;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use sale_common::Problem;
 use serde_json::json;
 
-/// `POST /api/events/{event}/join`: a new place, or the same place for a valid join token.
+/// The verified identity of a join: set by a trusted upstream in `identity_header`, honoured
+/// only when the peer is a trusted proxy. `Ok(None)` when not configured or absent.
+fn upstream_identity(st: &AppState, req: &Request) -> Result<Option<String>, Problem> {
+    let Some(name) = st.0.config.identity_header.as_deref() else {
+        return Ok(None);
+    };
+    let Some(value) = req.headers().get(name) else {
+        return Ok(None);
+    };
+    let trusted = TrustedProxyKey::new(st.0.config.trusted_proxies.clone());
+    if !peer_ip(req.extensions()).is_some_and(|p| trusted.is_trusted(p)) {
+        return Ok(None);
+    }
+    let id = value
+        .to_str()
+        .ok()
+        .map(str::trim)
+        .filter(|s| !s.is_empty() && s.len() <= 256)
+        .ok_or_else(|| Problem::bad_request("identity header: 1..=256 visible characters"))?;
+    Ok(Some(id.to_owned()))
+}
+
+/// `POST /api/events/{event}/join`: a new place, or the same place for a valid join token (or
+/// the same verified identity).
 #[tracing::instrument(skip_all, fields(event = %event))]
 pub async fn join(
     State(st): State<AppState>,
     Path(event): Path<String>,
-    headers: HeaderMap,
+    req: Request,
 ) -> Result<Response, Problem> {
     let event = parse_event(&event)?;
-    let visitor = st
-        .join_identity(&headers, &event)?
-        .unwrap_or_else(VisitorId::random);
-    let out = bounded(st.store_timeout(), st.0.store.join(&event, &visitor)).await?;
+    let by_token = st.join_identity(req.headers(), &event)?;
+    let visitor = match (by_token, upstream_identity(&st, &req)?) {
+        (_, Some(identity)) => st.0.join_keys.identity_visitor(&event, &identity),
+        (Some(v), None) => v,
+        (None, None) => VisitorId::random(),
+    };
+    let now_ms = st.0.clock.now_ms();
+    let rejoin = st.0.config.rejoin_grace_ms();
+    let store = &st.0.store;
+    let out = bounded(
+        st.store_timeout(),
+        store.join(&event, &visitor, now_ms, rejoin),
+    )
+    .await?;
+    metrics::counter!("wr_joins_total", "event" => event.to_string()).increment(1);
     let now = st.0.clock.now_secs();
     let token =
         st.0.join_keys
@@ -41,14 +78,42 @@ pub async fn join(
 fn require_identity(
     st: &AppState,
     headers: &HeaderMap,
-    event: &crate::domain::EventId,
+    event: &EventId,
 ) -> Result<VisitorId, Problem> {
     st.join_identity(headers, event)?.ok_or_else(|| {
+        crate::telemetry::rejected_token("join", "missing");
         Problem::unauthorized(
             "join-token-required",
             "send Authorization: Bearer <join_token>",
         )
     })
+}
+
+/// `POST /api/events/{event}/heartbeat`: a fan in the ready window says it is still there (one
+/// store call); also brings a skipped fan back within the rejoin grace.
+#[tracing::instrument(skip_all, fields(event = %event))]
+pub async fn heartbeat(
+    State(st): State<AppState>,
+    Path(event): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, Problem> {
+    let event = parse_event(&event)?;
+    let visitor = require_identity(&st, &headers, &event)?;
+    let now_ms = st.0.clock.now_ms();
+    let rejoin = st.0.config.rejoin_grace_ms();
+    let call = st.0.store.heartbeat(&event, &visitor, now_ms, rejoin);
+    let h = bounded(st.store_timeout(), call).await?;
+    metrics::counter!("wr_heartbeats_total", "event" => event.to_string()).increment(1);
+    Ok(private_json(
+        StatusCode::OK,
+        json!({
+            "queue_number": h.queue_number,
+            "cursor": h.cursor,
+            "state": h.state.public(),
+            "place": h.place.as_str(),
+            "heartbeat_interval_ms": st.0.config.heartbeat_interval_ms,
+        }),
+    ))
 }
 
 /// `GET /api/events/{event}/position`.
@@ -87,11 +152,13 @@ pub async fn admission(
     let meta = bounded(limit, st.0.store.event(&event))
         .await?
         .ok_or_else(|| Problem::not_found("no such event"))?;
-    let now = st.0.clock.now_secs();
-    let ttl = meta.admission_ttl_secs;
-    let jti = new_jti();
-    let outcome = bounded(limit, st.0.store.claim(&event, &visitor, now, ttl, &jti)).await?;
-    match outcome {
+    let now_ms = st.0.clock.now_ms();
+    let (ttl, jti) = (meta.admission_ttl_secs, new_jti());
+    let rejoin = st.0.config.rejoin_grace_ms();
+    let call =
+        st.0.store
+            .claim(&event, &visitor, now_ms, ttl, &jti, rejoin);
+    match bounded(limit, call).await? {
         ClaimOutcome::Admitted(a) => {
             let claims = st.0.signer.claims(&event, visitor.as_str(), &a);
             let token = st.0.signer.sign(&claims).map_err(|e| {
@@ -116,6 +183,19 @@ pub async fn admission(
                 .with("queue_number", queue_number)
                 .with("cursor", cursor),
         ),
+        ClaimOutcome::Returning { queue_number } => Err(Problem::new(
+            StatusCode::CONFLICT,
+            "returning",
+            "Welcome back: you keep your place and are let in at the next tick",
+        )
+        .with("queue_number", queue_number)
+        .retry_after(1)),
+        ClaimOutcome::Lost { queue_number } => Err(Problem::new(
+            StatusCode::GONE,
+            "place-lost",
+            "Your place was skipped and the rejoin grace has passed; join again",
+        )
+        .with("queue_number", queue_number)),
         ClaimOutcome::Refused(state) => Err(refused(state)),
     }
 }

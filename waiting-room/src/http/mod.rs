@@ -5,12 +5,13 @@
 pub mod admin;
 pub mod error;
 pub mod fan;
+pub mod internal;
 pub mod public;
 
 use crate::config::Config;
-use crate::domain::{EventId, VisitorId};
-use crate::ratelimit::TrustedProxyKey;
-use crate::status::{StatusBoard, StatusDoc};
+use crate::domain::{EventId, Figures, VisitorId};
+use crate::ratelimit::Limits;
+use crate::status::{Intervals, StatusBoard, StatusDoc};
 use crate::store::QueueStore;
 use crate::tokens::{AdmissionSigner, JoinKeys, TokenError};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -20,8 +21,6 @@ use axum::{Json, Router};
 use sale_common::{Problem, SharedClock};
 use std::sync::Arc;
 use std::time::Duration;
-use tower_governor::governor::GovernorConfigBuilder;
-use tower_governor::GovernorLayer;
 
 /// Everything a handler needs; cheap to clone.
 #[derive(Clone)]
@@ -41,6 +40,8 @@ pub struct Inner {
     pub signer: AdmissionSigner,
     /// Published status documents.
     pub status: StatusBoard,
+    /// Per-client-IP limiters of the fan endpoints.
+    pub limits: Limits,
 }
 
 impl AppState {
@@ -58,6 +59,11 @@ impl AppState {
             &config.audience,
         )?;
         let join_keys = JoinKeys::new(config.join_hmac_key.expose().as_bytes());
+        let limits = Limits::new(
+            config.trusted_proxies.clone(),
+            (config.join_rate_per_sec, config.join_burst),
+            (config.fan_rate_per_sec, config.fan_burst),
+        )?;
         for e in &config.events {
             store.create_event(&e.meta()).await?;
         }
@@ -68,6 +74,7 @@ impl AppState {
             join_keys,
             signer,
             status: StatusBoard::default(),
+            limits,
         }));
         for e in state.0.config.events.clone() {
             state.refresh_status(&e.id).await;
@@ -80,17 +87,42 @@ impl AppState {
         Duration::from_millis(self.0.config.store_timeout_ms)
     }
 
+    /// Reads `event`'s live figures within the store bound (`None`: unknown event).
+    pub async fn figures(&self, event: &EventId) -> Result<Option<Figures>, Problem> {
+        let now_ms = self.0.clock.now_ms();
+        let silence = self.0.config.silence_grace_ms;
+        error::bounded(
+            self.store_timeout(),
+            self.0.store.figures(event, now_ms, silence),
+        )
+        .await
+    }
+
+    /// The intervals advertised to fans.
+    pub fn intervals(&self) -> Intervals {
+        let c = &self.0.config;
+        Intervals {
+            poll_ms: c.poll_interval_ms,
+            heartbeat_ms: c.heartbeat_interval_ms,
+            ready_window: c.ready_window_min,
+        }
+    }
+
+    /// Builds and publishes `event`'s status document from figures just read.
+    pub fn publish(&self, f: &Figures) -> StatusDoc {
+        let doc = self
+            .0
+            .status
+            .build(f, self.intervals(), self.0.clock.now_ms());
+        crate::telemetry::record_figures(f, &doc);
+        self.0.status.publish(f.meta.id.clone(), doc.clone());
+        doc
+    }
+
     /// Rebuilds `event`'s status document from the store; failures keep the old document.
     pub async fn refresh_status(&self, event: &EventId) -> Option<StatusDoc> {
-        let now = self.0.clock.now_secs();
-        let read = self.0.store.figures(event, now);
-        let f = tokio::time::timeout(self.store_timeout(), read)
-            .await
-            .ok()?
-            .ok()??;
-        let doc = StatusDoc::build(&f, self.0.config.poll_interval_ms, now);
-        self.0.status.publish(event.clone(), doc.clone());
-        Some(doc)
+        let f = self.figures(event).await.ok()??;
+        Some(self.publish(&f))
     }
 
     /// Verifies the `Authorization: Bearer` join token, before any store call. `Ok(None)` when
@@ -108,10 +140,15 @@ impl AppState {
             .ok()
             .and_then(|v| v.strip_prefix("Bearer "))
             .ok_or_else(|| {
+                crate::telemetry::rejected_token("join", "malformed");
                 Problem::unauthorized("invalid-join-token", "expected a Bearer token")
             })?;
         let now = self.0.clock.now_secs();
-        match self.0.join_keys.verify(token.trim(), event, now) {
+        let r = self.0.join_keys.verify(token.trim(), event, now);
+        if let Err(e) = &r {
+            crate::telemetry::rejected_token("join", e.reason());
+        }
+        match r {
             Ok(v) => Ok(Some(v)),
             Err(e @ TokenError::Expired) => {
                 Err(Problem::unauthorized("join-token-expired", e.to_string()))
@@ -146,44 +183,36 @@ pub fn public_json(body: serde_json::Value, max_age_secs: u64) -> Response {
     r
 }
 
-/// The whole router. Joins are rate-limited per client IP; serve it with
+/// The whole router. Joins, heartbeats and claims are rate-limited per client IP; serve it with
 /// `into_make_service_with_connect_info::<SocketAddr>()` (tests: `MockConnectInfo`).
 pub fn router(state: AppState) -> Router {
     let cfg = &state.0.config;
-    let period = Duration::from_nanos(1_000_000_000 / cfg.join_rate_per_sec.max(1));
-    let governor = GovernorConfigBuilder::default()
-        .period(period)
-        .burst_size(cfg.join_burst)
-        .key_extractor(TrustedProxyKey::new(cfg.trusted_proxies.clone()))
-        .finish()
-        .map(Arc::new);
-    let mut join = Router::new().route("/api/events/{event}/join", post(fan::join));
-    if let Some(g) = governor {
-        join = join.layer(GovernorLayer::new(g).error_handler(|e| {
-            match e {
-                tower_governor::GovernorError::TooManyRequests { wait_time, .. } => Problem::new(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    "rate-limited",
-                    "Too many joins",
-                )
-                .retry_after(wait_time.max(1))
-                .into_response(),
-                _ => Problem::bad_request("cannot identify the client").into_response(),
-            }
-        }));
-    }
+    let l = &state.0.limits;
+    let join = Router::new()
+        .route("/api/events/{event}/join", post(fan::join))
+        .layer(Limits::layer(&l.join, "join"));
+    let heartbeat = Router::new()
+        .route("/api/events/{event}/heartbeat", post(fan::heartbeat))
+        .layer(Limits::layer(&l.heartbeat, "heartbeat"));
+    let claim = Router::new()
+        .route("/api/events/{event}/admission", post(fan::admission))
+        .layer(Limits::layer(&l.claim, "admission"));
     let app = Router::new()
         .merge(join)
+        .merge(heartbeat)
+        .merge(claim)
         .route("/healthz", get(public::healthz))
         .route("/readyz", get(public::readyz))
+        .route("/metrics", get(crate::telemetry::metrics))
         .route("/api/events/{event}/position", get(fan::position))
-        .route("/api/events/{event}/admission", post(fan::admission))
         .route("/status/{file}", get(public::status))
         .route("/.well-known/jwks.json", get(public::jwks))
-        .merge(admin::routes(state.clone()));
+        .merge(admin::routes(state.clone()))
+        .merge(internal::routes(state.clone()));
     let app = match &cfg.static_dir {
         Some(dir) => app.fallback_service(tower_http::services::ServeDir::new(dir)),
         None => app.fallback(|| async { Problem::not_found("no such page") }),
     };
-    app.with_state(state)
+    app.layer(axum::middleware::from_fn(crate::telemetry::track))
+        .with_state(state)
 }

@@ -20,8 +20,10 @@
 pub mod memory;
 pub mod redis;
 
-use crate::domain::VisitorId;
-use crate::domain::{ClaimOutcome, EventId, EventMeta, EventState, Figures, JoinOutcome, Position};
+use crate::domain::{
+    AdvanceParams, AuditEntry, ClaimOutcome, EventId, EventMeta, EventState, Figures, Heartbeat,
+    JoinOutcome, Position, SessionEnd, SessionRef, VisitorId,
+};
 use async_trait::async_trait;
 
 /// Store failures. `NotFound` is a client error (404); `Unavailable` becomes 503 + Retry-After.
@@ -43,9 +45,16 @@ pub type StoreResult<T> = Result<T, StoreError>;
 pub struct Advance {
     /// Cursor after the step.
     pub cursor: u64,
-    /// How many numbers the cursor moved over.
+    /// Live fans the cursor invited this step (numbers passed minus skipped ones).
     pub moved: u64,
+    /// Silent places the cursor skipped this step.
+    pub skipped: u64,
+    /// Skipped fans who had come back and were invited this step.
+    pub returned: u64,
 }
+
+/// Most audit entries kept per event (older ones are dropped).
+pub const AUDIT_KEEP: usize = 10_000;
 
 /// The queue's state, shared by every waiting-room node.
 #[async_trait]
@@ -75,8 +84,26 @@ pub trait QueueStore: Send + Sync + std::fmt::Debug + 'static {
     ) -> StoreResult<EventState>;
     /// Joins with `NX` semantics (case W05): a visitor who already has a place keeps it; before
     /// opening the visitor goes into the pre-queue; after, gets the next FIFO number. Closed or
-    /// sold-out events take no new fans (`queue_number: None`).
-    async fn join(&self, event: &EventId, visitor: &VisitorId) -> StoreResult<JoinOutcome>;
+    /// sold-out events take no new fans (`queue_number: None`). A re-join is a sign of life: a
+    /// skipped fan back within `rejoin_grace_ms` keeps the place (invited at the next tick), one
+    /// back later gets a new number at the back. A new number inside the ready window starts its
+    /// silence clock at `now_ms` (epoch ms).
+    async fn join(
+        &self,
+        event: &EventId,
+        visitor: &VisitorId,
+        now_ms: i64,
+        rejoin_grace_ms: u64,
+    ) -> StoreResult<JoinOutcome>;
+    /// A fan's sign of life (one atomic step): refreshes the silence clock when the fan is in the
+    /// ready window, brings a skipped fan back within `rejoin_grace_ms`, reports the place.
+    async fn heartbeat(
+        &self,
+        event: &EventId,
+        visitor: &VisitorId,
+        now_ms: i64,
+        rejoin_grace_ms: u64,
+    ) -> StoreResult<Heartbeat>;
     /// A visitor's place, the cursor and the state in one read.
     async fn position(&self, event: &EventId, visitor: &VisitorId) -> StoreResult<Position>;
     /// `prequeue` → `opening`; returns the pre-queue size `n` (later joins get numbers > n).
@@ -85,31 +112,47 @@ pub trait QueueStore: Send + Sync + std::fmt::Debug + 'static {
     /// Numbers up to `max` random pre-queued fans; returns how many remain. When none remain
     /// and the state is `opening`, sets `open`. `seed` feeds the in-memory shuffle.
     async fn open_chunk(&self, event: &EventId, max: u64, seed: u64) -> StoreResult<u64>;
-    /// Moves the cursor over at most `n` numbers, never past the last number handed out and never
-    /// so far that live admissions plus fresh invitations exceed `max_active`. Each number the
-    /// cursor passes holds an invitation slot for `invite_grace_secs` or until claimed.
-    /// `now` is epoch **seconds**.
-    async fn advance_cursor(
-        &self,
-        event: &EventId,
-        n: u64,
-        max_active: u64,
-        now: i64,
-        invite_grace_secs: u64,
-    ) -> StoreResult<Advance>;
+    /// One admitter move (case W06). First invites returning fans (skipped, came back), then
+    /// moves the cursor: each number it passes whose fan is silent (in the ready window, last
+    /// sign of life older than `silence_ms`) is skipped; each live one gets an invitation slot
+    /// for `invite_grace_secs` or until claimed. Invites at most `n` fans in all, never past the
+    /// last number handed out, never so many that live admissions plus fresh invitations exceed
+    /// `max_active`, examining at most `scan_limit` numbers. Finally numbers newly inside the
+    /// ready window get their silence clock started at `now_ms`.
+    async fn advance_cursor(&self, event: &EventId, p: &AdvanceParams) -> StoreResult<Advance>;
     /// Claims admission (case W08): the stored admission again if there is one; else, when the
     /// visitor's number is `<=` cursor and the state allows, stores `{jti, now, now+ttl}` and
-    /// counts a live admission. `now` epoch **seconds**, `ttl_secs` seconds.
+    /// counts a live admission. A skipped fan is `Returning` (within `rejoin_grace_ms`, invited
+    /// at the next tick) or `Lost`. `now_ms` epoch **milliseconds**, `ttl_secs` seconds.
     async fn claim(
         &self,
         event: &EventId,
         visitor: &VisitorId,
-        now: i64,
+        now_ms: i64,
         ttl_secs: u64,
         new_jti: &str,
+        rejoin_grace_ms: u64,
     ) -> StoreResult<ClaimOutcome>;
-    /// All live figures in one read; `now` epoch seconds decides which admissions are live.
-    async fn figures(&self, event: &EventId, now: i64) -> StoreResult<Option<Figures>>;
+    /// All live figures in one read at `now_ms` (epoch ms): admissions past their expiry are not
+    /// live, fans in the ready window silent for more than `silence_ms` are not counted waiting.
+    async fn figures(
+        &self,
+        event: &EventId,
+        now_ms: i64,
+        silence_ms: u64,
+    ) -> StoreResult<Option<Figures>>;
+    /// The booking core reports a session finished (paid, released, left): its `max_active` slot
+    /// frees at once. Idempotent. `now` epoch **seconds**.
+    async fn end_session(
+        &self,
+        event: &EventId,
+        session: &SessionRef,
+        now: i64,
+    ) -> StoreResult<SessionEnd>;
+    /// Appends an operator action to the event's audit trail (keeps the last [`AUDIT_KEEP`]).
+    async fn audit_append(&self, event: &EventId, entry: &AuditEntry) -> StoreResult<()>;
+    /// The last `limit` audit entries of an event, oldest first.
+    async fn audit(&self, event: &EventId, limit: usize) -> StoreResult<Vec<AuditEntry>>;
     /// Operator/test hook: sets the FIFO counter (the last number handed out) to `value`.
     async fn set_counter(&self, event: &EventId, value: u64) -> StoreResult<()>;
     /// Owner-token lock: `SET key token NX PX ttl_ms`; `true` when acquired.

@@ -2,54 +2,19 @@
 //! section of one `std::sync::Mutex` (never held across an `.await`), which makes each multi-key
 //! change atomic exactly like the Redis backend's Lua scripts.
 
-use super::{Advance, QueueStore, StoreError, StoreResult};
+mod event;
+
+use super::{Advance, QueueStore, StoreError, StoreResult, AUDIT_KEEP};
 use crate::domain::{
-    Admission, ClaimOutcome, EventId, EventMeta, EventState, Figures, JoinOutcome, Position,
-    VisitorId,
+    AdvanceParams, AuditEntry, ClaimOutcome, EventId, EventMeta, EventState, Figures, Heartbeat,
+    JoinOutcome, Position, SessionEnd, SessionRef, VisitorId,
 };
 use async_trait::async_trait;
+use event::Ev;
 use rand::{rngs::StdRng, Rng, SeedableRng};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-
-#[derive(Debug)]
-struct Ev {
-    meta: EventMeta,
-    numbers: HashMap<String, u64>,
-    pre: Vec<String>,
-    pre_set: HashSet<String>,
-    shuffle_next: u64,
-    counter: u64,
-    cursor: u64,
-    admissions: HashMap<String, Admission>,
-    /// Member (visitor id, or `inv:{number}` for an unclaimed invitation) → expiry, epoch secs.
-    live: HashMap<String, i64>,
-    admitted_total: u64,
-    max_active_seen: u64,
-}
-
-impl Ev {
-    fn new(meta: EventMeta) -> Self {
-        Self {
-            meta,
-            numbers: HashMap::new(),
-            pre: Vec::new(),
-            pre_set: HashSet::new(),
-            shuffle_next: 0,
-            counter: 0,
-            cursor: 0,
-            admissions: HashMap::new(),
-            live: HashMap::new(),
-            admitted_total: 0,
-            max_active_seen: 0,
-        }
-    }
-    fn live_count(&mut self, now: i64) -> u64 {
-        self.live.retain(|_, exp| *exp > now);
-        self.live.len() as u64
-    }
-}
 
 #[derive(Debug, Default)]
 struct Inner {
@@ -146,34 +111,25 @@ impl QueueStore for MemoryStore {
         })
     }
 
-    async fn join(&self, event: &EventId, visitor: &VisitorId) -> StoreResult<JoinOutcome> {
+    async fn join(
+        &self,
+        event: &EventId,
+        visitor: &VisitorId,
+        now_ms: i64,
+        rejoin_grace_ms: u64,
+    ) -> StoreResult<JoinOutcome> {
+        self.with_event(event, |e| e.join(visitor.as_str(), now_ms, rejoin_grace_ms))
+    }
+
+    async fn heartbeat(
+        &self,
+        event: &EventId,
+        visitor: &VisitorId,
+        now_ms: i64,
+        rejoin_grace_ms: u64,
+    ) -> StoreResult<Heartbeat> {
         self.with_event(event, |e| {
-            let state = e.meta.state;
-            let v = visitor.as_str();
-            if let Some(n) = e.numbers.get(v) {
-                return JoinOutcome {
-                    queue_number: Some(*n),
-                    state,
-                };
-            }
-            let queue_number = match state {
-                EventState::Closed | EventState::SoldOut => None,
-                _ if e.pre_set.contains(v) => None,
-                EventState::Prequeue => {
-                    e.pre_set.insert(v.to_owned());
-                    e.pre.push(v.to_owned());
-                    None
-                }
-                EventState::Opening | EventState::Open | EventState::Paused => {
-                    e.counter += 1;
-                    e.numbers.insert(v.to_owned(), e.counter);
-                    Some(e.counter)
-                }
-            };
-            JoinOutcome {
-                queue_number,
-                state,
-            }
+            e.heartbeat(visitor.as_str(), now_ms, rejoin_grace_ms)
         })
     }
 
@@ -208,6 +164,7 @@ impl QueueStore for MemoryStore {
                 let v = e.pre.swap_remove(i);
                 e.pre_set.remove(&v);
                 e.shuffle_next += 1;
+                e.by_number.insert(e.shuffle_next, v.clone());
                 e.numbers.insert(v, e.shuffle_next);
                 done += 1;
             }
@@ -218,81 +175,31 @@ impl QueueStore for MemoryStore {
         })
     }
 
-    async fn advance_cursor(
-        &self,
-        event: &EventId,
-        n: u64,
-        max_active: u64,
-        now: i64,
-        invite_grace_secs: u64,
-    ) -> StoreResult<Advance> {
-        self.with_event(event, |e| {
-            let start = e.cursor;
-            if e.meta.state != EventState::Open {
-                return Advance {
-                    cursor: start,
-                    moved: 0,
-                };
-            }
-            let free = max_active.saturating_sub(e.live_count(now));
-            let target = start.saturating_add(n.min(free)).min(e.counter).max(start);
-            let until = now + invite_grace_secs as i64;
-            for k in start + 1..=target {
-                e.live.insert(format!("inv:{k}"), until);
-            }
-            e.cursor = target;
-            Advance {
-                cursor: target,
-                moved: target - start,
-            }
-        })
+    async fn advance_cursor(&self, event: &EventId, p: &AdvanceParams) -> StoreResult<Advance> {
+        self.with_event(event, |e| e.advance(p))
     }
 
     async fn claim(
         &self,
         event: &EventId,
         visitor: &VisitorId,
-        now: i64,
+        now_ms: i64,
         ttl_secs: u64,
         new_jti: &str,
+        rejoin_grace_ms: u64,
     ) -> StoreResult<ClaimOutcome> {
         self.with_event(event, |e| {
-            let v = visitor.as_str();
-            if let Some(a) = e.admissions.get(v) {
-                return ClaimOutcome::Admitted(a.clone());
-            }
-            let state = e.meta.state;
-            if matches!(
-                state,
-                EventState::Paused | EventState::Closed | EventState::SoldOut
-            ) {
-                return ClaimOutcome::Refused(state);
-            }
-            let number = e.numbers.get(v).copied();
-            match number {
-                Some(q) if q <= e.cursor => {
-                    let a = Admission {
-                        jti: new_jti.to_owned(),
-                        iat: now,
-                        exp: now + ttl_secs as i64,
-                    };
-                    e.admissions.insert(v.to_owned(), a.clone());
-                    e.live.remove(&format!("inv:{q}"));
-                    e.live.insert(v.to_owned(), a.exp);
-                    e.admitted_total += 1;
-                    let active = e.live_count(now);
-                    e.max_active_seen = e.max_active_seen.max(active);
-                    ClaimOutcome::Admitted(a)
-                }
-                _ => ClaimOutcome::NotYourTurn {
-                    queue_number: number,
-                    cursor: e.cursor,
-                },
-            }
+            e.claim(visitor.as_str(), now_ms, ttl_secs, new_jti, rejoin_grace_ms)
         })
     }
 
-    async fn figures(&self, event: &EventId, now: i64) -> StoreResult<Option<Figures>> {
+    async fn figures(
+        &self,
+        event: &EventId,
+        now_ms: i64,
+        silence_ms: u64,
+    ) -> StoreResult<Option<Figures>> {
+        let now = now_ms.div_euclid(1000);
         self.with_inner(|i| {
             i.events.get_mut(event).map(|e| Figures {
                 cursor: e.cursor,
@@ -301,8 +208,38 @@ impl QueueStore for MemoryStore {
                 active: e.live_count(now),
                 admitted_total: e.admitted_total,
                 max_active_seen: e.max_active_seen,
+                silent: e.silent(now_ms, silence_ms),
+                returning: e.back.len() as u64,
+                skipped_total: e.skipped_total,
+                ended_total: e.ended_total,
+                ready_window: e.window,
                 meta: e.meta.clone(),
             })
+        })
+    }
+
+    async fn end_session(
+        &self,
+        event: &EventId,
+        session: &SessionRef,
+        now: i64,
+    ) -> StoreResult<SessionEnd> {
+        self.with_event(event, |e| e.end_session(session, now))
+    }
+
+    async fn audit_append(&self, event: &EventId, entry: &AuditEntry) -> StoreResult<()> {
+        self.with_event(event, |e| {
+            e.audit.push_back(entry.clone());
+            while e.audit.len() > AUDIT_KEEP {
+                e.audit.pop_front();
+            }
+        })
+    }
+
+    async fn audit(&self, event: &EventId, limit: usize) -> StoreResult<Vec<AuditEntry>> {
+        self.with_event(event, |e| {
+            let skip = e.audit.len().saturating_sub(limit);
+            e.audit.iter().skip(skip).cloned().collect()
         })
     }
 

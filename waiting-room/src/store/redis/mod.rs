@@ -5,14 +5,20 @@
 //! response and connection timeouts (DEPENDENCIES.md).
 //!
 //! Keys per event: `meta` hash (state, knobs, `counter` = last number handed out, `cursor`,
-//! `shuffle_next`, `admitted_total`, `max_active_seen`); `num` hash visitor → number; `pre` set
-//! (pre-queue); `adm` hash visitor → `"jti iat exp"`; `live` sorted set member → expiry (epoch s;
-//! members are visitors or `inv:{number}` invitations). Plus the global set `wr:events`.
+//! `shuffle_next`, `admitted_total`, `max_active_seen`, `skipped_total`, `ended_total`, `win` =
+//! ready window, `edge` = last number inside it); `num` hash visitor → number; `byn` hash
+//! number → visitor; `pre` set (pre-queue); `adm` hash visitor → `"jti iat exp"`; `jti` hash
+//! jti → visitor; `live` sorted set member → expiry (epoch s; members are visitors or
+//! `inv:{number}` invitations); `hb` sorted set of fans in the ready window → last sign of life
+//! (epoch ms); `gone` hash skipped visitor → skipped-at ms (or `r` once back); `back` list of
+//! returning fans; `audit` list of JSON entries. Plus the global set `wr:events`.
 
-use super::{Advance, QueueStore, StoreError, StoreResult};
+mod queue;
+
+use super::{Advance, QueueStore, StoreError, StoreResult, AUDIT_KEEP};
 use crate::domain::{
-    Admission, ClaimOutcome, EventId, EventMeta, EventState, Figures, JoinOutcome, Position,
-    VisitorId,
+    Admission, AdvanceParams, AuditEntry, ClaimOutcome, EventId, EventMeta, EventState, Figures,
+    Heartbeat, JoinOutcome, Position, SessionEnd, SessionRef, VisitorId,
 };
 use async_trait::async_trait;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -33,6 +39,15 @@ struct Scripts {
     transition: Script,
     set_fields: Script,
     lock: Script,
+    heartbeat: Script,
+    end_session: Script,
+}
+
+/// Helpers shared by several scripts (prepended).
+const LIB: &str = include_str!("lib.lua");
+
+fn with_lib(body: &str) -> Script {
+    Script::new(&format!("{LIB}\n{body}"))
 }
 
 /// The Redis backend.
@@ -112,15 +127,17 @@ impl RedisStore {
             .set_number_of_retries(2);
         let conn = ConnectionManager::new_with_config(client, cfg).await?;
         let scripts = Scripts {
-            join: Script::new(include_str!("join.lua")),
+            join: with_lib(include_str!("join.lua")),
             begin_open: Script::new(include_str!("begin_open.lua")),
             open_chunk: Script::new(include_str!("open_chunk.lua")),
             advance: Script::new(include_str!("advance.lua")),
-            claim: Script::new(include_str!("claim.lua")),
+            claim: with_lib(include_str!("claim.lua")),
             create: Script::new(include_str!("create.lua")),
             transition: Script::new(include_str!("transition.lua")),
             set_fields: Script::new(include_str!("set_fields.lua")),
             lock: Script::new(include_str!("lock.lua")),
+            heartbeat: with_lib(include_str!("heartbeat.lua")),
+            end_session: Script::new(include_str!("end_session.lua")),
         };
         Ok(Self {
             conn,
@@ -239,25 +256,25 @@ impl QueueStore for RedisStore {
         state_of(&s)
     }
 
-    async fn join(&self, event: &EventId, visitor: &VisitorId) -> StoreResult<JoinOutcome> {
-        let r: Vec<String> = self
-            .scripts
-            .join
-            .key(key(event, "meta"))
-            .key(key(event, "num"))
-            .key(key(event, "pre"))
-            .arg(visitor.as_str())
-            .invoke_async(&mut self.conn.clone())
+    async fn join(
+        &self,
+        event: &EventId,
+        visitor: &VisitorId,
+        now_ms: i64,
+        rejoin_grace_ms: u64,
+    ) -> StoreResult<JoinOutcome> {
+        self.join_fan(event, visitor, now_ms, rejoin_grace_ms).await
+    }
+
+    async fn heartbeat(
+        &self,
+        event: &EventId,
+        visitor: &VisitorId,
+        now_ms: i64,
+        rejoin_grace_ms: u64,
+    ) -> StoreResult<Heartbeat> {
+        self.heartbeat_fan(event, visitor, now_ms, rejoin_grace_ms)
             .await
-            .map_err(err)?;
-        match r.as_slice() {
-            [s, _] if s == "missing" => Err(StoreError::NotFound),
-            [s, n] => Ok(JoinOutcome {
-                queue_number: opt_number(n)?,
-                state: state_of(s)?,
-            }),
-            _ => Err(bad("join")),
-        }
     }
 
     async fn position(&self, event: &EventId, visitor: &VisitorId) -> StoreResult<Position> {
@@ -297,97 +314,54 @@ impl QueueStore for RedisStore {
             .key(key(event, "meta"))
             .key(key(event, "pre"))
             .key(key(event, "num"))
+            .key(key(event, "byn"))
             .arg(max)
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(err)
     }
 
-    async fn advance_cursor(
-        &self,
-        event: &EventId,
-        n: u64,
-        max_active: u64,
-        now: i64,
-        invite_grace_secs: u64,
-    ) -> StoreResult<Advance> {
-        let (cursor, moved): (i64, i64) = self
-            .scripts
-            .advance
-            .key(key(event, "meta"))
-            .key(key(event, "live"))
-            .arg(n)
-            .arg(max_active)
-            .arg(now)
-            .arg(invite_grace_secs)
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(err)?;
-        if cursor < 0 {
-            return Err(StoreError::NotFound);
-        }
-        Ok(Advance {
-            cursor: cursor as u64,
-            moved: moved as u64,
-        })
+    async fn advance_cursor(&self, event: &EventId, p: &AdvanceParams) -> StoreResult<Advance> {
+        self.advance(event, p).await
     }
 
     async fn claim(
         &self,
         event: &EventId,
         visitor: &VisitorId,
-        now: i64,
+        now_ms: i64,
         ttl_secs: u64,
         new_jti: &str,
+        rejoin_grace_ms: u64,
     ) -> StoreResult<ClaimOutcome> {
-        let r: Vec<String> = self
-            .scripts
-            .claim
-            .key(key(event, "meta"))
-            .key(key(event, "num"))
-            .key(key(event, "adm"))
-            .key(key(event, "live"))
-            .arg(visitor.as_str())
-            .arg(now)
-            .arg(ttl_secs)
-            .arg(new_jti)
-            .invoke_async(&mut self.conn.clone())
+        self.claim_fan(event, visitor, now_ms, ttl_secs, new_jti, rejoin_grace_ms)
             .await
-            .map_err(err)?;
-        match r.as_slice() {
-            [k, rec] if k == "admitted" => Ok(ClaimOutcome::Admitted(parse_admission(rec)?)),
-            [k, s] if k == "refused" => Ok(ClaimOutcome::Refused(state_of(s)?)),
-            [k, n, c] if k == "wait" => Ok(ClaimOutcome::NotYourTurn {
-                queue_number: opt_number(n)?,
-                cursor: parse_u64(c)?,
-            }),
-            [k] if k == "missing" => Err(StoreError::NotFound),
-            _ => Err(bad("claim")),
-        }
     }
 
-    async fn figures(&self, event: &EventId, now: i64) -> StoreResult<Option<Figures>> {
-        let (h, pre, active): (HashMap<String, String>, u64, u64) = redis::pipe()
-            .atomic()
-            .hgetall(key(event, "meta"))
-            .scard(key(event, "pre"))
-            .zcount(key(event, "live"), format!("({now}"), "+inf")
-            .query_async(&mut self.conn.clone())
-            .await
-            .map_err(err)?;
-        if h.is_empty() {
-            return Ok(None);
-        }
-        let num = |k: &str| parse_u64(h.get(k).map(String::as_str).unwrap_or("0"));
-        Ok(Some(Figures {
-            meta: parse_meta(event, &h)?,
-            cursor: num("cursor")?,
-            last_number: num("counter")?,
-            prequeued: pre,
-            active,
-            admitted_total: num("admitted_total")?,
-            max_active_seen: num("max_active_seen")?,
-        }))
+    async fn figures(
+        &self,
+        event: &EventId,
+        now_ms: i64,
+        silence_ms: u64,
+    ) -> StoreResult<Option<Figures>> {
+        self.read_figures(event, now_ms, silence_ms).await
+    }
+
+    async fn end_session(
+        &self,
+        event: &EventId,
+        session: &SessionRef,
+        now: i64,
+    ) -> StoreResult<SessionEnd> {
+        self.end(event, session, now).await
+    }
+
+    async fn audit_append(&self, event: &EventId, entry: &AuditEntry) -> StoreResult<()> {
+        self.append_audit(event, entry).await
+    }
+
+    async fn audit(&self, event: &EventId, limit: usize) -> StoreResult<Vec<AuditEntry>> {
+        self.read_audit(event, limit).await
     }
 
     async fn set_counter(&self, event: &EventId, value: u64) -> StoreResult<()> {

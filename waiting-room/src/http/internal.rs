@@ -1,0 +1,109 @@
+//! Service-to-service API for the booking core (API.md "internal"): bearer `service_token`
+//! compared in constant time; absent from the config → every call is 404 (the API is off).
+//! `sessions/end` frees a `max_active` slot when a session finishes (booking paid, hold
+//! released, fan left), idempotently; `sold-out` is the state transition the booking core
+//! reports when inventory runs out (recorded in the audit trail as operator `service`).
+
+use super::admin::{audited_transition, token_matches};
+use super::error::bounded;
+use super::{parse_event, private_json, AppState};
+use crate::domain::{EventState, SessionEnd, SessionRef};
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{Path, Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::{Json, Router};
+use sale_common::Problem;
+use serde::Deserialize;
+use serde_json::json;
+
+/// The internal routes, behind the service-token check.
+pub fn routes(state: AppState) -> Router<AppState> {
+    Router::new()
+        .route("/internal/events/{event}/sessions/end", post(end_session))
+        .route("/internal/events/{event}/sold-out", post(sold_out))
+        .route_layer(middleware::from_fn_with_state(state, require_service))
+}
+
+async fn require_service(State(st): State<AppState>, req: Request, next: Next) -> Response {
+    let Some(expected) = st.0.config.service_token.as_ref() else {
+        return Problem::not_found("the internal API is not configured").into_response();
+    };
+    let given = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    if !token_matches(given, expected.expose()) {
+        return Problem::unauthorized(
+            "service-token-required",
+            "send Authorization: Bearer <service token>",
+        )
+        .into_response();
+    }
+    next.run(req).await
+}
+
+/// Body of `POST /internal/events/{event}/sessions/end`: exactly one of the two.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EndSession {
+    jti: Option<String>,
+    visitor_id: Option<String>,
+}
+
+async fn end_session(
+    State(st): State<AppState>,
+    Path(event): Path<String>,
+    body: Result<Json<EndSession>, JsonRejection>,
+) -> Result<Response, Problem> {
+    let event = parse_event(&event)?;
+    let Json(b) = body?;
+    let session = match (b.jti, b.visitor_id) {
+        (Some(j), None) if !j.is_empty() && j.len() <= 128 => SessionRef::Jti(j),
+        (None, Some(v)) if uuid::Uuid::parse_str(&v).is_ok() => SessionRef::Visitor(v),
+        _ => {
+            return Err(Problem::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid-body",
+                "Invalid request body",
+            )
+            .detail("send exactly one of {\"jti\"} or {\"visitor_id\": uuid}"))
+        }
+    };
+    let now = st.0.clock.now_secs();
+    let call = st.0.store.end_session(&event, &session, now);
+    let out = bounded(st.store_timeout(), call).await?;
+    let ended = match out {
+        SessionEnd::Ended => true,
+        SessionEnd::AlreadyEnded => false,
+        SessionEnd::Unknown => {
+            return Err(Problem::not_found("no admission with that jti / visitor"))
+        }
+    };
+    if ended {
+        metrics::counter!("wr_sessions_ended_total", "event" => event.to_string()).increment(1);
+        st.refresh_status(&event).await;
+    }
+    Ok(private_json(
+        StatusCode::OK,
+        json!({"ended": ended, "already_ended": !ended}),
+    ))
+}
+
+async fn sold_out(
+    State(st): State<AppState>,
+    Path(event): Path<String>,
+) -> Result<Response, Problem> {
+    use EventState::*;
+    let event = parse_event(&event)?;
+    let from = [Prequeue, Opening, Open, Paused, Closed];
+    let state = audited_transition(&st, &event, "service", &from, SoldOut).await?;
+    Ok(private_json(
+        StatusCode::OK,
+        json!({"event": event.as_str(), "state": state.public()}),
+    ))
+}

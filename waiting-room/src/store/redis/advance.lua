@@ -1,0 +1,56 @@
+-- One admitter move (case W06). KEYS: meta, live, byn, hb, gone, back, num.
+-- ARGV: n, max_active, now (ms), invite grace (s), silence (ms), ready window, scan limit.
+-- Returns {cursor, invited, skipped, returned}, or {-1, 0, 0, 0} for an unknown event.
+local m = redis.call('HMGET', KEYS[1], 'state', 'cursor', 'counter', 'edge')
+if not m[1] then return {-1, 0, 0, 0} end
+local cursor = tonumber(m[2] or '0')
+if m[1] ~= 'open' then return {cursor, 0, 0, 0} end
+local now_ms = tonumber(ARGV[3])
+local now = math.floor(now_ms / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+local free = tonumber(ARGV[2]) - redis.call('ZCARD', KEYS[2])
+if free < 0 then free = 0 end
+local budget = math.min(tonumber(ARGV[1]), free)
+local until_ = now + tonumber(ARGV[4])
+local returned, moved, skipped, scanned = 0, 0, 0, 0
+while returned < budget do
+  local v = redis.call('LPOP', KEYS[6])
+  if not v then break end
+  redis.call('HDEL', KEYS[5], v)
+  local q = redis.call('HGET', KEYS[7], v)
+  if q then redis.call('ZADD', KEYS[2], until_, 'inv:' .. q) end
+  returned = returned + 1
+end
+local counter = tonumber(m[3] or '0')
+local limit = tonumber(ARGV[7])
+local dead_before = now_ms - tonumber(ARGV[5])
+while returned + moved < budget and cursor < counter and scanned < limit do
+  cursor = cursor + 1
+  scanned = scanned + 1
+  local k = string.format('%d', cursor)
+  local v = redis.call('HGET', KEYS[3], k)
+  local seen = nil
+  if v then
+    seen = redis.call('ZSCORE', KEYS[4], v)
+    redis.call('ZREM', KEYS[4], v)
+  end
+  if seen and tonumber(seen) < dead_before then
+    redis.call('HSET', KEYS[5], v, ARGV[3])
+    skipped = skipped + 1
+  else
+    redis.call('ZADD', KEYS[2], until_, 'inv:' .. k)
+    moved = moved + 1
+  end
+end
+if skipped > 0 then redis.call('HINCRBY', KEYS[1], 'skipped_total', skipped) end
+local win = tonumber(ARGV[6])
+local edge = tonumber(m[4] or '0')
+local from = math.max(edge, cursor)
+local to = math.min(cursor + win, counter, from + limit)
+for k = from + 1, to do
+  local v = redis.call('HGET', KEYS[3], string.format('%d', k))
+  if v then redis.call('ZADD', KEYS[4], ARGV[3], v) end
+end
+redis.call('HSET', KEYS[1], 'cursor', string.format('%d', cursor), 'win', ARGV[6],
+  'edge', string.format('%d', math.max(edge, to)))
+return {cursor, moved, skipped, returned}

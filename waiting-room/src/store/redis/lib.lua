@@ -1,0 +1,22 @@
+-- Shared helpers, prepended to scripts that need them.
+-- A skipped fan shows a sign of life. KEYS-free: gone (hash), back (list) passed in.
+-- Returns 'ok' (not skipped), 'returning' (back in time, queued for the next tick) or 'lost'.
+local function come_back(gone, back, v, now, rejoin)
+  local g = redis.call('HGET', gone, v)
+  if not g then return 'ok' end
+  if g == 'r' then return 'returning' end
+  if tonumber(now) - tonumber(g) <= tonumber(rejoin) then
+    redis.call('HSET', gone, v, 'r')
+    redis.call('RPUSH', back, v)
+    return 'returning'
+  end
+  return 'lost'
+end
+-- A fan in the ready window shows a sign of life (no-op outside the window: presumed live).
+local function touch(hb, v, now)
+  if redis.call('ZSCORE', hb, v) then
+    redis.call('ZADD', hb, now, v)
+    return true
+  end
+  return false
+end

@@ -1,0 +1,271 @@
+//! The Redis backend's queue operations with liveness: join, heartbeat, advance, claim, session
+//! end, figures and the audit trail. Each multi-key change is one Lua script (beside this file);
+//! the trait impl in `mod.rs` delegates here.
+
+use super::{bad, err, key, opt_number, parse_admission, parse_meta, parse_u64, state_of};
+use super::{RedisStore, AUDIT_KEEP};
+use crate::domain::{
+    AdvanceParams, AuditEntry, ClaimOutcome, EventId, Figures, Heartbeat, JoinOutcome, Place,
+    SessionEnd, SessionRef, VisitorId,
+};
+use crate::store::{Advance, StoreError, StoreResult};
+use redis::AsyncCommands;
+use std::collections::HashMap;
+
+impl RedisStore {
+    pub(super) async fn join_fan(
+        &self,
+        event: &EventId,
+        visitor: &VisitorId,
+        now_ms: i64,
+        rejoin_ms: u64,
+    ) -> StoreResult<JoinOutcome> {
+        let r: Vec<String> = self
+            .scripts
+            .join
+            .key(key(event, "meta"))
+            .key(key(event, "num"))
+            .key(key(event, "pre"))
+            .key(key(event, "byn"))
+            .key(key(event, "hb"))
+            .key(key(event, "gone"))
+            .key(key(event, "back"))
+            .arg(visitor.as_str())
+            .arg(now_ms)
+            .arg(rejoin_ms)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err)?;
+        match r.as_slice() {
+            [s, _] if s == "missing" => Err(StoreError::NotFound),
+            [s, n] => Ok(JoinOutcome {
+                queue_number: opt_number(n)?,
+                state: state_of(s)?,
+            }),
+            _ => Err(bad("join")),
+        }
+    }
+
+    pub(super) async fn heartbeat_fan(
+        &self,
+        event: &EventId,
+        visitor: &VisitorId,
+        now_ms: i64,
+        rejoin_ms: u64,
+    ) -> StoreResult<Heartbeat> {
+        let r: Vec<String> = self
+            .scripts
+            .heartbeat
+            .key(key(event, "meta"))
+            .key(key(event, "num"))
+            .key(key(event, "hb"))
+            .key(key(event, "gone"))
+            .key(key(event, "back"))
+            .key(key(event, "adm"))
+            .arg(visitor.as_str())
+            .arg(now_ms)
+            .arg(rejoin_ms)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err)?;
+        match r.as_slice() {
+            [s] if s == "missing" => Err(StoreError::NotFound),
+            [s, n, c, p] => Ok(Heartbeat {
+                queue_number: opt_number(n)?,
+                cursor: parse_u64(c)?,
+                state: state_of(s)?,
+                place: Place::parse(p).ok_or_else(|| bad(p))?,
+            }),
+            _ => Err(bad("heartbeat")),
+        }
+    }
+
+    pub(super) async fn advance(&self, event: &EventId, p: &AdvanceParams) -> StoreResult<Advance> {
+        let (cursor, moved, skipped, returned): (i64, i64, i64, i64) = self
+            .scripts
+            .advance
+            .key(key(event, "meta"))
+            .key(key(event, "live"))
+            .key(key(event, "byn"))
+            .key(key(event, "hb"))
+            .key(key(event, "gone"))
+            .key(key(event, "back"))
+            .key(key(event, "num"))
+            .arg(p.n)
+            .arg(p.max_active)
+            .arg(p.now_ms)
+            .arg(p.invite_grace_secs)
+            .arg(p.liveness.silence_ms)
+            .arg(p.liveness.ready_window)
+            .arg(p.liveness.scan_limit)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err)?;
+        if cursor < 0 {
+            return Err(StoreError::NotFound);
+        }
+        Ok(Advance {
+            cursor: cursor as u64,
+            moved: moved as u64,
+            skipped: skipped as u64,
+            returned: returned as u64,
+        })
+    }
+
+    pub(super) async fn claim_fan(
+        &self,
+        event: &EventId,
+        visitor: &VisitorId,
+        now_ms: i64,
+        ttl_secs: u64,
+        new_jti: &str,
+        rejoin_ms: u64,
+    ) -> StoreResult<ClaimOutcome> {
+        let r: Vec<String> = self
+            .scripts
+            .claim
+            .key(key(event, "meta"))
+            .key(key(event, "num"))
+            .key(key(event, "adm"))
+            .key(key(event, "live"))
+            .key(key(event, "hb"))
+            .key(key(event, "gone"))
+            .key(key(event, "back"))
+            .key(key(event, "jti"))
+            .arg(visitor.as_str())
+            .arg(now_ms)
+            .arg(ttl_secs)
+            .arg(new_jti)
+            .arg(rejoin_ms)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err)?;
+        match r.as_slice() {
+            [k, rec] if k == "admitted" => Ok(ClaimOutcome::Admitted(parse_admission(rec)?)),
+            [k, s] if k == "refused" => Ok(ClaimOutcome::Refused(state_of(s)?)),
+            [k, n] if k == "returning" => Ok(ClaimOutcome::Returning {
+                queue_number: parse_u64(n)?,
+            }),
+            [k, n] if k == "lost" => Ok(ClaimOutcome::Lost {
+                queue_number: parse_u64(n)?,
+            }),
+            [k, n, c] if k == "wait" => Ok(ClaimOutcome::NotYourTurn {
+                queue_number: opt_number(n)?,
+                cursor: parse_u64(c)?,
+            }),
+            [k] if k == "missing" => Err(StoreError::NotFound),
+            _ => Err(bad("claim")),
+        }
+    }
+
+    pub(super) async fn read_figures(
+        &self,
+        event: &EventId,
+        now_ms: i64,
+        silence_ms: u64,
+    ) -> StoreResult<Option<Figures>> {
+        let now = now_ms.div_euclid(1000);
+        let dead_before = now_ms - silence_ms as i64;
+        let (h, pre, active, silent, returning): (HashMap<String, String>, u64, u64, u64, u64) =
+            redis::pipe()
+                .atomic()
+                .hgetall(key(event, "meta"))
+                .scard(key(event, "pre"))
+                .zcount(key(event, "live"), format!("({now}"), "+inf")
+                .zcount(key(event, "hb"), "-inf", format!("({dead_before}"))
+                .llen(key(event, "back"))
+                .query_async(&mut self.conn.clone())
+                .await
+                .map_err(err)?;
+        if h.is_empty() {
+            return Ok(None);
+        }
+        let num = |k: &str| parse_u64(h.get(k).map(String::as_str).unwrap_or("0"));
+        Ok(Some(Figures {
+            meta: parse_meta(event, &h)?,
+            cursor: num("cursor")?,
+            last_number: num("counter")?,
+            prequeued: pre,
+            active,
+            admitted_total: num("admitted_total")?,
+            max_active_seen: num("max_active_seen")?,
+            silent,
+            returning,
+            skipped_total: num("skipped_total")?,
+            ended_total: num("ended_total")?,
+            ready_window: num("win")?,
+        }))
+    }
+
+    pub(super) async fn end(
+        &self,
+        event: &EventId,
+        session: &SessionRef,
+        now: i64,
+    ) -> StoreResult<SessionEnd> {
+        let (kind, id) = match session {
+            SessionRef::Jti(j) => ("jti", j),
+            SessionRef::Visitor(v) => ("visitor", v),
+        };
+        let r: String = self
+            .scripts
+            .end_session
+            .key(key(event, "meta"))
+            .key(key(event, "adm"))
+            .key(key(event, "live"))
+            .key(key(event, "jti"))
+            .arg(kind)
+            .arg(id)
+            .arg(now)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err)?;
+        match r.as_str() {
+            "ended" => Ok(SessionEnd::Ended),
+            "already" => Ok(SessionEnd::AlreadyEnded),
+            "unknown" => Ok(SessionEnd::Unknown),
+            "missing" => Err(StoreError::NotFound),
+            other => Err(bad(other)),
+        }
+    }
+
+    pub(super) async fn append_audit(&self, event: &EventId, e: &AuditEntry) -> StoreResult<()> {
+        let json = serde_json::to_string(e).map_err(|e| bad(&e.to_string()))?;
+        let k = key(event, "audit");
+        let keep = AUDIT_KEEP as isize;
+        let _: ((), ()) = redis::pipe()
+            .atomic()
+            .rpush(&k, json)
+            .ltrim(&k, -keep, -1)
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(err)?;
+        Ok(())
+    }
+
+    pub(super) async fn read_audit(
+        &self,
+        event: &EventId,
+        limit: usize,
+    ) -> StoreResult<Vec<AuditEntry>> {
+        let exists: bool = self
+            .conn
+            .clone()
+            .exists(key(event, "meta"))
+            .await
+            .map_err(err)?;
+        if !exists {
+            return Err(StoreError::NotFound);
+        }
+        let n = limit.max(1) as isize;
+        let raw: Vec<String> = self
+            .conn
+            .clone()
+            .lrange(key(event, "audit"), -n, -1)
+            .await
+            .map_err(err)?;
+        raw.iter()
+            .map(|s| serde_json::from_str(s).map_err(|_| bad("audit entry")))
+            .collect()
+    }
+}

@@ -1,0 +1,107 @@
+//! Prometheus metrics (`GET /metrics`, text format): the `metrics` facade with the Prometheus
+//! recorder installed once per process and rendered into our own route (no exporter listener).
+//! Figures are gauges labelled by event, set each time a status document is rebuilt; counters
+//! for joins, heartbeats, rejected tokens (by reason), store errors; request latency histograms
+//! by route. If another part of the process installed a global recorder first, `/metrics`
+//! answers 503 rather than an empty page.
+
+use crate::domain::Figures;
+use crate::status::StatusDoc;
+use axum::extract::{MatchedPath, Request};
+use axum::http::{header, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use std::sync::OnceLock;
+use std::time::Instant;
+
+/// Latency buckets, **seconds**.
+const BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+];
+
+static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+
+/// The process-wide Prometheus handle (installs the recorder on first use).
+pub fn handle() -> Option<&'static PrometheusHandle> {
+    HANDLE
+        .get_or_init(|| {
+            let b = PrometheusBuilder::new().set_buckets(BUCKETS).ok()?;
+            b.install_recorder().ok()
+        })
+        .as_ref()
+}
+
+/// Runs the recorder's housekeeping (histogram buckets); the admitter loop calls it.
+pub fn upkeep() {
+    if let Some(h) = handle() {
+        h.run_upkeep();
+    }
+}
+
+/// `GET /metrics`: Prometheus text format.
+pub async fn metrics() -> Response {
+    match handle() {
+        Some(h) => (
+            [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+            h.render(),
+        )
+            .into_response(),
+        None => {
+            sale_common::Problem::unavailable("metrics recorder not installed", 60).into_response()
+        }
+    }
+}
+
+/// Middleware: request counts and latency histogram per matched route and status class.
+pub async fn track(req: Request, next: Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "other".to_owned(), |p| p.as_str().to_owned());
+    let method = req.method().to_string();
+    let start = Instant::now();
+    let resp = next.run(req).await;
+    let status = resp.status();
+    let class = match status.as_u16() {
+        s if s < 400 => "ok",
+        s if s < 500 => "client_error",
+        _ => "server_error",
+    };
+    metrics::histogram!("wr_request_seconds", "route" => route.clone(), "method" => method)
+        .record(start.elapsed().as_secs_f64());
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        metrics::counter!("wr_unavailable_total", "route" => route.clone()).increment(1);
+    }
+    metrics::counter!("wr_requests_total", "route" => route, "class" => class).increment(1);
+    resp
+}
+
+/// Sets the gauges of one event from freshly read figures and the document built from them.
+pub fn record_figures(f: &Figures, doc: &StatusDoc) {
+    let e = f.meta.id.to_string();
+    let g = |name: &'static str, v: f64| metrics::gauge!(name, "event" => e.clone()).set(v);
+    g("wr_queue_length_live", doc.queue_length as f64);
+    g("wr_cursor", f.cursor as f64);
+    g("wr_last_number", f.last_number as f64);
+    g("wr_prequeued", f.prequeued as f64);
+    g("wr_active_sessions", f.active as f64);
+    g("wr_silent_in_window", f.silent as f64);
+    g("wr_admit_rate", f.meta.admit_rate);
+    g("wr_admitted_per_sec", doc.admitted_per_sec);
+    g("wr_cursor_places_per_sec", doc.wait.places_per_sec);
+    g("wr_admitted_total", f.admitted_total as f64);
+    g("wr_skipped_places_total", f.skipped_total as f64);
+    g("wr_sessions_ended_total", f.ended_total as f64);
+    g("wr_max_active", f.meta.max_active as f64);
+}
+
+/// Counts a rejected token (`kind`: join or admission, `reason`: malformed, forged, expired…).
+pub fn rejected_token(kind: &'static str, reason: &'static str) {
+    metrics::counter!("wr_rejected_tokens_total", "kind" => kind, "reason" => reason).increment(1);
+}
+
+/// Counts a store failure (`op`: the store call).
+pub fn store_error(op: &'static str) {
+    metrics::counter!("wr_store_errors_total", "op" => op).increment(1);
+}
