@@ -47,19 +47,28 @@ pub async fn settle(state: &AppState, hold: &Hold, actor: Actor) -> ApiResult<Se
         return Ok(Settlement::Unknown("no payment".into()));
     };
     let now = state.clock.now_ms();
+    // The callback executes at once (the fan just approved); the reconciler and the fan's
+    // cancel ask first and execute only an approved payment.
+    if actor != Actor::Callback {
+        match state.gateway.query(pid).await {
+            Ok(s) if s.status == PayStatus::Approved => {}
+            Ok(s) => return finish(state, hold, actor, s).await,
+            Err(e) => return Ok(Settlement::Unknown(e.to_string())),
+        }
+    }
     let owner = now < hold.expires_at
         && sqlx::query(
-        "UPDATE holds SET executing_at = $1 WHERE id = $2 AND status = 'HELD' AND payment_id = $3 \
-         AND (executing_at IS NULL OR executing_at < $4)",
-    )
-    .bind(now)
-    .bind(&hold.id)
-    .bind(pid)
-    .bind(now - EXECUTE_STALE_MS)
-    .execute(&state.db)
-    .await?
-    .rows_affected()
-        == 1;
+            "UPDATE holds SET executing_at = $1 WHERE id = $2 AND status = 'HELD' AND payment_id = $3 \
+             AND (executing_at IS NULL OR executing_at < $4)",
+        )
+        .bind(now)
+        .bind(&hold.id)
+        .bind(pid)
+        .bind(now - EXECUTE_STALE_MS)
+        .execute(&state.db)
+        .await?
+        .rows_affected()
+            == 1;
     let answer = if owner {
         let executed = match state.gateway.execute(pid).await {
             Ok(s) => Ok(s),
@@ -84,12 +93,22 @@ pub async fn settle(state: &AppState, hold: &Hold, actor: Actor) -> ApiResult<Se
     } else {
         state.gateway.query(pid).await
     };
-    let st = match answer {
-        Ok(s) => s,
-        Err(e) => return Ok(Settlement::Unknown(e.to_string())),
-    };
+    match answer {
+        Ok(s) => finish(state, hold, actor, s).await,
+        Err(e) => Ok(Settlement::Unknown(e.to_string())),
+    }
+}
+
+/// Turns the gateway's answer into a [`Settlement`], confirming a completed payment.
+async fn finish(
+    state: &AppState,
+    hold: &Hold,
+    actor: Actor,
+    st: PaymentState,
+) -> ApiResult<Settlement> {
     match st.status {
-        PayStatus::Completed => {
+        PayStatus::Completed | PayStatus::Refunded => {
+            let pid = hold.payment_id.as_deref().unwrap_or_default();
             let txn = st
                 .transaction_id
                 .unwrap_or_else(|| format!("unknown-{pid}"));

@@ -15,13 +15,33 @@ pub fn free_port() -> u16 {
         .expect("bind 127.0.0.1:0")
 }
 
-/// A `redis-server` child process on a free port, no persistence, data in a temp dir.
+/// A `redis-server` child process on a free port, data in a temp dir; no persistence unless
+/// started with [`RedisServer::start_persistent`].
 #[derive(Debug)]
 pub struct RedisServer {
     child: Child,
     /// The port it listens on.
     pub port: u16,
     dir: PathBuf,
+    persistent: bool,
+}
+
+fn spawn_redis(port: u16, dir: &std::path::Path, persistent: bool) -> std::io::Result<Child> {
+    let bin = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
+    let aof: &[&str] = if persistent {
+        &["--appendonly", "yes", "--appendfsync", "always"]
+    } else {
+        &["--appendonly", "no"]
+    };
+    Command::new(&bin)
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(["--save", "", "--protected-mode", "no"])
+        .args(aof)
+        .arg("--dir")
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
 }
 
 impl RedisServer {
@@ -29,20 +49,28 @@ impl RedisServer {
     /// Panics with a clear message when the binary is missing: tests that need Redis must not
     /// silently pass without it.
     pub fn start() -> Self {
+        Self::start_with(false)
+    }
+
+    /// Like [`RedisServer::start`] with an append-only file fsynced on every write, so data
+    /// survives [`RedisServer::stop`] + [`RedisServer::restart`] (outage tests).
+    pub fn start_persistent() -> Self {
+        Self::start_with(true)
+    }
+
+    fn start_with(persistent: bool) -> Self {
         let port = free_port();
         let dir = std::env::temp_dir().join(format!("redis-test-{port}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("create redis temp dir");
-        let bin = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
-        let child = Command::new(&bin)
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
-            .arg("--dir")
-            .arg(&dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {bin} (install Debian's redis-server): {e}"));
-        let server = Self { child, port, dir };
+        let child = spawn_redis(port, &dir, persistent).unwrap_or_else(|e| {
+            panic!("cannot start redis-server (install Debian's redis-server): {e}")
+        });
+        let server = Self {
+            child,
+            port,
+            dir,
+            persistent,
+        };
         server.wait_ready(Duration::from_secs(10));
         server
     }
@@ -58,19 +86,11 @@ impl RedisServer {
         let _ = self.child.wait();
     }
 
-    /// Starts the server again on the same port (data is gone: no persistence).
+    /// Starts the server again on the same port (data is gone unless started persistent).
     pub fn restart(&mut self) {
         self.stop();
-        let bin = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
-        self.child = Command::new(&bin)
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
-            .arg("--dir")
-            .arg(&self.dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("restart redis-server");
+        self.child =
+            spawn_redis(self.port, &self.dir, self.persistent).expect("restart redis-server");
         self.wait_ready(Duration::from_secs(10));
     }
 

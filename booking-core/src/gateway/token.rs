@@ -117,6 +117,16 @@ impl TokenStore {
                 .await
                 .map_err(|e| GatewayError::Other(format!("token lease: {e}")))?;
             if mine {
+                // Double check: another process may have stored a token between our read and
+                // our lease (it gives the lease back right after storing).
+                if let Some((t, exp)) = self.shared().await? {
+                    if exp - REFRESH_MARGIN_MS > now {
+                        let _ = lease::set_until(&self.db, LEASE, &owner, 0).await;
+                        *self.cache.lock().unwrap_or_else(|e| e.into_inner()) =
+                            Some((t.clone(), exp));
+                        return Ok(t);
+                    }
+                }
                 let me = Arc::clone(self);
                 let refresh = tokio::spawn(async move { me.refresh(&owner).await });
                 if let Some(t) = usable {

@@ -63,10 +63,13 @@ pub async fn refunds(
     )))
 }
 
+/// One `alerts` row: id, at (epoch ms), show, hold, kind, message.
+type AlertRow = (i64, i64, Option<String>, Option<String>, String, String);
+
 /// `GET /admin/alerts`: `[{"id","at","show","hold_id","kind","message"}]` (`at` in epoch ms).
 pub async fn alerts(State(state): State<AppState>, headers: HeaderMap) -> ApiResult<Json<Value>> {
     admin(&state, &headers)?;
-    let rows: Vec<(i64, i64, Option<String>, Option<String>, String, String)> =
+    let rows: Vec<AlertRow> =
         sqlx::query_as("SELECT id, at, show_id, hold_id, kind, message FROM alerts ORDER BY id")
             .fetch_all(&state.db)
             .await?;

@@ -60,10 +60,11 @@ pub enum Backend {
 }
 
 impl Backend {
-    /// A fresh database URL for one test.
-    pub fn fresh_url(self) -> String {
+    /// A fresh database URL for one test: a SQLite file in `dir` (so a second "process" can
+    /// open the same database), or a new database on the shared PostgreSQL server.
+    pub fn fresh_url(self, dir: &std::path::Path) -> String {
         match self {
-            Backend::Sqlite => "sqlite::memory:".into(),
+            Backend::Sqlite => format!("sqlite://{}?mode=rwc", dir.join("booking.db").display()),
             Backend::Postgres => {
                 sale_common::testsupport::PostgresServer::shared().create_database()
             }
@@ -89,6 +90,7 @@ macro_rules! on_both {
 }
 
 pub struct Harness {
+    pub db_dir: Option<std::sync::Arc<tempfile::TempDir>>,
     pub base: String,
     pub mail: std::sync::Arc<tempfile::TempDir>,
     pub gw: String,
@@ -118,12 +120,15 @@ impl Harness {
     }
 
     pub async fn on_with(b: Backend, tweak: impl FnOnce(&mut Config)) -> Self {
-        let url = b.fresh_url();
-        Self::start_full(move |c| {
+        let dir = tempfile::tempdir().unwrap();
+        let url = b.fresh_url(dir.path());
+        let mut h = Self::start_full(move |c| {
             c.database_url = url;
             tweak(c)
         })
-        .await
+        .await;
+        h.db_dir = Some(std::sync::Arc::new(dir));
+        h
     }
 
     async fn start_full(tweak: impl FnOnce(&mut Config)) -> Self {
@@ -171,6 +176,7 @@ impl Harness {
             .build()
             .unwrap();
         Self {
+            db_dir: None,
             base,
             mail,
             gw,

@@ -116,14 +116,10 @@ impl PostgresServer {
             String::from_utf8_lossy(&out.stderr)
         );
         let postgres = bin.join("postgres");
-        let runner = if as_postgres {
-            "runuser -u postgres -- "
-        } else {
-            ""
-        };
-        // The watchdog: start postgres, then stop it once the test process is gone.
+        // The watchdog runs as the same user as postgres (a root shell could not signal through
+        // runuser): start postgres, then stop it once the test process is gone.
         let script = format!(
-            "{runner}{pg} -D {data} -p {port} -k {dir} -c listen_addresses=127.0.0.1 \
+            "{pg} -D {data} -p {port} -k {dir} -c listen_addresses=127.0.0.1 \
              -c fsync=off -c synchronous_commit=off -c full_page_writes=off \
              -c max_connections=300 -c shared_buffers=64MB >{dir}/log 2>&1 & PG=$!; \
              while [ -d /proc/{parent} ] && kill -0 $PG 2>/dev/null; do sleep 0.5; done; \
@@ -133,8 +129,16 @@ impl PostgresServer {
             dir = dir.display(),
             parent = std::process::id(),
         );
-        let child = Command::new("sh")
-            .args(["-c", &script])
+        let mut sh = if as_postgres {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--", "sh", "-c", &script]);
+            c
+        } else {
+            let mut c = Command::new("sh");
+            c.args(["-c", &script]);
+            c
+        };
+        let child = sh
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
