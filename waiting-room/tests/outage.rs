@@ -1,0 +1,191 @@
+//! Store outage against a real Redis (DESIGN.md "When the store fails"): Redis is killed for
+//! ~5 s mid-sale. Every join, claim, position and heartbeat answers 503 with `Retry-After`
+//! within a bounded time (measured per request: a bound, not a sleep), the status document and
+//! JWKS keep answering from memory, admitted fans' tokens verify offline, and once Redis is back
+//! (append-only file, same port) the same app serves again: nobody lost a place or got a second
+//! admission.
+
+use jsonwebtoken::{decode, Algorithm, DecodingKey, Validation};
+use reqwest::{Client, StatusCode};
+use sale_common::testsupport::RedisServer;
+use serde_json::Value;
+use std::time::{Duration, Instant};
+use waiting_room::config::StoreConfig;
+use waiting_room::tokens::AdmissionClaims;
+use waiting_room::Config;
+
+/// The most any answer may take during the outage.
+const BOUND: Duration = Duration::from_secs(3);
+
+struct Fan {
+    token: String,
+    number: u64,
+}
+
+async fn send(
+    c: &Client,
+    method: &str,
+    url: &str,
+    token: Option<&str>,
+) -> (StatusCode, Value, Option<String>, Duration) {
+    let start = Instant::now();
+    let mut req = c.request(method.parse().expect("method"), url);
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    let r = req.send().await.expect("the server answers");
+    let retry = r
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let status = r.status();
+    let body = r.json().await.unwrap_or(Value::Null);
+    (status, body, retry, start.elapsed())
+}
+
+/// Polls `f` until it returns `Some`, at most `limit` (the admitter runs on real time here).
+async fn eventually<T, F: std::future::Future<Output = Option<T>>>(
+    limit: Duration,
+    mut f: impl FnMut() -> F,
+) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(start.elapsed() < limit, "not within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn store_outage_answers_503_and_recovers() {
+    let mut redis = RedisServer::start_persistent();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("time")
+        .as_secs() as i64;
+    let mut cfg = Config::demo("demo", now - 1, "http://127.0.0.1:8081");
+    cfg.store = StoreConfig::Redis { url: redis.url() };
+    cfg.store_timeout_ms = 500;
+    cfg.events[0].admit_rate = 2.0;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(waiting_room::serve(listener, cfg, async {
+        let _ = stopped.await;
+    }));
+    let c = Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("client");
+    let (join, claim) = (
+        format!("{base}/api/events/demo/join"),
+        format!("{base}/api/events/demo/admission"),
+    );
+    let status = format!("{base}/status/demo.json");
+    eventually(Duration::from_secs(10), || async {
+        let (_, doc, _, _) = send(&c, "GET", &status, None).await;
+        (doc["state"] == "open").then_some(())
+    })
+    .await;
+    let mut fans = Vec::new();
+    for _ in 0..10 {
+        let (s, j, _, _) = send(&c, "POST", &join, None).await;
+        assert_eq!(s, StatusCode::OK, "{j}");
+        let number = j["queue_number"].as_u64().expect("open: numbered");
+        fans.push(Fan {
+            token: j["join_token"].as_str().expect("token").to_owned(),
+            number,
+        });
+    }
+    let admission = eventually(Duration::from_secs(10), || async {
+        let (s, a, _, _) = send(&c, "POST", &claim, Some(&fans[0].token)).await;
+        (s == StatusCode::OK).then_some(a)
+    })
+    .await;
+    let token = admission["admission_token"]
+        .as_str()
+        .expect("token")
+        .to_owned();
+
+    redis.stop();
+    let outage = Instant::now();
+    let mut answered = 0;
+    while outage.elapsed() < Duration::from_secs(5) {
+        for (method, url, t) in [
+            ("POST", join.clone(), None),
+            ("POST", claim.clone(), Some(fans[1].token.as_str())),
+            (
+                "GET",
+                format!("{base}/api/events/demo/position"),
+                Some(fans[2].token.as_str()),
+            ),
+            (
+                "POST",
+                format!("{base}/api/events/demo/heartbeat"),
+                Some(fans[3].token.as_str()),
+            ),
+        ] {
+            let (s, body, retry, took) = send(&c, method, &url, t).await;
+            assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{method} {url}: {body}");
+            assert!(retry.is_some(), "503 carries Retry-After");
+            assert!(took < BOUND, "{method} {url} took {took:?}");
+            answered += 1;
+        }
+    }
+    assert!(answered >= 4);
+    let (s, doc, _, took) = send(&c, "GET", &format!("{base}/status/demo.json"), None).await;
+    assert_eq!(
+        (s, doc["event"].as_str()),
+        (StatusCode::OK, Some("demo")),
+        "served from memory"
+    );
+    assert!(took < BOUND);
+    let (s, jwks, _, _) = send(&c, "GET", &format!("{base}/.well-known/jwks.json"), None).await;
+    assert_eq!(s, StatusCode::OK);
+    let x = jwks["keys"][0]["x"].as_str().expect("x");
+    let key = DecodingKey::from_ed_components(x).expect("key");
+    let mut v = Validation::new(Algorithm::EdDSA);
+    v.set_audience(&["booking-core"]);
+    v.set_issuer(&["waiting-room"]);
+    v.leeway = 5;
+    let claims = decode::<AdmissionClaims>(&token, &key, &v)
+        .expect("verifies offline")
+        .claims;
+    assert_eq!(claims.event, "demo");
+
+    redis.restart();
+    let rejoined = eventually(Duration::from_secs(15), || async {
+        let (s, j, _, _) = send(&c, "POST", &join, None).await;
+        (s == StatusCode::OK).then_some(j)
+    })
+    .await;
+    assert!(rejoined["queue_number"].as_u64().expect("n") > fans.last().expect("fan").number);
+    let (s, again, _, _) = send(&c, "POST", &claim, Some(&fans[0].token)).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(
+        again["admission_token"].as_str(),
+        Some(token.as_str()),
+        "no second admission"
+    );
+    for f in &fans[1..] {
+        let (s, p, _, _) = send(
+            &c,
+            "GET",
+            &format!("{base}/api/events/demo/position"),
+            Some(&f.token),
+        )
+        .await;
+        assert_eq!(
+            (s, p["queue_number"].as_u64()),
+            (StatusCode::OK, Some(f.number)),
+            "place kept"
+        );
+    }
+    let _ = stop.send(());
+    server.await.expect("task").expect("serve returns");
+}
