@@ -121,6 +121,42 @@ pub fn run(fans: &[FanOutcome], max_active: u64, office: &BackOffice, server_err
     out
 }
 
+/// Money checks: every payment the gateway completed (or completed then refunded) has exactly
+/// one booking or one refund, never both, never neither; confirmation emails sent = bookings.
+/// `payments` is the simulator's list (`None` without `--spawn`: that check is skipped).
+pub fn money(booked: &HashSet<String>, outbox: &Value, payments: Option<&Value>) -> Vec<Check> {
+    let mut out = Vec::new();
+    if let Some(p) = payments {
+        let (mut taken, mut bad) = (0usize, Vec::new());
+        for pay in p.as_array().into_iter().flatten() {
+            let status = pay["status"].as_str().unwrap_or("");
+            if status != "completed" && status != "refunded" {
+                continue;
+            }
+            taken += 1;
+            let hold = pay["reference"].as_str().unwrap_or_default();
+            if booked.contains(hold) == (status == "refunded") {
+                bad.push(format!("{hold} ({status})"));
+            }
+        }
+        let refunded = p.as_array().into_iter().flatten().filter(|x| x["status"] == "refunded").count();
+        out.push(Check {
+            name: "every completed payment has exactly one booking or one refund",
+            pass: bad.is_empty(),
+            detail: format!("{taken} payments took money, {refunded} refunded, {} wrong {:?}", bad.len(), bad.iter().take(5).collect::<Vec<_>>()),
+        });
+    } else {
+        out.push(Check { name: "every completed payment has exactly one booking or one refund", pass: true, detail: "skipped: needs --spawn".into() });
+    }
+    let sent = outbox["emails_sent"].as_u64().unwrap_or(u64::MAX);
+    out.push(Check {
+        name: "emails sent = bookings",
+        pass: sent == booked.len() as u64 && outbox["emails_pending"].as_u64() == Some(0),
+        detail: format!("{sent} emails sent, {} bookings, {} messages pending", booked.len(), outbox["emails_pending"]),
+    });
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

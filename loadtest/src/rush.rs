@@ -68,12 +68,29 @@ pub struct RushArgs {
     /// No progress bar (CI logs).
     #[arg(long)]
     quiet: bool,
+    /// Booking database for the spawned stack (`postgres://…` or `sqlite:…`; default: a fresh
+    /// SQLite file).
+    #[arg(long)]
+    database: Option<String>,
+    /// Gateway simulator: share of executes that fail (with `--spawn`).
+    #[arg(long, default_value_t = 0.0)]
+    fail_rate: f64,
+    /// Gateway simulator: share of Pay clicks that end cancelled (with `--spawn`).
+    #[arg(long, default_value_t = 0.0)]
+    cancel_rate: f64,
+    /// Gateway simulator: share of executes that time out (completed, answered late).
+    #[arg(long, default_value_t = 0.0)]
+    timeout_rate: f64,
+    /// Gateway simulator: share of webhooks delivered twice.
+    #[arg(long, default_value_t = 0.0)]
+    duplicate_webhook_rate: f64,
 }
 
 /// Runs the rush; `Ok(true)` when every check passed.
 pub async fn run(args: RushArgs) -> anyhow::Result<bool> {
     let started = Instant::now();
     let (stack, target, admin_token, max_active) = prepare(&args).await?;
+    let gateway = stack.as_ref().map(|s| s.gateway_url.clone());
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .pool_max_idle_per_host(args.concurrency)
@@ -103,7 +120,8 @@ pub async fn run(args: RushArgs) -> anyhow::Result<bool> {
     let wall = started.elapsed();
     let office = back_office(&client, &target, &admin_token).await?;
     print_figures(&fans, &stats, wall);
-    let results = checks::run(&fans, max_active, &office, stats.totals());
+    let mut results = checks::run(&fans, max_active, &office, stats.totals());
+    results.extend(money_checks(&client, &target, &admin_token, gateway.as_deref()).await?);
     let mut all = true;
     for c in &results {
         println!("{} {}: {}", if c.pass { "PASS" } else { "FAIL" }, c.name, c.detail);
@@ -139,7 +157,11 @@ async fn prepare(
             max_active: args.max_active,
             admission_ttl_secs: args.admission_ttl,
         };
+        opts.database_url = args.database.clone().unwrap_or_default();
         let stack = ticket_sale::stack::start(opts).await?;
+        let faults = serde_json::json!({"fail_rate": args.fail_rate, "cancel_rate": args.cancel_rate,
+            "execute_timeout_rate": args.timeout_rate, "duplicate_webhook_rate": args.duplicate_webhook_rate});
+        reqwest::Client::new().post(format!("{}/v1/faults", stack.gateway_url)).json(&faults).send().await?.error_for_status()?;
         println!(
             "spawned: waiting room {}  booking {}  gateway {}  (sale opens in {opens_in} s)",
             stack.waiting_room_url, stack.booking_url, stack.gateway_url
@@ -173,6 +195,40 @@ async fn back_office(client: &reqwest::Client, t: &Target, token: &str) -> anyho
         other => other["bookings"].as_array().cloned().unwrap_or_default(),
     };
     Ok(BackOffice { stats, bookings, seatmap_available: map["available"].as_u64().unwrap_or(u64::MAX) })
+}
+
+/// After the outbox drained (at most 60 s): "every completed payment has exactly one booking or
+/// one refund" (from the simulator's payment list, with `--spawn`) and "emails sent = bookings".
+async fn money_checks(
+    client: &reqwest::Client,
+    t: &Target,
+    token: &str,
+    gateway: Option<&str>,
+) -> anyhow::Result<Vec<checks::Check>> {
+    let get = |url: String, auth: bool| {
+        let req = if auth { client.get(url).bearer_auth(token) } else { client.get(url) };
+        async move { anyhow::Ok(req.send().await?.error_for_status()?.json::<serde_json::Value>().await?) }
+    };
+    let mut outbox = serde_json::Value::Null;
+    for _ in 0..120 {
+        outbox = get(format!("{}/admin/shows/{}/outbox", t.booking, t.event), true).await?;
+        if outbox["emails_pending"].as_u64() == Some(0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let bookings = get(format!("{}/admin/shows/{}/bookings", t.booking, t.event), true).await?;
+    let booked: std::collections::HashSet<String> = bookings
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|b| b["hold_id"].as_str().map(str::to_owned))
+        .collect();
+    let payments = match gateway {
+        Some(g) => Some(get(format!("{g}/v1/sim/payments"), false).await?),
+        None => None,
+    };
+    Ok(checks::money(&booked, &outbox, payments.as_ref()))
 }
 
 fn span_rate(mut times_ms: Vec<u64>) -> (usize, f64) {
