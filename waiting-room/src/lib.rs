@@ -11,8 +11,10 @@ pub mod admitter;
 pub mod config;
 pub mod domain;
 pub mod http;
+pub mod keys;
 pub mod ratelimit;
 pub mod rates;
+pub mod signer;
 pub mod status;
 pub mod store;
 pub mod telemetry;
@@ -105,6 +107,7 @@ pub async fn run_admitters(state: AppState, mut stop: watch::Receiver<bool>) {
             let keys = state.0.limits.retain_recent();
             metrics::gauge!("wr_rate_limit_keys").set(keys as f64);
             telemetry::upkeep();
+            state.reload_keys();
         }
         let Ok(Ok(events)) = tokio::time::timeout(limit, store.list_events()).await else {
             continue;

@@ -25,6 +25,11 @@ enum Cmd {
         #[arg(long, default_value = "127.0.0.1:8080")]
         listen: String,
     },
+    /// Signing keys in a key directory (PKCS#8 PEM files).
+    Keys {
+        #[command(subcommand)]
+        action: KeysAction,
+    },
     /// Operator commands against a running waiting room.
     Admin {
         /// Base URL of the waiting room.
@@ -41,6 +46,29 @@ enum Cmd {
         event: String,
         #[command(subcommand)]
         action: Action,
+    },
+}
+
+#[derive(Subcommand)]
+enum KeysAction {
+    /// Create the active key (first call) or the next key (published before it signs).
+    Generate {
+        /// Key directory.
+        #[arg(long)]
+        dir: PathBuf,
+    },
+    /// Promote the next key, retire the active one, generate a new next key.
+    Rotate {
+        /// Key directory.
+        #[arg(long)]
+        dir: PathBuf,
+        /// Keep the retired key in the JWKS this long, seconds (≥ longest admission lifetime
+        /// plus the verifier's leeway).
+        #[arg(long, default_value_t = 660)]
+        keep_secs: u64,
+        /// Refuse unless the next key has been published at least this long, seconds.
+        #[arg(long, default_value_t = waiting_room::keys::MIN_PUBLISHED_SECS)]
+        min_published_secs: i64,
     },
 }
 
@@ -90,6 +118,7 @@ async fn main() -> anyhow::Result<()> {
             };
             waiting_room::serve(listener, config, shutdown).await
         }
+        Cmd::Keys { action } => keys(action),
         Cmd::Admin {
             url,
             token,
@@ -104,6 +133,26 @@ async fn main() -> anyhow::Result<()> {
             }
         }
     }
+}
+
+fn keys(action: KeysAction) -> anyhow::Result<()> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_secs() as i64;
+    match action {
+        KeysAction::Generate { dir } => {
+            println!("{:?}", waiting_room::keys::generate(&dir, now)?);
+        }
+        KeysAction::Rotate {
+            dir,
+            keep_secs,
+            min_published_secs,
+        } => {
+            let retired = waiting_room::keys::rotate(&dir, now, keep_secs, min_published_secs)?;
+            println!("rotated; retired key kept at {}", retired.display());
+        }
+    }
+    Ok(())
 }
 
 /// One line of live figures per second (ends on Ctrl-C or an error).

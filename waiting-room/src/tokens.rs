@@ -3,11 +3,9 @@
 //! (DEPENDENCIES.md: jsonwebtoken's default leeway is 60 s). Expiry is checked against the
 //! injected clock, not jsonwebtoken's wall clock (STYLE.md rule 5).
 
-use crate::domain::{Admission, EventId, VisitorId};
+use crate::domain::{EventId, VisitorId};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
-use ed25519_dalek::pkcs8::{DecodePrivateKey, EncodePrivateKey};
-use ed25519_dalek::SigningKey;
 use jsonwebtoken::{decode, encode, Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -162,111 +160,7 @@ impl JoinKeys {
     }
 }
 
-/// The Ed25519 key that signs admission tokens, and its public half for the JWKS.
-pub struct AdmissionSigner {
-    kid: String,
-    enc: EncodingKey,
-    public_raw: [u8; 32],
-    issuer: String,
-    audience: String,
-}
-
-impl AdmissionSigner {
-    /// From a PKCS#8 PEM private key, or a freshly generated key when `pem` is `None`. Signs
-    /// and verifies a probe token so a key-encoding mistake fails here, at start-up (case W02).
-    pub fn new(pem: Option<&str>, issuer: &str, audience: &str) -> anyhow::Result<Self> {
-        let key = match pem {
-            Some(p) => SigningKey::from_pkcs8_pem(p)
-                .map_err(|e| anyhow::anyhow!("signing_key_pem: {e}"))?,
-            None => SigningKey::generate(&mut rand::rngs::OsRng),
-        };
-        let der = key
-            .to_pkcs8_der()
-            .map_err(|e| anyhow::anyhow!("signing key to PKCS#8: {e}"))?;
-        let public_raw = key.verifying_key().to_bytes();
-        let signer = Self {
-            kid: jwk_thumbprint(&public_raw),
-            enc: EncodingKey::from_ed_der(der.as_bytes()),
-            public_raw,
-            issuer: issuer.to_owned(),
-            audience: audience.to_owned(),
-        };
-        let probe = signer.claims(
-            &EventId::parse("probe").expect("id"),
-            "probe",
-            &Admission {
-                jti: "probe".into(),
-                iat: 0,
-                exp: i64::MAX / 2,
-            },
-        );
-        let token = signer.sign(&probe)?;
-        signer.verify(&token)?;
-        Ok(signer)
-    }
-
-    /// The key id: the RFC 7638 JWK thumbprint of the public key.
-    pub fn kid(&self) -> &str {
-        &self.kid
-    }
-
-    /// The raw 32-byte public key.
-    pub fn public_raw(&self) -> [u8; 32] {
-        self.public_raw
-    }
-
-    /// The admission claims of a stored admission.
-    pub fn claims(&self, event: &EventId, visitor: &str, a: &Admission) -> AdmissionClaims {
-        AdmissionClaims {
-            iss: self.issuer.clone(),
-            aud: self.audience.clone(),
-            sub: visitor.to_owned(),
-            event: event.as_str().to_owned(),
-            jti: a.jti.clone(),
-            iat: a.iat,
-            nbf: a.iat,
-            exp: a.exp,
-        }
-    }
-
-    /// Signs (Ed25519 is deterministic: the same claims give the same token).
-    pub fn sign(&self, claims: &AdmissionClaims) -> anyhow::Result<String> {
-        let mut h = Header::new(Algorithm::EdDSA);
-        h.kid = Some(self.kid.clone());
-        Ok(encode(&h, claims, &self.enc)?)
-    }
-
-    /// Verifies signature, algorithm (EdDSA only), `iss` and `aud`; `exp`/`nbf` are the
-    /// verifier's business with its own clock. Used for the start-up probe and tests.
-    pub fn verify(&self, token: &str) -> anyhow::Result<AdmissionClaims> {
-        let mut v = Validation::new(Algorithm::EdDSA);
-        v.validate_exp = false;
-        v.validate_nbf = false;
-        v.leeway = 0;
-        v.set_issuer(&[&self.issuer]);
-        v.set_audience(&[&self.audience]);
-        v.required_spec_claims.clear();
-        let dec = DecodingKey::from_ed_der(&self.public_raw);
-        Ok(decode::<AdmissionClaims>(token, &dec, &v)?.claims)
-    }
-
-    /// The JWKS document (`/.well-known/jwks.json`).
-    pub fn jwks(&self) -> serde_json::Value {
-        serde_json::json!({"keys": [{
-            "kty": "OKP", "crv": "Ed25519", "x": URL_SAFE_NO_PAD.encode(self.public_raw),
-            "kid": self.kid, "alg": "EdDSA", "use": "sig"
-        }]})
-    }
-}
-
-/// RFC 7638 thumbprint of an Ed25519 OKP key (members in lexicographic order, no spaces).
-fn jwk_thumbprint(raw: &[u8; 32]) -> String {
-    let canonical = format!(
-        r#"{{"crv":"Ed25519","kty":"OKP","x":"{}"}}"#,
-        URL_SAFE_NO_PAD.encode(raw)
-    );
-    URL_SAFE_NO_PAD.encode(Sha256::digest(canonical.as_bytes()))
-}
+pub use crate::signer::{jwk_thumbprint, AdmissionSigner};
 
 /// A fresh admission-token id.
 pub fn new_jti() -> String {

@@ -211,7 +211,7 @@ async fn jwks_has_one_okp_ed25519_key() {
         ),
         (Some("OKP"), Some("Ed25519"), Some("EdDSA"), Some("sig"))
     );
-    assert_eq!(k["kid"].as_str(), Some(app.state.0.signer.kid()));
+    assert_eq!(k["kid"].as_str(), Some(app.state.0.signer.kid().as_str()));
     use base64::Engine;
     let x = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(k["x"].as_str().expect("x"))

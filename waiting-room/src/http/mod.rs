@@ -53,11 +53,17 @@ impl AppState {
         clock: SharedClock,
     ) -> anyhow::Result<Self> {
         config.validate()?;
-        let signer = AdmissionSigner::new(
-            config.signing_key_pem.as_ref().map(|s| s.expose()),
-            &config.issuer,
-            &config.audience,
-        )?;
+        let signer = match &config.signing_key_dir {
+            Some(dir) => {
+                let set = crate::keys::load(dir, clock.now_secs())?;
+                AdmissionSigner::from_set(&set, &config.issuer, &config.audience)?
+            }
+            None => AdmissionSigner::new(
+                config.signing_key_pem.as_ref().map(|s| s.expose()),
+                &config.issuer,
+                &config.audience,
+            )?,
+        };
         let join_keys = JoinKeys::new(config.join_hmac_key.expose().as_bytes());
         let limits = Limits::new(
             config.trusted_proxies.clone(),
@@ -80,6 +86,19 @@ impl AppState {
             state.refresh_status(&e.id).await;
         }
         Ok(state)
+    }
+
+    /// Re-reads the signing-key directory (when configured) and swaps the key set in; a read or
+    /// probe failure is logged and the previous keys stay.
+    pub fn reload_keys(&self) {
+        let Some(dir) = &self.0.config.signing_key_dir else {
+            return;
+        };
+        let now = self.0.clock.now_secs();
+        let result = crate::keys::load(dir, now).and_then(|set| self.0.signer.replace(&set));
+        if let Err(e) = result {
+            tracing::error!(dir = %dir.display(), error = %e, "signing keys not reloaded");
+        }
     }
 
     /// The bound on each store call.

@@ -1,0 +1,210 @@
+//! The admission-token signer: one active Ed25519 key signs, and the JWKS publishes every key a
+//! verifier may meet — the active one, the next one (published before it ever signs) and
+//! retired ones until their last token has expired (see [`crate::keys`]). The key set is swapped
+//! whole when the key directory is re-read; a failed read keeps the previous set.
+
+use crate::domain::{Admission, EventId};
+use crate::keys::KeySet;
+use crate::tokens::AdmissionClaims;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use ed25519_dalek::pkcs8::{DecodePrivateKey, EncodePrivateKey};
+use ed25519_dalek::SigningKey;
+use jsonwebtoken::Validation;
+use jsonwebtoken::{decode, decode_header, encode, Algorithm, DecodingKey, EncodingKey, Header};
+use sha2::{Digest, Sha256};
+use std::sync::{Arc, RwLock};
+
+struct Active {
+    kid: String,
+    enc: EncodingKey,
+    public_raw: [u8; 32],
+}
+
+struct Ring {
+    active: Active,
+    /// Every published public key (active first), raw 32 bytes, with its kid.
+    published: Vec<(String, [u8; 32])>,
+}
+
+/// Signs admission tokens with the active key and serves the JWKS of all published keys.
+pub struct AdmissionSigner {
+    ring: RwLock<Arc<Ring>>,
+    issuer: String,
+    audience: String,
+}
+
+fn active(key: &SigningKey) -> anyhow::Result<Active> {
+    let der = key
+        .to_pkcs8_der()
+        .map_err(|e| anyhow::anyhow!("signing key to PKCS#8: {e}"))?;
+    let public_raw = key.verifying_key().to_bytes();
+    Ok(Active {
+        kid: jwk_thumbprint(&public_raw),
+        enc: EncodingKey::from_ed_der(der.as_bytes()),
+        public_raw,
+    })
+}
+
+fn ring(set: &KeySet) -> anyhow::Result<Ring> {
+    let active = active(&set.active)?;
+    let mut published = vec![(active.kid.clone(), active.public_raw)];
+    for k in &set.published {
+        let raw = k.to_bytes();
+        let kid = jwk_thumbprint(&raw);
+        if !published.iter().any(|(p, _)| *p == kid) {
+            published.push((kid, raw));
+        }
+    }
+    Ok(Ring { active, published })
+}
+
+impl AdmissionSigner {
+    /// From a PKCS#8 PEM private key, or a freshly generated key when `pem` is `None`. Signs
+    /// and verifies a probe token so a key-encoding mistake fails here, at start-up (case W02).
+    pub fn new(pem: Option<&str>, issuer: &str, audience: &str) -> anyhow::Result<Self> {
+        let key = match pem {
+            Some(p) => SigningKey::from_pkcs8_pem(p)
+                .map_err(|e| anyhow::anyhow!("signing_key_pem: {e}"))?,
+            None => SigningKey::generate(&mut rand::rngs::OsRng),
+        };
+        Self::from_set(
+            &KeySet {
+                active: key,
+                published: Vec::new(),
+            },
+            issuer,
+            audience,
+        )
+    }
+
+    /// From a key directory's set (active key signs, all published keys in the JWKS).
+    pub fn from_set(set: &KeySet, issuer: &str, audience: &str) -> anyhow::Result<Self> {
+        let signer = Self {
+            ring: RwLock::new(Arc::new(ring(set)?)),
+            issuer: issuer.to_owned(),
+            audience: audience.to_owned(),
+        };
+        signer.probe()?;
+        Ok(signer)
+    }
+
+    fn probe(&self) -> anyhow::Result<()> {
+        let event = EventId::parse("probe").expect("valid id");
+        let a = Admission {
+            jti: "probe".into(),
+            iat: 0,
+            exp: i64::MAX / 2,
+        };
+        let token = self.sign(&self.claims(&event, "probe", &a))?;
+        self.verify(&token).map(|_| ())
+    }
+
+    fn current(&self) -> Arc<Ring> {
+        match self.ring.read() {
+            Ok(g) => g.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+
+    /// Swaps in a new key set (after the key directory changed); verified with a probe first,
+    /// so a broken set never replaces a working one.
+    pub fn replace(&self, set: &KeySet) -> anyhow::Result<()> {
+        let new = Arc::new(ring(set)?);
+        let old = std::mem::replace(
+            &mut *self.ring.write().map_err(|_| anyhow::anyhow!("lock"))?,
+            new,
+        );
+        if let Err(e) = self.probe() {
+            *self.ring.write().map_err(|_| anyhow::anyhow!("lock"))? = old;
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// The key id of the signing key: the RFC 7638 JWK thumbprint of its public key.
+    pub fn kid(&self) -> String {
+        self.current().active.kid.clone()
+    }
+
+    /// The raw 32-byte public key of the signing key.
+    pub fn public_raw(&self) -> [u8; 32] {
+        self.current().active.public_raw
+    }
+
+    /// The key ids in the JWKS, signing key first.
+    pub fn published_kids(&self) -> Vec<String> {
+        self.current()
+            .published
+            .iter()
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    /// The admission claims of a stored admission.
+    pub fn claims(&self, event: &EventId, visitor: &str, a: &Admission) -> AdmissionClaims {
+        AdmissionClaims {
+            iss: self.issuer.clone(),
+            aud: self.audience.clone(),
+            sub: visitor.to_owned(),
+            event: event.as_str().to_owned(),
+            jti: a.jti.clone(),
+            iat: a.iat,
+            nbf: a.iat,
+            exp: a.exp,
+        }
+    }
+
+    /// Signs with the active key (Ed25519 is deterministic: same claims and key, same token).
+    pub fn sign(&self, claims: &AdmissionClaims) -> anyhow::Result<String> {
+        let ring = self.current();
+        let mut h = Header::new(Algorithm::EdDSA);
+        h.kid = Some(ring.active.kid.clone());
+        Ok(encode(&h, claims, &ring.active.enc)?)
+    }
+
+    /// Verifies signature (with the published key named by `kid`), algorithm (EdDSA only),
+    /// `iss` and `aud`; `exp`/`nbf` are the verifier's business with its own clock. Used for the
+    /// start-up probe and tests.
+    pub fn verify(&self, token: &str) -> anyhow::Result<AdmissionClaims> {
+        let kid = decode_header(token)?.kid.unwrap_or_default();
+        let ring = self.current();
+        let raw = ring
+            .published
+            .iter()
+            .find(|(k, _)| *k == kid)
+            .map(|(_, r)| *r)
+            .ok_or_else(|| anyhow::anyhow!("unknown kid"))?;
+        let mut v = Validation::new(Algorithm::EdDSA);
+        v.validate_exp = false;
+        v.validate_nbf = false;
+        v.leeway = 0;
+        v.set_issuer(&[&self.issuer]);
+        v.set_audience(&[&self.audience]);
+        v.required_spec_claims.clear();
+        Ok(decode::<AdmissionClaims>(token, &DecodingKey::from_ed_der(&raw), &v)?.claims)
+    }
+
+    /// The JWKS document (`/.well-known/jwks.json`): every published key, signing key first.
+    pub fn jwks(&self) -> serde_json::Value {
+        let keys: Vec<serde_json::Value> = self
+            .current()
+            .published
+            .iter()
+            .map(|(kid, raw)| {
+                serde_json::json!({"kty": "OKP", "crv": "Ed25519", "x": URL_SAFE_NO_PAD.encode(raw),
+                    "kid": kid, "alg": "EdDSA", "use": "sig"})
+            })
+            .collect();
+        serde_json::json!({ "keys": keys })
+    }
+}
+
+/// RFC 7638 thumbprint of an Ed25519 OKP key (members in lexicographic order, no spaces).
+pub fn jwk_thumbprint(raw: &[u8; 32]) -> String {
+    let canonical = format!(
+        r#"{{"crv":"Ed25519","kty":"OKP","x":"{}"}}"#,
+        URL_SAFE_NO_PAD.encode(raw)
+    );
+    URL_SAFE_NO_PAD.encode(Sha256::digest(canonical.as_bytes()))
+}

@@ -1,0 +1,111 @@
+//! Key directory rotation: the next key is in the JWKS before any token is signed with it, and
+//! a retired key stays in the JWKS until the last token it signed has expired. Time is a
+//! `ManualClock`; the directory is re-read with `reload_keys` (the loop does it every 5 s).
+
+use sale_common::{Clock, ManualClock, SharedClock};
+use std::collections::HashSet;
+use std::sync::Arc;
+use waiting_room::domain::{Admission, EventId};
+use waiting_room::keys::{self, Generated};
+use waiting_room::store::memory::MemoryStore;
+use waiting_room::{AppState, Config};
+
+const T0: i64 = 1_764_500_000;
+
+fn jwks_kids(st: &AppState) -> HashSet<String> {
+    st.0.signer.jwks()["keys"]
+        .as_array()
+        .expect("keys")
+        .iter()
+        .map(|k| k["kid"].as_str().expect("kid").to_owned())
+        .collect()
+}
+
+/// Signs a 600-second admission at `now` and returns (token, kid in its header).
+fn sign(st: &AppState, now: i64) -> (String, String) {
+    let a = Admission {
+        jti: format!("j{now}"),
+        iat: now,
+        exp: now + 600,
+    };
+    let claims =
+        st.0.signer
+            .claims(&EventId::parse("demo").expect("id"), "v", &a);
+    let token = st.0.signer.sign(&claims).expect("sign");
+    let kid = jsonwebtoken::decode_header(&token)
+        .expect("header")
+        .kid
+        .expect("kid");
+    (token, kid)
+}
+
+#[tokio::test]
+async fn rotation_publishes_before_signing_and_retires_after_the_last_token() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let d = dir.path().join("keys");
+    assert!(matches!(
+        keys::generate(&d, T0).expect("gen"),
+        Generated::Active(_)
+    ));
+    assert!(matches!(
+        keys::generate(&d, T0).expect("gen"),
+        Generated::Next(_)
+    ));
+    assert!(keys::generate(&d, T0).is_err(), "one next key at a time");
+
+    let clock = ManualClock::new(T0 * 1000);
+    let shared: SharedClock = Arc::new(clock.clone());
+    let mut cfg = Config::demo("demo", T0, "http://127.0.0.1:8081");
+    cfg.signing_key_dir = Some(d.clone());
+    let st = AppState::new(cfg, Arc::new(MemoryStore::new()), shared)
+        .await
+        .expect("state");
+    let first = jwks_kids(&st);
+    assert_eq!(first.len(), 2, "active and next are published");
+    let (old_token, old_kid) = sign(&st, T0);
+    assert!(first.contains(&old_kid));
+
+    assert!(
+        keys::rotate(&d, T0 + 10, 660, keys::MIN_PUBLISHED_SECS).is_err(),
+        "next too fresh"
+    );
+    clock.advance_ms(200_000);
+    keys::rotate(&d, clock.now_secs(), 660, keys::MIN_PUBLISHED_SECS).expect("rotate");
+    st.reload_keys();
+    let (new_token, new_kid) = sign(&st, clock.now_secs());
+    assert_ne!(new_kid, old_kid);
+    assert!(
+        first.contains(&new_kid),
+        "the new signing key was in the JWKS before it signed"
+    );
+    let after = jwks_kids(&st);
+    assert_eq!(after.len(), 3, "active, retired, new next");
+    assert!(
+        after.contains(&old_kid),
+        "the retired key stays while its tokens live"
+    );
+    st.0.signer
+        .verify(&old_token)
+        .expect("old token still verifies");
+    st.0.signer.verify(&new_token).expect("new token verifies");
+
+    // The last token of the old key was signed at T0 + 200 at the latest and lives 600 s; the
+    // retired key is kept 660 s (lifetime + leeway) after the rotation, then leaves the JWKS.
+    clock.advance_ms(659_000);
+    st.reload_keys();
+    assert!(jwks_kids(&st).contains(&old_kid));
+    clock.advance_ms(2_000);
+    st.reload_keys();
+    let later = jwks_kids(&st);
+    assert!(
+        !later.contains(&old_kid),
+        "retired key gone after its tokens expired"
+    );
+    assert_eq!(later.len(), 2);
+    assert!(st.0.signer.verify(&old_token).is_err());
+
+    // A broken directory never replaces working keys.
+    std::fs::write(d.join("active.pem"), "not a key").expect("write");
+    st.reload_keys();
+    assert_eq!(sign(&st, clock.now_secs()).1, new_kid);
+}
