@@ -27,7 +27,11 @@ impl Cdn {
     /// # Errors
     /// When nginx is missing (install Debian's `nginx`) or does not answer within 10 s.
     pub fn start(port: u16, origin: &str) -> anyhow::Result<Self> {
-        let port = if port == 0 { sale_common::testsupport::free_port() } else { port };
+        let port = if port == 0 {
+            sale_common::testsupport::free_port()
+        } else {
+            port
+        };
         let prefix = tempfile::tempdir()?;
         let child = Command::new(infra_dir().join("cdn-start"))
             .arg(port.to_string())
@@ -36,15 +40,22 @@ impl Cdn {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .map_err(|e| anyhow::anyhow!("cannot start infra/cdn-start (is nginx installed?): {e}"))?;
-        let mut cdn = Self { child, url: format!("http://127.0.0.1:{port}"), _prefix: prefix };
+            .map_err(|e| {
+                anyhow::anyhow!("cannot start infra/cdn-start (is nginx installed?): {e}")
+            })?;
+        let mut cdn = Self {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            _prefix: prefix,
+        };
         let start = Instant::now();
         while start.elapsed() < Duration::from_secs(10) {
             if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
                 return Ok(cdn);
             }
             if let Ok(Some(status)) = cdn.child.try_wait() {
-                let log = std::fs::read_to_string(cdn._prefix.path().join("error.log")).unwrap_or_default();
+                let log = std::fs::read_to_string(cdn._prefix.path().join("error.log"))
+                    .unwrap_or_default();
                 anyhow::bail!("nginx exited with {status}: {log}");
             }
             std::thread::sleep(Duration::from_millis(20));

@@ -7,7 +7,10 @@ use std::net::SocketAddr;
 use ticket_sale::stack::{self, StackOptions};
 
 #[derive(Debug, Parser)]
-#[command(name = "ticket-sale", about = "Run a complete 10:00 ticket sale locally")]
+#[command(
+    name = "ticket-sale",
+    about = "Run a complete 10:00 ticket sale locally"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -61,8 +64,7 @@ struct UpArgs {
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
         .init();
     let Command::Up(a) = Cli::parse().command;
@@ -85,18 +87,30 @@ async fn main() -> anyhow::Result<()> {
     };
     let s = stack::start(opts).await?;
     let cdn = match a.cdn {
-        Some(port) => Some(ticket_sale::cdn::Cdn::start(port, s.waiting_room_url.trim_start_matches("http://"))?),
+        Some(port) => Some(ticket_sale::cdn::Cdn::start(
+            port,
+            s.waiting_room_url.trim_start_matches("http://"),
+        )?),
         None => None,
     };
     if let Some(c) = &cdn {
         println!("CDN (fans start here):          {}/?event=demo", c.url);
     }
-    println!("waiting room (fans start here): {}/?event=demo", s.waiting_room_url);
-    println!("status document:                {}/status/demo.json", s.waiting_room_url);
+    println!(
+        "waiting room (fans start here): {}/?event=demo",
+        s.waiting_room_url
+    );
+    println!(
+        "status document:                {}/status/demo.json",
+        s.waiting_room_url
+    );
     println!("booking core:                   {}", s.booking_url);
     println!("payment gateway simulator:      {}", s.gateway_url);
     println!("admin token:                    {}", s.admin_token);
-    println!("the demo sale opens in {} s; press Ctrl-C to stop", a.opens_in);
+    println!(
+        "the demo sale opens in {} s; press Ctrl-C to stop",
+        a.opens_in
+    );
     tokio::signal::ctrl_c().await?;
     drop(cdn);
     s.shutdown().await;

@@ -52,6 +52,10 @@ pub struct StackOptions {
     pub join_rate_per_sec: u32,
     /// Join burst per client IP.
     pub join_burst: u32,
+    /// Heartbeats and admission claims per second per client IP, and the burst.
+    pub fan_rate_per_sec: u32,
+    /// Heartbeat/claim burst per client IP.
+    pub fan_burst: u32,
 }
 
 impl StackOptions {
@@ -79,6 +83,8 @@ impl StackOptions {
             payment_session_secs: 420,
             join_rate_per_sec: 5,
             join_burst: 20,
+            fan_rate_per_sec: 5,
+            fan_burst: 20,
         }
     }
 }
@@ -129,7 +135,10 @@ fn url_of(l: &TcpListener) -> anyhow::Result<String> {
     Ok(format!("http://{}", l.local_addr()?))
 }
 
-fn stopper() -> (oneshot::Sender<()>, impl std::future::Future<Output = ()> + Send + 'static) {
+fn stopper() -> (
+    oneshot::Sender<()>,
+    impl std::future::Future<Output = ()> + Send + 'static,
+) {
     let (tx, rx) = oneshot::channel::<()>();
     (tx, async move {
         let _ = rx.await;
@@ -144,13 +153,22 @@ pub async fn start(opts: StackOptions) -> anyhow::Result<Stack> {
     let (wr_url, bc_url, gw_url) = (url_of(&wr_l)?, url_of(&bc_l)?, url_of(&gw_l)?);
     let (tmp, database_url) = if opts.database_url.is_empty() {
         let dir = tempfile::tempdir()?;
-        let url = format!("sqlite://{}?mode=rwc", dir.path().join("booking.db").display());
+        let url = format!(
+            "sqlite://{}?mode=rwc",
+            dir.path().join("booking.db").display()
+        );
         (Some(dir), url)
     } else {
         (None, opts.database_url.clone())
     };
     let gateway_secret = format!("{:032x}", rand::random::<u128>());
-    let wiring = Wiring { wr_url: &wr_url, bc_url: &bc_url, gw_url: &gw_url, database_url: &database_url, gateway_secret: &gateway_secret };
+    let wiring = Wiring {
+        wr_url: &wr_url,
+        bc_url: &bc_url,
+        gw_url: &gw_url,
+        database_url: &database_url,
+        gateway_secret: &gateway_secret,
+    };
     let gw_cfg = configs::gateway(&opts, &wiring);
     let wr_cfg = configs::waiting_room(&opts, &wiring)?;
     let bc_cfg = configs::booking(&opts, &wiring)?;
@@ -192,7 +210,9 @@ async fn wait_healthy(s: &Stack) -> anyhow::Result<()> {
     for url in [&s.waiting_room_url, &s.booking_url, &s.gateway_url] {
         let mut ok = false;
         for _ in 0..100 {
-            if let Ok(mut stream) = tokio::net::TcpStream::connect(url.trim_start_matches("http://")).await {
+            if let Ok(mut stream) =
+                tokio::net::TcpStream::connect(url.trim_start_matches("http://")).await
+            {
                 use tokio::io::{AsyncReadExt, AsyncWriteExt};
                 let _ = stream.write_all(b"GET /healthz HTTP/1.0\r\n\r\n").await;
                 let mut buf = [0u8; 12];

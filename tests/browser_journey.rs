@@ -46,7 +46,11 @@ async fn connect(driver: &Driver, profile: &std::path::Path) -> fantoccini::Clie
     );
     let url = format!("http://127.0.0.1:{}", driver.1);
     for _ in 0..100 {
-        if let Ok(c) = ClientBuilder::native().capabilities(caps.clone()).connect(&url).await {
+        if let Ok(c) = ClientBuilder::native()
+            .capabilities(caps.clone())
+            .connect(&url)
+            .await
+        {
             return c;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -90,9 +94,14 @@ async fn a_fan_books_a_seat_in_a_real_browser() {
     let profile = tempfile::tempdir().expect("profile dir");
     let c = connect(&driver, profile.path()).await;
 
-    c.goto(&format!("{}/?event=demo", stack.waiting_room_url)).await.expect("open waiting page");
+    c.goto(&format!("{}/?event=demo", stack.waiting_room_url))
+        .await
+        .expect("open waiting page");
     let title = text_of(&c, "#title").await;
-    assert!(title.contains("waiting room"), "waiting page title: {title}");
+    assert!(
+        title.contains("waiting room"),
+        "waiting page title: {title}"
+    );
     shot(&c, "01-waiting-room").await;
 
     // Admission hands the token over with a form POST; the booking page then shows the seat map.
@@ -102,18 +111,39 @@ async fn a_fan_books_a_seat_in_a_real_browser() {
         .await
         .expect("admitted and the seat map is shown");
     let url = c.current_url().await.expect("url");
-    assert!(url.as_str().starts_with(&stack.booking_url), "on the booking core: {url}");
-    assert!(!url.as_str().contains("admission_token"), "token must not travel in URLs: {url}");
+    assert!(
+        url.as_str().starts_with(&stack.booking_url),
+        "on the booking core: {url}"
+    );
+    assert!(
+        !url.as_str().contains("admission_token"),
+        "token must not travel in URLs: {url}"
+    );
     assert!(!url.as_str().contains("eyJ"), "no JWT in the URL: {url}");
     shot(&c, "02-seat-map").await;
 
-    c.find(Locator::Css("#seatmap .seat.free")).await.expect("a free seat").click().await.expect("click seat");
-    c.find(Locator::Id("hold")).await.expect("hold button").click().await.expect("click hold");
+    c.find(Locator::Css("#seatmap .seat.free"))
+        .await
+        .expect("a free seat")
+        .click()
+        .await
+        .expect("click seat");
+    c.find(Locator::Id("hold"))
+        .await
+        .expect("hold button")
+        .click()
+        .await
+        .expect("click hold");
     let held = text_of(&c, "#held:not([hidden]) #held-seats").await;
     assert!(held.contains('-'), "held seats shown: {held}");
     shot(&c, "03-held").await;
 
-    c.find(Locator::Id("pay")).await.expect("pay button").click().await.expect("click pay");
+    c.find(Locator::Id("pay"))
+        .await
+        .expect("pay button")
+        .click()
+        .await
+        .expect("click pay");
     let checkout = c
         .wait()
         .at_most(Duration::from_secs(30))
@@ -121,21 +151,32 @@ async fn a_fan_books_a_seat_in_a_real_browser() {
         .await
         .expect("checkout page");
     let url = c.current_url().await.expect("url");
-    assert!(url.as_str().starts_with(&stack.gateway_url), "on the gateway: {url}");
+    assert!(
+        url.as_str().starts_with(&stack.gateway_url),
+        "on the gateway: {url}"
+    );
     shot(&c, "04-checkout").await;
     checkout.click().await.expect("press Pay at the gateway");
 
     let confirmed = c
         .wait()
         .at_most(Duration::from_secs(30))
-        .for_element(Locator::XPath("//h1[@id='headline' and text()='Booking confirmed']"))
+        .for_element(Locator::XPath(
+            "//h1[@id='headline' and text()='Booking confirmed']",
+        ))
         .await;
     let headline = text_of(&c, "#headline").await;
     shot(&c, "05-confirmation").await;
-    assert!(confirmed.is_ok(), "confirmation page never said so: {headline}");
+    assert!(
+        confirmed.is_ok(),
+        "confirmation page never said so: {headline}"
+    );
     assert_eq!(headline, "Booking confirmed");
     let details = text_of(&c, "#details").await;
-    assert!(details.contains("are yours"), "confirmation details: {details}");
+    assert!(
+        details.contains("are yours"),
+        "confirmation details: {details}"
+    );
 
     // The back office agrees: exactly one booking.
     let bookings: serde_json::Value = reqwest::Client::new()

@@ -45,14 +45,22 @@ pub struct BackOffice {
 }
 
 /// Runs every check.
-pub fn run(fans: &[FanOutcome], max_active: u64, office: &BackOffice, server_errors: (u64, u64)) -> Vec<Check> {
+pub fn run(
+    fans: &[FanOutcome],
+    max_active: u64,
+    office: &BackOffice,
+    server_errors: (u64, u64),
+) -> Vec<Check> {
     let mut out = Vec::new();
     let adm: Vec<(i64, i64)> = fans.iter().filter_map(|f| f.admission).collect();
     let live = max_live(&adm);
     out.push(Check {
         name: "live admissions never above max_active",
         pass: live as u64 <= max_active,
-        detail: format!("max live {live} (from {} tokens), max_active {max_active}", adm.len()),
+        detail: format!(
+            "max live {live} (from {} tokens), max_active {max_active}",
+            adm.len()
+        ),
     });
 
     let mut seat_owner: HashMap<String, String> = HashMap::new();
@@ -66,32 +74,52 @@ pub fn run(fans: &[FanOutcome], max_active: u64, office: &BackOffice, server_err
             }
         }
     }
-    let db_twice = office.stats["seats_sold_twice"].as_u64().unwrap_or(u64::MAX);
+    let db_twice = office.stats["seats_sold_twice"]
+        .as_u64()
+        .unwrap_or(u64::MAX);
     out.push(Check {
         name: "zero seats sold twice",
         pass: twice.is_empty() && db_twice == 0,
-        detail: format!("{} in bookings list, {db_twice} by the database", twice.len()),
+        detail: format!(
+            "{} in bookings list, {db_twice} by the database",
+            twice.len()
+        ),
     });
 
     let booked: HashMap<&str, HashSet<&str>> = office
         .bookings
         .iter()
         .map(|b| {
-            let seats = b["seats"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+            let seats = b["seats"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
             (b["hold_id"].as_str().unwrap_or_default(), seats)
         })
         .collect();
-    let paid: Vec<&(String, Vec<String>)> = fans.iter().filter(|f| f.paid).filter_map(|f| f.hold.as_ref()).collect();
+    let paid: Vec<&(String, Vec<String>)> = fans
+        .iter()
+        .filter(|f| f.paid)
+        .filter_map(|f| f.hold.as_ref())
+        .collect();
     let missing = paid
         .iter()
         .filter(|(h, seats)| {
-            booked.get(h.as_str()).is_none_or(|b| seats.iter().any(|s| !b.contains(s.as_str())))
+            booked
+                .get(h.as_str())
+                .is_none_or(|b| seats.iter().any(|s| !b.contains(s.as_str())))
         })
         .count();
     out.push(Check {
         name: "every PAID hold's seats booked",
         pass: missing == 0 && !paid.is_empty(),
-        detail: format!("{} paid holds seen by fans, {missing} without their booked seats, {} bookings", paid.len(), office.bookings.len()),
+        detail: format!(
+            "{} paid holds seen by fans, {missing} without their booked seats, {} bookings",
+            paid.len(),
+            office.bookings.len()
+        ),
     });
 
     let s = &office.stats;
@@ -112,7 +140,11 @@ pub fn run(fans: &[FanOutcome], max_active: u64, office: &BackOffice, server_err
     });
 
     let (calls, errors) = server_errors;
-    let ratio = if calls == 0 { 0.0 } else { errors as f64 / calls as f64 };
+    let ratio = if calls == 0 {
+        0.0
+    } else {
+        errors as f64 / calls as f64
+    };
     out.push(Check {
         name: "server errors below 0.01%",
         pass: ratio < 0.0001,
@@ -139,20 +171,37 @@ pub fn money(booked: &HashSet<String>, outbox: &Value, payments: Option<&Value>)
                 bad.push(format!("{hold} ({status})"));
             }
         }
-        let refunded = p.as_array().into_iter().flatten().filter(|x| x["status"] == "refunded").count();
+        let refunded = p
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|x| x["status"] == "refunded")
+            .count();
         out.push(Check {
             name: "every completed payment has exactly one booking or one refund",
             pass: bad.is_empty(),
-            detail: format!("{taken} payments took money, {refunded} refunded, {} wrong {:?}", bad.len(), bad.iter().take(5).collect::<Vec<_>>()),
+            detail: format!(
+                "{taken} payments took money, {refunded} refunded, {} wrong {:?}",
+                bad.len(),
+                bad.iter().take(5).collect::<Vec<_>>()
+            ),
         });
     } else {
-        out.push(Check { name: "every completed payment has exactly one booking or one refund", pass: true, detail: "skipped: needs --spawn".into() });
+        out.push(Check {
+            name: "every completed payment has exactly one booking or one refund",
+            pass: true,
+            detail: "skipped: needs --spawn".into(),
+        });
     }
     let sent = outbox["emails_sent"].as_u64().unwrap_or(u64::MAX);
     out.push(Check {
         name: "emails sent = bookings",
         pass: sent == booked.len() as u64 && outbox["emails_pending"].as_u64() == Some(0),
-        detail: format!("{sent} emails sent, {} bookings, {} messages pending", booked.len(), outbox["emails_pending"]),
+        detail: format!(
+            "{sent} emails sent, {} bookings, {} messages pending",
+            booked.len(),
+            outbox["emails_pending"]
+        ),
     });
     out
 }
@@ -180,7 +229,10 @@ mod tests {
             seatmap_available: 0,
         };
         let checks = run(&[], 10, &office, (10, 0));
-        let twice = checks.iter().find(|c| c.name == "zero seats sold twice").unwrap();
+        let twice = checks
+            .iter()
+            .find(|c| c.name == "zero seats sold twice")
+            .unwrap();
         assert!(!twice.pass);
     }
 }

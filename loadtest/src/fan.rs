@@ -98,11 +98,19 @@ pub async fn run_fan(
     let wr = &target.waiting_room;
     let ev = &target.event;
     let join_url = format!("{wr}/api/events/{ev}/join");
-    let join = call(&client, &stats, "join", client.post(&join_url)).await;
-    let token = match join {
-        Ok((s, body, _)) if s.is_success() => body["join_token"].as_str().map(str::to_owned),
-        _ => None,
-    };
+    let mut token = None;
+    for _ in 0..5 {
+        match call(&client, &stats, "join", client.post(&join_url)).await {
+            Ok((s, body, _)) if s.is_success() => {
+                token = body["join_token"].as_str().map(str::to_owned);
+                break;
+            }
+            Ok((s, _, h)) if s == StatusCode::TOO_MANY_REQUESTS || s.is_server_error() => {
+                tokio::time::sleep(retry_after(&h)).await;
+            }
+            _ => break,
+        }
+    }
     joined.wait().await;
     let Some(token) = token else {
         out.gave_up = Some("join failed".into());
@@ -117,11 +125,30 @@ pub async fn run_fan(
     };
     out.queue_number = Some(number);
     let claim_url = format!("{wr}/api/events/{ev}/admission");
+    let mut last_beat: Option<Instant> = None;
     let admission = loop {
         let req = client.post(&claim_url).bearer_auth(&token);
+        let mut pause = Duration::from_millis(target.poll_ms);
         match call(&client, &stats, "claim", req).await {
             Ok((s, body, _)) if s.is_success() => break body,
-            Ok((s, _, _)) if s == StatusCode::CONFLICT || s.is_server_error() => {}
+            Ok((s, _, h)) if s == StatusCode::TOO_MANY_REQUESTS || s.is_server_error() => {
+                pause = retry_after(&h);
+            }
+            Ok((s, body, _)) if s == StatusCode::CONFLICT => {
+                // Not (yet) our turn, e.g. skipped as silent: say we are here, then retry.
+                let doc = serde_json::json!({"ready_window": u64::MAX, "heartbeat_interval_ms": 0,
+                                             "cursor": body["cursor"].as_u64().unwrap_or(0)});
+                heartbeat_if_near(
+                    &client,
+                    &target,
+                    &stats,
+                    &token,
+                    &doc,
+                    number,
+                    &mut last_beat,
+                )
+                .await;
+            }
             Ok((s, _, _)) => {
                 out.gave_up = Some(format!("claim answered {s}"));
                 return out;
@@ -132,7 +159,7 @@ pub async fn run_fan(
             out.gave_up = Some("claim: deadline".into());
             return out;
         }
-        tokio::time::sleep(Duration::from_millis(target.poll_ms)).await;
+        tokio::time::sleep(pause).await;
     };
     let Some(adm) = admission["admission_token"].as_str().map(str::to_owned) else {
         out.gave_up = Some("claim without token".into());
@@ -140,13 +167,18 @@ pub async fn run_fan(
     };
     out.admitted_at_ms = Some(started.elapsed().as_millis() as u64);
     if let Some(c) = jwt_claims(&adm) {
-        out.admission = Some((c["iat"].as_i64().unwrap_or(0), c["exp"].as_i64().unwrap_or(0)));
+        out.admission = Some((
+            c["iat"].as_i64().unwrap_or(0),
+            c["exp"].as_i64().unwrap_or(0),
+        ));
     }
     book(&client, &target, &stats, &adm, &mut out).await;
     out
 }
 
 /// Polls the status document until the cursor reaches this fan; returns the queue number.
+/// Like the waiting page, a fan within the document's `ready_window` of the cursor sends a
+/// heartbeat every `heartbeat_interval_ms`, so its place is not skipped as abandoned.
 async fn wait_for_turn(
     client: &Client,
     target: &Target,
@@ -157,18 +189,24 @@ async fn wait_for_turn(
     let wr = &target.waiting_room;
     let ev = &target.event;
     let mut number: Option<u64> = None;
+    let mut last_beat: Option<Instant> = None;
     loop {
         if Instant::now() > deadline {
             anyhow::bail!("waiting: deadline");
         }
-        let st = call(client, stats, "status", client.get(format!("{wr}/status/{ev}.json"))).await;
-        let (state, cursor) = match st {
-            Ok((s, body, _)) if s.is_success() => (
-                body["state"].as_str().unwrap_or("").to_owned(),
-                body["cursor"].as_u64().unwrap_or(0),
-            ),
-            _ => (String::new(), 0),
+        let st = call(
+            client,
+            stats,
+            "status",
+            client.get(format!("{wr}/status/{ev}.json")),
+        )
+        .await;
+        let doc = match st {
+            Ok((s, body, _)) if s.is_success() => body,
+            _ => Value::Null,
         };
+        let state = doc["state"].as_str().unwrap_or("");
+        let cursor = doc["cursor"].as_u64().unwrap_or(0);
         if state == "open" && number.is_none() {
             let req = client
                 .get(format!("{wr}/api/events/{ev}/position"))
@@ -183,6 +221,7 @@ async fn wait_for_turn(
             if n <= cursor {
                 return Ok(n);
             }
+            heartbeat_if_near(client, target, stats, token, &doc, n, &mut last_beat).await;
         }
         if state == "closed" || state == "sold_out" {
             anyhow::bail!("event {state}");
@@ -190,6 +229,53 @@ async fn wait_for_turn(
         let jitter = rand::thread_rng().gen_range(0..=target.poll_ms / 4);
         tokio::time::sleep(Duration::from_millis(target.poll_ms + jitter)).await;
     }
+}
+
+/// Sends a heartbeat when the fan is within the ready window and the interval has passed.
+async fn heartbeat_if_near(
+    client: &Client,
+    target: &Target,
+    stats: &Stats,
+    token: &str,
+    doc: &Value,
+    number: u64,
+    last: &mut Option<Instant>,
+) {
+    let (Some(window), Some(every)) = (
+        doc["ready_window"].as_u64(),
+        doc["heartbeat_interval_ms"].as_u64(),
+    ) else {
+        return;
+    };
+    let cursor = doc["cursor"].as_u64().unwrap_or(0);
+    if number.saturating_sub(cursor) > window {
+        return;
+    }
+    if last.is_some_and(|t| t.elapsed() < Duration::from_millis(every)) {
+        return;
+    }
+    *last = Some(Instant::now());
+    let url = format!(
+        "{}/api/events/{}/heartbeat",
+        target.waiting_room, target.event
+    );
+    let _ = call(
+        client,
+        stats,
+        "heartbeat",
+        client.post(url).bearer_auth(token),
+    )
+    .await;
+}
+
+/// Seconds to wait from a 429/503 `Retry-After` header (default 1 s, at most 30 s).
+fn retry_after(headers: &reqwest::header::HeaderMap) -> Duration {
+    let secs = headers
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(1);
+    Duration::from_secs(secs.clamp(1, 30))
 }
 
 /// Picks `n` adjacent free seats in a random row that has them, from a seat-map answer.
@@ -200,12 +286,17 @@ pub fn pick_seats(map: &Value, n: usize) -> Option<Vec<String>> {
     for s in seats {
         let key = (
             s["section"].as_str()?.to_owned(),
-            s["row"].as_str().map(str::to_owned).unwrap_or_else(|| s["row"].to_string()),
+            s["row"]
+                .as_str()
+                .map(str::to_owned)
+                .unwrap_or_else(|| s["row"].to_string()),
         );
         let free = s["status"].as_str() == Some("free");
-        rows.entry(key)
-            .or_default()
-            .push((s["number"].as_u64()?, s["id"].as_str()?.to_owned(), free));
+        rows.entry(key).or_default().push((
+            s["number"].as_u64()?,
+            s["id"].as_str()?.to_owned(),
+            free,
+        ));
     }
     let mut blocks = Vec::new();
     for row in rows.values_mut() {
@@ -222,7 +313,11 @@ pub fn pick_seats(map: &Value, n: usize) -> Option<Vec<String>> {
     if front == 0 {
         return None;
     }
-    let i = if rng.gen_bool(0.7) { rng.gen_range(0..front) } else { rng.gen_range(0..blocks.len()) };
+    let i = if rng.gen_bool(0.7) {
+        rng.gen_range(0..front)
+    } else {
+        rng.gen_range(0..blocks.len())
+    };
     blocks.get(i).cloned()
 }
 
@@ -231,7 +326,14 @@ async fn book(client: &Client, target: &Target, stats: &Stats, adm: &str, out: &
     let ev = &target.event;
     let want = rand::thread_rng().gen_range(1..=4usize);
     for attempt in 0..4 {
-        let map = match call(client, stats, "seatmap", client.get(format!("{bc}/api/shows/{ev}/seats"))).await {
+        let map = match call(
+            client,
+            stats,
+            "seatmap",
+            client.get(format!("{bc}/api/shows/{ev}/seats")),
+        )
+        .await
+        {
             Ok((s, body, _)) if s.is_success() => body,
             _ => continue,
         };
@@ -274,7 +376,14 @@ fn uuid_like() -> String {
     format!("{:032x}", rng.gen::<u128>())
 }
 
-async fn finish(client: &Client, target: &Target, stats: &Stats, adm: &str, hold: &str, out: &mut FanOutcome) {
+async fn finish(
+    client: &Client,
+    target: &Target,
+    stats: &Stats,
+    adm: &str,
+    hold: &str,
+    out: &mut FanOutcome,
+) {
     let bc = &target.booking;
     let roll: f64 = rand::thread_rng().gen();
     let choice = if roll < target.pay_share {
@@ -284,28 +393,43 @@ async fn finish(client: &Client, target: &Target, stats: &Stats, adm: &str, hold
     } else {
         return; // walks away: the hold lapses on its own
     };
-    let req = client.post(format!("{bc}/api/holds/{hold}/pay")).bearer_auth(adm);
-    let Ok((s, body, _)) = call(client, stats, "pay", req).await else { return };
+    let req = client
+        .post(format!("{bc}/api/holds/{hold}/pay"))
+        .bearer_auth(adm);
+    let Ok((s, body, _)) = call(client, stats, "pay", req).await else {
+        return;
+    };
     if !s.is_success() {
         return;
     }
-    let Some(checkout) = body["checkout_url"].as_str() else { return };
+    let Some(checkout) = body["checkout_url"].as_str() else {
+        return;
+    };
     // The fan presses Pay or Cancel on the gateway's page: a form POST answered with a redirect.
     let button = format!("{}/{}", checkout.trim_end_matches('/'), choice);
-    let Ok((s, _, headers)) = call(client, stats, "checkout", client.post(&button)).await else { return };
-    let Some(loc) = headers.get(reqwest::header::LOCATION).and_then(|v| v.to_str().ok()) else {
+    let Ok((s, _, headers)) = call(client, stats, "checkout", client.post(&button)).await else {
+        return;
+    };
+    let Some(loc) = headers
+        .get(reqwest::header::LOCATION)
+        .and_then(|v| v.to_str().ok())
+    else {
         let _ = s;
         return;
     };
     let _ = call(client, stats, "callback", client.get(loc)).await;
     if choice == "cancel" {
-        let req = client.delete(format!("{bc}/api/holds/{hold}")).bearer_auth(adm);
+        let req = client
+            .delete(format!("{bc}/api/holds/{hold}"))
+            .bearer_auth(adm);
         if let Ok((s, _, _)) = call(client, stats, "release", req).await {
             out.cancelled = s.is_success();
         }
         return;
     }
-    let req = client.get(format!("{bc}/api/holds/{hold}")).bearer_auth(adm);
+    let req = client
+        .get(format!("{bc}/api/holds/{hold}"))
+        .bearer_auth(adm);
     if let Ok((s, body, _)) = call(client, stats, "hold_read", req).await {
         out.paid = s.is_success() && body["status"] == "PAID";
     }

@@ -51,7 +51,7 @@ pub struct RushArgs {
     #[arg(long)]
     expect_max_active: Option<u64>,
     /// Status-document poll interval per waiting fan, milliseconds.
-    #[arg(long, default_value_t = 250)]
+    #[arg(long, default_value_t = 1000)]
     poll_ms: u64,
     /// Share of fans who pay.
     #[arg(long, default_value_t = 0.7)]
@@ -99,13 +99,25 @@ pub async fn run(args: RushArgs) -> anyhow::Result<bool> {
     fan::set_concurrency(args.concurrency);
     let stats = Arc::new(Stats::default());
     let target = Arc::new(target);
-    let bar = if args.quiet { ProgressBar::hidden() } else { ProgressBar::new(args.fans as u64) };
-    bar.set_style(ProgressStyle::with_template("{elapsed} [{bar:40}] {pos}/{len} fans done {msg}")?);
+    let bar = if args.quiet {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(args.fans as u64)
+    };
+    bar.set_style(ProgressStyle::with_template(
+        "{elapsed} [{bar:40}] {pos}/{len} fans done {msg}",
+    )?);
     let barrier = Arc::new(tokio::sync::Barrier::new(args.fans));
     let deadline = started + Duration::from_secs(args.timeout);
     let mut tasks = tokio::task::JoinSet::new();
     for _ in fan::shuffled(args.fans) {
-        let (c, t, s, b, bar) = (client.clone(), target.clone(), stats.clone(), barrier.clone(), bar.clone());
+        let (c, t, s, b, bar) = (
+            client.clone(),
+            target.clone(),
+            stats.clone(),
+            barrier.clone(),
+            bar.clone(),
+        );
         tasks.spawn(async move {
             let out = fan::run_fan(c, t, s, started, b, deadline).await;
             bar.inc(1);
@@ -124,7 +136,12 @@ pub async fn run(args: RushArgs) -> anyhow::Result<bool> {
     results.extend(money_checks(&client, &target, &admin_token, gateway.as_deref()).await?);
     let mut all = true;
     for c in &results {
-        println!("{} {}: {}", if c.pass { "PASS" } else { "FAIL" }, c.name, c.detail);
+        println!(
+            "{} {}: {}",
+            if c.pass { "PASS" } else { "FAIL" },
+            c.name,
+            c.detail
+        );
         all &= c.pass;
     }
     if let Some(stack) = stack {
@@ -149,7 +166,11 @@ async fn prepare(
         let mut opts = ticket_sale::stack::StackOptions::local_random_ports();
         opts.redis_url = args.redis.clone();
         opts.seats = args.seats;
+        // Every synthetic fan shares 127.0.0.1: lift the per-IP limits for this run.
         opts.join_rate_per_sec = 1_000_000;
+        opts.join_burst = 1_000_000;
+        opts.fan_rate_per_sec = 1_000_000;
+        opts.fan_burst = 1_000_000;
         opts.event = ticket_sale::stack::DemoEvent {
             id: args.event.clone(),
             opens_in_secs: opens_in,
@@ -161,7 +182,12 @@ async fn prepare(
         let stack = ticket_sale::stack::start(opts).await?;
         let faults = serde_json::json!({"fail_rate": args.fail_rate, "cancel_rate": args.cancel_rate,
             "execute_timeout_rate": args.timeout_rate, "duplicate_webhook_rate": args.duplicate_webhook_rate});
-        reqwest::Client::new().post(format!("{}/v1/faults", stack.gateway_url)).json(&faults).send().await?.error_for_status()?;
+        reqwest::Client::new()
+            .post(format!("{}/v1/faults", stack.gateway_url))
+            .json(&faults)
+            .send()
+            .await?
+            .error_for_status()?;
         println!(
             "spawned: waiting room {}  booking {}  gateway {}  (sale opens in {opens_in} s)",
             stack.waiting_room_url, stack.booking_url, stack.gateway_url
@@ -173,17 +199,31 @@ async fn prepare(
     let (Some(wr), Some(bc)) = (args.waiting_room.clone(), args.booking.clone()) else {
         anyhow::bail!("give --spawn, or --waiting-room URL and --booking URL");
     };
-    let token = args.admin_token.clone().ok_or_else(|| anyhow::anyhow!("--admin-token is required without --spawn"))?;
-    let max_active = args.expect_max_active.ok_or_else(|| anyhow::anyhow!("--expect-max-active is required without --spawn"))?;
+    let token = args
+        .admin_token
+        .clone()
+        .ok_or_else(|| anyhow::anyhow!("--admin-token is required without --spawn"))?;
+    let max_active = args
+        .expect_max_active
+        .ok_or_else(|| anyhow::anyhow!("--expect-max-active is required without --spawn"))?;
     Ok((None, target(wr, bc), token, max_active))
 }
 
-async fn back_office(client: &reqwest::Client, t: &Target, token: &str) -> anyhow::Result<BackOffice> {
+async fn back_office(
+    client: &reqwest::Client,
+    t: &Target,
+    token: &str,
+) -> anyhow::Result<BackOffice> {
     let get = |path: String| {
         let client = client.clone();
         let token = token.to_owned();
         async move {
-            let r = client.get(path).bearer_auth(token).send().await?.error_for_status()?;
+            let r = client
+                .get(path)
+                .bearer_auth(token)
+                .send()
+                .await?
+                .error_for_status()?;
             anyhow::Ok(r.json::<serde_json::Value>().await?)
         }
     };
@@ -194,7 +234,11 @@ async fn back_office(client: &reqwest::Client, t: &Target, token: &str) -> anyho
         serde_json::Value::Array(v) => v,
         other => other["bookings"].as_array().cloned().unwrap_or_default(),
     };
-    Ok(BackOffice { stats, bookings, seatmap_available: map["available"].as_u64().unwrap_or(u64::MAX) })
+    Ok(BackOffice {
+        stats,
+        bookings,
+        seatmap_available: map["available"].as_u64().unwrap_or(u64::MAX),
+    })
 }
 
 /// After the outbox drained (at most 60 s): "every completed payment has exactly one booking or
@@ -206,18 +250,38 @@ async fn money_checks(
     gateway: Option<&str>,
 ) -> anyhow::Result<Vec<checks::Check>> {
     let get = |url: String, auth: bool| {
-        let req = if auth { client.get(url).bearer_auth(token) } else { client.get(url) };
-        async move { anyhow::Ok(req.send().await?.error_for_status()?.json::<serde_json::Value>().await?) }
+        let req = if auth {
+            client.get(url).bearer_auth(token)
+        } else {
+            client.get(url)
+        };
+        async move {
+            anyhow::Ok(
+                req.send()
+                    .await?
+                    .error_for_status()?
+                    .json::<serde_json::Value>()
+                    .await?,
+            )
+        }
     };
     let mut outbox = serde_json::Value::Null;
     for _ in 0..120 {
-        outbox = get(format!("{}/admin/shows/{}/outbox", t.booking, t.event), true).await?;
+        outbox = get(
+            format!("{}/admin/shows/{}/outbox", t.booking, t.event),
+            true,
+        )
+        .await?;
         if outbox["emails_pending"].as_u64() == Some(0) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    let bookings = get(format!("{}/admin/shows/{}/bookings", t.booking, t.event), true).await?;
+    let bookings = get(
+        format!("{}/admin/shows/{}/bookings", t.booking, t.event),
+        true,
+    )
+    .await?;
     let booked: std::collections::HashSet<String> = bookings
         .as_array()
         .into_iter()
@@ -238,7 +302,14 @@ fn span_rate(mut times_ms: Vec<u64>) -> (usize, f64) {
         (Some(a), Some(b)) if b > a => (b - a) as f64 / 1000.0,
         _ => 0.0,
     };
-    (n, if span > 0.0 { n as f64 / span } else { n as f64 })
+    (
+        n,
+        if span > 0.0 {
+            n as f64 / span
+        } else {
+            n as f64
+        },
+    )
 }
 
 fn print_figures(fans: &[FanOutcome], stats: &Stats, wall: Duration) {
@@ -247,7 +318,10 @@ fn print_figures(fans: &[FanOutcome], stats: &Stats, wall: Duration) {
     let paid = fans.iter().filter(|f| f.paid).count();
     let cancelled = fans.iter().filter(|f| f.cancelled).count();
     let conflicts: u32 = fans.iter().map(|f| f.conflicts).sum();
-    let sold_out = fans.iter().filter(|f| f.gave_up.as_deref() == Some("sold out")).count();
+    let sold_out = fans
+        .iter()
+        .filter(|f| f.gave_up.as_deref() == Some("sold out"))
+        .count();
     let mut reasons = std::collections::BTreeMap::<String, usize>::new();
     for f in fans.iter().filter_map(|f| f.gave_up.as_ref()) {
         *reasons.entry(f.clone()).or_default() += 1;

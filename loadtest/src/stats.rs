@@ -38,7 +38,9 @@ impl Stats {
     pub fn record(&self, endpoint: &'static str, took: Duration, status: Option<u16>) {
         let mut map = self.inner.lock().expect("stats lock");
         let e = map.entry(endpoint).or_insert_with(EndpointStats::new);
-        let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX).clamp(1, 60_000_000);
+        let us = u64::try_from(took.as_micros())
+            .unwrap_or(u64::MAX)
+            .clamp(1, 60_000_000);
         let _ = e.latency_us.record(us);
         match status {
             None => e.server_errors += 1,

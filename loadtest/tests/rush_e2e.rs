@@ -8,21 +8,37 @@ use std::process::Command;
 
 fn rush(extra: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_loadtest"))
-        .args(["rush", "--spawn", "--fans", "300", "--seats", "240", "--quiet"])
-        .args(["--admit-rate", "200", "--max-active", "120", "--admission-ttl", "15"])
+        .args([
+            "rush", "--spawn", "--fans", "300", "--seats", "240", "--quiet",
+        ])
+        .args([
+            "--admit-rate",
+            "200",
+            "--max-active",
+            "120",
+            "--admission-ttl",
+            "15",
+        ])
         .args(["--opens-in", "2", "--timeout", "240"])
         .args(extra)
         .output()
         .expect("run loadtest");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "loadtest failed ({}):\n{stdout}\n{stderr}", out.status);
+    assert!(
+        out.status.success(),
+        "loadtest failed ({}):\n{stdout}\n{stderr}",
+        out.status
+    );
     stdout
 }
 
 fn assert_checks(stdout: &str) {
     let passes = stdout.lines().filter(|l| l.starts_with("PASS ")).count();
-    assert!(!stdout.lines().any(|l| l.starts_with("FAIL ")), "a check failed:\n{stdout}");
+    assert!(
+        !stdout.lines().any(|l| l.starts_with("FAIL ")),
+        "a check failed:\n{stdout}"
+    );
     assert_eq!(passes, 7, "every check printed PASS:\n{stdout}");
     assert!(stdout.contains("zero seats sold twice"), "{stdout}");
 }
@@ -45,10 +61,23 @@ fn rush_on_postgres_with_gateway_faults_passes_every_check() {
     let pg = PostgresServer::start();
     let url = pg.create_database();
     let out = rush(&[
-        "--database", &url, "--event", "rush-pg", "--fail-rate", "0.1", "--cancel-rate", "0.1",
-        "--timeout-rate", "0.05", "--duplicate-webhook-rate", "0.05",
+        "--database",
+        &url,
+        "--event",
+        "rush-pg",
+        "--fail-rate",
+        "0.1",
+        "--cancel-rate",
+        "0.1",
+        "--timeout-rate",
+        "0.05",
+        "--duplicate-webhook-rate",
+        "0.05",
     ]);
     assert_checks(&out);
-    assert!(out.contains("PASS every completed payment has exactly one booking or one refund"), "{out}");
+    assert!(
+        out.contains("PASS every completed payment has exactly one booking or one refund"),
+        "{out}"
+    );
     assert!(out.contains("PASS emails sent = bookings"), "{out}");
 }

@@ -12,12 +12,21 @@ pub(crate) fn gateway(_opts: &StackOptions, w: &Wiring<'_>) -> gateway_sim::Conf
 }
 
 /// The waiting room: one event, opening `opens_in_secs` after now, queue in memory or Redis.
-pub(crate) fn waiting_room(opts: &StackOptions, w: &Wiring<'_>) -> anyhow::Result<waiting_room::Config> {
+pub(crate) fn waiting_room(
+    opts: &StackOptions,
+    w: &Wiring<'_>,
+) -> anyhow::Result<waiting_room::Config> {
     let e = &opts.event;
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_secs();
     let opens_at = i64::try_from(now + e.opens_in_secs)?;
     let mut cfg = waiting_room::Config::demo(&e.id, opens_at, w.bc_url);
-    anyhow::ensure!(cfg.events[0].id.as_str() == e.id, "invalid event id {:?}", e.id);
+    anyhow::ensure!(
+        cfg.events[0].id.as_str() == e.id,
+        "invalid event id {:?}",
+        e.id
+    );
     cfg.events[0].admit_rate = e.admit_rate;
     cfg.events[0].max_active = e.max_active;
     cfg.events[0].admission_ttl_secs = e.admission_ttl_secs;
@@ -30,6 +39,8 @@ pub(crate) fn waiting_room(opts: &StackOptions, w: &Wiring<'_>) -> anyhow::Resul
     cfg.static_dir = Some(opts.static_dir.clone());
     cfg.join_rate_per_sec = u64::from(opts.join_rate_per_sec);
     cfg.join_burst = opts.join_burst;
+    cfg.fan_rate_per_sec = u64::from(opts.fan_rate_per_sec);
+    cfg.fan_burst = opts.fan_burst;
     Ok(cfg)
 }
 
