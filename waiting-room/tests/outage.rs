@@ -186,6 +186,17 @@ async fn store_outage_answers_503_and_recovers() {
             "place kept"
         );
     }
+    let m = c
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .expect("metrics");
+    let text = m.text().await.expect("text");
+    assert!(
+        text.contains("wr_store_errors_total{op=\"request\"}"),
+        "{text}"
+    );
+    assert!(text.contains("wr_unavailable_total{route=\"/api/events/{event}/join\"}"));
     let _ = stop.send(());
     server.await.expect("task").expect("serve returns");
 }

@@ -53,6 +53,10 @@ impl AppState {
         clock: SharedClock,
     ) -> anyhow::Result<Self> {
         config.validate()?;
+        // Install the metrics recorder before anything is counted.
+        if crate::telemetry::handle().is_none() {
+            tracing::warn!("another metrics recorder is installed: /metrics answers 503");
+        }
         let signer = match &config.signing_key_dir {
             Some(dir) => {
                 let set = crate::keys::load(dir, clock.now_secs())?;
