@@ -13,12 +13,15 @@
 //! (epoch ms); `gone` hash skipped visitor → skipped-at ms (or `r` once back); `back` list of
 //! returning fans; `audit` list of JSON entries. Plus the global set `wr:events`.
 
+mod parse;
 mod queue;
+
+use parse::{err, key, parse_meta, parse_u64, state_of};
 
 use super::{Advance, QueueStore, StoreError, StoreResult, AUDIT_KEEP};
 use crate::domain::{
-    Admission, AdvanceParams, AuditEntry, ClaimOutcome, EventId, EventMeta, EventState, Figures,
-    Heartbeat, JoinOutcome, Position, SessionEnd, SessionRef, VisitorId,
+    AdvanceParams, AuditEntry, ClaimOutcome, EventId, EventMeta, EventState, Figures, Heartbeat,
+    JoinOutcome, Position, SessionEnd, SessionRef, VisitorId,
 };
 use async_trait::async_trait;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -61,59 +64,6 @@ impl std::fmt::Debug for RedisStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("RedisStore")
     }
-}
-
-fn err(e: redis::RedisError) -> StoreError {
-    StoreError::Unavailable(e.to_string())
-}
-
-fn bad(what: &str) -> StoreError {
-    StoreError::Unavailable(format!("unexpected store reply: {what}"))
-}
-
-fn key(event: &EventId, part: &str) -> String {
-    format!("wr:{{{event}}}:{part}")
-}
-
-fn parse_u64(s: &str) -> StoreResult<u64> {
-    s.parse().map_err(|_| bad(s))
-}
-
-fn opt_number(s: &str) -> StoreResult<Option<u64>> {
-    if s.is_empty() {
-        Ok(None)
-    } else {
-        parse_u64(s).map(Some)
-    }
-}
-
-fn state_of(s: &str) -> StoreResult<EventState> {
-    EventState::parse(s).ok_or_else(|| bad(s))
-}
-
-fn parse_admission(rec: &str) -> StoreResult<Admission> {
-    let mut it = rec.split(' ');
-    let (Some(jti), Some(iat), Some(exp)) = (it.next(), it.next(), it.next()) else {
-        return Err(bad(rec));
-    };
-    Ok(Admission {
-        jti: jti.to_owned(),
-        iat: iat.parse().map_err(|_| bad(rec))?,
-        exp: exp.parse().map_err(|_| bad(rec))?,
-    })
-}
-
-fn parse_meta(id: &EventId, h: &HashMap<String, String>) -> StoreResult<EventMeta> {
-    let get = |k: &str| h.get(k).map(String::as_str).ok_or_else(|| bad(k));
-    Ok(EventMeta {
-        id: id.clone(),
-        state: state_of(get("state")?)?,
-        opens_at: get("opens_at")?.parse().map_err(|_| bad("opens_at"))?,
-        admit_rate: get("admit_rate")?.parse().map_err(|_| bad("admit_rate"))?,
-        max_active: parse_u64(get("max_active")?)?,
-        admission_ttl_secs: parse_u64(get("ttl")?)?,
-        booking_url: get("booking_url")?.to_owned(),
-    })
 }
 
 impl RedisStore {

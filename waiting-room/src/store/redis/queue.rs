@@ -2,7 +2,7 @@
 //! end, figures and the audit trail. Each multi-key change is one Lua script (beside this file);
 //! the trait impl in `mod.rs` delegates here.
 
-use super::{bad, err, key, opt_number, parse_admission, parse_meta, parse_u64, state_of};
+use super::parse::{bad, err, key, opt_number, parse_admission, parse_meta, parse_u64, state_of};
 use super::{RedisStore, AUDIT_KEEP};
 use crate::domain::{
     AdvanceParams, AuditEntry, ClaimOutcome, EventId, Figures, Heartbeat, JoinOutcome, Place,

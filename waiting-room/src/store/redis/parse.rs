@@ -1,0 +1,59 @@
+//! Key names and reply parsing of the Redis backend (replies travel as strings: numbers stay
+//! exact integers, states and admissions are parsed here, anything unexpected is `Unavailable`).
+
+use crate::domain::{Admission, EventId, EventMeta, EventState};
+use crate::store::{StoreError, StoreResult};
+use std::collections::HashMap;
+
+pub(super) fn err(e: redis::RedisError) -> StoreError {
+    StoreError::Unavailable(e.to_string())
+}
+
+pub(super) fn bad(what: &str) -> StoreError {
+    StoreError::Unavailable(format!("unexpected store reply: {what}"))
+}
+
+pub(super) fn key(event: &EventId, part: &str) -> String {
+    format!("wr:{{{event}}}:{part}")
+}
+
+pub(super) fn parse_u64(s: &str) -> StoreResult<u64> {
+    s.parse().map_err(|_| bad(s))
+}
+
+pub(super) fn opt_number(s: &str) -> StoreResult<Option<u64>> {
+    if s.is_empty() {
+        Ok(None)
+    } else {
+        parse_u64(s).map(Some)
+    }
+}
+
+pub(super) fn state_of(s: &str) -> StoreResult<EventState> {
+    EventState::parse(s).ok_or_else(|| bad(s))
+}
+
+pub(super) fn parse_admission(rec: &str) -> StoreResult<Admission> {
+    let mut it = rec.split(' ');
+    let (Some(jti), Some(iat), Some(exp)) = (it.next(), it.next(), it.next()) else {
+        return Err(bad(rec));
+    };
+    Ok(Admission {
+        jti: jti.to_owned(),
+        iat: iat.parse().map_err(|_| bad(rec))?,
+        exp: exp.parse().map_err(|_| bad(rec))?,
+    })
+}
+
+pub(super) fn parse_meta(id: &EventId, h: &HashMap<String, String>) -> StoreResult<EventMeta> {
+    let get = |k: &str| h.get(k).map(String::as_str).ok_or_else(|| bad(k));
+    Ok(EventMeta {
+        id: id.clone(),
+        state: state_of(get("state")?)?,
+        opens_at: get("opens_at")?.parse().map_err(|_| bad("opens_at"))?,
+        admit_rate: get("admit_rate")?.parse().map_err(|_| bad("admit_rate"))?,
+        max_active: parse_u64(get("max_active")?)?,
+        admission_ttl_secs: parse_u64(get("ttl")?)?,
+        booking_url: get("booking_url")?.to_owned(),
+    })
+}
