@@ -37,6 +37,7 @@ impl EventConfig {
             max_active: self.max_active,
             admission_ttl_secs: self.admission_ttl_secs,
             booking_url: self.booking_url.clone(),
+            pow_bits: 0,
         }
     }
 }

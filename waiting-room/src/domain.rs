@@ -131,6 +131,8 @@ pub struct EventMeta {
     pub admission_ttl_secs: u64,
     /// The booking core's public base URL.
     pub booking_url: String,
+    /// Proof-of-work difficulty of a new join, leading zero **bits** of SHA-256 (0 = off).
+    pub pow_bits: u32,
 }
 
 /// Answer of a join: the place, if numbered yet (`None` while pre-queued).

@@ -12,6 +12,7 @@ pub mod config;
 pub mod domain;
 pub mod http;
 pub mod keys;
+pub mod pow;
 pub mod ratelimit;
 pub mod rates;
 pub mod signer;

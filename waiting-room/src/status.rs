@@ -39,6 +39,8 @@ pub struct StatusDoc {
     pub heartbeat_interval_ms: u64,
     /// Fans with `queue_number − cursor <= ready_window` must heartbeat (places).
     pub ready_window: u64,
+    /// Proof-of-work difficulty of a new join, leading zero bits (0 = off).
+    pub pow_difficulty: u32,
     /// Wait estimate: speeds a client divides its `queue_number − cursor` by.
     pub wait: WaitEstimate,
     /// Booking core base URL.
@@ -80,6 +82,7 @@ impl StatusDoc {
             } else {
                 iv.ready_window
             },
+            pow_difficulty: f.meta.pow_bits,
             wait: meter.estimate(moving, f.meta.admit_rate),
             booking_url: f.meta.booking_url.clone(),
             updated_at: now,

@@ -226,6 +226,9 @@ impl QueueStore for Counting {
     async fn set_knobs(&self, e: &EventId, r: Option<f64>, m: Option<u64>) -> StoreResult<()> {
         self.hit().set_knobs(e, r, m).await
     }
+    async fn set_pow(&self, e: &EventId, b: u32) -> StoreResult<()> {
+        self.hit().set_pow(e, b).await
+    }
     async fn transition(
         &self,
         e: &EventId,

@@ -157,6 +157,7 @@ async fn create(
         max_active: b.max_active,
         admission_ttl_secs: b.admission_ttl_secs.unwrap_or(600),
         booking_url: b.booking_url.or(default_url).unwrap_or_default(),
+        pow_bits: 0,
     };
     if !bounded(st.store_timeout(), st.0.store.create_event(&meta)).await? {
         return Err(Problem::new(
@@ -208,6 +209,7 @@ async fn audit(
 pub struct PatchEvent {
     admit_rate: Option<f64>,
     max_active: Option<u64>,
+    pow_difficulty: Option<u32>,
 }
 
 async fn patch(
@@ -223,8 +225,23 @@ async fn patch(
     let old = bounded(limit, st.0.store.event(&event))
         .await?
         .ok_or_else(|| Problem::not_found("no such event"))?;
+    if b.pow_difficulty.is_some_and(|d| d > crate::pow::MAX_BITS) {
+        return Err(unprocessable("pow_difficulty: 0..=28 bits"));
+    }
     bounded(limit, st.0.store.set_knobs(&event, rate, b.max_active)).await?;
     let who = operator(&headers);
+    if let Some(d) = b.pow_difficulty {
+        bounded(limit, st.0.store.set_pow(&event, d)).await?;
+        record(
+            &st,
+            &event,
+            &who,
+            "set_pow_difficulty",
+            old.pow_bits.into(),
+            d.into(),
+        )
+        .await;
+    }
     if let Some(r) = rate {
         record(
             &st,

@@ -49,7 +49,10 @@ pub async fn join(
     let visitor = match (by_token, upstream_identity(&st, &req)?) {
         (_, Some(identity)) => st.0.join_keys.identity_visitor(&event, &identity),
         (Some(v), None) => v,
-        (None, None) => VisitorId::random(),
+        (None, None) => {
+            check_pow(&st, &event, req.headers())?;
+            VisitorId::random()
+        }
     };
     let now_ms = st.0.clock.now_ms();
     let rejoin = st.0.config.rejoin_grace_ms();
@@ -72,6 +75,41 @@ pub async fn join(
             "queue_number": out.queue_number,
             "state": out.state.public(),
         }),
+    ))
+}
+
+/// A new join (no join token) must carry a proof of work when the event's difficulty (from the
+/// published status document: no store call) is above 0.
+fn check_pow(st: &AppState, event: &EventId, headers: &HeaderMap) -> Result<(), Problem> {
+    let bits = st.0.status.get(event).map_or(0, |d| d.pow_difficulty);
+    if bits == 0 {
+        return Ok(());
+    }
+    let h = |k: &str| headers.get(k).and_then(|v| v.to_str().ok());
+    let proof = h("x-pow-challenge").zip(h("x-pow-solution"));
+    let now = st.0.clock.now_secs();
+    st.0.pow.verify(event, now, bits, proof).map_err(|e| {
+        crate::telemetry::rejected_token("pow", e.reason());
+        Problem::new(StatusCode::FORBIDDEN, "pow-required", e.to_string())
+            .detail("GET /api/events/{event}/pow, solve, send X-Pow-Challenge and X-Pow-Solution")
+            .with("difficulty", bits)
+    })
+}
+
+/// `GET /api/events/{event}/pow`: a fresh challenge and the current difficulty (no store call).
+pub async fn pow_challenge(
+    State(st): State<AppState>,
+    Path(event): Path<String>,
+) -> Result<Response, Problem> {
+    let event = parse_event(&event)?;
+    let doc =
+        st.0.status
+            .get(&event)
+            .ok_or_else(|| Problem::not_found("no such event"))?;
+    let (challenge, expires_at) = st.0.pow.issue(&event, st.0.clock.now_secs());
+    Ok(private_json(
+        StatusCode::OK,
+        json!({"challenge": challenge, "difficulty": doc.pow_difficulty, "expires_at": expires_at}),
     ))
 }
 

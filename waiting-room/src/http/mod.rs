@@ -42,6 +42,8 @@ pub struct Inner {
     pub status: StatusBoard,
     /// Per-client-IP limiters of the fan endpoints.
     pub limits: Limits,
+    /// Proof-of-work challenges of joins.
+    pub pow: crate::pow::Pow,
 }
 
 impl AppState {
@@ -69,6 +71,7 @@ impl AppState {
             )?,
         };
         let join_keys = JoinKeys::new(config.join_hmac_key.expose().as_bytes());
+        let config_key = config.join_hmac_key.expose().to_owned();
         let limits = Limits::new(
             config.trusted_proxies.clone(),
             (config.join_rate_per_sec, config.join_burst),
@@ -85,6 +88,7 @@ impl AppState {
             signer,
             status: StatusBoard::default(),
             limits,
+            pow: crate::pow::Pow::new(config_key.as_bytes()),
         }));
         for e in state.0.config.events.clone() {
             state.refresh_status(&e.id).await;
@@ -228,6 +232,7 @@ pub fn router(state: AppState) -> Router {
         .route("/readyz", get(public::readyz))
         .route("/metrics", get(crate::telemetry::metrics))
         .route("/api/events/{event}/position", get(fan::position))
+        .route("/api/events/{event}/pow", get(fan::pow_challenge))
         .route("/status/{file}", get(public::status))
         .route("/.well-known/jwks.json", get(public::jwks))
         .merge(admin::routes(state.clone()))

@@ -74,6 +74,8 @@ pub trait QueueStore: Send + Sync + std::fmt::Debug + 'static {
         admit_rate: Option<f64>,
         max_active: Option<u64>,
     ) -> StoreResult<()>;
+    /// Sets the proof-of-work difficulty of new joins (leading zero bits; 0 = off).
+    async fn set_pow(&self, event: &EventId, bits: u32) -> StoreResult<()>;
     /// Compare-and-set of the state: moves to `to` only from one of `from`. Returns the state
     /// after the call (unchanged when the current state was not in `from`).
     async fn transition(

@@ -97,6 +97,10 @@ impl QueueStore for MemoryStore {
         })
     }
 
+    async fn set_pow(&self, event: &EventId, bits: u32) -> StoreResult<()> {
+        self.with_event(event, |e| e.meta.pow_bits = bits)
+    }
+
     async fn transition(
         &self,
         event: &EventId,

@@ -191,6 +191,10 @@ impl QueueStore for RedisStore {
         self.set_fields(event, &fields).await
     }
 
+    async fn set_pow(&self, event: &EventId, bits: u32) -> StoreResult<()> {
+        self.set_fields(event, &[("pow", bits.to_string())]).await
+    }
+
     async fn transition(
         &self,
         event: &EventId,

@@ -55,5 +55,8 @@ pub(super) fn parse_meta(id: &EventId, h: &HashMap<String, String>) -> StoreResu
         max_active: parse_u64(get("max_active")?)?,
         admission_ttl_secs: parse_u64(get("ttl")?)?,
         booking_url: get("booking_url")?.to_owned(),
+        pow_bits: h
+            .get("pow")
+            .map_or(Ok(0), |p| p.parse().map_err(|_| bad("pow")))?,
     })
 }
