@@ -3,84 +3,16 @@
 //! simulator's checkout page → confirmation. Checks visible text and saves screenshots under
 //! `target/screenshots/`.
 
-use fantoccini::{ClientBuilder, Locator};
-use sale_common::testsupport::free_port;
-use std::process::{Child, Command, Stdio};
+mod support;
+
+use fantoccini::Locator;
 use std::time::Duration;
+use support::browser::{connect, shot, text_of, Driver};
 use ticket_sale::stack::{self, DemoEvent, StackOptions};
-
-/// A chromedriver child on a free port, killed on drop.
-struct Driver(Child, u16);
-
-impl Driver {
-    fn start() -> Self {
-        let port = free_port();
-        let child = Command::new("chromedriver")
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("chromedriver must be installed (Debian's chromium-driver)");
-        Self(child, port)
-    }
-}
-
-impl Drop for Driver {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-async fn connect(driver: &Driver, profile: &std::path::Path) -> fantoccini::Client {
-    let mut caps = serde_json::Map::new();
-    caps.insert(
-        "goog:chromeOptions".into(),
-        serde_json::json!({
-            "binary": "/usr/bin/chromium",
-            "args": ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                     "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                     "--disable-dev-shm-usage", "--window-size=1000,1400",
-                     format!("--user-data-dir={}", profile.display())]
-        }),
-    );
-    let url = format!("http://127.0.0.1:{}", driver.1);
-    for _ in 0..100 {
-        if let Ok(c) = ClientBuilder::native()
-            .capabilities(caps.clone())
-            .connect(&url)
-            .await
-        {
-            return c;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("could not connect to chromedriver at {url}");
-}
-
-fn shots_dir() -> std::path::PathBuf {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/screenshots");
-    std::fs::create_dir_all(&dir).expect("create target/screenshots");
-    dir
-}
-
-async fn shot(c: &fantoccini::Client, name: &str) {
-    let png = c.screenshot().await.expect("screenshot");
-    std::fs::write(shots_dir().join(format!("{name}.png")), png).expect("write screenshot");
-}
-
-async fn text_of(c: &fantoccini::Client, css: &str) -> String {
-    let el = c
-        .wait()
-        .at_most(Duration::from_secs(30))
-        .for_element(Locator::Css(css))
-        .await
-        .unwrap_or_else(|e| panic!("{css} never appeared: {e}"));
-    el.text().await.unwrap_or_default()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fan_books_a_seat_in_a_real_browser() {
+    let _one = support::browser::ONE_AT_A_TIME.lock().await;
     let mut opts = StackOptions::local_random_ports();
     opts.event = DemoEvent {
         id: "demo".into(),
@@ -144,19 +76,21 @@ async fn a_fan_books_a_seat_in_a_real_browser() {
         .click()
         .await
         .expect("click pay");
-    let checkout = c
-        .wait()
-        .at_most(Duration::from_secs(30))
-        .for_element(Locator::Id("pay"))
-        .await
-        .expect("checkout page");
-    let url = c.current_url().await.expect("url");
-    assert!(
-        url.as_str().starts_with(&stack.gateway_url),
-        "on the gateway: {url}"
-    );
+    // The booking page's own button is also `#pay`: wait until the browser is at the gateway.
+    let start = std::time::Instant::now();
+    while !c.current_url().await.expect("url").as_str().starts_with(&stack.gateway_url) {
+        assert!(start.elapsed() < Duration::from_secs(30), "never reached the gateway's checkout");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let cancel = text_of(&c, "#cancel").await;
+    assert!(cancel.contains("Cancel"), "checkout offers Cancel: {cancel}");
     shot(&c, "04-checkout").await;
-    checkout.click().await.expect("press Pay at the gateway");
+    c.find(Locator::Id("pay"))
+        .await
+        .expect("checkout pay")
+        .click()
+        .await
+        .expect("press Pay at the gateway");
 
     let confirmed = c
         .wait()
