@@ -304,7 +304,7 @@ pub enum SessionEnd {
 }
 
 /// One recorded operator action.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct AuditEntry {
     /// When, epoch **seconds**.
     pub at: i64,

@@ -28,7 +28,7 @@ pub struct RateMeter {
 }
 
 /// The wait estimate of the status document (`wait`).
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, utoipa::ToSchema)]
 pub struct WaitEstimate {
     /// `measured` (at least one block of history while open), `configured` (open, too little
     /// history: the admit rate, low = half of it), or `held` (not moving: before opening,

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, RwLock};
 
 /// One event's status document.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, utoipa::ToSchema)]
 pub struct StatusDoc {
     /// Event id.
     pub event: String,

@@ -40,6 +40,15 @@ pub fn upkeep() {
 }
 
 /// `GET /metrics`: Prometheus text format.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "public",
+    summary = "Prometheus metrics (text format)",
+    responses(
+        (status = 200, description = "Prometheus text", body = String)
+    ),
+)]
 pub async fn metrics() -> Response {
     match handle() {
         Some(h) => (

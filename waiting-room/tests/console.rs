@@ -45,3 +45,53 @@ async fn console_page_is_served_without_secrets() {
     }
     assert!(!page.contains("demo-admin-token"), "no secret in the page");
 }
+
+#[tokio::test]
+async fn openapi_describes_every_route_the_router_serves() {
+    let clock: SharedClock = Arc::new(ManualClock::new(1_764_500_000_000));
+    let cfg = Config::demo("demo", 1_764_500_000, "http://127.0.0.1:8081");
+    let st = AppState::new(cfg, Arc::new(MemoryStore::new()), clock)
+        .await
+        .expect("state");
+    let peer: SocketAddr = "127.0.0.1:4000".parse().expect("addr");
+    let app = router(st).layer(MockConnectInfo(peer));
+    let get = Request::get("/openapi.json")
+        .body(Body::empty())
+        .expect("req");
+    let r = app.clone().oneshot(get).await.expect("call");
+    assert_eq!(r.status(), StatusCode::OK);
+    let body = axum::body::to_bytes(r.into_body(), 1 << 22)
+        .await
+        .expect("body");
+    let doc: serde_json::Value = serde_json::from_slice(&body).expect("json");
+    assert!(doc["openapi"].as_str().expect("version").starts_with("3."));
+    for s in ["join_token", "admin_token", "service_token"] {
+        assert!(doc["components"]["securitySchemes"][s].is_object(), "{s}");
+    }
+    assert!(doc["components"]["schemas"]["StatusDoc"]["properties"]["wait"].is_object());
+    let paths = doc["paths"].as_object().expect("paths");
+    assert!(paths.len() >= 17, "{}", paths.len());
+    for (path, ops) in paths {
+        let uri = path
+            .replace("{event}", "demo")
+            .replace("{file}", "demo.json");
+        for method in ops.as_object().expect("ops").keys() {
+            let req = Request::builder()
+                .method(method.to_uppercase().as_str())
+                .uri(&uri)
+                .body(Body::empty())
+                .expect("req");
+            let r = app.clone().oneshot(req).await.expect("call");
+            let s = r.status();
+            let b = axum::body::to_bytes(r.into_body(), 1 << 22)
+                .await
+                .expect("body");
+            let unrouted =
+                s == StatusCode::NOT_FOUND && String::from_utf8_lossy(&b).contains("no such page");
+            assert!(
+                s != StatusCode::METHOD_NOT_ALLOWED && !unrouted,
+                "{method} {path}: {s}"
+            );
+        }
+    }
+}

@@ -7,6 +7,7 @@ use super::error::bounded;
 use super::{parse_event, private_json, AppState};
 use crate::admitter::open_event;
 use crate::domain::{AuditEntry, EventId, EventMeta, EventState};
+use crate::http::openapi::ProblemDoc;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
@@ -104,6 +105,18 @@ async fn figures_json(st: &AppState, event: &EventId) -> Result<Value, Problem> 
     Ok(v)
 }
 
+#[utoipa::path(
+    get,
+    path = "/admin/events",
+    tag = "admin",
+    summary = "Figures of every event",
+    responses(
+        (status = 200, description = "list of figures", body = Vec<Object>),
+        (status = 401, body = ProblemDoc),
+        (status = 503, description = "store unavailable (Retry-After)", body = ProblemDoc)
+    ),
+    security(("admin_token" = [])),
+)]
 async fn list(State(st): State<AppState>) -> Result<Response, Problem> {
     let ids = bounded(st.store_timeout(), st.0.store.list_events()).await?;
     let mut out = Vec::new();
@@ -114,7 +127,7 @@ async fn list(State(st): State<AppState>) -> Result<Response, Problem> {
 }
 
 /// Body of `POST /admin/events`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 pub struct CreateEvent {
     id: String,
     opens_at: i64,
@@ -141,6 +154,21 @@ fn check_rate(r: f64) -> Result<f64, Problem> {
     }
 }
 
+#[utoipa::path(
+    post,
+    path = "/admin/events",
+    tag = "admin",
+    summary = "Create an event",
+    request_body = CreateEvent,
+    responses(
+        (status = 201, description = "figures", body = Object),
+        (status = 409, description = "exists", body = ProblemDoc),
+        (status = 422, body = ProblemDoc),
+        (status = 401, body = ProblemDoc),
+        (status = 503, description = "store unavailable (Retry-After)", body = ProblemDoc)
+    ),
+    security(("admin_token" = [])),
+)]
 async fn create(
     State(st): State<AppState>,
     headers: HeaderMap,
@@ -175,6 +203,20 @@ async fn create(
     ))
 }
 
+#[utoipa::path(
+    get,
+    path = "/admin/events/{event}",
+    tag = "admin",
+    summary = "Live figures: the status document plus counters",
+    params(("event" = String, Path, description = "event id, [a-z0-9-]{1,40}")),
+    responses(
+        (status = 200, description = "figures", body = Object),
+        (status = 401, body = ProblemDoc),
+        (status = 404, description = "no such event", body = ProblemDoc),
+        (status = 503, description = "store unavailable (Retry-After)", body = ProblemDoc)
+    ),
+    security(("admin_token" = [])),
+)]
 async fn figures(
     State(st): State<AppState>,
     Path(event): Path<String>,
@@ -192,6 +234,20 @@ pub struct AuditQuery {
     limit: Option<usize>,
 }
 
+#[utoipa::path(
+    get,
+    path = "/admin/events/{event}/audit",
+    tag = "admin",
+    summary = "The audit trail, oldest first",
+    params(("event" = String, Path, description = "event id, [a-z0-9-]{1,40}"), ("limit" = Option<usize>, Query, description = "last N entries (default 100)")),
+    responses(
+        (status = 200, description = "entries", body = Vec<AuditEntry>),
+        (status = 401, body = ProblemDoc),
+        (status = 404, description = "no such event", body = ProblemDoc),
+        (status = 503, description = "store unavailable (Retry-After)", body = ProblemDoc)
+    ),
+    security(("admin_token" = [])),
+)]
 async fn audit(
     State(st): State<AppState>,
     Path(event): Path<String>,
@@ -205,13 +261,29 @@ async fn audit(
 }
 
 /// Body of `PATCH /admin/events/{event}`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 pub struct PatchEvent {
     admit_rate: Option<f64>,
     max_active: Option<u64>,
     pow_difficulty: Option<u32>,
 }
 
+#[utoipa::path(
+    patch,
+    path = "/admin/events/{event}",
+    tag = "admin",
+    summary = "Change admit rate, max_active, proof-of-work difficulty (audited)",
+    params(("event" = String, Path, description = "event id, [a-z0-9-]{1,40}")),
+    request_body = PatchEvent,
+    responses(
+        (status = 200, description = "figures", body = Object),
+        (status = 422, body = ProblemDoc),
+        (status = 401, body = ProblemDoc),
+        (status = 404, description = "no such event", body = ProblemDoc),
+        (status = 503, description = "store unavailable (Retry-After)", body = ProblemDoc)
+    ),
+    security(("admin_token" = [])),
+)]
 async fn patch(
     State(st): State<AppState>,
     Path(event): Path<String>,
@@ -319,10 +391,38 @@ async fn change(
 
 type Ev = Path<String>;
 
+#[utoipa::path(
+    post,
+    path = "/admin/events/{event}/pause",
+    tag = "admin",
+    summary = "Hold the cursor (audited)",
+    params(("event" = String, Path, description = "event id, [a-z0-9-]{1,40}")),
+    responses(
+        (status = 200, description = "figures", body = Object),
+        (status = 401, body = ProblemDoc),
+        (status = 404, description = "no such event", body = ProblemDoc),
+        (status = 503, description = "store unavailable (Retry-After)", body = ProblemDoc)
+    ),
+    security(("admin_token" = [])),
+)]
 async fn pause(State(st): State<AppState>, Path(e): Ev, h: HeaderMap) -> Result<Response, Problem> {
     change(&st, &e, &h, &[EventState::Open], EventState::Paused).await
 }
 
+#[utoipa::path(
+    post,
+    path = "/admin/events/{event}/resume",
+    tag = "admin",
+    summary = "Move the cursor again (audited)",
+    params(("event" = String, Path, description = "event id, [a-z0-9-]{1,40}")),
+    responses(
+        (status = 200, description = "figures", body = Object),
+        (status = 401, body = ProblemDoc),
+        (status = 404, description = "no such event", body = ProblemDoc),
+        (status = 503, description = "store unavailable (Retry-After)", body = ProblemDoc)
+    ),
+    security(("admin_token" = [])),
+)]
 async fn resume(
     State(st): State<AppState>,
     Path(e): Ev,
@@ -331,11 +431,39 @@ async fn resume(
     change(&st, &e, &h, &[EventState::Paused], EventState::Open).await
 }
 
+#[utoipa::path(
+    post,
+    path = "/admin/events/{event}/close",
+    tag = "admin",
+    summary = "No more joins or claims (audited)",
+    params(("event" = String, Path, description = "event id, [a-z0-9-]{1,40}")),
+    responses(
+        (status = 200, description = "figures", body = Object),
+        (status = 401, body = ProblemDoc),
+        (status = 404, description = "no such event", body = ProblemDoc),
+        (status = 503, description = "store unavailable (Retry-After)", body = ProblemDoc)
+    ),
+    security(("admin_token" = [])),
+)]
 async fn close(State(st): State<AppState>, Path(e): Ev, h: HeaderMap) -> Result<Response, Problem> {
     use EventState::*;
     change(&st, &e, &h, &[Prequeue, Opening, Open, Paused], Closed).await
 }
 
+#[utoipa::path(
+    post,
+    path = "/admin/events/{event}/sold-out",
+    tag = "admin",
+    summary = "Sold out (audited)",
+    params(("event" = String, Path, description = "event id, [a-z0-9-]{1,40}")),
+    responses(
+        (status = 200, description = "figures", body = Object),
+        (status = 401, body = ProblemDoc),
+        (status = 404, description = "no such event", body = ProblemDoc),
+        (status = 503, description = "store unavailable (Retry-After)", body = ProblemDoc)
+    ),
+    security(("admin_token" = [])),
+)]
 async fn sold_out(
     State(st): State<AppState>,
     Path(e): Ev,
@@ -353,6 +481,20 @@ async fn sold_out(
 }
 
 /// `POST /admin/events/{event}/open`: opens now (shuffles the pre-queue) when still pre-queued.
+#[utoipa::path(
+    post,
+    path = "/admin/events/{event}/open",
+    tag = "admin",
+    summary = "Open now (shuffle the pre-queue) (audited)",
+    params(("event" = String, Path, description = "event id, [a-z0-9-]{1,40}")),
+    responses(
+        (status = 200, description = "figures", body = Object),
+        (status = 401, body = ProblemDoc),
+        (status = 404, description = "no such event", body = ProblemDoc),
+        (status = 503, description = "store unavailable (Retry-After)", body = ProblemDoc)
+    ),
+    security(("admin_token" = [])),
+)]
 async fn open(State(st): State<AppState>, Path(e): Ev, h: HeaderMap) -> Result<Response, Problem> {
     let event = parse_event(&e)?;
     let limit = st.store_timeout();

@@ -6,6 +6,7 @@
 use super::error::bounded;
 use super::{parse_event, private_json, AppState};
 use crate::domain::{ClaimOutcome, EventId, EventState, VisitorId};
+use crate::http::openapi::ProblemDoc;
 use crate::ratelimit::{peer_ip, TrustedProxyKey};
 use crate::tokens::new_jti;
 use axum::extract::{Path, Request, State};
@@ -39,6 +40,22 @@ fn upstream_identity(st: &AppState, req: &Request) -> Result<Option<String>, Pro
 /// `POST /api/events/{event}/join`: a new place, or the same place for a valid join token (or
 /// the same verified identity).
 #[tracing::instrument(skip_all, fields(event = %event))]
+#[utoipa::path(
+    post,
+    path = "/api/events/{event}/join",
+    tag = "fan",
+    summary = "Join the queue (or re-join with a join token)",
+    params(("event" = String, Path, description = "event id, [a-z0-9-]{1,40}")),
+    responses(
+        (status = 200, description = "visitor_id, join_token, queue_number (null while pre-queued), state", body = Object),
+        (status = 403, description = "proof of work required or invalid", body = ProblemDoc),
+        (status = 401, description = "missing, malformed, forged or expired token", body = ProblemDoc),
+        (status = 404, description = "no such event", body = ProblemDoc),
+        (status = 429, description = "rate-limited per client IP (Retry-After)", body = ProblemDoc),
+        (status = 503, description = "store unavailable (Retry-After)", body = ProblemDoc)
+    ),
+    security((), ("join_token" = [])),
+)]
 pub async fn join(
     State(st): State<AppState>,
     Path(event): Path<String>,
@@ -97,6 +114,17 @@ fn check_pow(st: &AppState, event: &EventId, headers: &HeaderMap) -> Result<(), 
 }
 
 /// `GET /api/events/{event}/pow`: a fresh challenge and the current difficulty (no store call).
+#[utoipa::path(
+    get,
+    path = "/api/events/{event}/pow",
+    tag = "fan",
+    summary = "A proof-of-work challenge and the current difficulty",
+    params(("event" = String, Path, description = "event id, [a-z0-9-]{1,40}")),
+    responses(
+        (status = 200, description = "challenge, difficulty (bits), expires_at", body = Object),
+        (status = 404, description = "no such event", body = ProblemDoc)
+    ),
+)]
 pub async fn pow_challenge(
     State(st): State<AppState>,
     Path(event): Path<String>,
@@ -130,6 +158,21 @@ fn require_identity(
 /// `POST /api/events/{event}/heartbeat`: a fan in the ready window says it is still there (one
 /// store call); also brings a skipped fan back within the rejoin grace.
 #[tracing::instrument(skip_all, fields(event = %event))]
+#[utoipa::path(
+    post,
+    path = "/api/events/{event}/heartbeat",
+    tag = "fan",
+    summary = "Sign of life from a fan in the ready window (one store call)",
+    params(("event" = String, Path, description = "event id, [a-z0-9-]{1,40}")),
+    responses(
+        (status = 200, description = "queue_number, cursor, state, place, heartbeat_interval_ms", body = Object),
+        (status = 401, description = "missing, malformed, forged or expired token", body = ProblemDoc),
+        (status = 404, description = "no such event", body = ProblemDoc),
+        (status = 429, description = "rate-limited per client IP (Retry-After)", body = ProblemDoc),
+        (status = 503, description = "store unavailable (Retry-After)", body = ProblemDoc)
+    ),
+    security(("join_token" = [])),
+)]
 pub async fn heartbeat(
     State(st): State<AppState>,
     Path(event): Path<String>,
@@ -156,6 +199,20 @@ pub async fn heartbeat(
 
 /// `GET /api/events/{event}/position`.
 #[tracing::instrument(skip_all, fields(event = %event))]
+#[utoipa::path(
+    get,
+    path = "/api/events/{event}/position",
+    tag = "fan",
+    summary = "A fan's place",
+    params(("event" = String, Path, description = "event id, [a-z0-9-]{1,40}")),
+    responses(
+        (status = 200, description = "visitor_id, queue_number, cursor, state, admitted", body = Object),
+        (status = 401, description = "missing, malformed, forged or expired token", body = ProblemDoc),
+        (status = 404, description = "no such event", body = ProblemDoc),
+        (status = 503, description = "store unavailable (Retry-After)", body = ProblemDoc)
+    ),
+    security(("join_token" = [])),
+)]
 pub async fn position(
     State(st): State<AppState>,
     Path(event): Path<String>,
@@ -179,6 +236,23 @@ pub async fn position(
 /// `POST /api/events/{event}/admission`: the admission token once the cursor has reached the
 /// fan; the same token again on every retry (case W08).
 #[tracing::instrument(skip_all, fields(event = %event))]
+#[utoipa::path(
+    post,
+    path = "/api/events/{event}/admission",
+    tag = "fan",
+    summary = "Claim the admission token (idempotent)",
+    params(("event" = String, Path, description = "event id, [a-z0-9-]{1,40}")),
+    responses(
+        (status = 200, description = "admission_token, expires_at, booking_url, event", body = Object),
+        (status = 409, description = "not-your-turn, returning (Retry-After) or event-<state>", body = ProblemDoc),
+        (status = 410, description = "place-lost: skipped and back after the rejoin grace", body = ProblemDoc),
+        (status = 401, description = "missing, malformed, forged or expired token", body = ProblemDoc),
+        (status = 404, description = "no such event", body = ProblemDoc),
+        (status = 429, description = "rate-limited per client IP (Retry-After)", body = ProblemDoc),
+        (status = 503, description = "store unavailable (Retry-After)", body = ProblemDoc)
+    ),
+    security(("join_token" = [])),
+)]
 pub async fn admission(
     State(st): State<AppState>,
     Path(event): Path<String>,

@@ -8,6 +8,7 @@ use super::admin::{audited_transition, token_matches};
 use super::error::bounded;
 use super::{parse_event, private_json, AppState};
 use crate::domain::{EventState, SessionEnd, SessionRef};
+use crate::http::openapi::ProblemDoc;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, Request, State};
 use axum::http::{header, StatusCode};
@@ -48,13 +49,29 @@ async fn require_service(State(st): State<AppState>, req: Request, next: Next) -
 }
 
 /// Body of `POST /internal/events/{event}/sessions/end`: exactly one of the two.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EndSession {
     jti: Option<String>,
     visitor_id: Option<String>,
 }
 
+#[utoipa::path(
+    post,
+    path = "/internal/events/{event}/sessions/end",
+    tag = "internal",
+    summary = "A booking session finished: free its max_active slot (idempotent)",
+    params(("event" = String, Path, description = "event id, [a-z0-9-]{1,40}")),
+    request_body = EndSession,
+    responses(
+        (status = 200, description = "ended, already_ended", body = Object),
+        (status = 404, description = "unknown jti / visitor or event", body = ProblemDoc),
+        (status = 422, body = ProblemDoc),
+        (status = 401, body = ProblemDoc),
+        (status = 503, description = "store unavailable (Retry-After)", body = ProblemDoc)
+    ),
+    security(("service_token" = [])),
+)]
 async fn end_session(
     State(st): State<AppState>,
     Path(event): Path<String>,
@@ -94,6 +111,20 @@ async fn end_session(
     ))
 }
 
+#[utoipa::path(
+    post,
+    path = "/internal/events/{event}/sold-out",
+    tag = "internal",
+    summary = "Inventory ran out (audited as operator service)",
+    params(("event" = String, Path, description = "event id, [a-z0-9-]{1,40}")),
+    responses(
+        (status = 200, description = "event, state", body = Object),
+        (status = 401, body = ProblemDoc),
+        (status = 404, description = "no such event", body = ProblemDoc),
+        (status = 503, description = "store unavailable (Retry-After)", body = ProblemDoc)
+    ),
+    security(("service_token" = [])),
+)]
 async fn sold_out(
     State(st): State<AppState>,
     Path(event): Path<String>,

@@ -6,6 +6,7 @@ pub mod admin;
 pub mod error;
 pub mod fan;
 pub mod internal;
+pub mod openapi;
 pub mod public;
 
 use crate::config::Config;
@@ -231,6 +232,7 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(public::healthz))
         .route("/readyz", get(public::readyz))
         .route("/metrics", get(crate::telemetry::metrics))
+        .route("/openapi.json", get(openapi::openapi))
         .route("/api/events/{event}/position", get(fan::position))
         .route("/api/events/{event}/pow", get(fan::pow_challenge))
         .route("/status/{file}", get(public::status))

@@ -2,16 +2,37 @@
 
 use super::error::RETRY_AFTER_SECS;
 use super::{parse_event, public_json, AppState};
+use crate::http::openapi::ProblemDoc;
+use crate::status::StatusDoc;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use sale_common::Problem;
 
 /// `GET /healthz`: the process answers (no store call).
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    tag = "public",
+    summary = "The process answers",
+    responses(
+        (status = 200, description = "ok", body = String)
+    ),
+)]
 pub async fn healthz() -> &'static str {
     "ok"
 }
 
 /// `GET /readyz`: 200 when the store answers a ping within the bound, else 503 + Retry-After.
+#[utoipa::path(
+    get,
+    path = "/readyz",
+    tag = "public",
+    summary = "The store answers",
+    responses(
+        (status = 200, description = "ready", body = String),
+        (status = 503, description = "store unavailable (Retry-After)", body = ProblemDoc)
+    ),
+)]
 pub async fn readyz(State(st): State<AppState>) -> Response {
     match tokio::time::timeout(st.store_timeout(), st.0.store.ping()).await {
         Ok(Ok(())) => "ready".into_response(),
@@ -20,6 +41,17 @@ pub async fn readyz(State(st): State<AppState>) -> Response {
 }
 
 /// `GET /status/{event}.json`: the last published document, never a store call.
+#[utoipa::path(
+    get,
+    path = "/status/{file}",
+    tag = "public",
+    summary = "The status document (public, max-age=1)",
+    params(("file" = String, Path, description = "`{event}.json`")),
+    responses(
+        (status = 200, description = "the status document", body = StatusDoc),
+        (status = 404, description = "no such event", body = ProblemDoc)
+    ),
+)]
 pub async fn status(
     State(st): State<AppState>,
     Path(file): Path<String>,
@@ -37,6 +69,15 @@ pub async fn status(
 }
 
 /// `GET /.well-known/jwks.json`: the admission-token public keys, `public, max-age=60`.
+#[utoipa::path(
+    get,
+    path = "/.well-known/jwks.json",
+    tag = "public",
+    summary = "Admission-token public keys (OKP Ed25519)",
+    responses(
+        (status = 200, description = "JWKS", body = Object)
+    ),
+)]
 pub async fn jwks(State(st): State<AppState>) -> Response {
     public_json(st.0.signer.jwks(), 60)
 }
