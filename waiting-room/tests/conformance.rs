@@ -12,8 +12,11 @@ use waiting_room::domain::{
 };
 use waiting_room::store::{memory::MemoryStore, redis::RedisStore, Advance, QueueStore};
 
+#[path = "conformance/fairness.rs"]
+mod fairness;
 #[path = "conformance/liveness.rs"]
 mod liveness;
+use fairness::*;
 use liveness::*;
 
 type Store = Arc<dyn QueueStore>;
@@ -384,4 +387,6 @@ conformance!(
     fans_behind_the_ready_window_need_not_heartbeat,
     session_end_frees_the_slot_once,
     audit_trail_keeps_actions_in_order,
+    prequeue_shuffle_is_uniform,
+    admission_order_equals_queue_order_after_opening,
 );
