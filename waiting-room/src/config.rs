@@ -63,6 +63,10 @@ fn de_opt_secret<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Secret
     Option::<String>::deserialize(d).map(|o| o.map(Secret::new))
 }
 
+fn de_secrets<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Secret>, D::Error> {
+    Vec::<String>::deserialize(d).map(|v| v.into_iter().map(Secret::new).collect())
+}
+
 fn default_ttl() -> u64 {
     600
 }
@@ -138,6 +142,11 @@ pub struct Config {
     /// HMAC key of join tokens (HS256). Every node of one deployment shares it.
     #[serde(deserialize_with = "de_secret")]
     pub join_hmac_key: Secret,
+    /// Earlier join-token HMAC keys, still accepted (verify only) until their tokens expire
+    /// (`join_token_ttl_secs` after the rotation). Verified identities map to visitor ids with
+    /// the current key, so rotate between sales when `identity_header` is used.
+    #[serde(default, deserialize_with = "de_secrets")]
+    pub join_hmac_previous_keys: Vec<Secret>,
     /// `iss` of admission tokens.
     #[serde(default = "default_issuer")]
     pub issuer: String,
@@ -233,6 +242,7 @@ impl Config {
             admin_token: Secret::new("demo-admin-token"),
             signing_key_pem: None,
             join_hmac_key: Secret::new("demo-join-hmac-key-change-me-0123456789"),
+            join_hmac_previous_keys: Vec::new(),
             issuer: default_issuer(),
             audience: default_audience(),
             static_dir: None,
@@ -295,6 +305,12 @@ impl Config {
         anyhow::ensure!(
             self.join_hmac_key.expose().len() >= 32,
             "join_hmac_key: at least 32 bytes"
+        );
+        anyhow::ensure!(
+            self.join_hmac_previous_keys
+                .iter()
+                .all(|k| k.expose().len() >= 32),
+            "join_hmac_previous_keys: at least 32 bytes each"
         );
         anyhow::ensure!(self.tick_ms > 0, "tick_ms must be > 0");
         anyhow::ensure!(

@@ -68,12 +68,14 @@ fn fingerprint(bytes: &[u8]) -> String {
     URL_SAFE_NO_PAD.encode(&Sha256::digest(bytes)[..12])
 }
 
-/// HS256 keys of join tokens, with a `kid` derived from the key (rotatable: a new key, a new
-/// kid).
+/// HS256 keys of join tokens, each with a `kid` derived from the key. The current key signs;
+/// previous keys still verify (rotation: configure the new key, keep the old one in
+/// `join_hmac_previous_keys` until its last join token has expired).
 pub struct JoinKeys {
     kid: String,
     enc: EncodingKey,
-    dec: DecodingKey,
+    /// Every key that verifies, current first.
+    dec: Vec<(String, DecodingKey)>,
     secret: Vec<u8>,
 }
 
@@ -92,10 +94,20 @@ impl TokenError {
 impl JoinKeys {
     /// From the shared HMAC secret.
     pub fn new(secret: &[u8]) -> Self {
+        Self::with_previous(secret, &[])
+    }
+
+    /// From the current secret (signs and verifies) and previous ones (verify only).
+    pub fn with_previous(secret: &[u8], previous: &[&[u8]]) -> Self {
+        let kid = |s: &[u8]| format!("j-{}", fingerprint(s));
+        let dec = std::iter::once(secret)
+            .chain(previous.iter().copied())
+            .map(|s| (kid(s), DecodingKey::from_secret(s)))
+            .collect();
         Self {
-            kid: format!("j-{}", fingerprint(secret)),
+            kid: kid(secret),
             enc: EncodingKey::from_secret(secret),
-            dec: DecodingKey::from_secret(secret),
+            dec,
             secret: secret.to_vec(),
         }
     }
@@ -131,21 +143,26 @@ impl JoinKeys {
         encode(&h, &c, &self.enc).unwrap_or_default()
     }
 
-    /// Verifies a join token: HS256 only, our `kid`, this event, not expired at `now` (epoch s).
+    /// Verifies a join token: HS256 only, one of our `kid`s, this event, not expired at `now`
+    /// (epoch s).
     pub fn verify(&self, token: &str, event: &EventId, now: i64) -> Result<VisitorId, TokenError> {
+        let header = jsonwebtoken::decode_header(token).map_err(|_| TokenError::Invalid)?;
+        let kid = header.kid.as_deref().ok_or(TokenError::Forged)?;
+        let (_, key) = self
+            .dec
+            .iter()
+            .find(|(k, _)| k == kid)
+            .ok_or(TokenError::Forged)?;
         let mut v = Validation::new(Algorithm::HS256);
         v.validate_exp = false;
         v.validate_nbf = false;
         v.validate_aud = false;
         v.leeway = 0;
         v.required_spec_claims.clear();
-        let data = decode::<JoinClaims>(token, &self.dec, &v).map_err(|e| match e.kind() {
+        let data = decode::<JoinClaims>(token, key, &v).map_err(|e| match e.kind() {
             jsonwebtoken::errors::ErrorKind::InvalidSignature => TokenError::Forged,
             _ => TokenError::Invalid,
         })?;
-        if data.header.kid.as_deref() != Some(self.kid.as_str()) {
-            return Err(TokenError::Forged);
-        }
         let c = data.claims;
         if c.exp + JOIN_LEEWAY_SECS <= now || c.iat - JOIN_LEEWAY_SECS > now {
             return Err(TokenError::Expired);

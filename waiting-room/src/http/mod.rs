@@ -71,7 +71,13 @@ impl AppState {
                 &config.audience,
             )?,
         };
-        let join_keys = JoinKeys::new(config.join_hmac_key.expose().as_bytes());
+        let previous: Vec<&[u8]> = config
+            .join_hmac_previous_keys
+            .iter()
+            .map(|k| k.expose().as_bytes())
+            .collect();
+        let join_keys =
+            JoinKeys::with_previous(config.join_hmac_key.expose().as_bytes(), &previous);
         let config_key = config.join_hmac_key.expose().to_owned();
         let limits = Limits::new(
             config.trusted_proxies.clone(),
