@@ -4,8 +4,9 @@
 //! released, fan left), idempotently; `sold-out` is the state transition the booking core
 //! reports when inventory runs out (recorded in the audit trail as operator `service`).
 
-use super::admin::{audited_transition, token_matches};
+use super::admin::token_matches;
 use super::error::bounded;
+use super::transitions::audited_transition;
 use super::{parse_event, private_json, AppState};
 use crate::domain::{EventState, SessionEnd, SessionRef};
 use crate::http::openapi::ProblemDoc;

@@ -8,6 +8,7 @@ pub mod fan;
 pub mod internal;
 pub mod openapi;
 pub mod public;
+pub mod transitions;
 
 use crate::config::Config;
 use crate::domain::{EventId, Figures, VisitorId};

@@ -3,7 +3,7 @@
 //! the description lives next to the code it describes; API.md remains the prose contract.
 
 use crate::domain::AuditEntry;
-use crate::http::{admin, fan, internal, public};
+use crate::http::{admin, fan, internal, public, transitions};
 use crate::rates::WaitEstimate;
 use crate::status::StatusDoc;
 use axum::Json;
@@ -58,8 +58,9 @@ impl Modify for Bearers {
     paths(
         fan::join, fan::heartbeat, fan::position, fan::admission, fan::pow_challenge,
         public::healthz, public::readyz, public::status, public::jwks, crate::telemetry::metrics,
-        admin::list, admin::create, admin::figures, admin::patch, admin::audit, admin::pause,
-        admin::resume, admin::open, admin::close, admin::sold_out,
+        admin::list, admin::create, admin::figures, admin::patch, admin::audit,
+        transitions::pause, transitions::resume, transitions::open, transitions::close,
+        transitions::sold_out,
         internal::end_session, internal::sold_out,
     ),
     components(schemas(
