@@ -5,6 +5,7 @@
 
 pub mod clock;
 pub mod problem;
+pub mod prometheus;
 pub mod secret;
 pub mod testsupport;
 

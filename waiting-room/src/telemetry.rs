@@ -11,25 +11,13 @@ use axum::extract::{MatchedPath, Request};
 use axum::http::{header, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
-use std::sync::OnceLock;
+use metrics_exporter_prometheus::PrometheusHandle;
 use std::time::Instant;
 
-/// Latency buckets, **seconds**.
-const BUCKETS: &[f64] = &[
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
-];
-
-static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
-
-/// The process-wide Prometheus handle (installs the recorder on first use).
+/// The process-wide Prometheus handle, shared with the booking core when both run in one
+/// process (`sale_common::prometheus`).
 pub fn handle() -> Option<&'static PrometheusHandle> {
-    HANDLE
-        .get_or_init(|| {
-            let b = PrometheusBuilder::new().set_buckets(BUCKETS).ok()?;
-            b.install_recorder().ok()
-        })
-        .as_ref()
+    sale_common::prometheus::handle()
 }
 
 /// Runs the recorder's housekeeping (histogram buckets); the admitter loop calls it.
