@@ -6,6 +6,7 @@
     en: {
       title: "You are in the waiting room",
       connecting: "Connecting…",
+      checking: "Checking your browser before giving you a place…",
       placed: "You have a place in the waiting room.",
       opens_in: "The sale opens in",
       shuffle: "Everyone who is here before the opening gets a place in a random order, fixed at the opening: arriving early or late before then makes no difference.",
@@ -28,6 +29,7 @@
     fr: {
       title: "Vous êtes dans la salle d'attente",
       connecting: "Connexion…",
+      checking: "Vérification de votre navigateur avant de vous donner une place…",
       placed: "Vous avez une place dans la salle d'attente.",
       opens_in: "La vente ouvre dans",
       shuffle: "Toutes les personnes présentes avant l'ouverture reçoivent une place tirée au sort à l'ouverture : arriver tôt ou tard avant l'ouverture ne change rien.",

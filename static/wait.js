@@ -28,9 +28,32 @@
     return { res, body };
   }
 
-  async function join() {
-    const { res, body } = await api("/api/events/" + event + "/join", { method: "POST" });
+  // Solves the join challenge in a Web Worker (only when the operator turned proof of work on).
+  async function proofOfWork() {
+    const { res, body } = await api("/api/events/" + event + "/pow");
+    if (!res.ok) throw new Error("pow challenge failed: " + res.status);
+    $("state").textContent = T("checking");
+    const solution = await new Promise(function (resolve, reject) {
+      const w = new Worker("/pow-worker.js");
+      w.onmessage = function (e) { w.terminate(); resolve(e.data.solution); };
+      w.onerror = function (e) { w.terminate(); reject(e); };
+      w.postMessage({ challenge: body.challenge, difficulty: body.difficulty });
+    });
+    return { "X-Pow-Challenge": body.challenge, "X-Pow-Solution": solution };
+  }
+
+  async function join(powHeaders) {
+    const opts = { method: "POST" };
+    if (powHeaders) {
+      opts.headers = Object.assign({ "Accept": "application/json" }, powHeaders);
+      const token = localStorage.getItem(storeKey);
+      if (token) opts.headers["Authorization"] = "Bearer " + token;
+    }
+    const { res, body } = await api("/api/events/" + event + "/join", opts);
     if (res.status === 401) { localStorage.removeItem(storeKey); return join(); }
+    if (res.status === 403 && body && body.type === "/problems/pow-required" && !powHeaders) {
+      return join(await proofOfWork());
+    }
     if (!res.ok) throw new Error("join failed: " + res.status);
     localStorage.setItem(storeKey, body.join_token);
     return body;
@@ -66,11 +89,14 @@
   }
 
   // An honest estimate: people ahead over the measured admission rate, shown as a range.
+  // The status document's `wait` object gives the measured places per second with a low and a
+  // high bound (API.md); the range shown is ahead / high .. ahead / low.
   function showWait(status, ahead) {
-    const rate = status.admitted_per_sec || status.admit_rate || 0;
-    if (!(rate > 0) || ahead === 0 || status.state !== "open") { $("wait-line").hidden = true; return; }
-    const est = ahead / rate;
-    $("wait").textContent = T("wait_range", { lo: fmt(est * 0.8), hi: fmt(est * 1.5 + 5) });
+    const w = status.wait || {};
+    const high = w.high_places_per_sec || w.places_per_sec || status.admitted_per_sec || status.admit_rate || 0;
+    const low = w.low_places_per_sec || high;
+    if (!(high > 0) || !(low > 0) || ahead === 0 || status.state !== "open") { $("wait-line").hidden = true; return; }
+    $("wait").textContent = T("wait_range", { lo: fmt(ahead / high), hi: fmt(ahead / low) });
     $("wait-line").hidden = false;
   }
 
