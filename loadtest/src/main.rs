@@ -1,8 +1,11 @@
 //! `loadtest`: the launch rehearsal. Talks HTTP only to the services; with `--spawn` it starts
 //! them itself (in this process, on random loopback ports) through the launcher library.
 //!
-//! Must not touch: any service's store directly. Every figure it checks comes from HTTP answers.
+//! Must not touch: any service's store directly — every figure `rush` checks comes from HTTP
+//! answers. One exception: `bench` measures Redis memory per queued fan by calling the waiting
+//! room's own `RedisStore::join` on a throw-away event.
 
+mod bench;
 mod checks;
 mod fan;
 mod stats;
@@ -22,6 +25,8 @@ struct Cli {
 enum Command {
     /// Runs N synthetic fans through the whole journey and checks the invariants.
     Rush(rush::RushArgs),
+    /// Measures every speed figure (requests/s, ratio to /healthz, p50/p99) and writes JSON.
+    Bench(bench::BenchArgs),
 }
 
 mod rush;
@@ -41,6 +46,7 @@ fn main() -> ExitCode {
     let result = rt.block_on(async {
         match cli.command {
             Command::Rush(args) => rush::run(args).await,
+            Command::Bench(args) => bench::run(args).await,
         }
     });
     match result {

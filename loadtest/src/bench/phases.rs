@@ -1,0 +1,322 @@
+//! The bench phases, in order: ceiling (`/healthz`), status document, join (keeps the join
+//! tokens), heartbeat (on those tokens), admission claim (each join token claimed once, after the
+//! admit rate is raised so the cursor has passed them all), door check (`GET /api/me` with the
+//! admission tokens), holds on one hot show (each worker one admission token; a 201 is released
+//! before that worker's next hold, outside the timed request).
+
+use super::gen::{closed_loop, timed, Measured, Sample, Workload};
+use super::BenchArgs;
+use rand::seq::SliceRandom;
+use serde_json::Value;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// What every phase needs.
+#[derive(Debug, Clone)]
+pub struct Ctx {
+    client: reqwest::Client,
+    wr: String,
+    bc: String,
+    admin: String,
+    event: String,
+    connections: usize,
+    warmup: Duration,
+    duration: Duration,
+    hot_seats: usize,
+    seats_per_hold: usize,
+}
+
+type Phase = (Measured, String);
+
+impl Ctx {
+    /// One client for every phase (connection pool as large as the worker count).
+    pub fn new(
+        stack: &ticket_sale::stack::Stack,
+        args: &BenchArgs,
+        warmup: Duration,
+        duration: Duration,
+    ) -> anyhow::Result<Self> {
+        let client = reqwest::Client::builder()
+            .pool_max_idle_per_host(args.connections * 2)
+            .timeout(Duration::from_secs(30))
+            .build()?;
+        Ok(Self {
+            client,
+            wr: stack.waiting_room_url.clone(),
+            bc: stack.booking_url.clone(),
+            admin: stack.admin_token.clone(),
+            event: "bench".into(),
+            connections: args.connections,
+            warmup,
+            duration,
+            hot_seats: args.hot_seats.max(1),
+            seats_per_hold: args.seats_per_hold.clamp(1, 4),
+        })
+    }
+
+    async fn run(&self, name: &str, ok: &[u16], work: Workload) -> Measured {
+        let m = closed_loop(name, self.connections, self.warmup, self.duration, ok, work).await;
+        println!(
+            "  {name:<10} {:>9.0} req/s  p50 {:.2} ms  p99 {:.2} ms  ({} ok, {} other 4xx, {} errors)",
+            m.rps, m.p50_ms, m.p99_ms, m.ok, m.other_4xx, m.errors
+        );
+        m
+    }
+
+    async fn admin_json(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+        let mut req = self
+            .client
+            .request(method, format!("{}{path}", self.wr))
+            .bearer_auth(&self.admin);
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        match req.send().await {
+            Ok(r) => r.json().await.unwrap_or(Value::Null),
+            Err(_) => Value::Null,
+        }
+    }
+}
+
+/// Runs every phase; the measured figures (ceiling first) and the notes of skipped figures.
+pub async fn all(ctx: &Ctx) -> anyhow::Result<(Vec<Phase>, Vec<String>)> {
+    wait_open(ctx).await?;
+    let mut out = Vec::new();
+    let c = ctx.client.clone();
+    let url = format!("{}/healthz", ctx.wr);
+    let work: Workload = Arc::new(move |_, _| Box::pin(timed_status(c.get(&url))));
+    out.push((
+        ctx.run("healthz", &[200], work).await,
+        "waiting room GET /healthz (no store call): the ceiling".into(),
+    ));
+    let c = ctx.client.clone();
+    let url = format!("{}/status/{}.json", ctx.wr, ctx.event);
+    let work: Workload = Arc::new(move |_, _| Box::pin(timed_status(c.get(&url))));
+    out.push((
+        ctx.run("status", &[200], work).await,
+        "GET /status/{event}.json (in-memory snapshot)".into(),
+    ));
+    let (m, join_tokens) = join(ctx).await;
+    out.push((
+        m,
+        "POST /api/events/{event}/join, a new visitor each time".into(),
+    ));
+    anyhow::ensure!(!join_tokens.is_empty(), "no join succeeded");
+    let tokens = Arc::new(join_tokens);
+    let (c, t) = (ctx.client.clone(), tokens.clone());
+    let url = format!("{}/api/events/{}/heartbeat", ctx.wr, ctx.event);
+    let work: Workload = Arc::new(move |w, i| {
+        let tok = &t[(w * 7919 + i as usize) % t.len()];
+        Box::pin(timed_status(c.post(&url).bearer_auth(tok)))
+    });
+    out.push((
+        ctx.run("heartbeat", &[200], work).await,
+        format!(
+            "POST …/heartbeat, round-robin over {} join tokens",
+            tokens.len()
+        ),
+    ));
+    let (m, admissions, note) = claim(ctx, tokens).await?;
+    out.push((m, note));
+    anyhow::ensure!(!admissions.is_empty(), "no admission claimed");
+    let adm = Arc::new(admissions);
+    let (c, a) = (ctx.client.clone(), adm.clone());
+    let url = format!("{}/api/me", ctx.bc);
+    let work: Workload = Arc::new(move |w, i| {
+        let tok = &a[(w * 7919 + i as usize) % a.len()];
+        Box::pin(timed_status(c.get(&url).bearer_auth(tok)))
+    });
+    out.push((
+        ctx.run("door", &[200], work).await,
+        format!(
+            "booking core GET /api/me with Bearer admission token ({} tokens)",
+            adm.len()
+        ),
+    ));
+    out.push(holds(ctx, adm).await?);
+    let skipped = vec![
+        "pool holds: the booking core has no general-admission pools (API.md lists seat holds only)"
+            .into(),
+        "hot-show holds with a per-show queue: the booking core has no such switch yet".into(),
+    ];
+    for s in &skipped {
+        println!("  skipped: {s}");
+    }
+    Ok((out, skipped))
+}
+
+async fn timed_status(req: reqwest::RequestBuilder) -> Sample {
+    timed(req).await.0
+}
+
+async fn wait_open(ctx: &Ctx) -> anyhow::Result<()> {
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(15) {
+        let doc = ctx
+            .admin_json(
+                reqwest::Method::GET,
+                &format!("/admin/events/{}", ctx.event),
+                None,
+            )
+            .await;
+        if doc["state"] == "open" {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    anyhow::bail!("event {} did not open within 15 s", ctx.event)
+}
+
+async fn join(ctx: &Ctx) -> (Measured, Vec<String>) {
+    let sink = Arc::new(Mutex::new(Vec::<String>::new()));
+    let (c, s) = (ctx.client.clone(), sink.clone());
+    let url = format!("{}/api/events/{}/join", ctx.wr, ctx.event);
+    let work: Workload = Arc::new(move |_, _| {
+        let (req, s) = (c.post(&url), s.clone());
+        Box::pin(async move {
+            let (sample, body) = timed(req).await;
+            if let Some(tok) = body.and_then(|b| b.json()["join_token"].as_str().map(String::from))
+            {
+                s.lock().expect("tokens").push(tok);
+            }
+            sample
+        })
+    });
+    let m = ctx.run("join", &[200], work).await;
+    let tokens = std::mem::take(&mut *sink.lock().expect("tokens"));
+    (m, tokens)
+}
+
+/// Raises the admit rate so the cursor passes every joined fan, then claims each join token once
+/// (wrapping around to repeat claims only if the tokens run out).
+async fn claim(
+    ctx: &Ctx,
+    tokens: Arc<Vec<String>>,
+) -> anyhow::Result<(Measured, Vec<String>, String)> {
+    let path = format!("/admin/events/{}", ctx.event);
+    ctx.admin_json(
+        reqwest::Method::PATCH,
+        &path,
+        Some(serde_json::json!({"admit_rate": 1_000_000.0})),
+    )
+    .await;
+    let t = Instant::now();
+    loop {
+        let f = ctx.admin_json(reqwest::Method::GET, &path, None).await;
+        let (cursor, last) = (f["cursor"].as_u64(), f["last_number"].as_u64());
+        if cursor.is_some() && cursor >= last {
+            break;
+        }
+        anyhow::ensure!(
+            t.elapsed() < Duration::from_secs(120),
+            "cursor did not reach the last number within 120 s: {f}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let sink = Arc::new(Mutex::new(Vec::<String>::new()));
+    let next = Arc::new(AtomicUsize::new(0));
+    let (c, s, n, t) = (
+        ctx.client.clone(),
+        sink.clone(),
+        next.clone(),
+        tokens.clone(),
+    );
+    let url = format!("{}/api/events/{}/admission", ctx.wr, ctx.event);
+    let work: Workload = Arc::new(move |_, _| {
+        let i = n.fetch_add(1, Ordering::Relaxed);
+        let req = c.post(&url).bearer_auth(&t[i % t.len()]);
+        let (s, fresh) = (s.clone(), i < t.len());
+        Box::pin(async move {
+            let (sample, body) = timed(req).await;
+            if let Some(tok) =
+                body.and_then(|b| b.json()["admission_token"].as_str().map(String::from))
+            {
+                if fresh {
+                    s.lock().expect("admissions").push(tok);
+                }
+            }
+            sample
+        })
+    });
+    let m = ctx.run("claim", &[200], work).await;
+    let sent = next.load(Ordering::Relaxed);
+    let fresh = sent.min(tokens.len());
+    let note = format!(
+        "POST …/admission: {fresh} first claims (new EdDSA token + store write), {} repeat claims",
+        sent.saturating_sub(tokens.len())
+    );
+    let adm = std::mem::take(&mut *sink.lock().expect("admissions"));
+    Ok((m, adm, note))
+}
+
+/// Holds on one hot show: every request asks for `seats_per_hold` random seats of the first
+/// `hot_seats` seats of the map; each worker holds with its own admission token and releases
+/// its previous 201 (untimed) before the next hold.
+async fn holds(ctx: &Ctx, adm: Arc<Vec<String>>) -> anyhow::Result<Phase> {
+    let map: Value = ctx
+        .client
+        .get(format!("{}/api/shows/{}/seats", ctx.bc, ctx.event))
+        .send()
+        .await?
+        .json()
+        .await?;
+    let hot: Vec<String> = map["seats"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s["id"].as_str().map(String::from))
+        .take(ctx.hot_seats)
+        .collect();
+    anyhow::ensure!(hot.len() >= ctx.seats_per_hold, "seat map too small");
+    let hot = Arc::new(hot);
+    let fans = ctx.connections.min(adm.len());
+    let live: Arc<Vec<Mutex<Option<String>>>> =
+        Arc::new((0..ctx.connections).map(|_| Mutex::new(None)).collect());
+    let (c, bc, ev, k) = (
+        ctx.client.clone(),
+        ctx.bc.clone(),
+        ctx.event.clone(),
+        ctx.seats_per_hold,
+    );
+    let work: Workload = Arc::new(move |w, _| {
+        let (c, bc, ev, hot, live) = (c.clone(), bc.clone(), ev.clone(), hot.clone(), live.clone());
+        let tok = adm[w % adm.len()].clone();
+        Box::pin(async move {
+            let prev = live[w].lock().expect("hold slot").take();
+            if let Some(h) = prev {
+                let _ = c
+                    .delete(format!("{bc}/api/holds/{h}"))
+                    .bearer_auth(&tok)
+                    .send()
+                    .await;
+            }
+            let seats: Vec<&String> = hot.choose_multiple(&mut rand::thread_rng(), k).collect();
+            let req = c
+                .post(format!("{bc}/api/shows/{ev}/holds"))
+                .bearer_auth(&tok)
+                .header(
+                    "Idempotency-Key",
+                    format!("{:032x}", rand::random::<u128>()),
+                )
+                .json(&serde_json::json!({ "seats": seats }));
+            let (sample, body) = timed(req).await;
+            if sample.status == 201 {
+                let id = body.and_then(|b| b.json()["hold_id"].as_str().map(String::from));
+                *live[w].lock().expect("hold slot") = id;
+            }
+            sample
+        })
+    });
+    let m = ctx.run("hold", &[201], work).await;
+    let note = format!(
+        "POST /api/shows/{{show}}/holds, {k} random seats of a {}-seat hot block, {} fans \
+         (one admission token each); 201 = held ({:.0}/s), 409 = taken ({:.0}/s); each 201 is \
+         released (untimed) before that fan's next hold",
+        ctx.hot_seats,
+        fans,
+        m.ok_rps,
+        m.other_4xx as f64 / m.secs
+    );
+    Ok((m, note))
+}
