@@ -1,0 +1,107 @@
+//! Headless Chromium (Debian's `chromium`) through `chromedriver`, driven by fantoccini: start,
+//! connect with the flags this machine needs (no network, no sandbox as root), screenshots under
+//! `target/screenshots/`, and waits for visible text.
+
+use fantoccini::{ClientBuilder, Locator};
+use sale_common::testsupport::free_port;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// A chromedriver child on a free port, killed on drop.
+pub struct Driver(Child, u16);
+
+impl Driver {
+    pub fn start() -> Self {
+        let port = free_port();
+        let child = Command::new("chromedriver")
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver must be installed (Debian's chromium-driver)");
+        Self(child, port)
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+pub async fn connect(driver: &Driver, profile: &std::path::Path) -> fantoccini::Client {
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        serde_json::json!({
+            "binary": "/usr/bin/chromium",
+            "args": ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                     "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                     "--disable-dev-shm-usage", "--window-size=1000,1400",
+                     format!("--user-data-dir={}", profile.display())]
+        }),
+    );
+    let url = format!("http://127.0.0.1:{}", driver.1);
+    for _ in 0..100 {
+        if let Ok(c) = ClientBuilder::native()
+            .capabilities(caps.clone())
+            .connect(&url)
+            .await
+        {
+            return c;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("could not connect to chromedriver at {url}");
+}
+
+pub fn shots_dir() -> std::path::PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/screenshots");
+    std::fs::create_dir_all(&dir).expect("create target/screenshots");
+    dir
+}
+
+pub async fn shot(c: &fantoccini::Client, name: &str) {
+    let png = c.screenshot().await.expect("screenshot");
+    std::fs::write(shots_dir().join(format!("{name}.png")), png).expect("write screenshot");
+}
+
+pub async fn text_of(c: &fantoccini::Client, css: &str) -> String {
+    let el = c
+        .wait()
+        .at_most(Duration::from_secs(30))
+        .for_element(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("{css} never appeared: {e}"));
+    el.text().await.unwrap_or_default()
+}
+
+
+/// Waits until the element matching `css` shows text containing `want`; returns that text.
+pub async fn wait_text(c: &fantoccini::Client, css: &str, want: &str, secs: u64) -> String {
+    let xpath_free = c
+        .wait()
+        .at_most(Duration::from_secs(secs))
+        .every(Duration::from_millis(100))
+        .for_element(Locator::Css(css))
+        .await;
+    let start = std::time::Instant::now();
+    let mut last = String::new();
+    if xpath_free.is_ok() {
+        while start.elapsed() < Duration::from_secs(secs) {
+            if let Ok(el) = c.find(Locator::Css(css)).await {
+                last = el.text().await.unwrap_or_default();
+                if last.contains(want) {
+                    return last;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    panic!("{css} never showed {want:?} within {secs} s (last: {last:?})");
+}
+
+/// One browser test at a time per test binary: two Chromiums and two stacks on 2 cores make
+/// every wait slower than the page's own timers.
+pub static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());

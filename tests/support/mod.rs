@@ -1,0 +1,28 @@
+//! Shared pieces of the end-to-end tests: a stack with the CDN in front, and a headless
+//! Chromium driven through chromedriver.
+
+#![allow(dead_code)]
+
+pub mod browser;
+
+use ticket_sale::cdn::Cdn;
+use ticket_sale::stack::{self, DemoEvent, StackOptions};
+
+/// A stack with one event `id` opening in `opens_in_secs`, and nginx in front of the waiting room.
+pub async fn start_with_cdn(id: &str, opens_in_secs: u64, admit_rate: f64) -> (stack::Stack, Cdn) {
+    let mut opts = StackOptions::local_random_ports();
+    opts.event = DemoEvent {
+        id: id.into(),
+        opens_in_secs,
+        admit_rate,
+        max_active: 10,
+        admission_ttl_secs: 600,
+    };
+    opts.join_rate_per_sec = 1000;
+    opts.join_burst = 1000;
+    opts.fan_rate_per_sec = 1000;
+    opts.fan_burst = 1000;
+    let s = stack::start(opts).await.expect("stack starts");
+    let cdn = Cdn::start(0, s.waiting_room_url.trim_start_matches("http://")).expect("nginx starts");
+    (s, cdn)
+}
