@@ -121,3 +121,5 @@ impl Drop for RedisServer {
 
 pub mod postgres;
 pub use postgres::PostgresServer;
+pub mod moto;
+pub use moto::MotoServer;

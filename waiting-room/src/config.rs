@@ -124,6 +124,12 @@ fn default_fan_rate() -> u64 {
 fn default_fan_burst() -> u32 {
     10
 }
+fn default_status_throttle() -> u64 {
+    1000
+}
+fn default_s3_prefix() -> String {
+    "status/".into()
+}
 
 /// Waiting-room configuration.
 #[derive(Debug, Clone, Deserialize)]
@@ -221,6 +227,21 @@ pub struct Config {
     /// `keys`). Takes precedence over `signing_key_pem`; re-read every few seconds.
     #[serde(default)]
     pub signing_key_dir: Option<PathBuf>,
+    /// Directory the status documents are published to as `{event}.json` (temp file + rename),
+    /// for a static server or CDN origin; `None`: not written (still served from memory).
+    #[serde(default)]
+    pub status_dir: Option<PathBuf>,
+    /// At most one periodic status publish per this many **milliseconds** across every node
+    /// (a `SET NX PX` latch; seed 000 used 2 s); state transitions publish at once.
+    #[serde(default = "default_status_throttle")]
+    pub status_throttle_ms: u64,
+    /// S3 bucket the status documents are published to (`None`: no S3). Endpoint, region and
+    /// credentials come from the standard AWS configuration (`AWS_ENDPOINT_URL`, …).
+    #[serde(default)]
+    pub s3_bucket: Option<String>,
+    /// Key prefix of the status objects: `{s3_prefix}{event}.json` (default `status/`).
+    #[serde(default = "default_s3_prefix")]
+    pub s3_prefix: String,
 }
 
 impl Config {
@@ -266,6 +287,10 @@ impl Config {
             service_token: Some(Secret::new("demo-service-token")),
             identity_header: None,
             signing_key_dir: None,
+            status_dir: None,
+            status_throttle_ms: default_status_throttle(),
+            s3_bucket: None,
+            s3_prefix: default_s3_prefix(),
         }
     }
 
@@ -313,6 +338,10 @@ impl Config {
             "join_hmac_previous_keys: at least 32 bytes each"
         );
         anyhow::ensure!(self.tick_ms > 0, "tick_ms must be > 0");
+        anyhow::ensure!(
+            self.status_throttle_ms > 0,
+            "status_throttle_ms must be > 0"
+        );
         anyhow::ensure!(
             self.join_rate_per_sec > 0 && self.join_burst > 0,
             "join rate/burst > 0"

@@ -345,6 +345,10 @@ pub struct Figures {
     pub ended_total: u64,
     /// Ready window (places) the admitter last used; 0 before the first tick.
     pub ready_window: u64,
+    /// State generation: grows on every public state change (created, opened, paused, resumed,
+    /// sold out, closed, reopened) to `max(gen + 1, store time in ms)`, so it also grows across
+    /// a store emptied and refilled. Status documents carry it as `version`.
+    pub state_gen: u64,
 }
 
 impl Figures {

@@ -287,6 +287,12 @@ impl QueueStore for Counting {
     async fn set_counter(&self, e: &EventId, v: u64) -> StoreResult<()> {
         self.hit().set_counter(e, v).await
     }
+    async fn status_throttle(&self, e: &EventId, now: i64, ms: u64) -> StoreResult<bool> {
+        self.hit().status_throttle(e, now, ms).await
+    }
+    async fn status_transition(&self, e: &EventId, s: &str, g: u64) -> StoreResult<bool> {
+        self.hit().status_transition(e, s, g).await
+    }
     async fn try_lock(&self, k: &str, t: &str, ms: u64) -> StoreResult<bool> {
         self.hit().try_lock(k, t, ms).await
     }

@@ -2,7 +2,9 @@
 //! compared in constant time; absent from the config → every call is 404 (the API is off).
 //! `sessions/end` frees a `max_active` slot when a session finishes (booking paid, hold
 //! released, fan left), idempotently; `sold-out` is the state transition the booking core
-//! reports when inventory runs out (recorded in the audit trail as operator `service`).
+//! reports when inventory runs out (recorded in the audit trail as operator `service`), and
+//! `reopen` its undo when a seat is freed after that (seed 000: "a freed seat reopens the level
+//! on the page"; the status document's transition latch publishes it at once).
 
 use super::admin::token_matches;
 use super::error::bounded;
@@ -26,6 +28,7 @@ pub fn routes(state: AppState) -> Router<AppState> {
     Router::new()
         .route("/internal/events/{event}/sessions/end", post(end_session))
         .route("/internal/events/{event}/sold-out", post(sold_out))
+        .route("/internal/events/{event}/reopen", post(reopen))
         .route_layer(middleware::from_fn_with_state(state, require_service))
 }
 
@@ -73,7 +76,7 @@ pub struct EndSession {
     ),
     security(("service_token" = [])),
 )]
-async fn end_session(
+pub(crate) async fn end_session(
     State(st): State<AppState>,
     Path(event): Path<String>,
     body: Result<Json<EndSession>, JsonRejection>,
@@ -126,7 +129,7 @@ async fn end_session(
     ),
     security(("service_token" = [])),
 )]
-async fn sold_out(
+pub(crate) async fn sold_out(
     State(st): State<AppState>,
     Path(event): Path<String>,
 ) -> Result<Response, Problem> {
@@ -134,6 +137,33 @@ async fn sold_out(
     let event = parse_event(&event)?;
     let from = [Prequeue, Opening, Open, Paused, Closed];
     let state = audited_transition(&st, &event, "service", &from, SoldOut).await?;
+    Ok(private_json(
+        StatusCode::OK,
+        json!({"event": event.as_str(), "state": state.public()}),
+    ))
+}
+
+#[utoipa::path(
+    post,
+    path = "/internal/events/{event}/reopen",
+    tag = "internal",
+    summary = "A seat was freed after sold out: sold_out → open (audited as operator service)",
+    params(("event" = String, Path, description = "event id, [a-z0-9-]{1,40}")),
+    responses(
+        (status = 200, description = "event, state (unchanged unless it was sold_out)", body = Object),
+        (status = 401, body = ProblemDoc),
+        (status = 404, description = "no such event", body = ProblemDoc),
+        (status = 503, description = "store unavailable (Retry-After)", body = ProblemDoc)
+    ),
+    security(("service_token" = [])),
+)]
+pub(crate) async fn reopen(
+    State(st): State<AppState>,
+    Path(event): Path<String>,
+) -> Result<Response, Problem> {
+    let event = parse_event(&event)?;
+    let from = [EventState::SoldOut];
+    let state = audited_transition(&st, &event, "service", &from, EventState::Open).await?;
     Ok(private_json(
         StatusCode::OK,
         json!({"event": event.as_str(), "state": state.public()}),

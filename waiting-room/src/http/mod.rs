@@ -13,7 +13,9 @@ pub mod transitions;
 use crate::config::Config;
 use crate::domain::{EventId, Figures, VisitorId};
 use crate::ratelimit::Limits;
-use crate::status::{Intervals, StatusBoard, StatusDoc};
+use crate::status::{
+    Intervals, LatchedPublisher, PublishRules, StatusBoard, StatusDoc, StatusPublisher,
+};
 use crate::store::QueueStore;
 use crate::tokens::{AdmissionSigner, JoinKeys, TokenError};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -40,8 +42,10 @@ pub struct Inner {
     pub join_keys: JoinKeys,
     /// Admission-token signer and JWKS.
     pub signer: AdmissionSigner,
-    /// Published status documents.
-    pub status: StatusBoard,
+    /// Published status documents (this node's snapshot, served at `/status/{event}.json`).
+    pub status: Arc<StatusBoard>,
+    /// Builds status documents from the store and writes them to the configured sinks.
+    pub publisher: Arc<dyn StatusPublisher>,
     /// Per-client-IP limiters of the fan endpoints.
     pub limits: Limits,
     /// Proof-of-work challenges of joins.
@@ -50,11 +54,31 @@ pub struct Inner {
 
 impl AppState {
     /// Builds the state: loads (or generates) the signing key, validates the config, creates
-    /// the configured events in `store` unless they exist.
+    /// the configured events in `store` unless they exist, and publishes status documents to
+    /// the configured sinks (`status_dir`, `s3_bucket`).
     pub async fn new(
         config: Config,
         store: Arc<dyn QueueStore>,
         clock: SharedClock,
+    ) -> anyhow::Result<Self> {
+        let sinks = crate::status::sinks_from_config(&config).await;
+        Self::with_publisher(config, store, clock, |store, board, rules| {
+            Arc::new(LatchedPublisher::new(store, board, sinks, rules))
+        })
+        .await
+    }
+
+    /// Like [`AppState::new`] with the status publisher made by `make` from the store, this
+    /// node's board and the configured rules (tests inject sinks and pauses).
+    pub async fn with_publisher(
+        config: Config,
+        store: Arc<dyn QueueStore>,
+        clock: SharedClock,
+        make: impl FnOnce(
+            Arc<dyn QueueStore>,
+            Arc<StatusBoard>,
+            PublishRules,
+        ) -> Arc<dyn StatusPublisher>,
     ) -> anyhow::Result<Self> {
         config.validate()?;
         // Install the metrics recorder before anything is counted.
@@ -88,13 +112,21 @@ impl AppState {
         for e in &config.events {
             store.create_event(&e.meta()).await?;
         }
+        let status = Arc::new(StatusBoard::default());
+        let rules = PublishRules {
+            intervals: intervals_of(&config),
+            silence_ms: config.silence_grace_ms,
+            throttle_ms: config.status_throttle_ms,
+        };
+        let publisher = make(store.clone(), status.clone(), rules);
         let state = Self(Arc::new(Inner {
             store,
             clock,
             config,
             join_keys,
             signer,
-            status: StatusBoard::default(),
+            status,
+            publisher,
             limits,
             pow: crate::pow::Pow::new(config_key.as_bytes()),
         }));
@@ -135,12 +167,7 @@ impl AppState {
 
     /// The intervals advertised to fans.
     pub fn intervals(&self) -> Intervals {
-        let c = &self.0.config;
-        Intervals {
-            poll_ms: c.poll_interval_ms,
-            heartbeat_ms: c.heartbeat_interval_ms,
-            ready_window: c.ready_window_min,
-        }
+        intervals_of(&self.0.config)
     }
 
     /// Builds and publishes `event`'s status document from figures just read.
@@ -154,10 +181,23 @@ impl AppState {
         doc
     }
 
-    /// Rebuilds `event`'s status document from the store; failures keep the old document.
+    /// One status-publisher step for `event` (build whole from the store, refresh the board,
+    /// write to the sinks when a latch allows); failures keep the old documents.
     pub async fn refresh_status(&self, event: &EventId) -> Option<StatusDoc> {
-        let f = self.figures(event).await.ok()??;
-        Some(self.publish(&f))
+        let now_ms = self.0.clock.now_ms();
+        let step = self.0.publisher.publish(event, now_ms);
+        match tokio::time::timeout(self.store_timeout() * 3, step).await {
+            Ok(Ok(p)) => p.doc,
+            Ok(Err(e)) => {
+                crate::telemetry::store_error("status");
+                tracing::warn!(event = %event, error = %e, "status document not rebuilt");
+                None
+            }
+            Err(_) => {
+                crate::telemetry::store_error("status");
+                None
+            }
+        }
     }
 
     /// Verifies the `Authorization: Bearer` join token, before any store call. `Ok(None)` when
@@ -190,6 +230,15 @@ impl AppState {
             }
             Err(e) => Err(Problem::unauthorized("invalid-join-token", e.to_string())),
         }
+    }
+}
+
+/// The intervals advertised to fans by `c`.
+fn intervals_of(c: &Config) -> Intervals {
+    Intervals {
+        poll_ms: c.poll_interval_ms,
+        heartbeat_ms: c.heartbeat_interval_ms,
+        ready_window: c.ready_window_min,
     }
 }
 

@@ -61,7 +61,7 @@ impl Modify for Bearers {
         admin::list, admin::create, admin::figures, admin::patch, admin::audit,
         transitions::pause, transitions::resume, transitions::open, transitions::close,
         transitions::sold_out,
-        internal::end_session, internal::sold_out,
+        internal::end_session, internal::sold_out, internal::reopen,
     ),
     components(schemas(
         StatusDoc, WaitEstimate, AuditEntry, ProblemDoc,

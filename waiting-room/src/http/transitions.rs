@@ -29,7 +29,9 @@ pub async fn audited_transition(
         .await?
         .ok_or_else(|| Problem::not_found("no such event"))?;
     let after = bounded(limit, st.0.store.transition(event, from, to)).await?;
-    let action = if to == EventState::Open {
+    let action = if to == EventState::Open && old.state == EventState::SoldOut {
+        "reopen"
+    } else if to == EventState::Open {
         "resume"
     } else {
         to.as_str()

@@ -157,6 +157,21 @@ pub trait QueueStore: Send + Sync + std::fmt::Debug + 'static {
     async fn audit(&self, event: &EventId, limit: usize) -> StoreResult<Vec<AuditEntry>>;
     /// Operator/test hook: sets the FIFO counter (the last number handed out) to `value`.
     async fn set_counter(&self, event: &EventId, value: u64) -> StoreResult<()>;
+    /// Throttle latch of the status document (API.md "Status document"; seed 000: "a 2-second
+    /// SET NX throttle"): `true` for one caller per `throttle_ms` **ms** per event across every
+    /// process. Redis: `SET wr:{event}:status:throttle NX PX throttle_ms` (real time); in
+    /// memory the same window measured on `now_ms` (epoch **ms**, the caller's clock).
+    async fn status_throttle(
+        &self,
+        event: &EventId,
+        now_ms: i64,
+        throttle_ms: u64,
+    ) -> StoreResult<bool>;
+    /// Transition latch of the status document: `true` for exactly one caller per state
+    /// generation `gen` (`Figures::state_gen`) newer than every latched one; it latches the
+    /// public `state` and clears the other states' latches (a freed seat reopening a sold-out
+    /// event publishes again). Older or equal generations get `false`.
+    async fn status_transition(&self, event: &EventId, state: &str, gen: u64) -> StoreResult<bool>;
     /// Owner-token lock: `SET key token NX PX ttl_ms`; `true` when acquired.
     async fn try_lock(&self, key: &str, token: &str, ttl_ms: u64) -> StoreResult<bool>;
     /// Extends the lock only if `token` still owns it (compare-and-act).

@@ -43,9 +43,23 @@ pub(super) struct Ev {
     pub skipped_total: u64,
     pub ended_total: u64,
     pub audit: VecDeque<AuditEntry>,
+    /// State generation (`Figures::state_gen`).
+    pub gen: u64,
+}
+
+/// Wall-clock time in epoch **ms** (the store's own clock, like Redis `TIME`).
+fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 impl Ev {
+    /// A public state change: `gen = max(gen + 1, wall ms)` (bump_gen in lib.lua).
+    pub fn bump_gen(&mut self) {
+        self.gen = (self.gen + 1).max(wall_ms());
+    }
+
     pub fn new(meta: EventMeta) -> Self {
         Self {
             meta,
@@ -68,6 +82,7 @@ impl Ev {
             max_active_seen: 0,
             skipped_total: 0,
             ended_total: 0,
+            gen: wall_ms(),
             audit: VecDeque::new(),
         }
     }

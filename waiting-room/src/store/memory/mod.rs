@@ -20,6 +20,10 @@ use std::time::{Duration, Instant};
 struct Inner {
     events: HashMap<EventId, Ev>,
     locks: HashMap<String, (String, Instant)>,
+    /// Status throttle latch: event → end of the window, epoch ms.
+    throttle: HashMap<EventId, i64>,
+    /// Status transition latch: event → (highest generation latched, its public state).
+    latch: HashMap<EventId, (u64, String)>,
 }
 
 /// The in-memory backend. Cheap to create; one per process.
@@ -108,8 +112,9 @@ impl QueueStore for MemoryStore {
         to: EventState,
     ) -> StoreResult<EventState> {
         self.with_event(event, |e| {
-            if from.contains(&e.meta.state) {
+            if from.contains(&e.meta.state) && e.meta.state != to {
                 e.meta.state = to;
+                e.bump_gen();
             }
             e.meta.state
         })
@@ -152,6 +157,7 @@ impl QueueStore for MemoryStore {
                 return 0;
             }
             e.meta.state = EventState::Opening;
+            e.bump_gen();
             let n = e.pre.len() as u64;
             e.shuffle_next = e.counter;
             e.counter += n;
@@ -217,6 +223,7 @@ impl QueueStore for MemoryStore {
                 skipped_total: e.skipped_total,
                 ended_total: e.ended_total,
                 ready_window: e.window,
+                state_gen: e.gen,
                 meta: e.meta.clone(),
             })
         })
@@ -251,6 +258,32 @@ impl QueueStore for MemoryStore {
         self.with_event(event, |e| {
             e.counter = value;
             e.cursor = e.cursor.min(value);
+        })
+    }
+
+    async fn status_throttle(
+        &self,
+        event: &EventId,
+        now_ms: i64,
+        throttle_ms: u64,
+    ) -> StoreResult<bool> {
+        self.with_inner(|i| {
+            let until = i.throttle.entry(event.clone()).or_insert(i64::MIN);
+            if *until > now_ms {
+                return false;
+            }
+            *until = now_ms.saturating_add(throttle_ms.max(1) as i64);
+            true
+        })
+    }
+
+    async fn status_transition(&self, event: &EventId, state: &str, gen: u64) -> StoreResult<bool> {
+        self.with_inner(|i| match i.latch.get(event) {
+            Some((top, _)) if *top >= gen => false,
+            _ => {
+                i.latch.insert(event.clone(), (gen, state.to_owned()));
+                true
+            }
         })
     }
 

@@ -20,3 +20,12 @@ local function touch(hb, v, now)
   end
   return false
 end
+-- A state change: the event's generation becomes max(gen + 1, Redis time in ms), so it only
+-- grows, also across a store that was emptied and refilled (status documents carry it).
+local function bump_gen(meta)
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local g = tonumber(redis.call('HGET', meta, 'gen') or '0') + 1
+  if now > g then g = now end
+  redis.call('HSET', meta, 'gen', string.format('%d', g))
+end

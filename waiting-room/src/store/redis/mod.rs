@@ -13,8 +13,11 @@
 //! (epoch ms); `gone` hash skipped visitor → skipped-at ms (or `r` once back); `back` list of
 //! returning fans; `audit` list of JSON entries. Plus the global set `wr:events`.
 
+mod latch;
 mod parse;
 mod queue;
+
+pub use latch::{status_latch_key, status_throttle_key};
 
 use parse::{err, key, parse_meta, parse_u64, state_of};
 
@@ -40,6 +43,7 @@ struct Scripts {
     claim: Script,
     create: Script,
     transition: Script,
+    status_latch: Script,
     set_fields: Script,
     lock: Script,
     heartbeat: Script,
@@ -84,12 +88,13 @@ impl RedisStore {
         let conn = ConnectionManager::new_with_config(client, cfg).await?;
         let scripts = Scripts {
             join: with_lib(include_str!("join.lua")),
-            begin_open: Script::new(include_str!("begin_open.lua")),
+            begin_open: with_lib(include_str!("begin_open.lua")),
             open_chunk: Script::new(include_str!("open_chunk.lua")),
             advance: Script::new(include_str!("advance.lua")),
             claim: with_lib(include_str!("claim.lua")),
-            create: Script::new(include_str!("create.lua")),
-            transition: Script::new(include_str!("transition.lua")),
+            create: with_lib(include_str!("create.lua")),
+            transition: with_lib(include_str!("transition.lua")),
+            status_latch: Script::new(include_str!("status_latch.lua")),
             set_fields: Script::new(include_str!("set_fields.lua")),
             lock: Script::new(include_str!("lock.lua")),
             heartbeat: with_lib(include_str!("heartbeat.lua")),
@@ -354,6 +359,14 @@ impl QueueStore for RedisStore {
             .await
             .map_err(err)?;
         Ok(r == 1)
+    }
+
+    async fn status_throttle(&self, event: &EventId, _now: i64, ms: u64) -> StoreResult<bool> {
+        self.throttle_latch(event, ms).await
+    }
+
+    async fn status_transition(&self, e: &EventId, state: &str, gen: u64) -> StoreResult<bool> {
+        self.transition_latch(e, state, gen).await
     }
 
     async fn release_lock(&self, key: &str, token: &str) -> StoreResult<bool> {

@@ -194,6 +194,7 @@ impl RedisStore {
             skipped_total: num("skipped_total")?,
             ended_total: num("ended_total")?,
             ready_window: num("win")?,
+            state_gen: num("gen")?,
         }))
     }
 

@@ -2,6 +2,20 @@
 //! figures by the admitter tick (and right after an operator change) and kept in memory, so
 //! `GET /status/{event}.json` never costs a store call; the CDN caches it for `max-age`. The
 //! board also keeps each event's [`RateMeter`] (measured speeds and the wait estimate).
+//!
+//! Every document carries `version`, the store's state generation: a document never replaces
+//! one with a larger `(version, cursor)` — not on the board, not in a [`StatusSink`] — so a
+//! stale builder cannot make a sold-out or closed event look open again (seed 000, "The live
+//! status document": the last bug found before launch). [`publisher`] decides *when* to write
+//! (transition and throttle latches), [`dir`] and [`s3`] are the sinks.
+
+pub mod dir;
+pub mod publisher;
+pub mod s3;
+
+pub use dir::DirSink;
+pub use publisher::{Decision, LatchedPublisher, PublishRules, Published, StatusPublisher};
+pub use s3::S3Sink;
 
 use crate::domain::{EventId, EventState, Figures};
 use crate::rates::{RateMeter, WaitEstimate};
@@ -47,6 +61,10 @@ pub struct StatusDoc {
     pub booking_url: String,
     /// When this document was built, epoch seconds.
     pub updated_at: i64,
+    /// The store's state generation when the figures were read (`Figures::state_gen`): grows
+    /// on every state change, so of two documents the one with the larger `(version, cursor)`
+    /// is the newer; writers never replace a newer one.
+    pub version: u64,
 }
 
 /// Intervals advertised to fans (from `Config`).
@@ -86,8 +104,55 @@ impl StatusDoc {
             wait: meter.estimate(moving, f.meta.admit_rate),
             booking_url: f.meta.booking_url.clone(),
             updated_at: now,
+            version: f.state_gen,
         }
     }
+
+    /// The order of documents of one event: `(version, cursor)`, both only grow.
+    pub fn order(&self) -> (u64, u64) {
+        (self.version, self.cursor)
+    }
+
+    /// The JSON body as published (the bytes every sink writes).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+}
+
+/// What a sink did with one document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Put {
+    /// The document was written (it replaced an older one or none).
+    Written,
+    /// A newer document (larger `(version, cursor)`) was already there: nothing written.
+    Stale,
+}
+
+/// Where published documents go: overwritten whole, conditionally on being newer than what is
+/// there (unless built [`without the version guard`](DirSink::without_version_guard), which
+/// only tests use to show the stale-overwrite bug).
+#[async_trait::async_trait]
+pub trait StatusSink: Send + Sync + std::fmt::Debug {
+    /// Short name for metrics and logs (`dir`, `s3`).
+    fn name(&self) -> &'static str;
+    /// Writes `doc` whole unless a newer document of the same event is already there.
+    async fn put(&self, doc: &StatusDoc) -> anyhow::Result<Put>;
+}
+
+/// The sinks named by the configuration: `status_dir` ([`DirSink`]) and `s3_bucket`
+/// ([`S3Sink`] from the standard AWS configuration), in that order.
+pub async fn sinks_from_config(c: &crate::Config) -> Vec<std::sync::Arc<dyn StatusSink>> {
+    let mut sinks: Vec<std::sync::Arc<dyn StatusSink>> = Vec::new();
+    if let Some(dir) = &c.status_dir {
+        sinks.push(std::sync::Arc::new(DirSink::new(dir)));
+    }
+    if let Some(bucket) = &c.s3_bucket {
+        let age = c.status_max_age_secs;
+        sinks.push(std::sync::Arc::new(
+            S3Sink::from_env(bucket, &c.s3_prefix, age).await,
+        ));
+    }
+    sinks
 }
 
 /// The in-memory board of status documents and rate meters, one per event; whole documents
@@ -104,10 +169,18 @@ impl StatusBoard {
         self.docs.read().ok()?.get(event).cloned()
     }
 
-    /// Replaces `event`'s document.
-    pub fn publish(&self, event: EventId, doc: StatusDoc) {
-        if let Ok(mut g) = self.docs.write() {
-            g.insert(event, doc);
+    /// Replaces `event`'s document unless the board holds a newer one (larger
+    /// `(version, cursor)`); `true` when replaced.
+    pub fn publish(&self, event: EventId, doc: StatusDoc) -> bool {
+        let Ok(mut g) = self.docs.write() else {
+            return false;
+        };
+        match g.get(&event) {
+            Some(old) if old.order() > doc.order() => false,
+            _ => {
+                g.insert(event, doc);
+                true
+            }
         }
     }
 
