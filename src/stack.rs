@@ -162,12 +162,14 @@ pub async fn start(opts: StackOptions) -> anyhow::Result<Stack> {
         (None, opts.database_url.clone())
     };
     let gateway_secret = format!("{:032x}", rand::random::<u128>());
+    let service_token = format!("{:032x}", rand::random::<u128>());
     let wiring = Wiring {
         wr_url: &wr_url,
         bc_url: &bc_url,
         gw_url: &gw_url,
         database_url: &database_url,
         gateway_secret: &gateway_secret,
+        service_token: &service_token,
     };
     let gw_cfg = configs::gateway(&opts, &wiring);
     let wr_cfg = configs::waiting_room(&opts, &wiring)?;
@@ -204,6 +206,8 @@ pub(crate) struct Wiring<'a> {
     pub gw_url: &'a str,
     pub database_url: &'a str,
     pub gateway_secret: &'a str,
+    /// Random bearer token of the waiting room's internal API, given to both sides.
+    pub service_token: &'a str,
 }
 
 async fn wait_healthy(s: &Stack) -> anyhow::Result<()> {

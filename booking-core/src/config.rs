@@ -1,66 +1,45 @@
 //! Typed booking-core configuration, validated before any port is bound (STYLE.md rule 7):
 //! database, the waiting room's JWKS and token rules, the gateway, hold timings, shows and venues.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use sale_common::{Secret, SharedClock, SystemClock};
 
-/// One seat section of a venue: name (`"A"`) and price per seat in cents.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Section {
-    /// Section name, used in seat ids `"{section}-{row}-{n}"`.
-    pub name: String,
-    /// Price of every seat in the section, cents.
-    pub price_cents: i64,
+pub use crate::venue::{PoolSpec, Section, Venue};
+
+/// Lifetimes of one sales channel, seconds; the payment session always ends first (DESIGN
+/// "Timing": 7 against 8 minutes on the web).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Channel {
+    /// Hold lifetime from creation, seconds (web: 480).
+    pub hold_secs: u64,
+    /// Payment session from hold creation, seconds, shorter than `hold_secs` (web: 420).
+    pub payment_secs: u64,
 }
 
-/// A rectangular venue: every section has `rows` rows of `seats_per_row` seats.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Venue {
-    /// Sections in order.
-    pub sections: Vec<Section>,
-    /// Rows per section (numbered from 1).
-    pub rows: u32,
-    /// Seats per row (numbered from 1).
-    pub seats_per_row: u32,
-}
-
-impl Venue {
-    /// The demo venue (API.md): sections A..E, rows 1..10, 12 seats per row = 600 seats.
-    pub fn demo() -> Self {
-        let prices = [12_000, 9_500, 8_000, 6_500, 5_000];
-        let sections = ["A", "B", "C", "D", "E"]
-            .iter()
-            .zip(prices)
-            .map(|(n, p)| Section {
-                name: (*n).into(),
-                price_cents: p,
-            })
-            .collect();
-        Self {
-            sections,
-            rows: 10,
-            seats_per_row: 12,
-        }
-    }
-
-    /// A tiny venue for tests: section `A`, one row of `seats` seats at 5,000 cents.
-    pub fn small(seats: u32) -> Self {
-        Self {
-            sections: vec![Section {
-                name: "A".into(),
-                price_cents: 5_000,
-            }],
-            rows: 1,
-            seats_per_row: seats,
-        }
-    }
-
-    /// Number of seats.
-    pub fn capacity(&self) -> u64 {
-        self.sections.len() as u64 * u64::from(self.rows) * u64::from(self.seats_per_row)
+impl Channel {
+    /// `web` 480/420 s (seed 000) and `app` 600/540 s (the app keeps the fan a little longer
+    /// for its in-app wallet step).
+    pub fn defaults() -> BTreeMap<String, Channel> {
+        BTreeMap::from([
+            (
+                "web".to_owned(),
+                Channel {
+                    hold_secs: 480,
+                    payment_secs: 420,
+                },
+            ),
+            (
+                "app".to_owned(),
+                Channel {
+                    hold_secs: 600,
+                    payment_secs: 540,
+                },
+            ),
+        ])
     }
 }
 
@@ -118,13 +97,23 @@ pub struct Config {
     pub crash_after_execute: bool,
     /// This service's public base URL; the gateway return URL is `{public_url}/payment/callback`.
     pub public_url: String,
-    /// Hold lifetime, seconds (seed: 8 minutes = 480).
-    pub hold_ttl_secs: u64,
-    /// Payment session, seconds, counted from hold creation; must be shorter than the hold
-    /// (seed: 7 minutes = 420).
-    pub payment_session_secs: u64,
-    /// Seats per hold, at most (seed/DESIGN: N = 4).
+    /// Hold and payment-session lifetimes per sales channel (seed 001 "Hold Lifetimes Are
+    /// Policy"); the request picks one with `X-Channel` or the body's `channel`.
+    pub channels: BTreeMap<String, Channel>,
+    /// Channel of a request that names none (`"web"`).
+    pub default_channel: String,
+    /// Seats per hold, at most (seed/DESIGN: N = 4); also the most units of one pool hold.
     pub max_seats_per_hold: usize,
+    /// Live holds per visitor (admission `sub`) across admissions, at most (seed 001 "Cap
+    /// active holds per holder"; default 2). One live hold per admission always.
+    pub max_holds_per_visitor: u32,
+    /// Hold creations per admission per minute, at most (seed 001: "rate-limit hold
+    /// creation"; default 10, burst the same). 0 disables the limit.
+    pub hold_rate_per_min: u32,
+    /// Bearer token of the waiting room's internal API (`/internal/events/{event}/…`), the same
+    /// secret as the waiting room's `service_token`. `None`: the waiting room is not told when
+    /// sessions end or the show sells out (the outbox marks those messages done unsent).
+    pub service_token: Option<Secret>,
     /// Shows on sale.
     pub shows: Vec<ShowConfig>,
     /// Bearer token of `/admin/*`. No default.
@@ -140,7 +129,7 @@ pub struct Config {
 
 impl Config {
     /// A demo/test config: in-memory SQLite, one show `show_id` on the demo venue, seed timings
-    /// (480 s hold, 420 s payment session), leeway 5 s, system clock; the gateway's client secret
+    /// (channels `web` 480/420 s and `app` 600/540 s), leeway 5 s, system clock; the gateway's client secret
     /// and webhook key default to `gateway_secret` (the simulator's `demo` does the same).
     pub fn demo(
         show_id: &str,
@@ -168,9 +157,12 @@ impl Config {
             outbox_interval_ms: 500,
             crash_after_execute: false,
             public_url: public_url.into(),
-            hold_ttl_secs: 480,
-            payment_session_secs: 420,
+            channels: Channel::defaults(),
+            default_channel: "web".into(),
             max_seats_per_hold: 4,
+            max_holds_per_visitor: 2,
+            hold_rate_per_min: 10,
+            service_token: None,
             shows: vec![ShowConfig {
                 id: show_id.into(),
                 name: format!("Show {show_id}"),
@@ -186,11 +178,22 @@ impl Config {
     /// Start-up checks: the payment session ends before the hold (DESIGN "Timing"), URLs are
     /// absolute, show ids are valid and unique, secrets are set.
     pub fn validate(&self) -> anyhow::Result<()> {
+        for (name, c) in &self.channels {
+            anyhow::ensure!(
+                c.payment_secs > 0 && c.payment_secs < c.hold_secs,
+                "channel {name}: payment_secs ({}) must be > 0 and shorter than hold_secs ({})",
+                c.payment_secs,
+                c.hold_secs
+            );
+        }
         anyhow::ensure!(
-            self.payment_session_secs > 0 && self.payment_session_secs < self.hold_ttl_secs,
-            "payment_session_secs ({}) must be > 0 and shorter than hold_ttl_secs ({})",
-            self.payment_session_secs,
-            self.hold_ttl_secs
+            self.channels.contains_key(&self.default_channel),
+            "default_channel {:?} is not in channels",
+            self.default_channel
+        );
+        anyhow::ensure!(
+            self.max_holds_per_visitor >= 1,
+            "max_holds_per_visitor must be >= 1"
         );
         for (name, url) in [
             ("jwks_url", &self.jwks_url),
@@ -212,7 +215,9 @@ impl Config {
         for s in &self.shows {
             anyhow::ensure!(valid_show_id(&s.id), "invalid show id {:?}", s.id);
             anyhow::ensure!(ids.insert(&s.id), "duplicate show id {:?}", s.id);
-            anyhow::ensure!(s.venue.capacity() > 0, "show {} has no seats", s.id);
+            s.venue
+                .validate()
+                .map_err(|e| anyhow::anyhow!("show {}: {e}", s.id))?;
         }
         anyhow::ensure!(
             !self.admin_token.expose().is_empty(),
@@ -274,7 +279,13 @@ mod tests {
     #[test]
     fn payment_session_must_end_before_hold() {
         let mut c = cfg();
-        c.payment_session_secs = 480;
+        c.channels.insert(
+            "slow".into(),
+            Channel {
+                hold_secs: 480,
+                payment_secs: 480,
+            },
+        );
         assert!(c.validate().is_err());
     }
 }

@@ -84,7 +84,9 @@ pub async fn confirm_paid(
         tx.commit().await?; // keeps the event id: the delivery was handled
         return Ok(Confirm::AlreadyPaid);
     }
-    if !sell_seats(&mut tx, pg, hold, now_ms).await? {
+    if !sell_seats(&mut tx, pg, hold, now_ms).await?
+        || !crate::pools::sell(&mut tx, pg, &hold.show_id, &hold.id, now_ms).await?
+    {
         tx.rollback().await?;
         return queue_refund(db, hold, txn, actor, now_ms, event).await;
     }
@@ -124,7 +126,17 @@ pub async fn confirm_paid(
         reason,
     )
     .await?;
+    crate::caps::free_slots(&mut tx, &hold.id).await?;
+    crate::notify::session_end(&mut tx, &hold.show_id, &hold.admission_jti, now_ms).await?;
+    crate::notify::sold_out_if_done(&mut tx, &hold.show_id, now_ms).await?;
+    let started: Option<i64> = sqlx::query_scalar(
+        "SELECT MAX(at) FROM audit WHERE hold_id = $1 AND action = 'payment-created'",
+    )
+    .bind(&hold.id)
+    .fetch_one(&mut *tx)
+    .await?;
     tx.commit().await?;
+    crate::telemetry::booked(&hold.show_id, actor, started.map(|s| now_ms - s));
     Ok(if retake {
         Confirm::Retaken(booking_id)
     } else {

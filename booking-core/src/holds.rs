@@ -7,11 +7,8 @@
 use axum::http::StatusCode;
 use sale_common::Problem;
 use serde_json::{json, Map, Value};
-use sha2::{Digest, Sha256};
 
 use crate::db::{self, Actor, Backend, Db};
-use crate::door::Admission;
-use crate::error::ApiResult;
 
 /// A hold as stored.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -71,6 +68,11 @@ pub async fn view(db: &Db, h: &Hold) -> sqlx::Result<Value> {
         .bind(&h.id)
         .fetch_optional(db)
         .await?;
+    let pool: Option<(String, i64)> =
+        sqlx::query_as("SELECT pool_id, quantity FROM hold_pools WHERE hold_id = $1")
+            .bind(&h.id)
+            .fetch_optional(db)
+            .await?;
     let mut v = json!({
         "hold_id": h.id, "show": h.show_id, "seats": seats, "status": h.status,
         "expires_at": h.expires_at / 1000, "payment_expires_at": h.payment_expires_at / 1000,
@@ -85,6 +87,10 @@ pub async fn view(db: &Db, h: &Hold) -> sqlx::Result<Value> {
     }
     if let Some(b) = booking {
         v["booking_id"] = b.into();
+    }
+    if let Some((p, q)) = pool {
+        v["pool"] = p.into();
+        v["quantity"] = q.into();
     }
     Ok(v)
 }
@@ -118,7 +124,8 @@ pub async fn availability(
         .collect())
 }
 
-/// The seat map of a show (API.md `GET /api/shows/{show}/seats`).
+/// The seat map of a show (API.md `GET /api/shows/{show}/seats`): `capacity`/`available` count
+/// discrete seats; `pools` lists general-admission pools with their own `available`.
 pub async fn seat_map(db: &Db, show: &str, now_ms: i64) -> sqlx::Result<Value> {
     let sql = format!("SELECT seat_id, section, seat_row, number, price_cents, {EFFECTIVE} FROM seats WHERE show_id = $2 ORDER BY section, seat_row, number");
     let rows = sqlx::query_as::<_, (String, String, i64, i64, i64, String)>(&sql)
@@ -131,7 +138,10 @@ pub async fn seat_map(db: &Db, show: &str, now_ms: i64) -> sqlx::Result<Value> {
         .iter()
         .map(|(id, sec, row, n, price, st)| json!({"id": id, "section": sec, "row": row, "number": n, "price_cents": price, "status": st}))
         .collect();
-    Ok(json!({"show": show, "capacity": rows.len(), "available": available, "seats": seats}))
+    let pools = crate::pools::availability(db, show, now_ms).await?;
+    Ok(
+        json!({"show": show, "capacity": rows.len(), "available": available, "seats": seats, "pools": pools}),
+    )
 }
 
 /// Parses and normalises the asked seats: 1..=max, no duplicates, sorted (the fixed lock order).
@@ -156,158 +166,6 @@ pub fn normalise_seats(mut seats: Vec<String>, max: usize) -> Result<Vec<String>
         .with("max_seats", max));
     }
     Ok(seats)
-}
-
-/// What to answer for a hold request: status and JSON body (stored for idempotent replay).
-#[derive(Debug)]
-pub struct HoldAnswer {
-    /// 201 on success, or the replayed status.
-    pub status: StatusCode,
-    /// Body.
-    pub body: Value,
-}
-
-/// Hold timing, milliseconds (seed: 8-minute hold, 7-minute payment session from creation).
-#[derive(Debug, Clone, Copy)]
-pub struct Timing {
-    /// Hold lifetime, ms.
-    pub hold_ttl_ms: i64,
-    /// Payment session from hold creation, ms (shorter than the hold).
-    pub payment_session_ms: i64,
-}
-
-/// Creates a hold for `seats` (already normalised) in one transaction, keyed by
-/// `(visitor, idempotency key)`. Only successful answers are stored: a 409 is recomputed on retry.
-pub async fn create(
-    db: &Db,
-    adm: &Admission,
-    show: &str,
-    seats: &[String],
-    idem_key: &str,
-    timing: Timing,
-    now_ms: i64,
-) -> ApiResult<HoldAnswer> {
-    let Timing {
-        hold_ttl_ms,
-        payment_session_ms,
-    } = timing;
-    let hash = hex::encode(Sha256::digest(
-        format!("{show}|{}", seats.join(",")).as_bytes(),
-    ));
-    let mut tx = db.begin().await?;
-    let stored: Option<(String, i64, String)> = sqlx::query_as(
-        "SELECT request_hash, status, body FROM idempotency WHERE visitor_id = $1 AND key = $2",
-    )
-    .bind(&adm.sub)
-    .bind(idem_key)
-    .fetch_optional(&mut *tx)
-    .await?;
-    if let Some((h, st, body)) = stored {
-        if h != hash {
-            return Err(Problem::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "idempotency-key-reused",
-                "Idempotency key reused",
-            )
-            .detail("this Idempotency-Key was used with a different request")
-            .into());
-        }
-        let status =
-            StatusCode::from_u16(u16::try_from(st).unwrap_or(201)).unwrap_or(StatusCode::CREATED);
-        let body = serde_json::from_str(&body).map_err(anyhow::Error::from)?;
-        return Ok(HoldAnswer { status, body });
-    }
-    let sql = format!(
-        "SELECT seat_id, price_cents FROM seats WHERE show_id = $1 AND seat_id IN ({})",
-        db::params(2, seats.len())
-    );
-    let mut q = sqlx::query_as::<_, (String, i64)>(&sql).bind(show);
-    for s in seats {
-        q = q.bind(s);
-    }
-    let known = q.fetch_all(&mut *tx).await?;
-    if known.len() != seats.len() {
-        let unknown: Vec<&String> = seats
-            .iter()
-            .filter(|s| !known.iter().any(|k| &k.0 == *s))
-            .collect();
-        return Err(Problem::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "unknown-seat",
-            "Unknown seat",
-        )
-        .with("seats", json!(unknown))
-        .into());
-    }
-    let live: Option<String> = sqlx::query_scalar(
-        "SELECT id FROM holds WHERE admission_jti = $1 AND status = 'HELD' AND expires_at > $2 LIMIT 1",
-    )
-    .bind(&adm.jti)
-    .bind(now_ms)
-    .fetch_optional(&mut *tx)
-    .await?;
-    if let Some(id) = live {
-        return Err(Problem::new(
-            StatusCode::CONFLICT,
-            "hold-exists",
-            "You already hold seats",
-        )
-        .detail("one live hold per admission")
-        .with("hold_id", id)
-        .into());
-    }
-    let hold_id = uuid::Uuid::now_v7().to_string();
-    let expires_at = now_ms + hold_ttl_ms;
-    db::lock_seats(&mut tx, db::backend(db) == Backend::Postgres, show, seats).await?;
-    let claimed = claim(&mut tx, show, seats, &hold_id, expires_at, now_ms).await?;
-    if claimed != seats.len() as u64 {
-        tx.rollback().await?;
-        let availability = availability(db, show, seats, now_ms).await?;
-        return Err(Problem::new(
-            StatusCode::CONFLICT,
-            "seats-unavailable",
-            "Seats unavailable",
-        )
-        .detail("some of the asked seats are taken; nothing was held")
-        .with("availability", Value::Object(availability))
-        .into());
-    }
-    let amount: i64 = known.iter().map(|k| k.1).sum();
-    let payment_expires_at = now_ms + payment_session_ms;
-    sqlx::query("INSERT INTO holds (id, show_id, visitor_id, admission_jti, status, amount_cents, expires_at, payment_expires_at, created_at) VALUES ($1, $2, $3, $4, 'HELD', $5, $6, $7, $8)")
-        .bind(&hold_id).bind(show).bind(&adm.sub).bind(&adm.jti).bind(amount).bind(expires_at).bind(payment_expires_at).bind(now_ms)
-        .execute(&mut *tx).await?;
-    for s in seats {
-        sqlx::query("INSERT INTO hold_seats (hold_id, show_id, seat_id) VALUES ($1, $2, $3)")
-            .bind(&hold_id)
-            .bind(show)
-            .bind(s)
-            .execute(&mut *tx)
-            .await?;
-    }
-    db::audit(
-        &mut tx,
-        now_ms,
-        show,
-        &hold_id,
-        "held",
-        Actor::Api,
-        &seats.join(","),
-    )
-    .await?;
-    let body = json!({
-        "hold_id": hold_id, "show": show, "seats": seats, "status": "HELD",
-        "expires_at": expires_at / 1000, "payment_expires_at": payment_expires_at / 1000,
-        "amount_cents": amount,
-    });
-    sqlx::query("INSERT INTO idempotency (visitor_id, key, request_hash, status, body, created_at) VALUES ($1, $2, $3, 201, $4, $5)")
-        .bind(&adm.sub).bind(idem_key).bind(&hash).bind(body.to_string()).bind(now_ms)
-        .execute(&mut *tx).await?;
-    tx.commit().await?;
-    Ok(HoldAnswer {
-        status: StatusCode::CREATED,
-        body,
-    })
 }
 
 /// The guarded claim: one UPDATE that takes only free or lapsed seats. Returns rows changed.
@@ -360,14 +218,16 @@ pub async fn release_in(
     reason: &str,
     now_ms: i64,
 ) -> sqlx::Result<bool> {
-    let show: Option<String> = sqlx::query_scalar(
-        "UPDATE holds SET status = 'RELEASED', released_at = $1 WHERE id = $2 AND status = 'HELD' RETURNING show_id",
+    let row: Option<(String, String)> = sqlx::query_as(
+        "UPDATE holds SET status = 'RELEASED', released_at = $1 WHERE id = $2 AND status = 'HELD' RETURNING show_id, admission_jti",
     )
     .bind(now_ms)
     .bind(hold_id)
     .fetch_optional(&mut **tx)
     .await?;
-    let Some(show) = show else { return Ok(false) };
+    let Some((show, jti)) = row else {
+        return Ok(false);
+    };
     let seats: Vec<String> =
         sqlx::query_scalar("SELECT seat_id FROM hold_seats WHERE hold_id = $1 ORDER BY seat_id")
             .bind(hold_id)
@@ -378,6 +238,11 @@ pub async fn release_in(
         .bind(hold_id)
         .execute(&mut **tx)
         .await?;
+    crate::pools::release(tx, pg, &show, hold_id).await?;
+    crate::caps::free_slots(tx, hold_id).await?;
+    crate::notify::session_end(tx, &show, &jti, now_ms).await?;
+    metrics::counter!("bc_holds_released_total", "show" => show.clone(), "actor" => actor.as_str())
+        .increment(1);
     db::audit(tx, now_ms, &show, hold_id, "released", actor, reason).await?;
     Ok(true)
 }

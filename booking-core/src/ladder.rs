@@ -65,6 +65,7 @@ pub async fn failed_query(db: &Db, h: &Hold, now_ms: i64) -> ApiResult<Ladder> {
             .execute(&mut *tx)
             .await?;
         keep_seats(&mut tx, &h.id, until).await?;
+        crate::caps::extend_slots(&mut tx, &h.id, until).await?;
         let why = format!(
             "gateway unreachable: extension {} of {MAX_EXTENSIONS}",
             extensions + 1
@@ -81,6 +82,7 @@ pub async fn failed_query(db: &Db, h: &Hold, now_ms: i64) -> ApiResult<Ladder> {
         .await?;
         tx.commit().await?;
         tracing::warn!(hold = %h.id, until_ms = until, "hold extended: gateway unreachable");
+        crate::telemetry::extended();
         return Ok(Ladder::Extended);
     }
     if alerted_at.is_some() {
@@ -120,6 +122,7 @@ pub async fn failed_query(db: &Db, h: &Hold, now_ms: i64) -> ApiResult<Ladder> {
     .await?;
     tx.commit().await?;
     tracing::error!(hold = %h.id, alert = "payment-unknown", "{msg}");
+    crate::telemetry::alert("payment-unknown");
     Ok(Ladder::Alerted)
 }
 

@@ -5,6 +5,9 @@
 //! Invariants: a seat is sold at most once (guarded updates in one transaction); only the
 //! reconciler releases a hold after a payment attempt; the callback's `status` is never trusted.
 
+pub mod best;
+pub mod caps;
+pub mod claim;
 pub mod config;
 pub mod confirm;
 pub mod db;
@@ -15,9 +18,14 @@ pub mod holds;
 pub mod http;
 pub mod keys;
 pub mod ladder;
+pub mod late;
+pub mod notify;
 pub mod outbox;
 pub mod payments;
+pub mod pools;
 pub mod reconciler;
+pub mod telemetry;
+pub mod venue;
 pub mod webhook;
 
 use std::future::Future;
@@ -27,7 +35,7 @@ use std::time::Duration;
 
 use sale_common::SharedClock;
 
-pub use config::{Config, Section, ShowConfig, Venue};
+pub use config::{Channel, Config, PoolSpec, Section, ShowConfig, Venue};
 pub use http::router;
 pub use outbox::Outbox;
 pub use reconciler::{Outcome, Reconciler};
@@ -45,6 +53,8 @@ pub struct AppState {
     pub gateway: gateway::Gateway,
     /// Time source (`config.clock`).
     pub clock: SharedClock,
+    /// Per-admission rate limit on hold creation (in this process).
+    pub limiter: Arc<caps::RateLimiter>,
 }
 
 impl AppState {
@@ -52,6 +62,7 @@ impl AppState {
     /// Spawns nothing: [`serve`] starts the reconciler and outbox loops.
     pub async fn build(config: Config) -> anyhow::Result<Self> {
         config.validate()?;
+        telemetry::init();
         let db = db::connect(&config.database_url).await?;
         for show in &config.shows {
             db::seed_show(&db, show).await?;
@@ -78,6 +89,7 @@ impl AppState {
             db,
             verifier: Arc::new(verifier),
             gateway,
+            limiter: Arc::new(caps::RateLimiter::default()),
         })
     }
 }

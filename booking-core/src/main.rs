@@ -49,9 +49,15 @@ struct Args {
     /// Public base URL (default http://{listen}).
     #[arg(long, env = "BOOKING_PUBLIC_URL")]
     public_url: Option<String>,
-    /// Show ids (= event ids), comma separated; each gets the demo venue.
+    /// Show ids (= event ids), comma separated; each gets the demo venue or `--venue`.
     #[arg(long, default_value = "demo", value_delimiter = ',')]
     shows: Vec<String>,
+    /// Venue file (JSON, booking-core/README.md) for every show, e.g. infra/venues/arena-20k.json.
+    #[arg(long, env = "BOOKING_VENUE")]
+    venue: Option<PathBuf>,
+    /// Bearer token of the waiting room's internal API (same as its `service_token`).
+    #[arg(long, env = "BOOKING_SERVICE_TOKEN")]
+    service_token: Option<Secret>,
     /// Static pages directory.
     #[arg(long, env = "BOOKING_STATIC_DIR")]
     static_dir: Option<PathBuf>,
@@ -65,6 +71,10 @@ async fn main() -> anyhow::Result<()> {
         )
         .init();
     let a = Args::parse();
+    let venue = match &a.venue {
+        Some(p) => Venue::load(p)?,
+        None => Venue::demo(),
+    };
     let listener = tokio::net::TcpListener::bind(&a.listen).await?;
     let public = a
         .public_url
@@ -74,13 +84,14 @@ async fn main() -> anyhow::Result<()> {
     c.waiting_room_url = a.waiting_room_url;
     c.admin_token = a.admin_token;
     c.static_dir = a.static_dir;
+    c.service_token = a.service_token;
     c.shows = a
         .shows
         .iter()
         .map(|id| ShowConfig {
             id: id.clone(),
             name: id.clone(),
-            venue: Venue::demo(),
+            venue: venue.clone(),
         })
         .collect();
     booking_core::serve(listener, c, async {

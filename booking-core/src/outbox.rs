@@ -4,7 +4,8 @@
 //! at once), then: emails (`confirmation-email`, `refund-notice`) are written to the mail
 //! directory as `{kind}-{ref_id}.eml` (a retry rewrites the same file: still one email);
 //! `refund` calls the gateway with the idempotent key `refund-{hold_id}`, records the refund and
-//! queues the fan's `refund-notice` in one transaction.
+//! queues the fan's `refund-notice` in one transaction; `session-end` and `sold-out` are posted
+//! to the waiting room's internal API ([`crate::notify`]).
 
 use std::path::Path;
 use std::time::Duration;
@@ -14,7 +15,7 @@ use serde_json::Value;
 use crate::confirm::enqueue;
 use crate::db::{self, Actor};
 use crate::error::ApiResult;
-use crate::AppState;
+use crate::{notify, AppState};
 
 /// Messages claimed per step.
 pub const BATCH: i64 = 32;
@@ -30,6 +31,10 @@ pub struct Outcome {
     pub emails: usize,
     /// Refunds done at the gateway.
     pub refunds: usize,
+    /// Waiting-room messages delivered (session ends, sold out).
+    pub notices: usize,
+    /// Waiting-room messages dropped unsent: no `service_token` configured.
+    pub skipped: usize,
     /// Messages that failed this time (retried later).
     pub failed: usize,
 }
@@ -39,6 +44,7 @@ pub struct Outcome {
 pub struct Outbox {
     state: AppState,
     owner: String,
+    http: reqwest::Client,
 }
 
 impl Outbox {
@@ -47,6 +53,7 @@ impl Outbox {
         Self {
             state,
             owner: uuid::Uuid::new_v4().to_string(),
+            http: reqwest::Client::new(),
         }
     }
 
@@ -84,6 +91,13 @@ impl Outbox {
                     .refund(id, &ref_id, &payload, now_ms)
                     .await
                     .map(|()| out.refunds += 1),
+                notify::SESSION_END | notify::SOLD_OUT => self
+                    .notice(id, &kind, &payload, now_ms)
+                    .await
+                    .map(|sent| match sent {
+                        true => out.notices += 1,
+                        false => out.skipped += 1,
+                    }),
                 _ => self
                     .email(id, &ref_id, &kind, &payload, now_ms)
                     .await
@@ -128,6 +142,29 @@ impl Outbox {
         self.mark_sent(&mut tx, id, now_ms).await?;
         tx.commit().await?;
         Ok(())
+    }
+
+    /// A waiting-room message; false when skipped (no service token).
+    async fn notice(
+        &self,
+        id: i64,
+        kind: &str,
+        payload: &Value,
+        now_ms: i64,
+    ) -> anyhow::Result<bool> {
+        let cfg = &self.state.config;
+        let token = cfg.service_token.as_ref().map(|t| t.expose());
+        let sent = notify::send(&self.http, &cfg.waiting_room_url, token, kind, payload).await?;
+        let mut tx = self.state.db.begin().await?;
+        self.mark_sent(&mut tx, id, now_ms).await?;
+        if !sent {
+            sqlx::query("UPDATE outbox SET last_error = 'skipped: no service_token' WHERE id = $1")
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(sent)
     }
 
     async fn refund(

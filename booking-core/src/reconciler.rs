@@ -6,7 +6,8 @@
 //! the deadline → release (guarded); pending before the deadline → leave; the query failing
 //! three times → extend the hold by 10 minutes, at most three times, then raise an alert and keep
 //! the seat (see [`crate::ladder`]). Holds past their deadline with no payment are released
-//! without asking anyone.
+//! without asking anyone. Each step then runs the late-payment sweep over released holds
+//! ([`crate::late`]).
 
 use std::time::{Duration, Instant};
 
@@ -14,7 +15,9 @@ use crate::db::{lease, Actor};
 use crate::error::ApiResult;
 use crate::holds::{self, Hold};
 use crate::ladder::{self, Ladder};
+use crate::late::{self, LateOutcome};
 use crate::payments::{settle, Settlement};
+use crate::telemetry;
 use crate::AppState;
 
 /// Look-ahead window before a hold's deadline, ms (DESIGN: 6 minutes).
@@ -47,6 +50,8 @@ pub struct Outcome {
     pub alerted: usize,
     /// Batches fetched.
     pub batches: usize,
+    /// The late-payment sweep over released holds ([`crate::late`]).
+    pub late: LateOutcome,
 }
 
 /// Runs reconciliation steps under the single-instance lease.
@@ -121,7 +126,24 @@ impl Reconciler {
                 break;
             }
         }
-        if out.examined > 0 {
+        if started.elapsed() < self.budget {
+            out.late = late::sweep(&self.state, now_ms).await?;
+        }
+        let oldest: Option<i64> = sqlx::query_scalar(
+            "SELECT MIN(expires_at) FROM holds WHERE status = 'HELD' AND expires_at <= $1",
+        )
+        .bind(now_ms)
+        .fetch_one(db)
+        .await?;
+        let alerts: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM alerts")
+            .fetch_one(db)
+            .await?;
+        metrics::gauge!("bc_alerts_open").set(alerts as f64);
+        telemetry::sweep(
+            started.elapsed().as_secs_f64(),
+            oldest.map_or(0, |t| now_ms - t),
+        );
+        if out.examined > 0 || out.late.examined > 0 {
             tracing::info!(?out, "reconciler step");
         }
         Ok(out)

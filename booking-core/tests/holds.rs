@@ -34,21 +34,24 @@ async fn case_b04_same_millisecond_holds(b: Backend) {
 }
 
 /// STYLE.md race test: the same 50 fans through an unguarded read-then-write (no status check
-/// in the UPDATE) produce more than one "winner"; the guarded claim above produces exactly one.
+/// in the UPDATE) all "win": a barrier between the read and the write (the injected pause) makes
+/// every fan read `free` before anyone writes, so the race shows every time, never by luck. The
+/// guarded claim above produces exactly one winner.
 async fn case_b04_race_exists_without_the_guard(b: Backend) {
     let h = Harness::on(b).await;
     let db = h.state.db.clone();
     let winners = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(50));
     let tasks: Vec<_> = (0..50)
         .map(|i| {
-            let (db, winners) = (db.clone(), winners.clone());
+            let (db, winners, barrier) = (db.clone(), winners.clone(), barrier.clone());
             tokio::spawn(async move {
                 let st: String = sqlx::query_scalar("SELECT status FROM seats WHERE show_id = $1 AND seat_id = 'A-1-1'")
                     .bind(SHOW)
                     .fetch_one(&db)
                     .await
                     .unwrap();
-                tokio::task::yield_now().await;
+                barrier.wait().await;
                 if st == "free" {
                     sqlx::query("UPDATE seats SET status = 'held', hold_id = $1 WHERE show_id = $2 AND seat_id = 'A-1-1'")
                         .bind(format!("h{i}"))
@@ -64,9 +67,10 @@ async fn case_b04_race_exists_without_the_guard(b: Backend) {
     for t in tasks {
         t.await.unwrap();
     }
-    assert!(
-        winners.load(std::sync::atomic::Ordering::SeqCst) > 1,
-        "the unguarded variant should double-claim"
+    assert_eq!(
+        winners.load(std::sync::atomic::Ordering::SeqCst),
+        50,
+        "the unguarded variant lets every fan claim the seat"
     );
 }
 

@@ -116,6 +116,14 @@ async fn case_b03_failure_releases_uncertainty_extends_then_alerts(b: Backend) {
         .await,
         3
     );
+    // the alert is a Prometheus figure too (process-wide recorder: other tests may add to it)
+    let m = h.metrics().await;
+    assert!(
+        m.contains("bc_alerts_total{kind=\"payment-unknown\"}"),
+        "{m}"
+    );
+    assert!(m.contains("bc_hold_extensions_total"), "{m}");
+    assert!(m.contains("bc_alerts_open"), "{m}");
 }
 
 async fn case_b03_shape(h: &Harness, n: usize) -> Vec<String> {

@@ -41,6 +41,7 @@ pub(crate) fn waiting_room(
     cfg.join_burst = opts.join_burst;
     cfg.fan_rate_per_sec = u64::from(opts.fan_rate_per_sec);
     cfg.fan_burst = opts.fan_burst;
+    cfg.service_token = Some(Secret::new(w.service_token));
     Ok(cfg)
 }
 
@@ -59,8 +60,14 @@ pub(crate) fn booking(opts: &StackOptions, w: &Wiring<'_>) -> anyhow::Result<boo
     cfg.waiting_room_url = w.wr_url.to_owned();
     cfg.admin_token = Secret::new(opts.admin_token.clone());
     cfg.static_dir = Some(opts.static_dir.clone());
-    cfg.hold_ttl_secs = opts.hold_ttl_secs;
-    cfg.payment_session_secs = opts.payment_session_secs;
+    cfg.channels.insert(
+        "web".into(),
+        booking_core::Channel {
+            hold_secs: opts.hold_ttl_secs,
+            payment_secs: opts.payment_session_secs,
+        },
+    );
+    cfg.service_token = Some(Secret::new(w.service_token));
     let mut venue = booking_core::config::Venue::demo();
     venue.seats_per_row = 20;
     venue.rows = opts.seats.div_ceil(100).max(1);

@@ -103,3 +103,55 @@ pub async fn bookings(
     }
     Ok(Json(Value::Array(out)))
 }
+
+/// `GET /admin/shows/{show}/pools/drift`: the pool counters against the rows they cache,
+/// `{"show","pools":[{"pool","taken","counted_rows","drift"}],"drifting"}`; also sets the
+/// `bc_pool_drift` gauge. Any `drift` ≠ 0 is a bug to investigate.
+pub async fn drift(
+    State(state): State<AppState>,
+    Path(show): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<Json<Value>> {
+    admin(&state, &headers)?;
+    if !state.config.has_show(&show) {
+        return Err(Problem::not_found(format!("show {show}")).into());
+    }
+    let pools = crate::pools::drift(&state.db, &show).await?;
+    let drifting = pools.iter().filter(|p| p["drift"] != 0).count();
+    Ok(Json(
+        json!({"show": show, "pools": pools, "drifting": drifting}),
+    ))
+}
+
+/// Body of the oversell endpoint.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OversellBody {
+    allowance: u32,
+    operator: String,
+}
+
+/// `POST /admin/shows/{show}/pools/{pool}/oversell` `{"allowance","operator"}`: sets the
+/// pool's oversell allowance (units beyond capacity; seed 001 "Overbooking Is a Policy"),
+/// stored with who set it and when, and audited. Seats can never be oversold.
+pub async fn oversell(
+    State(state): State<AppState>,
+    Path((show, pool)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Result<Json<OversellBody>, axum::extract::rejection::JsonRejection>,
+) -> ApiResult<Json<Value>> {
+    admin(&state, &headers)?;
+    let Json(b) = body.map_err(Problem::from)?;
+    let who = b.operator.trim();
+    if who.is_empty() || who.len() > 80 {
+        return Err(Problem::bad_request("operator: 1 to 80 characters").into());
+    }
+    let now = state.clock.now_ms();
+    let allowance = i64::from(b.allowance);
+    if !crate::pools::set_oversell(&state.db, &show, &pool, allowance, who, now).await? {
+        return Err(Problem::not_found(format!("pool {pool} of show {show}")).into());
+    }
+    Ok(Json(
+        json!({"show": show, "pool": pool, "oversell": allowance, "set_by": who, "set_at": now / 1000}),
+    ))
+}

@@ -12,11 +12,12 @@ use sale_common::Problem;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::claim::{self, unprocessable, Ask, Timing};
 use crate::door::{token_from_headers, Admission, DoorError};
 use crate::error::{ApiError, ApiResult};
 use crate::holds::{self, Hold};
 use crate::payments::{self, CallbackOutcome};
-use crate::AppState;
+use crate::{telemetry, AppState};
 
 /// 401 `admission-required` pointing back to the waiting room (API.md).
 fn admission_required(state: &AppState, e: &DoorError) -> ApiError {
@@ -111,22 +112,34 @@ pub async fn seats(
     ))
 }
 
-/// Body of a hold request.
+/// Body of a hold request: exactly one of `seats`, `pool` (+ `quantity`), `best_available`.
 #[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct HoldBody {
-    seats: Vec<String>,
+    #[serde(default)]
+    seats: Option<Vec<String>>,
+    #[serde(default)]
+    pool: Option<String>,
+    #[serde(default)]
+    quantity: Option<u32>,
+    #[serde(default)]
+    best_available: Option<BestBody>,
+    #[serde(default)]
+    channel: Option<String>,
 }
 
-/// `POST /api/shows/{show}/holds` with `Idempotency-Key`.
-pub async fn create_hold(
-    State(state): State<AppState>,
-    Path(show): Path<String>,
-    headers: HeaderMap,
-    body: Result<Json<HoldBody>, JsonRejection>,
-) -> ApiResult<Response> {
-    known_show(&state, &show)?;
-    let adm = fan(&state, &headers, Some(&show)).await?;
-    let key = headers
+/// `best_available` member of a hold request.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BestBody {
+    section: String,
+    quantity: u32,
+    #[serde(default)]
+    allow_split: bool,
+}
+
+fn idempotency_key(headers: &HeaderMap) -> ApiResult<String> {
+    Ok(headers
         .get("idempotency-key")
         .and_then(|v| v.to_str().ok())
         .map(str::trim)
@@ -139,24 +152,127 @@ pub async fn create_hold(
             )
             .detail("send an Idempotency-Key header (1 to 200 characters)")
         })?
+        .to_owned())
+}
+
+/// The request's ask, validated: counts 1..=max, seats normalised.
+fn ask_of(body: HoldBody, max: usize) -> Result<Ask, Problem> {
+    let count = |n: u32| -> Result<u32, Problem> {
+        if n == 0 || n as usize > max {
+            Err(unprocessable("seat-count", "Wrong number of seats")
+                .detail(format!("a hold takes 1 to {max} seats or places"))
+                .with("max_seats", max))
+        } else {
+            Ok(n)
+        }
+    };
+    match (body.seats, body.pool, body.best_available) {
+        (Some(seats), None, None) if body.quantity.is_none() => {
+            Ok(Ask::Seats(holds::normalise_seats(seats, max)?))
+        }
+        (None, Some(pool), None) => Ok(Ask::Pool {
+            pool,
+            quantity: count(body.quantity.unwrap_or(1))?,
+        }),
+        (None, None, Some(b)) if body.quantity.is_none() => Ok(Ask::Best {
+            section: b.section,
+            quantity: count(b.quantity)?,
+            allow_split: b.allow_split,
+        }),
+        _ => Err(
+            unprocessable("invalid-hold-request", "Invalid hold request")
+                .detail("send exactly one of seats, pool (+ quantity) or best_available"),
+        ),
+    }
+}
+
+/// The channel: `X-Channel` header, else the body's `channel`, else the default; 422 if unknown.
+fn channel_of(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: Option<&str>,
+) -> ApiResult<(String, Timing)> {
+    let name = headers
+        .get("x-channel")
+        .and_then(|v| v.to_str().ok())
+        .or(body)
+        .unwrap_or(&state.config.default_channel)
         .to_owned();
+    let Some(c) = state.config.channels.get(&name) else {
+        return Err(unprocessable("unknown-channel", "Unknown channel")
+            .with(
+                "channels",
+                state.config.channels.keys().cloned().collect::<Vec<_>>(),
+            )
+            .into());
+    };
+    let timing = Timing {
+        hold_ttl_ms: secs_to_ms(c.hold_secs),
+        payment_session_ms: secs_to_ms(c.payment_secs),
+    };
+    Ok((name, timing))
+}
+
+/// `POST /api/shows/{show}/holds` with `Idempotency-Key` (API.md).
+pub async fn create_hold(
+    State(state): State<AppState>,
+    Path(show): Path<String>,
+    headers: HeaderMap,
+    body: Result<Json<HoldBody>, JsonRejection>,
+) -> ApiResult<Response> {
+    known_show(&state, &show)?;
+    let adm = fan(&state, &headers, Some(&show)).await?;
+    let key = idempotency_key(&headers)?;
     let Json(body) = body.map_err(Problem::from)?;
-    let seats = holds::normalise_seats(body.seats, state.config.max_seats_per_hold)?;
-    let cfg = &state.config;
-    let answer = holds::create(
-        &state.db,
-        &adm,
-        &show,
-        &seats,
-        &key,
-        holds::Timing {
-            hold_ttl_ms: secs_to_ms(cfg.hold_ttl_secs),
-            payment_session_ms: secs_to_ms(cfg.payment_session_secs),
-        },
-        state.clock.now_ms(),
-    )
-    .await?;
-    Ok((answer.status, Json(answer.body)).into_response())
+    let (channel, timing) = channel_of(&state, &headers, body.channel.as_deref())?;
+    let ask = ask_of(body, state.config.max_seats_per_hold)?;
+    telemetry::hold_attempt(&show, ask.kind());
+    let now = state.clock.now_ms();
+    if let Err(wait) = state
+        .limiter
+        .check(&adm.jti, state.config.hold_rate_per_min, now)
+    {
+        telemetry::hold_refused(&show, 429, "hold-rate-limited");
+        return Err(Problem::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "hold-rate-limited",
+            "Too many hold requests",
+        )
+        .detail("hold creation is rate-limited per admission")
+        .retry_after(wait)
+        .into());
+    }
+    let kind = ask.kind();
+    let req = claim::Request {
+        adm: &adm,
+        show: &show,
+        ask,
+        key: &key,
+        channel: &channel,
+        timing,
+        visitor_cap: state.config.max_holds_per_visitor,
+    };
+    match claim::create(&state.db, &req, now).await {
+        Ok(answer) => {
+            telemetry::hold_created(&show, kind);
+            Ok((answer.status, Json(answer.body)).into_response())
+        }
+        Err(ApiError::Problem(p)) => {
+            telemetry::hold_refused(&show, p.status.as_u16(), p.kind);
+            Err(p.into())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// `POST /api/leave`: the fan is done; the waiting room is told the admission's session is
+/// over (through the outbox). A live hold stays until it is paid, cancelled or lapses.
+pub async fn leave(State(state): State<AppState>, headers: HeaderMap) -> ApiResult<Json<Value>> {
+    let adm = fan(&state, &headers, None).await?;
+    let mut tx = state.db.begin().await?;
+    crate::notify::session_end(&mut tx, &adm.event, &adm.jti, state.clock.now_ms()).await?;
+    tx.commit().await?;
+    Ok(Json(json!({"left": true})))
 }
 
 fn secs_to_ms(secs: u64) -> i64 {

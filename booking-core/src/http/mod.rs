@@ -20,6 +20,7 @@ pub fn router(state: AppState) -> Router {
     let api = Router::new()
         .route("/session", post(fan::session))
         .route("/api/me", get(fan::me))
+        .route("/api/leave", post(fan::leave))
         .route("/api/shows/{show}/seats", get(fan::seats))
         .route("/api/shows/{show}/holds", post(fan::create_hold))
         .route(
@@ -34,12 +35,18 @@ pub fn router(state: AppState) -> Router {
         .route("/admin/shows/{show}/outbox", get(office::outbox))
         .route("/admin/shows/{show}/refunds", get(office::refunds))
         .route("/admin/alerts", get(office::alerts))
+        .route("/admin/shows/{show}/pools/drift", get(admin::drift))
+        .route(
+            "/admin/shows/{show}/pools/{pool}/oversell",
+            post(admin::oversell),
+        )
         .layer(SetResponseHeaderLayer::overriding(
             header::CACHE_CONTROL,
             HeaderValue::from_static("private, no-store"),
         ));
     let mut app = Router::new()
         .route("/healthz", get(|| async { "ok" }))
+        .route("/metrics", get(crate::telemetry::metrics))
         .merge(api);
     if let Some(dir) = static_dir {
         app = app.fallback_service(ServeDir::new(dir));

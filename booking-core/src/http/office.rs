@@ -10,8 +10,10 @@ use super::admin::admin;
 use crate::error::ApiResult;
 use crate::AppState;
 
-/// `GET /admin/shows/{show}/outbox`: `{"emails_sent","emails_pending","messages":[{"id","kind",
-/// "ref_id","sent_at"?,"attempts"}]}`; `sent_at` in epoch ms.
+/// `GET /admin/shows/{show}/outbox`: `{"emails_sent","emails_pending","notices_pending",
+/// "messages":[{"id","kind","ref_id","sent_at"?,"attempts"}]}`; `sent_at` in epoch ms;
+/// `emails_pending` counts messages to fans (emails, refunds), `notices_pending` those to the
+/// waiting room.
 pub async fn outbox(
     State(state): State<AppState>,
     Path(show): Path<String>,
@@ -29,7 +31,15 @@ pub async fn outbox(
         .iter()
         .filter(|r| is_email(&r.1) && r.3.is_some())
         .count();
-    let pending = rows.iter().filter(|r| r.3.is_none()).count();
+    let to_fan = |k: &str| !matches!(k, "session-end" | "sold-out");
+    let pending = rows
+        .iter()
+        .filter(|r| to_fan(&r.1) && r.3.is_none())
+        .count();
+    let notices_pending = rows
+        .iter()
+        .filter(|r| !to_fan(&r.1) && r.3.is_none())
+        .count();
     let messages: Vec<Value> = rows
         .iter()
         .map(|(id, kind, ref_id, sent_at, attempts)| {
@@ -37,7 +47,7 @@ pub async fn outbox(
         })
         .collect();
     Ok(Json(
-        json!({"emails_sent": sent, "emails_pending": pending, "messages": messages}),
+        json!({"emails_sent": sent, "emails_pending": pending, "notices_pending": notices_pending, "messages": messages}),
     ))
 }
 

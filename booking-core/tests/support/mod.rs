@@ -302,3 +302,77 @@ impl Harness {
         c.shows[0].venue = Venue::small(seats);
     }
 }
+
+impl Harness {
+    /// A hold request with any body (pool, best available, channel) and extra headers.
+    pub async fn hold_with(
+        &self,
+        token: &str,
+        key: &str,
+        body: Value,
+        headers: &[(&str, &str)],
+    ) -> (u16, Value) {
+        let mut req = self
+            .http
+            .post(format!("{}/api/shows/{SHOW}/holds", self.base))
+            .bearer_auth(token)
+            .header("Idempotency-Key", key)
+            .json(&body);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let r = req.send().await.unwrap();
+        let st = r.status().as_u16();
+        (st, r.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Creates the payment of `hold` and clicks Pay at the gateway; returns (payment id, the
+    /// callback URL the browser is sent to).
+    pub async fn approve(&self, token: &str, hold: &str) -> (String, String) {
+        let p: Value = self
+            .http
+            .post(format!("{}/api/holds/{hold}/pay", self.base))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let pid = p["payment_id"].as_str().unwrap().to_owned();
+        let r = self
+            .http
+            .post(format!("{}/pay", p["checkout_url"].as_str().unwrap()))
+            .send()
+            .await
+            .unwrap();
+        (pid, r.headers()["location"].to_str().unwrap().to_owned())
+    }
+
+    /// Holds `seat` for `fan`, pays and follows the callback: the hold is PAID. Returns its id.
+    pub async fn buy(&self, fan: &str, seat: &str) -> String {
+        let t = self.token(fan);
+        let (st, b) = self.hold(&t, &format!("buy-{seat}"), &[seat]).await;
+        assert_eq!(st, 201, "{b}");
+        let hold = b["hold_id"].as_str().unwrap().to_owned();
+        let (_, back) = self.approve(&t, &hold).await;
+        let r = self.http.get(back).send().await.unwrap();
+        assert!(r.headers()["location"]
+            .to_str()
+            .unwrap()
+            .starts_with("/confirmation.html"));
+        hold
+    }
+
+    /// The process's Prometheus text.
+    pub async fn metrics(&self) -> String {
+        self.http
+            .get(format!("{}/metrics", self.base))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+}

@@ -1,0 +1,197 @@
+//! "Best available N together" (issue 5): N free adjacent seats in one row of a section, rows
+//! nearest the stage (row 1) first, then lowest seat numbers. Expired holds count as free. Each
+//! candidate block is claimed with the same guarded update as named seats; on PostgreSQL the
+//! block is first locked with `FOR UPDATE SKIP LOCKED` and re-checked, so a block another
+//! transaction is taking is skipped (a lost race moves on to the next block, never waits, never
+//! deadlocks). A party is never split unless the fan asks (`allow_split`).
+
+use serde_json::{json, Value};
+
+use crate::db::{self, Db, Tx};
+use crate::error::ApiResult;
+use crate::holds;
+
+/// Candidate blocks tried before answering 409.
+pub const MAX_TRIES: usize = 16;
+
+/// What the fan asked for.
+#[derive(Debug, Clone, Copy)]
+pub struct Want<'a> {
+    /// Section name.
+    pub section: &'a str,
+    /// Seats wanted, >= 1.
+    pub quantity: usize,
+    /// Seats need not be side by side.
+    pub allow_split: bool,
+}
+
+/// A free seat: id, row, number, price (cents).
+type Free = (String, i64, i64, i64);
+
+const FREE_SQL: &str = "SELECT seat_id, seat_row, number, price_cents FROM seats \
+     WHERE show_id = $2 AND section = $3 \
+     AND (status = 'free' OR (status = 'held' AND hold_expires_at <= $1)) \
+     ORDER BY seat_row, number";
+
+/// Free seats of a section, in best-first order.
+async fn free_seats(
+    tx: &mut Tx<'_>,
+    show: &str,
+    section: &str,
+    now_ms: i64,
+) -> sqlx::Result<Vec<Free>> {
+    sqlx::query_as(FREE_SQL)
+        .bind(now_ms)
+        .bind(show)
+        .bind(section)
+        .fetch_all(&mut **tx)
+        .await
+}
+
+/// Candidate blocks of `n` adjacent free seats (same row, consecutive numbers), best first.
+pub fn blocks(free: &[Free], n: usize) -> Vec<Vec<usize>> {
+    let mut out = Vec::new();
+    let mut run: Vec<usize> = Vec::new();
+    for (i, s) in free.iter().enumerate() {
+        let extends = run
+            .last()
+            .is_some_and(|&j| free[j].1 == s.1 && free[j].2 + 1 == s.2);
+        if !extends {
+            run.clear();
+        }
+        run.push(i);
+        if run.len() >= n {
+            out.push(run[run.len() - n..].to_vec());
+        }
+    }
+    out
+}
+
+/// Locks the block (PostgreSQL) and checks it is still wholly free; true when claimable.
+async fn lock_free(
+    tx: &mut Tx<'_>,
+    pg: bool,
+    show: &str,
+    ids: &[String],
+    now_ms: i64,
+) -> sqlx::Result<bool> {
+    if !pg {
+        return Ok(true);
+    }
+    let sql = format!(
+        "SELECT seat_id FROM seats WHERE show_id = $2 AND seat_id IN ({}) \
+         AND (status = 'free' OR (status = 'held' AND hold_expires_at <= $1)) \
+         ORDER BY seat_id FOR UPDATE SKIP LOCKED",
+        db::params(3, ids.len())
+    );
+    let mut q = sqlx::query_scalar::<_, String>(&sql)
+        .bind(now_ms)
+        .bind(show);
+    for s in ids {
+        q = q.bind(s);
+    }
+    Ok(q.fetch_all(&mut **tx).await?.len() == ids.len())
+}
+
+/// Finds and claims the seats; `Ok(None)` when no candidate could be taken (409), 422 for an
+/// unknown section. Returns the seat ids (sorted) and the amount in cents.
+#[allow(clippy::too_many_arguments)]
+pub async fn take(
+    tx: &mut Tx<'_>,
+    pg: bool,
+    show: &str,
+    want: &Want<'_>,
+    hold_id: &str,
+    expires_at: i64,
+    now_ms: i64,
+) -> ApiResult<Option<(Vec<String>, i64)>> {
+    let known: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM seats WHERE show_id = $1 AND section = $2")
+            .bind(show)
+            .bind(want.section)
+            .fetch_one(&mut **tx)
+            .await?;
+    if known == 0 {
+        return Err(
+            crate::claim::unprocessable("unknown-section", "Unknown section")
+                .with("section", want.section)
+                .into(),
+        );
+    }
+    let free = free_seats(tx, show, want.section, now_ms).await?;
+    let mut candidates = blocks(&free, want.quantity);
+    if candidates.is_empty() && want.allow_split && free.len() >= want.quantity {
+        candidates.push((0..want.quantity).collect());
+    }
+    for block in candidates.into_iter().take(MAX_TRIES) {
+        let mut ids: Vec<String> = block.iter().map(|&i| free[i].0.clone()).collect();
+        ids.sort();
+        if !lock_free(tx, pg, show, &ids, now_ms).await? {
+            metrics::counter!("bc_best_available_retries_total").increment(1);
+            continue;
+        }
+        let n = holds::claim(tx, show, &ids, hold_id, expires_at, now_ms).await?;
+        if n == ids.len() as u64 {
+            let amount = block.iter().map(|&i| free[i].3).sum();
+            return Ok(Some((ids, amount)));
+        }
+        // Not reachable under the lock; never keep a partial claim.
+        return Err(
+            anyhow::anyhow!("best-available claimed {n} of {} locked seats", ids.len()).into(),
+        );
+    }
+    Ok(None)
+}
+
+/// Fresh availability of a section: `{"section","free","largest_block"}`.
+pub async fn section_availability(
+    db: &Db,
+    show: &str,
+    section: &str,
+    now_ms: i64,
+) -> sqlx::Result<Value> {
+    let free: Vec<Free> = sqlx::query_as(FREE_SQL)
+        .bind(now_ms)
+        .bind(show)
+        .bind(section)
+        .fetch_all(db)
+        .await?;
+    let mut largest = 0usize;
+    let mut run = 0usize;
+    for (i, s) in free.iter().enumerate() {
+        run = if i > 0 && free[i - 1].1 == s.1 && free[i - 1].2 + 1 == s.2 {
+            run + 1
+        } else {
+            1
+        };
+        largest = largest.max(run);
+    }
+    Ok(json!({"section": section, "free": free.len(), "largest_block": largest}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seat(row: i64, n: i64) -> Free {
+        (format!("A-{row}-{n}"), row, n, 100)
+    }
+
+    #[test]
+    fn blocks_are_adjacent_in_one_row_best_first() {
+        let free = vec![
+            seat(1, 1),
+            seat(1, 3),
+            seat(1, 4),
+            seat(2, 1),
+            seat(2, 2),
+            seat(2, 3),
+        ];
+        let b = blocks(&free, 2);
+        assert_eq!(b, vec![vec![1, 2], vec![3, 4], vec![4, 5]]);
+        assert!(
+            blocks(&[seat(1, 9), seat(2, 10)], 2).is_empty(),
+            "never across rows"
+        );
+    }
+}

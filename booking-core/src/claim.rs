@@ -1,0 +1,364 @@
+//! Creating a hold (DESIGN "Holds", seed 001): one transaction that replays or refuses a used
+//! `Idempotency-Key`, takes the caps' slots (one live hold per admission, a cap per visitor),
+//! claims the inventory with a guarded update (named seats, "best available N together", or
+//! pool units with the conditional counter), writes the hold, its audit row and the stored
+//! answer. Any refusal rolls everything back and is a specific problem: 409 with fresh
+//! availability when the inventory is taken.
+
+use axum::http::StatusCode;
+use sale_common::Problem;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+use crate::db::{self, Actor, Backend, Db, Tx};
+use crate::door::Admission;
+use crate::error::ApiResult;
+use crate::{best, caps, holds, pools, telemetry};
+
+/// What a hold asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ask {
+    /// These seats (normalised: sorted, unique, 1..=max).
+    Seats(Vec<String>),
+    /// `quantity` units of a general-admission pool.
+    Pool {
+        /// Pool id.
+        pool: String,
+        /// Units, 1..=max.
+        quantity: u32,
+    },
+    /// The best `quantity` free seats of `section`, adjacent in one row unless `allow_split`.
+    Best {
+        /// Section name.
+        section: String,
+        /// Seats, 1..=max.
+        quantity: u32,
+        /// The fan accepts seats that are not side by side.
+        allow_split: bool,
+    },
+}
+
+impl Ask {
+    /// Metric label.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Ask::Seats(_) => "seats",
+            Ask::Pool { .. } => "pool",
+            Ask::Best { .. } => "best",
+        }
+    }
+
+    /// Canonical text of the request, hashed for the idempotency check.
+    fn canonical(&self, show: &str, channel: &str) -> String {
+        match self {
+            Ask::Seats(s) => format!("{show}|{}|{channel}", s.join(",")),
+            Ask::Pool { pool, quantity } => format!("{show}|pool:{pool}x{quantity}|{channel}"),
+            Ask::Best {
+                section,
+                quantity,
+                allow_split,
+            } => format!("{show}|best:{section}x{quantity}:{allow_split}|{channel}"),
+        }
+    }
+}
+
+/// Lifetimes of the hold being created, ms (from the request's channel).
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    /// Hold lifetime, ms.
+    pub hold_ttl_ms: i64,
+    /// Payment session from hold creation, ms (shorter than the hold).
+    pub payment_session_ms: i64,
+}
+
+/// A hold request after the door and the input checks.
+#[derive(Debug, Clone)]
+pub struct Request<'a> {
+    /// The fan's admission.
+    pub adm: &'a Admission,
+    /// Show id.
+    pub show: &'a str,
+    /// What to hold.
+    pub ask: Ask,
+    /// `Idempotency-Key`.
+    pub key: &'a str,
+    /// Channel name (a key of `config.channels`).
+    pub channel: &'a str,
+    /// Its lifetimes.
+    pub timing: Timing,
+    /// Live holds per visitor, at most.
+    pub visitor_cap: u32,
+}
+
+/// Status and JSON body of the answer (stored for idempotent replay).
+#[derive(Debug)]
+pub struct HoldAnswer {
+    /// 201 on success, or the replayed status.
+    pub status: StatusCode,
+    /// Body.
+    pub body: Value,
+}
+
+fn conflict(kind: &'static str, title: &str) -> Problem {
+    Problem::new(StatusCode::CONFLICT, kind, title)
+}
+
+/// Creates the hold at `now_ms` (epoch ms) in one transaction. Only 201 answers are stored: a
+/// refusal is recomputed on retry.
+pub async fn create(db: &Db, r: &Request<'_>, now_ms: i64) -> ApiResult<HoldAnswer> {
+    let hash = hex::encode(Sha256::digest(
+        r.ask.canonical(r.show, r.channel).as_bytes(),
+    ));
+    let mut tx = db.begin().await?;
+    if let Some(answer) = replay(&mut tx, r, &hash).await? {
+        telemetry::replay(r.show);
+        return Ok(answer);
+    }
+    let hold_id = uuid::Uuid::now_v7().to_string();
+    let expires_at = now_ms + r.timing.hold_ttl_ms;
+    if !caps::take_slot(
+        &mut tx,
+        caps::JTI,
+        &r.adm.jti,
+        1,
+        &hold_id,
+        expires_at,
+        now_ms,
+    )
+    .await?
+    {
+        let live: Option<String> = sqlx::query_scalar(
+            "SELECT hold_id FROM hold_slots WHERE scope = $1 AND owner = $2 AND slot = 0",
+        )
+        .bind(caps::JTI)
+        .bind(&r.adm.jti)
+        .fetch_optional(&mut *tx)
+        .await?;
+        return Err(conflict("hold-exists", "You already hold seats")
+            .detail("one live hold per admission")
+            .with("hold_id", live)
+            .into());
+    }
+    let (owner, cap) = (&r.adm.sub, r.visitor_cap);
+    if !caps::take_slot(
+        &mut tx,
+        caps::VISITOR,
+        owner,
+        cap,
+        &hold_id,
+        expires_at,
+        now_ms,
+    )
+    .await?
+    {
+        return Err(conflict("visitor-hold-cap", "Too many live holds")
+            .detail(format!("a visitor may have {cap} live holds at once"))
+            .with("max_holds", cap)
+            .into());
+    }
+    let pg = db::backend(db) == Backend::Postgres;
+    let (seats, amount) = match take_inventory(&mut tx, pg, r, &hold_id, expires_at, now_ms).await?
+    {
+        Ok(taken) => taken,
+        Err(lost) => {
+            // Roll back first: on SQLite the transaction holds the only connection.
+            tx.rollback().await?;
+            return Err(lost.problem(db, r.show, now_ms).await?.into());
+        }
+    };
+    let payment_expires_at = now_ms + r.timing.payment_session_ms;
+    sqlx::query("INSERT INTO holds (id, show_id, visitor_id, admission_jti, status, amount_cents, expires_at, payment_expires_at, created_at, channel) VALUES ($1, $2, $3, $4, 'HELD', $5, $6, $7, $8, $9)")
+        .bind(&hold_id).bind(r.show).bind(&r.adm.sub).bind(&r.adm.jti).bind(amount).bind(expires_at).bind(payment_expires_at).bind(now_ms).bind(r.channel)
+        .execute(&mut *tx).await?;
+    for s in &seats {
+        sqlx::query("INSERT INTO hold_seats (hold_id, show_id, seat_id) VALUES ($1, $2, $3)")
+            .bind(&hold_id)
+            .bind(r.show)
+            .bind(s)
+            .execute(&mut *tx)
+            .await?;
+    }
+    let what = match &r.ask {
+        Ask::Pool { pool, quantity } => {
+            pools::attach(&mut tx, &hold_id, r.show, pool, i64::from(*quantity)).await?;
+            format!("{pool} x{quantity}")
+        }
+        _ => seats.join(","),
+    };
+    let reason = format!("{what} ({})", r.channel);
+    db::audit(
+        &mut tx,
+        now_ms,
+        r.show,
+        &hold_id,
+        "held",
+        Actor::Api,
+        &reason,
+    )
+    .await?;
+    let mut body = json!({
+        "hold_id": hold_id, "show": r.show, "seats": seats, "status": "HELD",
+        "expires_at": expires_at / 1000, "payment_expires_at": payment_expires_at / 1000,
+        "amount_cents": amount, "channel": r.channel,
+    });
+    if let Ask::Pool { pool, quantity } = &r.ask {
+        body["pool"] = pool.clone().into();
+        body["quantity"] = (*quantity).into();
+    }
+    sqlx::query("INSERT INTO idempotency (visitor_id, key, request_hash, status, body, created_at) VALUES ($1, $2, $3, 201, $4, $5)")
+        .bind(&r.adm.sub).bind(r.key).bind(&hash).bind(body.to_string()).bind(now_ms)
+        .execute(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(HoldAnswer {
+        status: StatusCode::CREATED,
+        body,
+    })
+}
+
+/// The stored answer of `(visitor, key)`, or 422 when the key came with another request.
+async fn replay(tx: &mut Tx<'_>, r: &Request<'_>, hash: &str) -> ApiResult<Option<HoldAnswer>> {
+    let stored: Option<(String, i64, String)> = sqlx::query_as(
+        "SELECT request_hash, status, body FROM idempotency WHERE visitor_id = $1 AND key = $2",
+    )
+    .bind(&r.adm.sub)
+    .bind(r.key)
+    .fetch_optional(&mut **tx)
+    .await?;
+    let Some((h, st, body)) = stored else {
+        return Ok(None);
+    };
+    if h != hash {
+        return Err(Problem::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "idempotency-key-reused",
+            "Idempotency key reused",
+        )
+        .detail("this Idempotency-Key was used with a different request")
+        .into());
+    }
+    let status =
+        StatusCode::from_u16(u16::try_from(st).unwrap_or(201)).unwrap_or(StatusCode::CREATED);
+    let body = serde_json::from_str(&body).map_err(anyhow::Error::from)?;
+    Ok(Some(HoldAnswer { status, body }))
+}
+
+/// Inventory that was not there: what the 409 reports fresh availability for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lost {
+    /// Some of these seats are taken.
+    Seats(Vec<String>),
+    /// The pool has fewer free units than asked.
+    Pool(String),
+    /// No block of the asked size is free in the section.
+    Section(String, usize),
+}
+
+impl Lost {
+    /// The 409 problem with fresh availability, read after the rollback.
+    async fn problem(&self, db: &Db, show: &str, now_ms: i64) -> sqlx::Result<Problem> {
+        Ok(match self {
+            Lost::Seats(seats) => {
+                let availability = holds::availability(db, show, seats, now_ms).await?;
+                conflict("seats-unavailable", "Seats unavailable")
+                    .detail("some of the asked seats are taken; nothing was held")
+                    .with("availability", Value::Object(availability))
+            }
+            Lost::Pool(pool) => {
+                let fresh = pools::availability(db, show, now_ms).await?;
+                let mine: Vec<Value> = fresh.into_iter().filter(|p| p["id"] == *pool).collect();
+                conflict("pool-unavailable", "Not enough places left")
+                    .detail("the pool has fewer free places than asked; nothing was held")
+                    .with("availability", Value::Array(mine))
+            }
+            Lost::Section(section, n) => {
+                let fresh = best::section_availability(db, show, section, now_ms).await?;
+                conflict("no-seats-together", "No seats together")
+                    .detail(format!(
+                        "no {n} free seats side by side in section {section}"
+                    ))
+                    .with("availability", fresh)
+            }
+        })
+    }
+}
+
+/// Claims what `r.ask` names: the seats (empty for a pool) and the amount in cents, or what
+/// was lost (the caller rolls back and answers 409).
+async fn take_inventory(
+    tx: &mut Tx<'_>,
+    pg: bool,
+    r: &Request<'_>,
+    hold_id: &str,
+    expires_at: i64,
+    now_ms: i64,
+) -> ApiResult<Result<(Vec<String>, i64), Lost>> {
+    match &r.ask {
+        Ask::Seats(seats) => {
+            let prices = prices(tx, r.show, seats).await?;
+            db::lock_seats(tx, pg, r.show, seats).await?;
+            let claimed = holds::claim(tx, r.show, seats, hold_id, expires_at, now_ms).await?;
+            if claimed != seats.len() as u64 {
+                return Ok(Err(Lost::Seats(seats.clone())));
+            }
+            Ok(Ok((seats.clone(), prices)))
+        }
+        Ask::Pool { pool, quantity } => {
+            let price: Option<i64> = sqlx::query_scalar(
+                "SELECT price_cents FROM pools WHERE show_id = $1 AND pool_id = $2",
+            )
+            .bind(r.show)
+            .bind(pool)
+            .fetch_optional(&mut **tx)
+            .await?;
+            let Some(price) = price else {
+                return Err(unprocessable("unknown-pool", "Unknown pool").into());
+            };
+            let qty = i64::from(*quantity);
+            if !pools::claim(tx, pg, r.show, pool, qty, now_ms).await? {
+                return Ok(Err(Lost::Pool(pool.clone())));
+            }
+            Ok(Ok((Vec::new(), price * qty)))
+        }
+        Ask::Best {
+            section,
+            quantity,
+            allow_split,
+        } => {
+            let want = best::Want {
+                section,
+                quantity: *quantity as usize,
+                allow_split: *allow_split,
+            };
+            let taken = best::take(tx, pg, r.show, &want, hold_id, expires_at, now_ms).await?;
+            Ok(taken.ok_or_else(|| Lost::Section(section.clone(), want.quantity)))
+        }
+    }
+}
+
+/// Sum of the seats' prices, or 422 `unknown-seat`.
+async fn prices(tx: &mut Tx<'_>, show: &str, seats: &[String]) -> ApiResult<i64> {
+    let sql = format!(
+        "SELECT seat_id, price_cents FROM seats WHERE show_id = $1 AND seat_id IN ({})",
+        db::params(2, seats.len())
+    );
+    let mut q = sqlx::query_as::<_, (String, i64)>(&sql).bind(show);
+    for s in seats {
+        q = q.bind(s);
+    }
+    let known = q.fetch_all(&mut **tx).await?;
+    if known.len() != seats.len() {
+        let unknown: Vec<&String> = seats
+            .iter()
+            .filter(|s| !known.iter().any(|k| &k.0 == *s))
+            .collect();
+        return Err(unprocessable("unknown-seat", "Unknown seat")
+            .with("seats", json!(unknown))
+            .into());
+    }
+    Ok(known.iter().map(|k| k.1).sum())
+}
+
+/// A 422 problem.
+pub fn unprocessable(kind: &'static str, title: &str) -> Problem {
+    Problem::new(StatusCode::UNPROCESSABLE_ENTITY, kind, title)
+}

@@ -1,0 +1,87 @@
+//! Telling the waiting room (API.md "Waiting room / internal"): when a hold becomes PAID or is
+//! released, or the fan leaves, the admission's session is over (`POST
+//! /internal/events/{event}/sessions/end {"jti"}` frees its `max_active` place); when nothing
+//! is left to sell the show is sold out (`POST /internal/events/{event}/sold-out`). Both are
+//! outbox messages written in the transaction that changed the hold, sent at least once by the
+//! outbox worker; the waiting room's side is idempotent.
+//!
+//! Sold out means every seat sold and every pool booked to capacity + oversell. Seats that are
+//! only held are not "sold out": about a third of holds lapse and are resold (DESIGN figures),
+//! and the waiting room stops admitting for good once told.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::confirm::enqueue;
+use crate::db::Tx;
+
+/// Outbox kind of a session end (ref_id = the admission `jti`: one message per admission).
+pub const SESSION_END: &str = "session-end";
+/// Outbox kind of the sold-out report (ref_id = the show id: one per show).
+pub const SOLD_OUT: &str = "sold-out";
+
+/// Queues the end of admission `jti`'s session (idempotent per jti).
+pub async fn session_end(tx: &mut Tx<'_>, show: &str, jti: &str, now_ms: i64) -> sqlx::Result<()> {
+    enqueue(
+        tx,
+        jti,
+        SESSION_END,
+        show,
+        &json!({"event": show, "jti": jti}),
+        now_ms,
+    )
+    .await?;
+    Ok(())
+}
+
+/// After a sale: queues the sold-out report when no seat is unsold and every pool is booked.
+pub async fn sold_out_if_done(tx: &mut Tx<'_>, show: &str, now_ms: i64) -> sqlx::Result<bool> {
+    let left: i64 = sqlx::query_scalar(
+        "SELECT CAST((SELECT COUNT(*) FROM seats WHERE show_id = $1 AND status <> 'sold') + \
+         COALESCE((SELECT SUM(p.capacity + p.oversell - COALESCE((SELECT SUM(hp.quantity) FROM hold_pools hp \
+         JOIN holds h ON h.id = hp.hold_id WHERE hp.show_id = p.show_id AND hp.pool_id = p.pool_id \
+         AND h.status = 'PAID' AND hp.counted = 1), 0)) FROM pools p WHERE p.show_id = $1), 0) AS BIGINT)",
+    )
+    .bind(show)
+    .fetch_one(&mut **tx)
+    .await?;
+    if left > 0 {
+        return Ok(false);
+    }
+    enqueue(tx, show, SOLD_OUT, show, &json!({"event": show}), now_ms).await
+}
+
+/// Sends one waiting-room message. `Ok(false)`: not configured (no service token), nothing
+/// sent. 2xx, 404 (unknown jti or event: nothing to end) and 409 count as delivered.
+pub async fn send(
+    http: &reqwest::Client,
+    waiting_room_url: &str,
+    token: Option<&str>,
+    kind: &str,
+    payload: &Value,
+) -> anyhow::Result<bool> {
+    let Some(token) = token else {
+        return Ok(false);
+    };
+    let event = payload["event"].as_str().unwrap_or_default();
+    let base = waiting_room_url.trim_end_matches('/');
+    let req = match kind {
+        SESSION_END => http
+            .post(format!("{base}/internal/events/{event}/sessions/end"))
+            .json(&json!({"jti": payload["jti"]})),
+        _ => http.post(format!("{base}/internal/events/{event}/sold-out")),
+    };
+    let resp = req
+        .bearer_auth(token)
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await?;
+    let st = resp.status();
+    if st.is_success() || st.as_u16() == 404 || st.as_u16() == 409 {
+        metrics::counter!("bc_waiting_room_calls_total", "kind" => kind.to_owned()).increment(1);
+        Ok(true)
+    } else {
+        anyhow::bail!("waiting room answered {st} to {kind}")
+    }
+}

@@ -1,0 +1,244 @@
+//! General-admission pools (seed 001 "Counters for Pooled Inventory", DESIGN "Holds"): a
+//! capacity row per pool claimed with one conditional counter update in the hold's transaction,
+//! `UPDATE pools SET taken = taken + n WHERE … AND taken + n <= capacity + oversell`.
+//!
+//! Expiry on read applies to pools too. `taken` counts every `hold_pools` row with
+//! `counted = 1`: live holds, paid holds, and lapsed holds not yet reclaimed. Readers subtract the
+//! lapsed ones (a HELD hold past its deadline, not kept by an alert); a claim first reclaims them
+//! (`counted = 0`, `taken -= n`) in its own transaction, so a dead hold never blocks a live fan.
+//! A release decrements in the transaction that changes the hold's status; a payment that
+//! arrives for a reclaimed hold claims again (or is refunded, case B02).
+//!
+//! Lock order on PostgreSQL, everywhere: the hold row, then the pool row (`FOR UPDATE`), then
+//! `hold_pools` rows, so claims, releases and confirmations never deadlock.
+
+use serde_json::{json, Value};
+
+use crate::db::{Db, Tx};
+
+/// SQL: units of lapsed, still-counted holds of pool `($1 show, $2 pool)` at `$3` now.
+const LAPSED: &str = "SELECT CAST(COALESCE(SUM(hp.quantity), 0) AS BIGINT) FROM hold_pools hp JOIN holds h ON h.id = hp.hold_id \
+     WHERE hp.show_id = $1 AND hp.pool_id = $2 AND hp.counted = 1 AND h.status = 'HELD' \
+     AND h.expires_at <= $3 AND h.alerted_at IS NULL";
+
+async fn lock_pool(tx: &mut Tx<'_>, pg: bool, show: &str, pool: &str) -> sqlx::Result<()> {
+    if pg {
+        sqlx::query("SELECT pool_id FROM pools WHERE show_id = $1 AND pool_id = $2 FOR UPDATE")
+            .bind(show)
+            .bind(pool)
+            .fetch_optional(&mut **tx)
+            .await?;
+    }
+    Ok(())
+}
+
+/// Reclaims the lapsed holds of a pool (the pool row must be locked). Returns units freed.
+async fn reclaim(tx: &mut Tx<'_>, show: &str, pool: &str, now_ms: i64) -> sqlx::Result<i64> {
+    let freed: Vec<i64> = sqlx::query_scalar(
+        "UPDATE hold_pools SET counted = 0 WHERE show_id = $1 AND pool_id = $2 AND counted = 1 \
+         AND hold_id IN (SELECT id FROM holds WHERE status = 'HELD' AND expires_at <= $3 AND alerted_at IS NULL) \
+         RETURNING quantity",
+    )
+    .bind(show)
+    .bind(pool)
+    .bind(now_ms)
+    .fetch_all(&mut **tx)
+    .await?;
+    let n: i64 = freed.iter().sum();
+    if n > 0 {
+        sqlx::query("UPDATE pools SET taken = taken - $1 WHERE show_id = $2 AND pool_id = $3")
+            .bind(n)
+            .bind(show)
+            .bind(pool)
+            .execute(&mut **tx)
+            .await?;
+    }
+    Ok(n)
+}
+
+/// The guarded claim of `qty` units: lock, reclaim lapsed holds, one conditional increment.
+/// True when the units were taken (the caller then records its `hold_pools` row).
+pub async fn claim(
+    tx: &mut Tx<'_>,
+    pg: bool,
+    show: &str,
+    pool: &str,
+    qty: i64,
+    now_ms: i64,
+) -> sqlx::Result<bool> {
+    lock_pool(tx, pg, show, pool).await?;
+    reclaim(tx, show, pool, now_ms).await?;
+    let n = sqlx::query(
+        "UPDATE pools SET taken = taken + $1 WHERE show_id = $2 AND pool_id = $3 \
+         AND taken + $1 <= capacity + oversell",
+    )
+    .bind(qty)
+    .bind(show)
+    .bind(pool)
+    .execute(&mut **tx)
+    .await?
+    .rows_affected();
+    Ok(n == 1)
+}
+
+/// Records that `hold_id` counts `qty` units of `pool` (after a successful [`claim`]).
+pub async fn attach(
+    tx: &mut Tx<'_>,
+    hold_id: &str,
+    show: &str,
+    pool: &str,
+    qty: i64,
+) -> sqlx::Result<()> {
+    sqlx::query(
+        "INSERT INTO hold_pools (hold_id, show_id, pool_id, quantity, counted) VALUES ($1, $2, $3, $4, 1)",
+    )
+    .bind(hold_id)
+    .bind(show)
+    .bind(pool)
+    .bind(qty)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// The pool part of a hold: (pool id, quantity, counted).
+pub async fn of_hold(tx: &mut Tx<'_>, hold_id: &str) -> sqlx::Result<Option<(String, i64, i64)>> {
+    sqlx::query_as("SELECT pool_id, quantity, counted FROM hold_pools WHERE hold_id = $1")
+        .bind(hold_id)
+        .fetch_optional(&mut **tx)
+        .await
+}
+
+/// Release: the hold's units stop counting, in the caller's transaction (the one that changed
+/// the hold's status).
+pub async fn release(tx: &mut Tx<'_>, pg: bool, show: &str, hold_id: &str) -> sqlx::Result<()> {
+    let Some((pool, _, _)) = of_hold(tx, hold_id).await? else {
+        return Ok(());
+    };
+    lock_pool(tx, pg, show, &pool).await?;
+    let qty: Option<i64> = sqlx::query_scalar(
+        "UPDATE hold_pools SET counted = 0 WHERE hold_id = $1 AND counted = 1 RETURNING quantity",
+    )
+    .bind(hold_id)
+    .fetch_optional(&mut **tx)
+    .await?;
+    if let Some(q) = qty {
+        sqlx::query("UPDATE pools SET taken = taken - $1 WHERE show_id = $2 AND pool_id = $3")
+            .bind(q)
+            .bind(show)
+            .bind(&pool)
+            .execute(&mut **tx)
+            .await?;
+    }
+    Ok(())
+}
+
+/// Confirmation of a pool hold: true when its units count (still counted, or claimed again
+/// after a reclaim or a release); false when the pool is full (the caller refunds). True for
+/// holds without a pool part.
+pub async fn sell(
+    tx: &mut Tx<'_>,
+    pg: bool,
+    show: &str,
+    hold_id: &str,
+    now_ms: i64,
+) -> sqlx::Result<bool> {
+    let Some((pool, _, _)) = of_hold(tx, hold_id).await? else {
+        return Ok(true);
+    };
+    lock_pool(tx, pg, show, &pool).await?;
+    let Some((_, qty, counted)) = of_hold(tx, hold_id).await? else {
+        return Ok(true);
+    };
+    if counted == 1 {
+        return Ok(true);
+    }
+    if !claim(tx, pg, show, &pool, qty, now_ms).await? {
+        return Ok(false);
+    }
+    sqlx::query("UPDATE hold_pools SET counted = 1 WHERE hold_id = $1")
+        .bind(hold_id)
+        .execute(&mut **tx)
+        .await?;
+    Ok(true)
+}
+
+/// Per pool of `show`: `{"id","price_cents","capacity","oversell","available"}` where
+/// `available = capacity + oversell − taken + lapsed` (expiry on read), never negative.
+pub async fn availability(db: &Db, show: &str, now_ms: i64) -> sqlx::Result<Vec<Value>> {
+    let rows: Vec<(String, i64, i64, i64, i64)> = sqlx::query_as(
+        "SELECT pool_id, price_cents, capacity, oversell, taken FROM pools WHERE show_id = $1 ORDER BY pool_id",
+    )
+    .bind(show)
+    .fetch_all(db)
+    .await?;
+    let mut out = Vec::with_capacity(rows.len());
+    for (id, price, cap, over, taken) in rows {
+        let lapsed: i64 = sqlx::query_scalar(LAPSED)
+            .bind(show)
+            .bind(&id)
+            .bind(now_ms)
+            .fetch_one(db)
+            .await?;
+        let available = (cap + over - taken + lapsed).max(0);
+        out.push(json!({"id": id, "price_cents": price, "capacity": cap, "oversell": over, "available": available}));
+    }
+    Ok(out)
+}
+
+/// Drift per pool of `show`: `{"pool","taken","counted_rows","drift"}` where `counted_rows` sums
+/// the counted units of HELD and PAID holds; any `drift` ≠ 0 means some path changed a hold's
+/// status without touching the counter.
+pub async fn drift(db: &Db, show: &str) -> sqlx::Result<Vec<Value>> {
+    let rows: Vec<(String, i64, i64)> = sqlx::query_as(
+        "SELECT p.pool_id, p.taken, CAST(COALESCE((SELECT SUM(hp.quantity) FROM hold_pools hp JOIN holds h ON h.id = hp.hold_id \
+         WHERE hp.show_id = p.show_id AND hp.pool_id = p.pool_id AND hp.counted = 1 AND h.status IN ('HELD', 'PAID')), 0) AS BIGINT) \
+         FROM pools p WHERE p.show_id = $1 ORDER BY p.pool_id",
+    )
+    .bind(show)
+    .fetch_all(db)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(p, t, c)| {
+            metrics::gauge!("bc_pool_drift", "show" => show.to_owned(), "pool" => p.clone())
+                .set((t - c) as f64);
+            json!({"pool": p, "taken": t, "counted_rows": c, "drift": t - c})
+        })
+        .collect())
+}
+
+/// Sets a pool's oversell allowance (units beyond capacity), recording who and when (epoch ms).
+/// False when the pool does not exist.
+pub async fn set_oversell(
+    db: &Db,
+    show: &str,
+    pool: &str,
+    allowance: i64,
+    who: &str,
+    now_ms: i64,
+) -> sqlx::Result<bool> {
+    let mut tx = db.begin().await?;
+    let n = sqlx::query(
+        "UPDATE pools SET oversell = $1, oversell_set_by = $2, oversell_set_at = $3 WHERE show_id = $4 AND pool_id = $5",
+    )
+    .bind(allowance)
+    .bind(who)
+    .bind(now_ms)
+    .bind(show)
+    .bind(pool)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    if n == 1 {
+        sqlx::query("INSERT INTO audit (at, show_id, hold_id, seat_id, action, actor, reason) VALUES ($1, $2, NULL, $3, 'oversell-set', 'operator', $4)")
+            .bind(now_ms)
+            .bind(show)
+            .bind(pool)
+            .bind(format!("oversell {allowance} set by {who}"))
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await?;
+    Ok(n == 1)
+}

@@ -1,0 +1,232 @@
+//! Venues: discrete seats in sections and rows with a price per section, and general-admission
+//! pools (seed 001 "Counters for Pooled Inventory"). A venue is built in code (the demo and test
+//! venues, the launcher's rectangular venue) or loaded from a JSON venue file (format in
+//! booking-core/README.md, example `infra/venues/arena-20k.json`).
+//!
+//! Seat ids are `"{section}-{row}-{n}"`, rows and seats numbered from 1.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// One seat section: name (`"A"`), price per seat in cents, and its rows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Section {
+    /// Section name, `[A-Za-z0-9]{1,12}`, used in seat ids `"{section}-{row}-{n}"`.
+    pub name: String,
+    /// Price of every seat in the section, cents.
+    pub price_cents: i64,
+    /// Seats in each row, row 1 first. Empty: the venue's `rows` × `seats_per_row`.
+    #[serde(default)]
+    pub rows: Vec<u32>,
+}
+
+/// A general-admission pool: `capacity` interchangeable units at one price.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoolSpec {
+    /// Pool id, `[A-Za-z0-9-]{1,40}`, never a seat id.
+    pub id: String,
+    /// Price per unit, cents.
+    pub price_cents: i64,
+    /// Physical capacity, units (an oversell allowance is set by an operator, never here).
+    pub capacity: u32,
+}
+
+/// A venue: seat sections (rectangular by default) and pools.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Venue {
+    /// Display name (venue files).
+    #[serde(default)]
+    pub name: String,
+    /// Sections in order.
+    pub sections: Vec<Section>,
+    /// Rows of a section without its own `rows` list (numbered from 1).
+    #[serde(default)]
+    pub rows: u32,
+    /// Seats per row of such a section (numbered from 1).
+    #[serde(default)]
+    pub seats_per_row: u32,
+    /// General-admission pools.
+    #[serde(default)]
+    pub pools: Vec<PoolSpec>,
+}
+
+/// One seat to seed: id, section, row, number, price (cents).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeatSpec {
+    /// `"{section}-{row}-{n}"`.
+    pub id: String,
+    /// Section name.
+    pub section: String,
+    /// Row, from 1.
+    pub row: u32,
+    /// Seat number in the row, from 1.
+    pub number: u32,
+    /// Price, cents.
+    pub price_cents: i64,
+}
+
+fn section(name: &str, price_cents: i64) -> Section {
+    Section {
+        name: name.into(),
+        price_cents,
+        rows: Vec::new(),
+    }
+}
+
+impl Venue {
+    /// The demo venue (API.md): sections A..E, rows 1..10, 12 seats per row = 600 seats.
+    pub fn demo() -> Self {
+        let prices = [12_000, 9_500, 8_000, 6_500, 5_000];
+        let sections = ["A", "B", "C", "D", "E"]
+            .iter()
+            .zip(prices)
+            .map(|(n, p)| section(n, p))
+            .collect();
+        Self {
+            name: "demo".into(),
+            sections,
+            rows: 10,
+            seats_per_row: 12,
+            pools: Vec::new(),
+        }
+    }
+
+    /// A tiny venue for tests: section `A`, one row of `seats` seats at 5,000 cents.
+    pub fn small(seats: u32) -> Self {
+        Self {
+            name: "small".into(),
+            sections: vec![section("A", 5_000)],
+            rows: 1,
+            seats_per_row: seats,
+            pools: Vec::new(),
+        }
+    }
+
+    /// Reads and validates a JSON venue file (format: booking-core/README.md).
+    pub fn load(path: &Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("venue file {}: {e}", path.display()))?;
+        let v: Venue = serde_json::from_str(&text)
+            .map_err(|e| anyhow::anyhow!("venue file {}: {e}", path.display()))?;
+        v.validate()?;
+        Ok(v)
+    }
+
+    /// Seats per row of `s`, row 1 first.
+    pub fn rows_of(&self, s: &Section) -> Vec<u32> {
+        if s.rows.is_empty() {
+            vec![self.seats_per_row; self.rows as usize]
+        } else {
+            s.rows.clone()
+        }
+    }
+
+    /// Every seat, in section, row, number order.
+    pub fn seats(&self) -> Vec<SeatSpec> {
+        let mut out = Vec::new();
+        for s in &self.sections {
+            for (i, n) in self.rows_of(s).into_iter().enumerate() {
+                let row = u32::try_from(i + 1).unwrap_or(u32::MAX);
+                out.extend((1..=n).map(|k| SeatSpec {
+                    id: format!("{}-{row}-{k}", s.name),
+                    section: s.name.clone(),
+                    row,
+                    number: k,
+                    price_cents: s.price_cents,
+                }));
+            }
+        }
+        out
+    }
+
+    /// Number of discrete seats.
+    pub fn seat_count(&self) -> u64 {
+        self.sections
+            .iter()
+            .map(|s| self.rows_of(s).iter().map(|n| u64::from(*n)).sum::<u64>())
+            .sum()
+    }
+
+    /// Seats plus pool units (the physical capacity, without oversell).
+    pub fn capacity(&self) -> u64 {
+        self.seat_count()
+            + self
+                .pools
+                .iter()
+                .map(|p| u64::from(p.capacity))
+                .sum::<u64>()
+    }
+
+    /// Names are well-formed and unique, prices non-negative, something to sell.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        let mut names = std::collections::HashSet::new();
+        for s in &self.sections {
+            anyhow::ensure!(
+                (1..=12).contains(&s.name.len())
+                    && s.name.bytes().all(|b| b.is_ascii_alphanumeric()),
+                "section name {:?} must be [A-Za-z0-9]{{1,12}}",
+                s.name
+            );
+            anyhow::ensure!(
+                names.insert(s.name.clone()),
+                "duplicate section {:?}",
+                s.name
+            );
+            anyhow::ensure!(
+                s.price_cents >= 0,
+                "section {} has a negative price",
+                s.name
+            );
+        }
+        for p in &self.pools {
+            anyhow::ensure!(
+                (1..=40).contains(&p.id.len())
+                    && p.id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'),
+                "pool id {:?} must be [A-Za-z0-9-]{{1,40}}",
+                p.id
+            );
+            anyhow::ensure!(names.insert(p.id.clone()), "duplicate pool {:?}", p.id);
+            anyhow::ensure!(p.price_cents >= 0, "pool {} has a negative price", p.id);
+        }
+        anyhow::ensure!(self.capacity() > 0, "the venue has nothing to sell");
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn demo_has_600_seats_with_ids_in_order() {
+        let v = Venue::demo();
+        assert_eq!(v.seat_count(), 600);
+        let s = v.seats();
+        assert_eq!(s[0].id, "A-1-1");
+        assert_eq!(s[599].id, "E-10-12");
+    }
+
+    #[test]
+    fn shipped_example_venue_loads_with_about_20000_seats() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../infra/venues/arena-20k.json");
+        let v = Venue::load(&path).unwrap();
+        assert!(
+            (19_000..=21_000).contains(&v.seat_count()),
+            "{}",
+            v.seat_count()
+        );
+        assert!(!v.pools.is_empty());
+    }
+
+    #[test]
+    fn bad_files_are_refused() {
+        let bad = r#"{"sections":[{"name":"A-1","price_cents":1,"rows":[2]}]}"#;
+        let v: Venue = serde_json::from_str(bad).unwrap();
+        assert!(v.validate().is_err());
+        assert!(serde_json::from_str::<Venue>(r#"{"sections":[],"x":1}"#).is_err());
+    }
+}
