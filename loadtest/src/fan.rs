@@ -5,7 +5,7 @@
 use crate::stats::Stats;
 use rand::seq::SliceRandom;
 use rand::Rng;
-use reqwest::{Client, Method, StatusCode};
+use reqwest::{Client, StatusCode};
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,6 +25,8 @@ pub struct Target {
     pub pay_share: f64,
     /// Share of fans who cancel on the checkout page.
     pub cancel_share: f64,
+    /// Behaviour mix (hold styles, slow and late payers, patience when sold out).
+    pub mix: crate::behaviour::Mix,
 }
 
 /// What one fan ended with.
@@ -46,6 +48,23 @@ pub struct FanOutcome {
     pub conflicts: u32,
     /// A description of why the journey stopped early, if it did.
     pub gave_up: Option<String>,
+    /// The behaviour this fan was drawn.
+    pub behaviour: crate::behaviour::Behaviour,
+    /// Wall time (ms since the run started) when the join answered.
+    pub joined_at_ms: Option<u64>,
+    /// Joined after the sale opened (a late arrival).
+    pub late_arrival: bool,
+    /// When the fan saw its turn come (ms since start): after the last status document that
+    /// showed the cursor below its number, and before the first that showed it reached.
+    pub turn_window_ms: Option<(u64, u64)>,
+    /// Wall time (ms since start) when the fan read its hold back PAID.
+    pub paid_at_ms: Option<u64>,
+    /// A same-key retry was sent; and whether its answers named different holds.
+    pub idempotent_checked: bool,
+    /// Two answers to one `Idempotency-Key` disagreed.
+    pub idempotency_mismatch: bool,
+    /// Tabs that won a hold at once with one admission token (several-tab fans).
+    pub tabs_won: Option<usize>,
 }
 
 /// A timed HTTP call that records latency and status under `endpoint`.
@@ -91,10 +110,18 @@ pub async fn run_fan(
     target: Arc<Target>,
     stats: Arc<Stats>,
     started: Instant,
-    joined: Arc<tokio::sync::Barrier>,
+    joined: Option<Arc<tokio::sync::Barrier>>,
     deadline: Instant,
+    late_by: Option<Duration>,
 ) -> FanOutcome {
-    let mut out = FanOutcome::default();
+    let mut out = FanOutcome {
+        behaviour: target.mix.pick(target.pay_share, target.cancel_share),
+        late_arrival: late_by.is_some(),
+        ..Default::default()
+    };
+    if let Some(d) = late_by {
+        tokio::time::sleep(d).await;
+    }
     let wr = &target.waiting_room;
     let ev = &target.event;
     let join_url = format!("{wr}/api/events/{ev}/join");
@@ -103,6 +130,7 @@ pub async fn run_fan(
         match call(&client, &stats, "join", client.post(&join_url)).await {
             Ok((s, body, _)) if s.is_success() => {
                 token = body["join_token"].as_str().map(str::to_owned);
+                out.joined_at_ms = Some(started.elapsed().as_millis() as u64);
                 break;
             }
             Ok((s, _, h)) if s == StatusCode::TOO_MANY_REQUESTS || s.is_server_error() => {
@@ -111,13 +139,18 @@ pub async fn run_fan(
             _ => break,
         }
     }
-    joined.wait().await;
+    if let Some(b) = joined {
+        b.wait().await;
+    }
     let Some(token) = token else {
         out.gave_up = Some("join failed".into());
         return out;
     };
-    let number = match wait_for_turn(&client, &target, &stats, &token, deadline).await {
-        Ok(n) => n,
+    let number = match wait_for_turn(&client, &target, &stats, &token, deadline, started).await {
+        Ok((n, window)) => {
+            out.turn_window_ms = window;
+            n
+        }
         Err(e) => {
             out.gave_up = Some(e.to_string());
             return out;
@@ -185,15 +218,18 @@ async fn wait_for_turn(
     stats: &Stats,
     token: &str,
     deadline: Instant,
-) -> anyhow::Result<u64> {
+    started: Instant,
+) -> anyhow::Result<(u64, Option<(u64, u64)>)> {
     let wr = &target.waiting_room;
     let ev = &target.event;
     let mut number: Option<u64> = None;
+    let mut below_ms: Option<u64> = None;
     let mut last_beat: Option<Instant> = None;
     loop {
         if Instant::now() > deadline {
             anyhow::bail!("waiting: deadline");
         }
+        let asked_ms = started.elapsed().as_millis() as u64;
         let st = call(
             client,
             stats,
@@ -219,8 +255,10 @@ async fn wait_for_turn(
         }
         if let Some(n) = number {
             if n <= cursor {
-                return Ok(n);
+                let seen_ms = started.elapsed().as_millis() as u64;
+                return Ok((n, below_ms.map(|lo| (lo, seen_ms))));
             }
+            below_ms = Some(asked_ms);
             heartbeat_if_near(client, target, stats, token, &doc, n, &mut last_beat).await;
         }
         if state == "closed" || state == "sold_out" {
@@ -281,8 +319,8 @@ fn retry_after(headers: &reqwest::header::HeaderMap) -> Duration {
 /// Picks `n` adjacent free seats in a random row that has them, from a seat-map answer.
 pub fn pick_seats(map: &Value, n: usize) -> Option<Vec<String>> {
     let seats = map["seats"].as_array()?;
-    let mut rows: std::collections::BTreeMap<(String, String), Vec<(u64, String, bool)>> =
-        Default::default();
+    type Rows = std::collections::BTreeMap<(String, String), Vec<(u64, String, bool)>>;
+    let mut rows: Rows = Default::default();
     for s in seats {
         let key = (
             s["section"].as_str()?.to_owned(),
@@ -325,7 +363,10 @@ async fn book(client: &Client, target: &Target, stats: &Stats, adm: &str, out: &
     let bc = &target.booking;
     let ev = &target.event;
     let want = rand::thread_rng().gen_range(1..=4usize);
-    for attempt in 0..4 {
+    let patience = Instant::now() + Duration::from_secs(target.mix.sold_out_patience_secs);
+    let mut attempt = 0;
+    while attempt < 4 {
+        attempt += 1;
         let map = match call(
             client,
             stats,
@@ -339,26 +380,47 @@ async fn book(client: &Client, target: &Target, stats: &Stats, adm: &str, out: &
         };
         // A party that cannot sit together shrinks rather than leaving (and after two 409s,
         // takes any single seat).
-        let n = if attempt >= 2 { 1 } else { want };
+        let n = if attempt > 2 { 1 } else { want };
         let Some(seats) = (1..=n).rev().find_map(|k| pick_seats(&map, k)) else {
+            let held = map["seats"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|x| x["status"] == "held"));
+            if Instant::now() < patience && held {
+                // Held seats lapse and are sold again: look again a little later.
+                attempt -= 1;
+                tokio::time::sleep(Duration::from_millis(1000)).await;
+                continue;
+            }
             out.gave_up = Some("sold out".into());
             return;
         };
-        let key = uuid_like();
-        let req = client
-            .request(Method::POST, format!("{bc}/api/shows/{ev}/holds"))
-            .bearer_auth(adm)
-            .header("Idempotency-Key", &key)
-            .json(&serde_json::json!({ "seats": seats }));
-        match call(client, stats, "hold", req).await {
-            Ok((s, body, _)) if s == StatusCode::CREATED || s == StatusCode::OK => {
+        let alternatives: Vec<Vec<String>> = (0..4).filter_map(|_| pick_seats(&map, n)).collect();
+        let sent =
+            crate::behaviour::send_hold(client, stats, target, adm, &seats, &alternatives, out)
+                .await;
+        match sent {
+            Ok((s, body)) if s == StatusCode::CREATED || s == StatusCode::OK => {
                 let hold = body["hold_id"].as_str().unwrap_or_default().to_owned();
-                out.hold = Some((hold.clone(), seats));
-                finish(client, target, stats, adm, &hold, out).await;
+                let held: Vec<String> = body["seats"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|x| x.as_str().map(String::from))
+                            .collect()
+                    })
+                    .unwrap_or(seats);
+                out.hold = Some((hold.clone(), held));
+                let deadline = body["payment_expires_at"].as_i64();
+                finish(client, target, stats, adm, &hold, deadline, out).await;
                 return;
             }
-            Ok((s, _, _)) if s == StatusCode::CONFLICT => out.conflicts += 1,
-            Ok((s, _, _)) => {
+            Ok((s, _)) if s == StatusCode::CONFLICT => {
+                out.conflicts += 1;
+                if Instant::now() < patience {
+                    attempt = attempt.min(2); // keep retrying, a single seat from now on
+                }
+            }
+            Ok((s, _)) => {
                 out.gave_up = Some(format!("hold answered {s}"));
                 return;
             }
@@ -371,26 +433,17 @@ async fn book(client: &Client, target: &Target, stats: &Stats, adm: &str, out: &
     out.gave_up = Some("no seats after retries".into());
 }
 
-fn uuid_like() -> String {
-    let mut rng = rand::thread_rng();
-    format!("{:032x}", rng.gen::<u128>())
-}
-
 async fn finish(
     client: &Client,
     target: &Target,
     stats: &Stats,
     adm: &str,
     hold: &str,
+    payment_expires_at: Option<i64>,
     out: &mut FanOutcome,
 ) {
     let bc = &target.booking;
-    let roll: f64 = rand::thread_rng().gen();
-    let choice = if roll < target.pay_share {
-        "pay"
-    } else if roll < target.pay_share + target.cancel_share {
-        "cancel"
-    } else {
+    let Some(choice) = crate::behaviour::button(out.behaviour) else {
         return; // walks away: the hold lapses on its own
     };
     let req = client
@@ -405,6 +458,7 @@ async fn finish(
     let Some(checkout) = body["checkout_url"].as_str() else {
         return;
     };
+    crate::behaviour::before_pay(out.behaviour, payment_expires_at).await;
     // The fan presses Pay or Cancel on the gateway's page: a form POST answered with a redirect.
     let button = format!("{}/{}", checkout.trim_end_matches('/'), choice);
     let Ok((s, _, headers)) = call(client, stats, "checkout", client.post(&button)).await else {
@@ -432,6 +486,9 @@ async fn finish(
         .bearer_auth(adm);
     if let Ok((s, body, _)) = call(client, stats, "hold_read", req).await {
         out.paid = s.is_success() && body["status"] == "PAID";
+        if out.paid {
+            out.paid_at_ms = Some(crate::timeline::now_ms());
+        }
     }
 }
 

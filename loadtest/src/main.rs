@@ -5,12 +5,14 @@
 //! answers. One exception: `bench` measures Redis memory per queued fan by calling the waiting
 //! room's own `RedisStore::join` on a throw-away event.
 
+mod behaviour;
 mod bench;
+mod calibrate;
 mod checks;
 mod fan;
 mod stats;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
 
 /// Command line.
@@ -27,9 +29,17 @@ enum Command {
     Rush(rush::RushArgs),
     /// Measures every speed figure (requests/s, ratio to /healthz, p50/p99) and writes JSON.
     Bench(bench::BenchArgs),
+    /// Ramps holds on one hot show to find the sustainable rate; recommends (and can apply)
+    /// the admit rate and max_active.
+    Calibrate(calibrate::CalibrateArgs),
 }
 
+mod order;
+mod plots;
+mod rehearsal;
+mod report;
 mod rush;
+mod timeline;
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
@@ -38,15 +48,25 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => e.exit(),
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("tokio runtime");
     let result = rt.block_on(async {
         match cli.command {
-            Command::Rush(args) => rush::run(args).await,
+            Command::Rush(mut args) => {
+                if let Some(m) = matches.subcommand_matches("rush") {
+                    rush::apply_profile(&mut args, m);
+                }
+                rush::run(args).await
+            }
             Command::Bench(args) => bench::run(args).await,
+            Command::Calibrate(args) => calibrate::run(args).await,
         }
     });
     match result {

@@ -84,6 +84,16 @@ pub struct RushArgs {
     /// Gateway simulator: share of webhooks delivered twice.
     #[arg(long, default_value_t = 0.0)]
     duplicate_webhook_rate: f64,
+    /// Rehearsal flags: profile, behaviour mix, late arrivals, report folder.
+    #[command(flatten)]
+    rehearsal: crate::rehearsal::RehearsalArgs,
+}
+
+mod profile;
+
+/// Fills the figures the command line left unset from `--profile`.
+pub fn apply_profile(args: &mut RushArgs, m: &clap::ArgMatches) {
+    profile::apply(args, m);
 }
 
 /// Runs the rush; `Ok(true)` when every check passed.
@@ -107,19 +117,29 @@ pub async fn run(args: RushArgs) -> anyhow::Result<bool> {
     bar.set_style(ProgressStyle::with_template(
         "{elapsed} [{bar:40}] {pos}/{len} fans done {msg}",
     )?);
-    let barrier = Arc::new(tokio::sync::Barrier::new(args.fans));
+    crate::timeline::start(started);
+    let sampler = crate::timeline::Sampler::spawn(
+        client.clone(),
+        &target.waiting_room,
+        &target.event,
+        &admin_token,
+        Duration::from_secs(1),
+    );
+    let late = late_starts(&client, &target, &args).await;
+    let barrier = Arc::new(tokio::sync::Barrier::new(args.fans - late.len()));
     let deadline = started + Duration::from_secs(args.timeout);
     let mut tasks = tokio::task::JoinSet::new();
-    for _ in fan::shuffled(args.fans) {
+    for i in fan::shuffled(args.fans) {
+        let late_by = late.get(i).copied();
         let (c, t, s, b, bar) = (
             client.clone(),
             target.clone(),
             stats.clone(),
-            barrier.clone(),
+            (late_by.is_none()).then(|| barrier.clone()),
             bar.clone(),
         );
         tasks.spawn(async move {
-            let out = fan::run_fan(c, t, s, started, b, deadline).await;
+            let out = fan::run_fan(c, t, s, started, b, deadline, late_by).await;
             bar.inc(1);
             out
         });
@@ -134,6 +154,10 @@ pub async fn run(args: RushArgs) -> anyhow::Result<bool> {
     print_figures(&fans, &stats, wall);
     let mut results = checks::run(&fans, max_active, &office, stats.totals());
     results.extend(money_checks(&client, &target, &admin_token, gateway.as_deref()).await?);
+    let samples = sampler.finish().await;
+    results.extend(crate::rehearsal::checks(&fans, &samples, &office.stats));
+    let report_dir = args.rehearsal.report_dir();
+    let timeline = crate::rehearsal::timeline(&fans, samples);
     let mut all = true;
     for c in &results {
         println!(
@@ -143,6 +167,11 @@ pub async fn run(args: RushArgs) -> anyhow::Result<bool> {
             c.detail
         );
         all &= c.pass;
+    }
+    if let Some(dir) = report_dir {
+        let figures = headline(&fans, wall);
+        crate::report::write(&dir, &figures, &stats.rows(wall), &results, &timeline)?;
+        println!("report: {}", dir.display());
     }
     if let Some(stack) = stack {
         stack.shutdown().await;
@@ -160,6 +189,7 @@ async fn prepare(
         poll_ms: args.poll_ms,
         pay_share: args.pay_share,
         cancel_share: args.cancel_share,
+        mix: args.rehearsal.mix(),
     };
     if args.spawn {
         let opens_in = args.opens_in.unwrap_or(2 + args.fans as u64 / 1500);
@@ -179,6 +209,12 @@ async fn prepare(
             admission_ttl_secs: args.admission_ttl,
         };
         opts.database_url = args.database.clone().unwrap_or_default();
+        if let Some(t) = args.rehearsal.hold_ttl {
+            opts.hold_ttl_secs = t;
+        }
+        if let Some(t) = args.rehearsal.payment_session {
+            opts.payment_session_secs = t;
+        }
         let stack = ticket_sale::stack::start(opts).await?;
         let faults = serde_json::json!({"fail_rate": args.fail_rate, "cancel_rate": args.cancel_rate,
             "execute_timeout_rate": args.timeout_rate, "duplicate_webhook_rate": args.duplicate_webhook_rate});
@@ -332,4 +368,54 @@ fn print_figures(fans: &[FanOutcome], stats: &Stats, wall: Duration) {
         println!("  stopped early: {r} × {n}");
     }
     println!("{}", stats.table(wall));
+}
+
+/// Late arrivals: the first `late_share × fans` fan indices (fans are started in a shuffled
+/// order) join after the sale opens, spread uniformly over `late_window` seconds. The opening
+/// time comes from the status document.
+async fn late_starts(client: &reqwest::Client, t: &Target, args: &RushArgs) -> Vec<Duration> {
+    let n = ((args.fans as f64) * args.rehearsal.late_share.clamp(0.0, 0.9)) as usize;
+    if n == 0 {
+        return Vec::new();
+    }
+    let doc: serde_json::Value = match client
+        .get(format!("{}/status/{}.json", t.waiting_room, t.event))
+        .send()
+        .await
+    {
+        Ok(r) => r.json().await.unwrap_or_default(),
+        Err(_) => serde_json::Value::Null,
+    };
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    let opens_in = (doc["opens_at"].as_i64().unwrap_or(now) - now).max(0) as u64;
+    let window_ms = args.rehearsal.late_window.max(1) * 1000;
+    (0..n)
+        .map(|_| {
+            let extra = rand::random::<u64>() % window_ms;
+            Duration::from_millis(opens_in * 1000 + 500 + extra)
+        })
+        .collect()
+}
+
+/// The run's headline figures for the report.
+fn headline(fans: &[FanOutcome], wall: Duration) -> serde_json::Value {
+    let count = |f: &dyn Fn(&FanOutcome) -> bool| fans.iter().filter(|x| f(x)).count();
+    let mut behaviours = std::collections::BTreeMap::<String, usize>::new();
+    for f in fans {
+        *behaviours
+            .entry(format!("{:?}/{:?}", f.behaviour.hold, f.behaviour.checkout))
+            .or_default() += 1;
+    }
+    serde_json::json!({
+        "wall_secs": wall.as_secs_f64(),
+        "fans": fans.len(),
+        "late_arrivals": count(&|f| f.late_arrival),
+        "admitted": count(&|f| f.admitted_at_ms.is_some()),
+        "holds": count(&|f| f.hold.is_some()),
+        "paid": count(&|f| f.paid),
+        "cancelled": count(&|f| f.cancelled),
+        "conflicts_409": fans.iter().map(|f| u64::from(f.conflicts)).sum::<u64>(),
+        "found_sold_out": count(&|f| f.gave_up.as_deref() == Some("sold out")),
+        "behaviours": behaviours,
+    })
 }

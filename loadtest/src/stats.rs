@@ -36,6 +36,7 @@ pub struct Stats {
 impl Stats {
     /// Records one call: its latency and its HTTP status (`None` = transport error).
     pub fn record(&self, endpoint: &'static str, took: Duration, status: Option<u16>) {
+        crate::timeline::record(endpoint, took, status);
         let mut map = self.inner.lock().expect("stats lock");
         let e = map.entry(endpoint).or_insert_with(EndpointStats::new);
         let us = u64::try_from(took.as_micros())
@@ -56,6 +57,24 @@ impl Stats {
         map.values().fold((0, 0), |(n, e), s| {
             (n + s.latency_us.len(), e + s.server_errors)
         })
+    }
+
+    /// Per-endpoint rows as JSON: calls, calls/s over `wall`, p50/p99/max ms, 4xx, 5xx.
+    pub fn rows(&self, wall: Duration) -> serde_json::Value {
+        let map = self.inner.lock().expect("stats lock");
+        let secs = wall.as_secs_f64().max(1e-9);
+        let ms = |v: u64| v as f64 / 1000.0;
+        map.iter()
+            .map(|(name, s)| {
+                let h = &s.latency_us;
+                serde_json::json!({
+                    "endpoint": name, "calls": h.len(), "calls_per_sec": h.len() as f64 / secs,
+                    "p50_ms": ms(h.value_at_quantile(0.5)), "p99_ms": ms(h.value_at_quantile(0.99)),
+                    "max_ms": ms(h.max()), "client_errors": s.client_errors,
+                    "server_errors": s.server_errors,
+                })
+            })
+            .collect()
     }
 
     /// A table: endpoint, calls, calls/s over `wall`, p50/p99/max in milliseconds, 4xx, 5xx.

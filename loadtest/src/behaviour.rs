@@ -1,0 +1,217 @@
+//! Fan behaviour mixes for the rehearsal: how a fan holds (one request; the same request sent
+//! twice with one `Idempotency-Key`; several browser tabs holding at once with one admission
+//! token) and how it checks out (pay, pay slowly, pay after the deadline, cancel, walk away).
+//! The shares come from `rush` flags or a `--profile`; [`Mix::pick`] draws one fan's behaviour.
+
+use crate::fan::{call, FanOutcome, Target};
+use crate::stats::Stats;
+use rand::Rng;
+use reqwest::{Client, StatusCode};
+use serde_json::Value;
+use std::time::Duration;
+
+/// How a fan sends its hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub enum HoldStyle {
+    /// One request per attempt.
+    #[default]
+    Single,
+    /// The same request twice, concurrently, with one `Idempotency-Key`: both answers must
+    /// name the same hold.
+    SameKeyRetry,
+    /// `n` tabs hold different seats at once with one admission token: at most one may win.
+    Tabs(usize),
+}
+
+/// What a fan does at checkout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub enum Checkout {
+    /// Pays at once.
+    #[default]
+    Pay,
+    /// Pays after waiting about half of the payment window.
+    PaySlowly,
+    /// Opens the checkout, then presses Pay one second after the payment deadline.
+    PayLate,
+    /// Cancels on the checkout page.
+    Cancel,
+    /// Walks away: the hold lapses on its own.
+    WalkAway,
+}
+
+/// One fan's drawn behaviour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub struct Behaviour {
+    /// Hold style.
+    pub hold: HoldStyle,
+    /// Checkout choice.
+    pub checkout: Checkout,
+}
+
+/// Shares (0..=1) of each behaviour. Checkout shares are taken from the whole population in
+/// this order: pay slowly, pay late, then the target's `pay_share` and `cancel_share` from
+/// the rest; hold styles are drawn independently.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Mix {
+    /// Share who pay slowly (within the deadline).
+    pub pay_slowly: f64,
+    /// Share who press Pay after the payment deadline.
+    pub pay_late: f64,
+    /// Share who send their hold twice with one `Idempotency-Key`.
+    pub same_key_retry: f64,
+    /// Share who hold from several tabs at once.
+    pub tabs_share: f64,
+    /// Tabs per such fan.
+    pub tabs: usize,
+    /// Fans who find no free seat poll the map again for this many seconds (seats lapse and
+    /// are resold) before giving up.
+    pub sold_out_patience_secs: u64,
+}
+
+impl Mix {
+    /// Draws one fan's behaviour (`pay`/`cancel` shares from the target).
+    pub fn pick(&self, pay: f64, cancel: f64) -> Behaviour {
+        let mut rng = rand::thread_rng();
+        let r: f64 = rng.gen();
+        let checkout = if r < self.pay_slowly {
+            Checkout::PaySlowly
+        } else if r < self.pay_slowly + self.pay_late {
+            Checkout::PayLate
+        } else {
+            let rest = 1.0 - self.pay_slowly - self.pay_late;
+            let x = (r - self.pay_slowly - self.pay_late) / rest.max(1e-9);
+            if x < pay {
+                Checkout::Pay
+            } else if x < pay + cancel {
+                Checkout::Cancel
+            } else {
+                Checkout::WalkAway
+            }
+        };
+        let h: f64 = rng.gen();
+        let hold = if h < self.same_key_retry {
+            HoldStyle::SameKeyRetry
+        } else if h < self.same_key_retry + self.tabs_share && self.tabs > 1 {
+            HoldStyle::Tabs(self.tabs)
+        } else {
+            HoldStyle::Single
+        };
+        Behaviour { hold, checkout }
+    }
+}
+
+fn key() -> String {
+    format!("{:032x}", rand::thread_rng().gen::<u128>())
+}
+
+fn hold_req(
+    client: &Client,
+    t: &Target,
+    adm: &str,
+    key: &str,
+    seats: &[String],
+) -> reqwest::RequestBuilder {
+    client
+        .post(format!("{}/api/shows/{}/holds", t.booking, t.event))
+        .bearer_auth(adm)
+        .header("Idempotency-Key", key)
+        .json(&serde_json::json!({ "seats": seats }))
+}
+
+/// Sends one hold attempt in the fan's style; answers like a single hold call (status, body).
+/// Records what the style revealed in `out` (`idempotency_mismatch`, `tabs_won`).
+pub async fn send_hold(
+    client: &Client,
+    stats: &Stats,
+    t: &Target,
+    adm: &str,
+    seats: &[String],
+    alternatives: &[Vec<String>],
+    out: &mut FanOutcome,
+) -> anyhow::Result<(StatusCode, Value)> {
+    match out.behaviour.hold {
+        HoldStyle::Single => {
+            let (s, b, _) = call(
+                client,
+                stats,
+                "hold",
+                hold_req(client, t, adm, &key(), seats),
+            )
+            .await?;
+            Ok((s, b))
+        }
+        HoldStyle::SameKeyRetry => {
+            let k = key();
+            let (a, b) = tokio::join!(
+                call(client, stats, "hold", hold_req(client, t, adm, &k, seats)),
+                call(client, stats, "hold", hold_req(client, t, adm, &k, seats))
+            );
+            let ((sa, ba, _), (sb, bb, _)) = (a?, b?);
+            let won = |s: StatusCode| s == StatusCode::CREATED || s == StatusCode::OK;
+            // One may meet the other in flight (409 concurrent-request); a third send after both
+            // answered must return the stored answer.
+            let (s3, b3, _) =
+                call(client, stats, "hold", hold_req(client, t, adm, &k, seats)).await?;
+            let ids: Vec<&str> = [(&sa, &ba), (&sb, &bb), (&s3, &b3)]
+                .iter()
+                .filter(|(s, _)| won(**s))
+                .filter_map(|(_, b)| b["hold_id"].as_str())
+                .collect();
+            out.idempotent_checked = true;
+            if ids.windows(2).any(|w| w[0] != w[1]) || (won(sa) && !won(s3)) {
+                out.idempotency_mismatch = true;
+            }
+            Ok(if won(s3) {
+                (s3, b3)
+            } else if won(sa) {
+                (sa, ba)
+            } else {
+                (sb, bb)
+            })
+        }
+        HoldStyle::Tabs(n) => {
+            let mut reqs = vec![hold_req(client, t, adm, &key(), seats)];
+            for alt in alternatives.iter().take(n.saturating_sub(1)) {
+                reqs.push(hold_req(client, t, adm, &key(), alt));
+            }
+            let answers =
+                futures::future::join_all(reqs.into_iter().map(|r| call(client, stats, "hold", r)))
+                    .await;
+            let mut first_win = None;
+            let mut last = None;
+            let mut wins = 0;
+            for a in answers.into_iter().flatten() {
+                if a.0 == StatusCode::CREATED || a.0 == StatusCode::OK {
+                    wins += 1;
+                    first_win.get_or_insert((a.0, a.1.clone()));
+                }
+                last = Some((a.0, a.1));
+            }
+            out.tabs_won = Some(wins);
+            first_win
+                .or(last)
+                .ok_or_else(|| anyhow::anyhow!("every tab failed"))
+        }
+    }
+}
+
+/// Waits before pressing Pay as the fan's checkout style says (`payment_expires_at`: epoch s).
+pub async fn before_pay(b: Behaviour, payment_expires_at: Option<i64>) {
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    let left = payment_expires_at.map_or(0, |d| (d - now).max(0));
+    let wait = match b.checkout {
+        Checkout::PaySlowly => Duration::from_millis((left as u64 * 1000) / 2),
+        Checkout::PayLate => Duration::from_secs(left as u64 + 1),
+        _ => Duration::ZERO,
+    };
+    tokio::time::sleep(wait).await;
+}
+
+/// The checkout page button for this behaviour, `None` to walk away.
+pub fn button(b: Behaviour) -> Option<&'static str> {
+    match b.checkout {
+        Checkout::Pay | Checkout::PaySlowly | Checkout::PayLate => Some("pay"),
+        Checkout::Cancel => Some("cancel"),
+        Checkout::WalkAway => None,
+    }
+}

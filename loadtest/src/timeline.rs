@@ -1,0 +1,201 @@
+//! The rehearsal's figures over time: every HTTP call's second, endpoint, status and latency
+//! (recorded by [`crate::stats::Stats::record`]), and a sampler that reads the public status
+//! document and the admin figures once a second (queue length, cursor, state, admissions). At
+//! the end [`Timeline::series`] folds them into 1-second buckets for the report and the plots.
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+static T0: OnceLock<Instant> = OnceLock::new();
+static CALLS: Mutex<Vec<Call>> = Mutex::new(Vec::new());
+
+#[derive(Debug, Clone, Copy)]
+struct Call {
+    at_ms: u64,
+    endpoint: &'static str,
+    status: u16,
+    took_us: u32,
+}
+
+/// Sets the run's time origin (call once, before the fans start).
+pub fn start(at: Instant) {
+    let _ = T0.set(at);
+}
+
+/// Milliseconds since the run's origin (0 before [`start`]).
+pub fn now_ms() -> u64 {
+    T0.get().map_or(0, |t| t.elapsed().as_millis() as u64)
+}
+
+/// Records one HTTP call (`status` `None` = transport error, kept as 0).
+pub fn record(endpoint: &'static str, took: Duration, status: Option<u16>) {
+    if T0.get().is_none() {
+        return;
+    }
+    let c = Call {
+        at_ms: now_ms(),
+        endpoint,
+        status: status.unwrap_or(0),
+        took_us: u32::try_from(took.as_micros()).unwrap_or(u32::MAX),
+    };
+    CALLS.lock().expect("timeline").push(c);
+}
+
+/// One sample of the status document and the admin figures.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Sample {
+    /// Milliseconds since the run's origin.
+    pub t_ms: u64,
+    /// Public state (`prequeue`, `open`, `sold_out`, …).
+    pub state: String,
+    /// Cursor (last number invited).
+    pub cursor: u64,
+    /// Live queue length (fans).
+    pub queue_length: u64,
+    /// Live admitted sessions.
+    pub active: u64,
+    /// Admissions granted so far (admin figures).
+    pub admitted_total: u64,
+}
+
+/// The sampler's handle: stop it to get the samples.
+#[derive(Debug)]
+pub struct Sampler {
+    samples: Arc<Mutex<Vec<Sample>>>,
+    stop: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Sampler {
+    /// Reads `GET {wr}/admin/events/{event}` (the status document plus `admitted_total`) every
+    /// `every`.
+    pub fn spawn(
+        client: reqwest::Client,
+        wr: &str,
+        event: &str,
+        admin: &str,
+        every: Duration,
+    ) -> Self {
+        let samples = Arc::new(Mutex::new(Vec::new()));
+        let (stop, mut stopped) = tokio::sync::watch::channel(false);
+        let (url, admin, out) = (
+            format!("{wr}/admin/events/{event}"),
+            admin.to_owned(),
+            samples.clone(),
+        );
+        let task = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    _ = stopped.changed() => break,
+                }
+                let t_ms = now_ms();
+                let Ok(r) = client.get(&url).bearer_auth(&admin).send().await else {
+                    continue;
+                };
+                let Ok(d) = r.json::<serde_json::Value>().await else {
+                    continue;
+                };
+                let u = |k: &str| d[k].as_u64().unwrap_or(0);
+                out.lock().expect("samples").push(Sample {
+                    t_ms,
+                    state: d["state"].as_str().unwrap_or("").to_owned(),
+                    cursor: u("cursor"),
+                    queue_length: u("queue_length"),
+                    active: u("active"),
+                    admitted_total: u("admitted_total"),
+                });
+            }
+        });
+        Self {
+            samples,
+            stop,
+            task,
+        }
+    }
+
+    /// Stops sampling; the samples in time order.
+    pub async fn finish(self) -> Vec<Sample> {
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
+        std::mem::take(&mut *self.samples.lock().expect("samples"))
+    }
+}
+
+/// Per-second series for the report (index = second since the origin).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Timeline {
+    /// Status samples.
+    pub samples: Vec<Sample>,
+    /// Admissions per second (fans' successful claims).
+    pub admissions: Vec<u64>,
+    /// Hold requests answered 201 per second.
+    pub holds: Vec<u64>,
+    /// Hold requests answered 409 per second.
+    pub conflicts: Vec<u64>,
+    /// Holds read back PAID per second.
+    pub paid: Vec<u64>,
+    /// 5xx answers and transport errors per second.
+    pub errors: Vec<u64>,
+    /// p99 latency per endpoint per second, milliseconds (0 where no call).
+    pub p99_ms: BTreeMap<&'static str, Vec<f64>>,
+}
+
+fn bump(v: &mut Vec<u64>, sec: usize) {
+    if v.len() <= sec {
+        v.resize(sec + 1, 0);
+    }
+    v[sec] += 1;
+}
+
+impl Timeline {
+    /// Folds the recorded calls, the fans' admission and payment times and the samples.
+    pub fn series(samples: Vec<Sample>, admitted_ms: &[u64], paid_ms: &[u64]) -> Self {
+        let calls = std::mem::take(&mut *CALLS.lock().expect("timeline"));
+        let mut t = Self {
+            samples,
+            ..Default::default()
+        };
+        let mut lat: BTreeMap<&'static str, Vec<Vec<u32>>> = BTreeMap::new();
+        for c in &calls {
+            let sec = (c.at_ms / 1000) as usize;
+            match (c.endpoint, c.status) {
+                ("hold", 201) | ("hold", 200) => bump(&mut t.holds, sec),
+                ("hold", 409) => bump(&mut t.conflicts, sec),
+                _ => {}
+            }
+            if c.status == 0 || c.status >= 500 {
+                bump(&mut t.errors, sec);
+            }
+            let e = lat.entry(c.endpoint).or_default();
+            if e.len() <= sec {
+                e.resize(sec + 1, Vec::new());
+            }
+            e[sec].push(c.took_us);
+        }
+        for &ms in admitted_ms {
+            bump(&mut t.admissions, (ms / 1000) as usize);
+        }
+        for &ms in paid_ms {
+            bump(&mut t.paid, (ms / 1000) as usize);
+        }
+        for (name, secs) in lat {
+            let p99 = secs
+                .into_iter()
+                .map(|mut v| {
+                    if v.is_empty() {
+                        return 0.0;
+                    }
+                    v.sort_unstable();
+                    let i = ((v.len() as f64 * 0.99).ceil() as usize).clamp(1, v.len()) - 1;
+                    f64::from(v[i]) / 1000.0
+                })
+                .collect();
+            t.p99_ms.insert(name, p99);
+        }
+        t
+    }
+}
