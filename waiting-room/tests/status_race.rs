@@ -267,3 +267,54 @@ async fn many_concurrent_publishers_on_redis_never_leave_a_closed_event_open() {
     }
     concurrent_writers(stores).await;
 }
+
+#[tokio::test]
+async fn on_redis_a_burst_of_steps_in_two_processes_publishes_once_per_throttle_window() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().expect("dir");
+    let mut pubs = Vec::new();
+    for _ in 0..2 {
+        let s = RedisStore::connect(&redis.url(), Duration::from_secs(2))
+            .await
+            .expect("redis");
+        pubs.push(node(Arc::new(s), dir.path(), true).await.1);
+    }
+    // Node start-up published (the creation transition, then a throttled step): let that
+    // window end, then 2 × 20 steps at once, well inside the next one.
+    let key = waiting_room::store::redis::status_throttle_key(&ev());
+    let mut conn = redis::Client::open(redis.url())
+        .expect("c")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("conn");
+    let _: i64 = redis::cmd("DEL")
+        .arg(&key)
+        .query_async(&mut conn)
+        .await
+        .expect("del");
+    let e = ev();
+    let steps = pubs
+        .iter()
+        .flat_map(|p| (0..20).map(|_| p.publish(&e, T0 * 1000)));
+    let decisions: Vec<_> = futures::future::join_all(steps)
+        .await
+        .into_iter()
+        .map(|r| r.expect("step").decision)
+        .collect();
+    let writes = decisions
+        .iter()
+        .filter(|d| **d == waiting_room::status::Decision::Throttle)
+        .count();
+    assert_eq!((writes, decisions.len()), (1, 40), "{decisions:?}");
+    // The latch is a SET NX PX key that expires by itself within the configured interval.
+    let pttl: i64 = redis::cmd("PTTL")
+        .arg(&key)
+        .query_async(&mut conn)
+        .await
+        .expect("pttl");
+    let throttle = Config::demo("demo", T0, "x").status_throttle_ms as i64;
+    assert!(
+        pttl > 0 && pttl <= throttle,
+        "PTTL {pttl} ms, throttle {throttle} ms"
+    );
+}
