@@ -1,0 +1,143 @@
+//! "Best available N together" (issue 5) on SQLite and PostgreSQL: concurrent parties get
+//! disjoint blocks of adjacent seats in one row (a lost race moves to the next block), the
+//! unguarded variant hands one block to two parties, a party is never split unless it asks,
+//! and lapsed holds count as free.
+
+mod support;
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use booking_core::Venue;
+use serde_json::{json, Value};
+use support::{Backend, Harness};
+use tokio::sync::Barrier;
+
+on_both!(best_available_races_and_never_splits);
+
+fn best(n: u32, split: bool) -> Value {
+    json!({"best_available": {"section": "A", "quantity": n, "allow_split": split}})
+}
+
+/// Seats are `A-{row}-{n}`: (row, n).
+fn pos(id: &str) -> (u32, u32) {
+    let mut p = id.split('-').skip(1).map(|x| x.parse::<u32>().unwrap());
+    (p.next().unwrap(), p.next().unwrap())
+}
+
+async fn best_available_races_and_never_splits(b: Backend) {
+    let h = Harness::on_with(b, |c| {
+        let mut v = Venue::small(5);
+        v.rows = 2; // A-1-1..A-1-5, A-2-1..A-2-5
+        c.shows[0].venue = v;
+    })
+    .await;
+    // Without the guard: two parties read the same free block, pause, then both write it.
+    let (db, won, barrier) = (
+        h.state.db.clone(),
+        Arc::new(AtomicUsize::new(0)),
+        Arc::new(Barrier::new(2)),
+    );
+    let tasks: Vec<_> = (0..2)
+        .map(|i| {
+            let (db, won, barrier) = (db.clone(), won.clone(), barrier.clone());
+            tokio::spawn(async move {
+                let free: Vec<String> = sqlx::query_scalar(
+                    "SELECT seat_id FROM seats WHERE section = 'A' AND status = 'free' ORDER BY seat_row, number LIMIT 2",
+                )
+                .fetch_all(&db)
+                .await
+                .unwrap();
+                barrier.wait().await;
+                for s in &free {
+                    sqlx::query("UPDATE seats SET status = 'held', hold_id = $1 WHERE seat_id = $2")
+                        .bind(format!("party-{i}"))
+                        .bind(s)
+                        .execute(&db)
+                        .await
+                        .unwrap();
+                }
+                won.fetch_add(free.len(), Ordering::SeqCst);
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(
+        won.load(Ordering::SeqCst),
+        4,
+        "unguarded: 4 seats handed out from a block of 2"
+    );
+    sqlx::query("UPDATE seats SET status = 'free', hold_id = NULL")
+        .execute(&h.state.db)
+        .await
+        .unwrap();
+    // With the guard: four parties of two at once get four disjoint adjacent pairs.
+    let tokens: Vec<String> = (0..4).map(|i| h.token(&format!("party{i}"))).collect();
+    let tries = tokens.iter().map(|t| {
+        let h = &h;
+        async move { h.hold_with(t, "k", best(2, false), &[]).await }
+    });
+    let results = futures::future::join_all(tries).await;
+    let mut seen = HashSet::new();
+    for (st, body) in &results {
+        assert_eq!(*st, 201, "{results:?}");
+        let seats: Vec<&str> = body["seats"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_str().unwrap())
+            .collect();
+        let (a, b) = (pos(seats[0]), pos(seats[1]));
+        assert!(
+            a.0 == b.0 && a.1 + 1 == b.1,
+            "adjacent in one row: {seats:?}"
+        );
+        for s in seats {
+            assert!(seen.insert(s.to_owned()), "{s} given twice: {results:?}");
+        }
+    }
+    // Left: A-1-5 and A-2-5, not side by side: a party of two is refused, never split ...
+    let t = h.token("pair");
+    let (st, body) = h.hold_with(&t, "k1", best(2, false), &[]).await;
+    assert_eq!(
+        (st, body["type"].as_str()),
+        (409, Some("/problems/no-seats-together")),
+        "{body}"
+    );
+    assert_eq!(
+        body["availability"],
+        json!({"section": "A", "free": 2, "largest_block": 1})
+    );
+    // ... unless it asks.
+    let (st, body) = h.hold_with(&t, "k2", best(2, true), &[]).await;
+    assert_eq!(
+        (st, body["seats"].clone()),
+        (201, json!(["A-1-5", "A-2-5"])),
+        "{body}"
+    );
+    // Lapsed holds count as free: the front row is offered again.
+    h.clock.advance_ms(481_000);
+    let (st, body) = h
+        .hold_with(&h.token("late"), "k", best(3, false), &[])
+        .await;
+    assert_eq!(
+        (st, body["seats"].clone()),
+        (201, json!(["A-1-1", "A-1-2", "A-1-3"])),
+        "{body}"
+    );
+    let (st, body) = h
+        .hold_with(
+            &h.token("x"),
+            "k",
+            json!({"best_available": {"section": "Q", "quantity": 1}}),
+            &[],
+        )
+        .await;
+    assert_eq!(
+        (st, body["type"].as_str()),
+        (422, Some("/problems/unknown-section"))
+    );
+}

@@ -1,0 +1,235 @@
+//! General-admission pools (issue 5, seed 001 "Counters for Pooled Inventory") on SQLite and
+//! PostgreSQL: the pretix-style race (an unguarded read-then-write counter oversells; the
+//! conditional update gives exactly `capacity` winners), expiry on read and reclaim, release in
+//! the same transaction, the drift check, and an oversell allowance with who set it.
+
+mod support;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use booking_core::PoolSpec;
+use serde_json::{json, Value};
+use support::{Backend, Harness, ADMIN, SHOW};
+use tokio::sync::Barrier;
+
+on_both!(
+    pool_counter_race_exactly_capacity_winners,
+    pool_expiry_release_drift_and_oversell,
+);
+
+async fn with_pool(b: Backend, capacity: u32) -> Harness {
+    Harness::on_with(b, move |c| {
+        Harness::small_venue(c, 4);
+        c.shows[0].venue.pools.push(PoolSpec {
+            id: "FLOOR".into(),
+            price_cents: 3_000,
+            capacity,
+        });
+    })
+    .await
+}
+
+async fn pool_json(h: &Harness) -> Value {
+    let v: Value = h
+        .http
+        .get(format!("{}/api/shows/{SHOW}/seats", h.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    v["pools"][0].clone()
+}
+
+async fn drift(h: &Harness) -> Value {
+    h.http
+        .get(format!("{}/admin/shows/{SHOW}/pools/drift", h.base))
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+async fn pool_counter_race_exactly_capacity_winners(b: Backend) {
+    let h = with_pool(b, 10).await;
+    // Without the guard: read `taken`, pause (barrier), write `taken + 1` if it fitted.
+    let (db, winners, barrier) = (
+        h.state.db.clone(),
+        Arc::new(AtomicUsize::new(0)),
+        Arc::new(Barrier::new(20)),
+    );
+    let tasks: Vec<_> = (0..20)
+        .map(|_| {
+            let (db, winners, barrier) = (db.clone(), winners.clone(), barrier.clone());
+            tokio::spawn(async move {
+                let taken: i64 = sqlx::query_scalar(
+                    "SELECT taken FROM pools WHERE show_id = 'demo' AND pool_id = 'FLOOR'",
+                )
+                .fetch_one(&db)
+                .await
+                .unwrap();
+                barrier.wait().await;
+                if taken < 10 {
+                    sqlx::query(
+                        "UPDATE pools SET taken = $1 WHERE show_id = 'demo' AND pool_id = 'FLOOR'",
+                    )
+                    .bind(taken + 1)
+                    .execute(&db)
+                    .await
+                    .unwrap();
+                    winners.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(
+        winners.load(Ordering::SeqCst),
+        20,
+        "unguarded: 20 fans for 10 places"
+    );
+    sqlx::query("UPDATE pools SET taken = 0")
+        .execute(&h.state.db)
+        .await
+        .unwrap();
+    // With the conditional counter: exactly 10 of 20 concurrent fans win.
+    let tokens: Vec<String> = (0..20).map(|i| h.token(&format!("ga{i}"))).collect();
+    let tries = tokens.iter().map(|t| {
+        let h = &h;
+        async move {
+            h.hold_with(t, "k", json!({"pool": "FLOOR", "quantity": 1}), &[])
+                .await
+        }
+    });
+    let results = futures::future::join_all(tries).await;
+    assert_eq!(
+        results.iter().filter(|r| r.0 == 201).count(),
+        10,
+        "{results:?}"
+    );
+    for (st, body) in results.iter().filter(|r| r.0 != 201) {
+        assert_eq!(
+            (*st, body["type"].as_str()),
+            (409, Some("/problems/pool-unavailable"))
+        );
+        assert_eq!(body["availability"][0]["available"], 0, "{body}");
+    }
+    let d = drift(&h).await;
+    assert_eq!(
+        (d["pools"][0]["taken"].as_i64(), d["drifting"].as_i64()),
+        (Some(10), Some(0))
+    );
+}
+
+async fn pool_expiry_release_drift_and_oversell(b: Backend) {
+    let h = with_pool(b, 3).await;
+    let t1 = h.token("p1");
+    let (st, hold) = h
+        .hold_with(&t1, "k", json!({"pool": "FLOOR", "quantity": 3}), &[])
+        .await;
+    assert_eq!(
+        (st, hold["amount_cents"].as_i64()),
+        (201, Some(9_000)),
+        "{hold}"
+    );
+    assert_eq!(pool_json(&h).await["available"], 0);
+    // expiry on read: the lapsed hold stops counting at once, before any sweeper
+    h.clock.advance_ms(481_000);
+    assert_eq!(pool_json(&h).await["available"], 3);
+    let t2 = h.token("p2");
+    let (st, h2) = h
+        .hold_with(&t2, "k", json!({"pool": "FLOOR", "quantity": 2}), &[])
+        .await;
+    assert_eq!(st, 201, "{h2}");
+    let d = drift(&h).await;
+    assert_eq!(
+        (d["pools"][0]["taken"].as_i64(), d["drifting"].as_i64()),
+        (Some(2), Some(0)),
+        "{d}"
+    );
+    // release decrements in the same transaction
+    let r = h
+        .http
+        .delete(format!(
+            "{}/api/holds/{}",
+            h.base,
+            h2["hold_id"].as_str().unwrap()
+        ))
+        .bearer_auth(&t2)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(drift(&h).await["pools"][0]["taken"], 0);
+    // oversell: an operator allows 2 more, recorded with who and when
+    let r = h
+        .http
+        .post(format!(
+            "{}/admin/shows/{SHOW}/pools/FLOOR/oversell",
+            h.base
+        ))
+        .bearer_auth(ADMIN)
+        .json(&json!({"allowance": 2, "operator": "ops-anna"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let (st, _) = h
+        .hold_with(
+            &h.token("p3"),
+            "k",
+            json!({"pool": "FLOOR", "quantity": 4}),
+            &[],
+        )
+        .await;
+    assert_eq!(st, 201);
+    let (st, _) = h
+        .hold_with(
+            &h.token("p4"),
+            "k",
+            json!({"pool": "FLOOR", "quantity": 2}),
+            &[],
+        )
+        .await;
+    assert_eq!(st, 409, "capacity 3 + oversell 2 = 5");
+    let (by, at): (String, i64) = sqlx::query_as(
+        "SELECT oversell_set_by, oversell_set_at FROM pools WHERE pool_id = 'FLOOR'",
+    )
+    .fetch_one(&h.state.db)
+    .await
+    .unwrap();
+    assert_eq!(by, "ops-anna");
+    assert!(at > 0);
+    // discrete seats cannot be oversold: there is no allowance for them at all
+    let r = h
+        .http
+        .post(format!(
+            "{}/admin/shows/{SHOW}/pools/A-1-1/oversell",
+            h.base
+        ))
+        .bearer_auth(ADMIN)
+        .json(&json!({"allowance": 1, "operator": "ops"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    let (st, body) = h
+        .hold_with(
+            &h.token("p5"),
+            "k",
+            json!({"pool": "NOPE", "quantity": 1}),
+            &[],
+        )
+        .await;
+    assert_eq!(
+        (st, body["type"].as_str()),
+        (422, Some("/problems/unknown-pool"))
+    );
+}
