@@ -3,6 +3,7 @@
 
 pub mod admin;
 pub mod fan;
+pub mod history;
 pub mod office;
 pub mod webhook;
 
@@ -35,6 +36,12 @@ pub fn router(state: AppState) -> Router {
         .route("/admin/shows/{show}/outbox", get(office::outbox))
         .route("/admin/shows/{show}/refunds", get(office::refunds))
         .route("/admin/alerts", get(office::alerts))
+        .route("/admin/shows/{show}/holds", get(history::holds))
+        .route(
+            "/admin/shows/{show}/seats/{seat}/history",
+            get(history::seat),
+        )
+        .route("/admin/holds/{hold}/history", get(history::hold))
         .route("/admin/shows/{show}/pools/drift", get(admin::drift))
         .route(
             "/admin/shows/{show}/pools/{pool}/oversell",

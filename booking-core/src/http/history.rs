@@ -1,0 +1,132 @@
+//! Back-office history behind the admin bearer token (issue 5, seed 001 "Auditing": "I booked
+//! that and you gave it away" must be answerable): holds filtered and paged, a seat's history
+//! (every hold that included it and each of that hold's audit rows: who held it, when, why it
+//! was released) and a hold's history. Times in epoch ms (`at`).
+
+use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
+use axum::Json;
+use sale_common::Problem;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::admin::admin;
+use crate::error::ApiResult;
+use crate::AppState;
+
+/// Paging and filters: `limit` 1..=500 (default 100), `offset` (default 0), `status`
+/// (`HELD`/`PAID`/`RELEASED`), `visitor`.
+#[derive(Debug, Deserialize, Default)]
+pub struct Page {
+    limit: Option<i64>,
+    offset: Option<i64>,
+    status: Option<String>,
+    visitor: Option<String>,
+}
+
+impl Page {
+    fn bounds(&self) -> (i64, i64) {
+        (
+            self.limit.unwrap_or(100).clamp(1, 500),
+            self.offset.unwrap_or(0).max(0),
+        )
+    }
+}
+
+/// One audit row joined with its hold: at, hold, visitor, action, actor, reason.
+type Row = (i64, String, Option<String>, String, String, Option<String>);
+
+fn rows_json(rows: Vec<Row>) -> Vec<Value> {
+    rows.into_iter()
+        .map(|(at, hold, visitor, action, actor, reason)| {
+            json!({"at": at, "hold_id": hold, "visitor_id": visitor, "action": action, "actor": actor, "reason": reason})
+        })
+        .collect()
+}
+
+/// `GET /admin/shows/{show}/holds?status=&visitor=&limit=&offset=`: newest first,
+/// `{"holds":[{"hold_id","visitor_id","status","channel","amount_cents","created_at",
+/// "expires_at","seats":[…]}],"limit","offset"}`.
+pub async fn holds(
+    State(state): State<AppState>,
+    Path(show): Path<String>,
+    Query(p): Query<Page>,
+    headers: HeaderMap,
+) -> ApiResult<Json<Value>> {
+    admin(&state, &headers)?;
+    let (limit, offset) = p.bounds();
+    type H = (String, String, String, String, i64, i64, i64);
+    let rows: Vec<H> = sqlx::query_as(
+        "SELECT id, visitor_id, status, channel, amount_cents, created_at, expires_at FROM holds \
+         WHERE show_id = $1 AND ($2 = '' OR status = $2) AND ($3 = '' OR visitor_id = $3) \
+         ORDER BY created_at DESC, id DESC LIMIT $4 OFFSET $5",
+    )
+    .bind(&show)
+    .bind(p.status.clone().unwrap_or_default())
+    .bind(p.visitor.clone().unwrap_or_default())
+    .bind(limit)
+    .bind(offset)
+    .fetch_all(&state.db)
+    .await?;
+    let mut out = Vec::with_capacity(rows.len());
+    for (id, visitor, status, channel, amount, created, expires) in rows {
+        let seats = crate::holds::seats_of(&state.db, &id).await?;
+        out.push(
+            json!({"hold_id": id, "visitor_id": visitor, "status": status, "channel": channel,
+            "amount_cents": amount, "created_at": created, "expires_at": expires, "seats": seats}),
+        );
+    }
+    Ok(Json(
+        json!({"holds": out, "limit": limit, "offset": offset}),
+    ))
+}
+
+/// `GET /admin/shows/{show}/seats/{seat}/history?limit=&offset=`: oldest first, every audit
+/// row of every hold that included the seat: `{"seat","history":[{"at","hold_id","visitor_id",
+/// "action","actor","reason"}]}`.
+pub async fn seat(
+    State(state): State<AppState>,
+    Path((show, seat)): Path<(String, String)>,
+    Query(p): Query<Page>,
+    headers: HeaderMap,
+) -> ApiResult<Json<Value>> {
+    admin(&state, &headers)?;
+    let (limit, offset) = p.bounds();
+    let rows: Vec<Row> = sqlx::query_as(
+        "SELECT a.at, a.hold_id, h.visitor_id, a.action, a.actor, a.reason FROM audit a \
+         JOIN hold_seats hs ON hs.hold_id = a.hold_id JOIN holds h ON h.id = a.hold_id \
+         WHERE hs.show_id = $1 AND hs.seat_id = $2 ORDER BY a.at, a.id LIMIT $3 OFFSET $4",
+    )
+    .bind(&show)
+    .bind(&seat)
+    .bind(limit)
+    .bind(offset)
+    .fetch_all(&state.db)
+    .await?;
+    Ok(Json(json!({"seat": seat, "history": rows_json(rows)})))
+}
+
+/// `GET /admin/holds/{hold}/history`: `{"hold_id","show","visitor_id","status","seats",
+/// "history":[…]}`, oldest first; 404 for an unknown hold.
+pub async fn hold(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<Json<Value>> {
+    admin(&state, &headers)?;
+    let Some(h) = crate::holds::load(&state.db, &id).await? else {
+        return Err(Problem::not_found(format!("hold {id}")).into());
+    };
+    let rows: Vec<Row> = sqlx::query_as(
+        "SELECT a.at, a.hold_id, h.visitor_id, a.action, a.actor, a.reason FROM audit a \
+         JOIN holds h ON h.id = a.hold_id WHERE a.hold_id = $1 ORDER BY a.at, a.id",
+    )
+    .bind(&id)
+    .fetch_all(&state.db)
+    .await?;
+    let seats = crate::holds::seats_of(&state.db, &id).await?;
+    Ok(Json(
+        json!({"hold_id": h.id, "show": h.show_id, "visitor_id": h.visitor_id,
+        "status": h.status, "seats": seats, "history": rows_json(rows)}),
+    ))
+}
