@@ -26,7 +26,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Runs N synthetic fans through the whole journey and checks the invariants.
-    Rush(rush::RushArgs),
+    Rush(Box<rush::RushArgs>),
     /// Measures every speed figure (requests/s, ratio to /healthz, p50/p99) and writes JSON.
     Bench(bench::BenchArgs),
     /// Ramps holds on one hot show to find the sustainable rate; recommends (and can apply)
@@ -63,7 +63,7 @@ fn main() -> ExitCode {
                 if let Some(m) = matches.subcommand_matches("rush") {
                     rush::apply_profile(&mut args, m);
                 }
-                rush::run(args).await
+                rush::run(*args).await
             }
             Command::Bench(args) => bench::run(args).await,
             Command::Calibrate(args) => calibrate::run(args).await,
