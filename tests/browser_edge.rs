@@ -20,13 +20,21 @@ fn now_secs() -> i64 {
 async fn admin(stack: &ticket_sale::stack::Stack, path: &str, body: Option<serde_json::Value>) {
     let c = reqwest::Client::new();
     let url = format!("{}/admin/events{path}", stack.waiting_room_url);
-    let req = c.post(url).bearer_auth(&stack.admin_token).header("X-Operator", "browser-test");
+    let req = c
+        .post(url)
+        .bearer_auth(&stack.admin_token)
+        .header("X-Operator", "browser-test");
     let req = match body {
         Some(b) => req.json(&b),
         None => req,
     };
     let r = req.send().await.expect("admin call");
-    assert!(r.status().is_success(), "admin {path}: {} {}", r.status(), r.text().await.unwrap_or_default());
+    assert!(
+        r.status().is_success(),
+        "admin {path}: {} {}",
+        r.status(),
+        r.text().await.unwrap_or_default()
+    );
 }
 
 async fn create_event(stack: &ticket_sale::stack::Stack, id: &str, opens_in: i64) {
@@ -35,7 +43,11 @@ async fn create_event(stack: &ticket_sale::stack::Stack, id: &str, opens_in: i64
 }
 
 async fn ahead(c: &fantoccini::Client) -> u64 {
-    text_of(c, "#ahead").await.trim().parse().unwrap_or(u64::MAX)
+    text_of(c, "#ahead")
+        .await
+        .trim()
+        .parse()
+        .unwrap_or(u64::MAX)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -48,10 +60,15 @@ async fn waiting_page_from_countdown_to_confirmation_through_the_cdn() {
 
     // Pre-queue: a countdown and the promise that the order is drawn at opening.
     create_event(&stack, "later", 3600).await;
-    c.goto(&format!("{}/?event=later", cdn.url)).await.expect("open page");
+    c.goto(&format!("{}/?event=later", cdn.url))
+        .await
+        .expect("open page");
     wait_text(&c, "#countdown-box:not([hidden]) #countdown", "min", 20).await;
     let shuffle = text_of(&c, "#shuffle").await;
-    assert!(shuffle.contains("random order"), "shuffle notice: {shuffle}");
+    assert!(
+        shuffle.contains("random order"),
+        "shuffle notice: {shuffle}"
+    );
     shot(&c, "edge-01-prequeue-countdown").await;
 
     // Eight fans get in line first (after opening: FIFO), then our fan.
@@ -73,14 +90,23 @@ async fn waiting_page_from_countdown_to_confirmation_through_the_cdn() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     for _ in 0..8 {
-        let r = http.post(format!("{}/api/events/edge/join", stack.waiting_room_url)).send().await.expect("join");
+        let r = http
+            .post(format!("{}/api/events/edge/join", stack.waiting_room_url))
+            .send()
+            .await
+            .expect("join");
         assert!(r.status().is_success());
     }
-    c.goto(&format!("{}/?event=edge", cdn.url)).await.expect("open page");
+    c.goto(&format!("{}/?event=edge", cdn.url))
+        .await
+        .expect("open page");
     wait_text(&c, "#queue-box:not([hidden]) #queue-number", "", 20).await;
     let first_ahead = ahead(&c).await;
     let number = text_of(&c, "#queue-number").await;
-    assert!(first_ahead >= 1 && first_ahead < 20, "people ahead: {first_ahead}");
+    assert!(
+        first_ahead >= 1 && first_ahead < 20,
+        "people ahead: {first_ahead}"
+    );
     shot(&c, "edge-02-in-line").await;
 
     // A refresh keeps the place (the join token lives in localStorage, never in the URL).
@@ -103,7 +129,10 @@ async fn waiting_page_from_countdown_to_confirmation_through_the_cdn() {
         if now_ahead < first_ahead || c.find(Locator::Css("#seatmap")).await.is_ok() {
             break;
         }
-        assert!(start.elapsed() < Duration::from_secs(30), "people ahead never fell from {first_ahead}");
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "people ahead never fell from {first_ahead}"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 
@@ -115,18 +144,47 @@ async fn waiting_page_from_countdown_to_confirmation_through_the_cdn() {
         .expect("admitted to the seat map");
     assert!(!c.current_url().await.expect("url").as_str().contains("eyJ"));
     shot(&c, "edge-04-seat-map").await;
-    c.find(Locator::Css("#seatmap .seat.free")).await.expect("seat").click().await.expect("click");
-    c.find(Locator::Id("hold")).await.expect("hold").click().await.expect("click hold");
+    c.find(Locator::Css("#seatmap .seat.free"))
+        .await
+        .expect("seat")
+        .click()
+        .await
+        .expect("click");
+    c.find(Locator::Id("hold"))
+        .await
+        .expect("hold")
+        .click()
+        .await
+        .expect("click hold");
     wait_text(&c, "#held:not([hidden]) #held-seats", "-", 20).await;
-    c.find(Locator::Id("pay")).await.expect("pay").click().await.expect("click pay");
+    c.find(Locator::Id("pay"))
+        .await
+        .expect("pay")
+        .click()
+        .await
+        .expect("click pay");
     let start = Instant::now();
-    while !c.current_url().await.expect("url").as_str().starts_with(&stack.gateway_url) {
-        assert!(start.elapsed() < Duration::from_secs(20), "never reached the gateway's checkout");
+    while !c
+        .current_url()
+        .await
+        .expect("url")
+        .as_str()
+        .starts_with(&stack.gateway_url)
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "never reached the gateway's checkout"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     wait_text(&c, "body", "Cancel", 20).await;
     shot(&c, "edge-05-checkout").await;
-    c.find(Locator::Id("pay")).await.expect("checkout pay").click().await.expect("pay at the gateway");
+    c.find(Locator::Id("pay"))
+        .await
+        .expect("checkout pay")
+        .click()
+        .await
+        .expect("pay at the gateway");
     wait_text(&c, "#headline", "Booking confirmed", 30).await;
     shot(&c, "edge-06-confirmation").await;
 
@@ -144,21 +202,27 @@ async fn waiting_page_shows_closed_sold_out_and_trouble_in_plain_words() {
     let c = connect(&driver, profile.path()).await;
 
     create_event(&stack, "closing", 0).await;
-    c.goto(&format!("{}/?event=closing", cdn.url)).await.expect("open page");
+    c.goto(&format!("{}/?event=closing", cdn.url))
+        .await
+        .expect("open page");
     wait_text(&c, "#state", "open", 20).await;
     admin(&stack, "/closing/close", None).await;
     wait_text(&c, "#state", "The sale is closed.", 20).await;
     shot(&c, "edge-07-closed").await;
 
     create_event(&stack, "gone", 0).await;
-    c.goto(&format!("{}/?event=gone", cdn.url)).await.expect("open page");
+    c.goto(&format!("{}/?event=gone", cdn.url))
+        .await
+        .expect("open page");
     wait_text(&c, "#state", "open", 20).await;
     admin(&stack, "/gone/sold-out", None).await;
     wait_text(&c, "#state", "Sold out", 20).await;
     shot(&c, "edge-08-sold-out").await;
 
     // The origin goes away: the CDN keeps serving the page, and the page says what is wrong.
-    c.goto(&format!("{}/?event=states", cdn.url)).await.expect("open page");
+    c.goto(&format!("{}/?event=states", cdn.url))
+        .await
+        .expect("open page");
     wait_text(&c, "#state", "not opened yet", 20).await;
     stack.shutdown().await;
     let trouble = wait_text(&c, "#trouble:not([hidden])", "trouble reaching", 40).await;
@@ -181,26 +245,39 @@ async fn waiting_page_solves_the_proof_of_work_in_a_web_worker() {
         .send()
         .await
         .expect("set difficulty");
-    assert!(r.status().is_success(), "PATCH pow_difficulty: {}", r.status());
+    assert!(
+        r.status().is_success(),
+        "PATCH pow_difficulty: {}",
+        r.status()
+    );
     // Without a proof, a join is refused.
     let plain = reqwest::Client::new()
         .post(format!("{}/api/events/pow/join", stack.waiting_room_url))
         .send()
         .await
         .expect("join");
-    assert_eq!(plain.status(), 403, "a join without proof of work is refused");
+    assert_eq!(
+        plain.status(),
+        403,
+        "a join without proof of work is refused"
+    );
 
     let driver = Driver::start();
     let profile = tempfile::tempdir().expect("profile dir");
     let c = connect(&driver, profile.path()).await;
-    c.goto(&format!("{}/?event=pow", cdn.url)).await.expect("open page");
+    c.goto(&format!("{}/?event=pow", cdn.url))
+        .await
+        .expect("open page");
     // The worker finds a solution and the fan gets a place in the pre-queue.
     wait_text(&c, "#state", "not opened yet", 60).await;
     let token: serde_json::Value = c
         .execute("return localStorage.getItem('join:pow');", vec![])
         .await
         .expect("read localStorage");
-    assert!(token.as_str().is_some_and(|t| t.split('.').count() == 3), "join token stored: {token}");
+    assert!(
+        token.as_str().is_some_and(|t| t.split('.').count() == 3),
+        "join token stored: {token}"
+    );
     shot(&c, "edge-10-after-proof-of-work").await;
     c.close().await.ok();
     drop(cdn);

@@ -78,12 +78,24 @@ async fn a_fan_books_a_seat_in_a_real_browser() {
         .expect("click pay");
     // The booking page's own button is also `#pay`: wait until the browser is at the gateway.
     let start = std::time::Instant::now();
-    while !c.current_url().await.expect("url").as_str().starts_with(&stack.gateway_url) {
-        assert!(start.elapsed() < Duration::from_secs(30), "never reached the gateway's checkout");
+    while !c
+        .current_url()
+        .await
+        .expect("url")
+        .as_str()
+        .starts_with(&stack.gateway_url)
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "never reached the gateway's checkout"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let cancel = text_of(&c, "#cancel").await;
-    assert!(cancel.contains("Cancel"), "checkout offers Cancel: {cancel}");
+    assert!(
+        cancel.contains("Cancel"),
+        "checkout offers Cancel: {cancel}"
+    );
     shot(&c, "04-checkout").await;
     c.find(Locator::Id("pay"))
         .await

@@ -94,4 +94,3 @@ async fn origin_status_load_is_independent_of_the_number_of_waiters() {
     drop(cdn);
     s.shutdown().await;
 }
-

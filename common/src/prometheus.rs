@@ -30,7 +30,10 @@ mod tests {
     fn one_handle_per_process_renders_recorded_figures() {
         let h = super::handle().expect("recorder installs");
         metrics::counter!("common_test_total").increment(3);
-        assert!(super::handle().is_some(), "a second call reuses the recorder");
+        assert!(
+            super::handle().is_some(),
+            "a second call reuses the recorder"
+        );
         assert!(h.render().contains("common_test_total 3"), "{}", h.render());
     }
 }

@@ -77,7 +77,6 @@ pub async fn text_of(c: &fantoccini::Client, css: &str) -> String {
     el.text().await.unwrap_or_default()
 }
 
-
 /// Waits until the element matching `css` shows text containing `want`; returns that text.
 pub async fn wait_text(c: &fantoccini::Client, css: &str, want: &str, secs: u64) -> String {
     let xpath_free = c

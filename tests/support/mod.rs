@@ -23,6 +23,7 @@ pub async fn start_with_cdn(id: &str, opens_in_secs: u64, admit_rate: f64) -> (s
     opts.fan_rate_per_sec = 1000;
     opts.fan_burst = 1000;
     let s = stack::start(opts).await.expect("stack starts");
-    let cdn = Cdn::start(0, s.waiting_room_url.trim_start_matches("http://")).expect("nginx starts");
+    let cdn =
+        Cdn::start(0, s.waiting_room_url.trim_start_matches("http://")).expect("nginx starts");
     (s, cdn)
 }
