@@ -87,8 +87,16 @@ pub struct Config {
     pub webhook_secrets: Vec<Secret>,
     /// Webhook timestamp tolerance, seconds (300).
     pub webhook_tolerance_secs: i64,
-    /// Directory the outbox worker writes emails to (one `.eml` file per message).
+    /// Directory the outbox worker writes emails to (one `.eml` file per message), used when
+    /// `smtp_url` is `None` (the embedded default).
     pub mail_dir: PathBuf,
+    /// SMTP relay for emails instead of the mail directory: `smtp://host:port`, a plain relay
+    /// on a trusted network (see [`crate::mail::plain_relay`]).
+    pub smtp_url: Option<String>,
+    /// `From:` address of the emails sent over SMTP.
+    pub mail_from: String,
+    /// Domain of fans' addresses when a message names no `email`: `{visitor_id}@{domain}`.
+    pub fan_mail_domain: String,
     /// Outbox worker cadence, milliseconds; 0 disables the loop (tests call `Outbox::step`).
     pub outbox_interval_ms: u64,
     /// Test hook for case B08: the callback path stops right after the gateway's execute
@@ -154,6 +162,9 @@ impl Config {
             webhook_secrets: vec![gateway_secret.clone()],
             webhook_tolerance_secs: 300,
             mail_dir: std::env::temp_dir().join("ticket-sale-mail"),
+            smtp_url: None,
+            mail_from: "tickets@example.invalid".into(),
+            fan_mail_domain: "fans.example.invalid".into(),
             outbox_interval_ms: 500,
             crash_after_execute: false,
             public_url: public_url.into(),
@@ -178,6 +189,10 @@ impl Config {
     /// Start-up checks: the payment session ends before the hold (DESIGN "Timing"), URLs are
     /// absolute, show ids are valid and unique, secrets are set.
     pub fn validate(&self) -> anyhow::Result<()> {
+        if self.smtp_url.is_some() {
+            crate::mail::Mailer::from_config(self)
+                .map_err(|e| anyhow::anyhow!("smtp_url unusable: {e}"))?;
+        }
         for (name, c) in &self.channels {
             anyhow::ensure!(
                 c.payment_secs > 0 && c.payment_secs < c.hold_secs,

@@ -19,6 +19,7 @@ pub mod http;
 pub mod keys;
 pub mod ladder;
 pub mod late;
+pub mod mail;
 pub mod notify;
 pub mod outbox;
 pub mod payments;

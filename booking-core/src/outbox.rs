@@ -45,15 +45,22 @@ pub struct Outbox {
     state: AppState,
     owner: String,
     http: reqwest::Client,
+    mailer: crate::mail::Mailer,
 }
 
 impl Outbox {
     /// A worker with its own claim owner token.
     pub fn new(state: AppState) -> Self {
+        // `Config::validate` already refused an unusable `smtp_url` at start-up.
+        let mailer = crate::mail::Mailer::from_config(&state.config).unwrap_or_else(|e| {
+            tracing::error!(error = %e, "smtp_url unusable; writing emails to mail_dir");
+            crate::mail::Mailer::Dir(state.config.mail_dir.clone())
+        });
         Self {
             state,
             owner: uuid::Uuid::new_v4().to_string(),
             http: reqwest::Client::new(),
+            mailer,
         }
     }
 
@@ -137,7 +144,7 @@ impl Outbox {
         payload: &Value,
         now_ms: i64,
     ) -> anyhow::Result<()> {
-        write_mail(&self.state.config.mail_dir, ref_id, kind, payload)?;
+        self.mailer.send(ref_id, kind, payload).await?;
         let mut tx = self.state.db.begin().await?;
         self.mark_sent(&mut tx, id, now_ms).await?;
         tx.commit().await?;
@@ -228,11 +235,7 @@ impl Outbox {
 pub fn write_mail(dir: &Path, ref_id: &str, kind: &str, payload: &Value) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let to = payload["visitor_id"].as_str().unwrap_or("fan");
-    let subject = match kind {
-        "confirmation-email" => "Your tickets are booked",
-        "refund-notice" => "Your payment was refunded: the seats were no longer available",
-        _ => kind,
-    };
+    let subject = crate::mail::subject(kind);
     let body = format!(
         "To: {to}\r\nSubject: {subject}\r\nX-Kind: {kind}\r\nX-Ref: {ref_id}\r\nContent-Type: application/json\r\n\r\n{}\r\n",
         serde_json::to_string_pretty(payload).unwrap_or_default()

@@ -1,0 +1,110 @@
+//! Where confirmation and refund emails go (issue 4: "a mail directory by default, SMTP through
+//! a well-kept crate as an option"). [`Mailer::Dir`] writes one `.eml` file per message
+//! ([`crate::outbox::write_mail`]); [`Mailer::Smtp`] sends through `lettre`'s async SMTP
+//! transport. Either way the outbox marks the message sent only after the mailer succeeded, so a
+//! failure is retried and a message is never lost (a retry after a crash between send and mark
+//! can repeat an SMTP send; the message carries `X-Ref` so the receiving side can de-duplicate).
+
+use std::path::PathBuf;
+
+use lettre::message::header::ContentType;
+use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
+use serde_json::Value;
+
+use crate::config::Config;
+
+/// The configured email sink.
+#[derive(Debug, Clone)]
+pub enum Mailer {
+    /// One file per message in this directory (the embedded default).
+    Dir(PathBuf),
+    /// An SMTP relay.
+    Smtp {
+        /// The pooled async transport.
+        transport: AsyncSmtpTransport<Tokio1Executor>,
+        /// `From:` address.
+        from: String,
+        /// Domain of fans' addresses when the message names no `email`.
+        fan_domain: String,
+    },
+}
+
+impl Mailer {
+    /// Builds the mailer from `smtp_url` (if set) or `mail_dir`.
+    ///
+    /// # Errors
+    /// An `smtp_url` that `lettre` cannot parse (checked at start-up, not at the first email).
+    pub fn from_config(c: &Config) -> anyhow::Result<Self> {
+        match &c.smtp_url {
+            None => Ok(Self::Dir(c.mail_dir.clone())),
+            Some(url) => Ok(Self::Smtp {
+                transport: plain_relay(url)?,
+                from: c.mail_from.clone(),
+                fan_domain: c.fan_mail_domain.clone(),
+            }),
+        }
+    }
+
+    /// Sends one message of `kind` (`confirmation-email`, `refund-notice`) about `ref_id`.
+    pub async fn send(&self, ref_id: &str, kind: &str, payload: &Value) -> anyhow::Result<()> {
+        match self {
+            Self::Dir(dir) => Ok(crate::outbox::write_mail(dir, ref_id, kind, payload)?),
+            Self::Smtp {
+                transport,
+                from,
+                fan_domain,
+            } => {
+                let to = match payload["email"].as_str() {
+                    Some(e) => e.to_owned(),
+                    None => format!(
+                        "{}@{fan_domain}",
+                        payload["visitor_id"].as_str().unwrap_or("fan")
+                    ),
+                };
+                let msg = Message::builder()
+                    .from(from.parse()?)
+                    .to(to.parse()?)
+                    .subject(subject(kind))
+                    .header(ContentType::TEXT_PLAIN)
+                    .body(format!(
+                        "{}\r\n\r\nReference: {ref_id}\r\n{}\r\n",
+                        subject(kind),
+                        serde_json::to_string_pretty(payload).unwrap_or_default()
+                    ))?;
+                transport.send(msg).await?;
+                Ok(())
+            }
+        }
+    }
+}
+
+/// A plain-SMTP transport from `smtp://host[:port]` (port 25 by default). Only unencrypted
+/// relays on a trusted network (a local MTA that does the relaying) are supported: TLS would pull
+/// a second TLS stack into the build; run a local relay (Postfix, an MTA sidecar) for TLS.
+///
+/// # Errors
+/// Another scheme, or no host.
+pub fn plain_relay(url: &str) -> anyhow::Result<AsyncSmtpTransport<Tokio1Executor>> {
+    let u = reqwest::Url::parse(url)?;
+    anyhow::ensure!(
+        u.scheme() == "smtp",
+        "only smtp://host:port relays are supported"
+    );
+    let host = u
+        .host_str()
+        .ok_or_else(|| anyhow::anyhow!("smtp_url has no host"))?;
+    Ok(
+        AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(host)
+            .port(u.port().unwrap_or(25))
+            .build(),
+    )
+}
+
+/// The subject line of a message kind.
+pub fn subject(kind: &str) -> &str {
+    match kind {
+        "confirmation-email" => "Your tickets are booked",
+        "refund-notice" => "Your payment was refunded: the seats were no longer available",
+        other => other,
+    }
+}
