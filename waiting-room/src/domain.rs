@@ -48,9 +48,14 @@ impl fmt::Display for EventId {
 pub struct VisitorId(String);
 
 impl VisitorId {
-    /// A fresh random visitor id.
+    /// A fresh random visitor id: a v4 UUID from the thread-local CSPRNG (`rand`'s
+    /// `ThreadRng`, ChaCha12 reseeded from the OS) rather than one `getrandom` system call per id.
     pub fn random() -> Self {
-        Self(uuid::Uuid::new_v4().to_string())
+        Self(
+            uuid::Builder::from_random_bytes(rand::random())
+                .into_uuid()
+                .to_string(),
+        )
     }
     /// Wraps an id taken from a verified join token (the server minted it).
     pub fn from_verified(s: String) -> Self {

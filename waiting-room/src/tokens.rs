@@ -181,5 +181,7 @@ pub use crate::signer::{jwk_thumbprint, AdmissionSigner};
 
 /// A fresh admission-token id.
 pub fn new_jti() -> String {
-    uuid::Uuid::new_v4().to_string()
+    uuid::Builder::from_random_bytes(rand::random())
+        .into_uuid()
+        .to_string()
 }

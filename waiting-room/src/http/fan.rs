@@ -79,7 +79,7 @@ pub async fn join(
         store.join(&event, &visitor, now_ms, rejoin),
     )
     .await?;
-    metrics::counter!("wr_joins_total", "event" => event.to_string()).increment(1);
+    crate::telemetry::count_event("wr_joins_total", event.as_str());
     let now = st.0.clock.now_secs();
     let token =
         st.0.join_keys
@@ -98,7 +98,7 @@ pub async fn join(
 /// A new join (no join token) must carry a proof of work when the event's difficulty (from the
 /// published status document: no store call) is above 0.
 fn check_pow(st: &AppState, event: &EventId, headers: &HeaderMap) -> Result<(), Problem> {
-    let bits = st.0.status.get(event).map_or(0, |d| d.pow_difficulty);
+    let bits = st.0.status.pow_bits(event).unwrap_or(0);
     if bits == 0 {
         return Ok(());
     }
@@ -184,7 +184,7 @@ pub async fn heartbeat(
     let rejoin = st.0.config.rejoin_grace_ms();
     let call = st.0.store.heartbeat(&event, &visitor, now_ms, rejoin);
     let h = bounded(st.store_timeout(), call).await?;
-    metrics::counter!("wr_heartbeats_total", "event" => event.to_string()).increment(1);
+    crate::telemetry::count_event("wr_heartbeats_total", event.as_str());
     Ok(private_json(
         StatusCode::OK,
         json!({

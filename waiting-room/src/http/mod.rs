@@ -50,6 +50,9 @@ pub struct Inner {
     pub limits: Limits,
     /// Proof-of-work challenges of joins.
     pub pow: crate::pow::Pow,
+    /// `Cache-Control` of the status document (`public, max-age={status_max_age_secs}`), built
+    /// once.
+    pub status_cache_control: HeaderValue,
 }
 
 impl AppState {
@@ -119,6 +122,8 @@ impl AppState {
             throttle_ms: config.status_throttle_ms,
         };
         let publisher = make(store.clone(), status.clone(), rules);
+        let status_cache_control =
+            HeaderValue::from_str(&format!("public, max-age={}", config.status_max_age_secs))?;
         let state = Self(Arc::new(Inner {
             store,
             clock,
@@ -129,6 +134,7 @@ impl AppState {
             publisher,
             limits,
             pow: crate::pow::Pow::new(config_key.as_bytes()),
+            status_cache_control,
         }));
         for e in state.0.config.events.clone() {
             state.refresh_status(&e.id).await;

@@ -5,6 +5,7 @@ use super::{parse_event, public_json, AppState};
 use crate::http::openapi::ProblemDoc;
 use crate::status::StatusDoc;
 use axum::extract::{Path, State};
+use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use sale_common::Problem;
 
@@ -60,12 +61,18 @@ pub async fn status(
         .strip_suffix(".json")
         .ok_or_else(|| Problem::not_found("status documents end in .json"))?;
     let event = parse_event(raw)?;
-    let doc =
+    let body =
         st.0.status
-            .get(&event)
+            .body(&event)
             .ok_or_else(|| Problem::not_found(format!("no event {raw:?}")))?;
-    let body = serde_json::to_value(doc).map_err(|_| Problem::internal())?;
-    Ok(public_json(body, st.0.config.status_max_age_secs))
+    let headers = [
+        (
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        ),
+        (header::CACHE_CONTROL, st.0.status_cache_control.clone()),
+    ];
+    Ok((headers, body).into_response())
 }
 
 /// `GET /.well-known/jwks.json`: the admission-token public keys, `public, max-age=60`.

@@ -21,7 +21,7 @@ use crate::domain::{EventId, EventState, Figures};
 use crate::rates::{RateMeter, WaitEstimate};
 use serde::Serialize;
 use std::collections::HashMap;
-use std::sync::{Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 /// One event's status document.
 #[derive(Debug, Clone, Serialize, PartialEq, utoipa::ToSchema)]
@@ -155,18 +155,42 @@ pub async fn sinks_from_config(c: &crate::Config) -> Vec<std::sync::Arc<dyn Stat
     sinks
 }
 
+/// A document on the board with its JSON body, serialised once when published so
+/// `GET /status/{event}.json` copies no document and builds no JSON (a reference-counted
+/// `Bytes` clone per request).
+#[derive(Debug)]
+struct Posted {
+    doc: StatusDoc,
+    body: axum::body::Bytes,
+}
+
 /// The in-memory board of status documents and rate meters, one per event; whole documents
 /// are swapped in.
 #[derive(Debug, Default)]
 pub struct StatusBoard {
-    docs: RwLock<HashMap<EventId, StatusDoc>>,
+    docs: RwLock<HashMap<EventId, Arc<Posted>>>,
     meters: Mutex<HashMap<EventId, RateMeter>>,
 }
 
 impl StatusBoard {
+    fn posted(&self, event: &EventId) -> Option<Arc<Posted>> {
+        self.docs.read().ok()?.get(event).cloned()
+    }
+
     /// The current document of `event`, if one was published.
     pub fn get(&self, event: &EventId) -> Option<StatusDoc> {
-        self.docs.read().ok()?.get(event).cloned()
+        self.posted(event).map(|p| p.doc.clone())
+    }
+
+    /// The current document's JSON body (the bytes [`StatusDoc::to_bytes`] gives), if one was
+    /// published.
+    pub fn body(&self, event: &EventId) -> Option<axum::body::Bytes> {
+        self.posted(event).map(|p| p.body.clone())
+    }
+
+    /// The proof-of-work difficulty (bits) of `event`'s current document, if one was published.
+    pub fn pow_bits(&self, event: &EventId) -> Option<u32> {
+        self.posted(event).map(|p| p.doc.pow_difficulty)
     }
 
     /// Replaces `event`'s document unless the board holds a newer one (larger
@@ -176,9 +200,10 @@ impl StatusBoard {
             return false;
         };
         match g.get(&event) {
-            Some(old) if old.order() > doc.order() => false,
+            Some(old) if old.doc.order() > doc.order() => false,
             _ => {
-                g.insert(event, doc);
+                let body = doc.to_bytes().into();
+                g.insert(event, Arc::new(Posted { doc, body }));
                 true
             }
         }

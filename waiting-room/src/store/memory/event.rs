@@ -2,6 +2,7 @@
 //! (join, heartbeat, advance, claim, session end). Called inside the store's one critical
 //! section, so each method is atomic.
 
+use super::live::Live;
 use crate::domain::{
     Admission, AdvanceParams, AuditEntry, ClaimOutcome, EventMeta, EventState, Heartbeat,
     JoinOutcome, Place, SessionEnd, SessionRef,
@@ -30,7 +31,7 @@ pub(super) struct Ev {
     pub admissions: HashMap<String, Admission>,
     pub jtis: HashMap<String, String>,
     /// Member (visitor id, or `inv:{number}` for an unclaimed invitation) → expiry, epoch secs.
-    pub live: HashMap<String, i64>,
+    pub live: Live,
     /// Fans in the ready window above the cursor → last sign of life, epoch ms.
     pub hb: HashMap<String, i64>,
     pub gone: HashMap<String, Gone>,
@@ -72,7 +73,7 @@ impl Ev {
             cursor: 0,
             admissions: HashMap::new(),
             jtis: HashMap::new(),
-            live: HashMap::new(),
+            live: Live::default(),
             hb: HashMap::new(),
             gone: HashMap::new(),
             back: VecDeque::new(),
@@ -88,8 +89,7 @@ impl Ev {
     }
 
     pub fn live_count(&mut self, now: i64) -> u64 {
-        self.live.retain(|_, exp| *exp > now);
-        self.live.len() as u64
+        self.live.count(now)
     }
 
     /// A skipped fan shows a sign of life: `None` when not skipped, else whether they are back

@@ -3,6 +3,7 @@
 //! change atomic exactly like the Redis backend's Lua scripts.
 
 mod event;
+mod live;
 
 use super::{Advance, QueueStore, StoreError, StoreResult, AUDIT_KEEP};
 use crate::domain::{

@@ -1,4 +1,4 @@
--- One admitter move (case W06). KEYS: meta, live, byn, hb, gone, back, num.
+-- One admitter move (case W06). KEYS: meta, live, byn (bucket prefix), hb, gone, back, num.
 -- ARGV: n, max_active, now (ms), invite grace (s), silence (ms), ready window, scan limit.
 -- Returns {cursor, invited, skipped, returned}, or {-1, 0, 0, 0} for an unknown event.
 local m = redis.call('HMGET', KEYS[1], 'state', 'cursor', 'counter', 'edge')
@@ -28,7 +28,7 @@ while returned + moved < budget and cursor < counter and scanned < limit do
   cursor = cursor + 1
   scanned = scanned + 1
   local k = string.format('%d', cursor)
-  local v = redis.call('HGET', KEYS[3], k)
+  local v = redis.call('HGET', byn_key(KEYS[3], cursor), k)
   local seen = nil
   if v then
     seen = redis.call('ZSCORE', KEYS[4], v)
@@ -48,7 +48,7 @@ local edge = tonumber(m[4] or '0')
 local from = math.max(edge, cursor)
 local to = math.min(cursor + win, counter, from + limit)
 for k = from + 1, to do
-  local v = redis.call('HGET', KEYS[3], string.format('%d', k))
+  local v = redis.call('HGET', byn_key(KEYS[3], k), string.format('%d', k))
   if v then redis.call('ZADD', KEYS[4], ARGV[3], v) end
 end
 redis.call('HSET', KEYS[1], 'cursor', string.format('%d', cursor), 'win', ARGV[6],

@@ -25,7 +25,7 @@ end
 local c = redis.call('HINCRBY', KEYS[1], 'counter', 1)
 local cs = string.format('%d', c)
 redis.call('HSET', KEYS[2], v, cs)
-redis.call('HSET', KEYS[4], cs, v)
+redis.call('HSET', byn_key(KEYS[4], c), cs, v)
 local m = redis.call('HMGET', KEYS[1], 'cursor', 'win', 'edge')
 local win = tonumber(m[2] or '0')
 if win > 0 and c <= tonumber(m[1] or '0') + win then

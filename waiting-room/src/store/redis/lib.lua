@@ -29,3 +29,9 @@ local function bump_gen(meta)
   if now > g then g = now end
   redis.call('HSET', meta, 'gen', string.format('%d', g))
 end
+-- Number -> visitor lives in buckets of 100 numbers: KEYS[byn] .. ':' .. floor(k / 100), each a
+-- small hash Redis keeps as a listpack (~40 B per fan instead of ~96 B as one entry of a big
+-- hash table). The bucket keys share the event's {hash tag}, so they sit in its cluster slot.
+local function byn_key(base, k)
+  return base .. ':' .. string.format('%d', math.floor(tonumber(k) / 100))
+end
