@@ -106,33 +106,47 @@ fn conflict(kind: &'static str, title: &str) -> Problem {
 /// Creates the hold at `now_ms` (epoch ms) in one transaction. Only 201 answers are stored: a
 /// refusal is recomputed on retry.
 pub async fn create(db: &Db, r: &Request<'_>, now_ms: i64) -> ApiResult<HoldAnswer> {
+    let pg = db::backend(db) == Backend::Postgres;
+    let mut tx = db.begin().await?;
+    match create_in(&mut tx, pg, r, now_ms).await? {
+        Ok(answer) => {
+            tx.commit().await?;
+            Ok(answer)
+        }
+        Err(lost) => {
+            // Roll back first: on SQLite the transaction holds the only writer connection.
+            tx.rollback().await?;
+            Err(lost.problem(db, r.show, now_ms).await?.into())
+        }
+    }
+}
+
+/// The body of [`create`] inside the caller's transaction (or savepoint: the per-show hold
+/// queue runs a batch of these in one transaction). `Ok(Err(lost))` and `Err(_)` mean the
+/// caller must roll back what this wrote; after the rollback, [`Lost::problem`] is the 409.
+pub async fn create_in(
+    tx: &mut Tx<'_>,
+    pg: bool,
+    r: &Request<'_>,
+    now_ms: i64,
+) -> ApiResult<Result<HoldAnswer, Lost>> {
     let hash = hex::encode(Sha256::digest(
         r.ask.canonical(r.show, r.channel).as_bytes(),
     ));
-    let mut tx = db.begin().await?;
-    if let Some(answer) = replay(&mut tx, r, &hash).await? {
+    let tx = &mut *tx;
+    if let Some(answer) = replay(tx, r, &hash).await? {
         telemetry::replay(r.show);
-        return Ok(answer);
+        return Ok(Ok(answer));
     }
     let hold_id = uuid::Uuid::now_v7().to_string();
     let expires_at = now_ms + r.timing.hold_ttl_ms;
-    if !caps::take_slot(
-        &mut tx,
-        caps::JTI,
-        &r.adm.jti,
-        1,
-        &hold_id,
-        expires_at,
-        now_ms,
-    )
-    .await?
-    {
+    if !caps::take_slot(tx, caps::JTI, &r.adm.jti, 1, &hold_id, expires_at, now_ms).await? {
         let live: Option<String> = sqlx::query_scalar(
             "SELECT hold_id FROM hold_slots WHERE scope = $1 AND owner = $2 AND slot = 0",
         )
         .bind(caps::JTI)
         .bind(&r.adm.jti)
-        .fetch_optional(&mut *tx)
+        .fetch_optional(&mut **tx)
         .await?;
         return Err(conflict("hold-exists", "You already hold seats")
             .detail("one live hold per admission")
@@ -140,62 +154,44 @@ pub async fn create(db: &Db, r: &Request<'_>, now_ms: i64) -> ApiResult<HoldAnsw
             .into());
     }
     let (owner, cap) = (&r.adm.sub, r.visitor_cap);
-    if !caps::take_slot(
-        &mut tx,
-        caps::VISITOR,
-        owner,
-        cap,
-        &hold_id,
-        expires_at,
-        now_ms,
-    )
-    .await?
-    {
+    if !caps::take_slot(tx, caps::VISITOR, owner, cap, &hold_id, expires_at, now_ms).await? {
         return Err(conflict("visitor-hold-cap", "Too many live holds")
             .detail(format!("a visitor may have {cap} live holds at once"))
             .with("max_holds", cap)
             .into());
     }
-    let pg = db::backend(db) == Backend::Postgres;
-    let (seats, amount) = match take_inventory(&mut tx, pg, r, &hold_id, expires_at, now_ms).await?
-    {
+    let (seats, amount) = match take_inventory(tx, pg, r, &hold_id, expires_at, now_ms).await? {
         Ok(taken) => taken,
-        Err(lost) => {
-            // Roll back first: on SQLite the transaction holds the only connection.
-            tx.rollback().await?;
-            return Err(lost.problem(db, r.show, now_ms).await?.into());
-        }
+        Err(lost) => return Ok(Err(lost)),
     };
     let payment_expires_at = now_ms + r.timing.payment_session_ms;
     sqlx::query("INSERT INTO holds (id, show_id, visitor_id, admission_jti, status, amount_cents, expires_at, payment_expires_at, created_at, channel) VALUES ($1, $2, $3, $4, 'HELD', $5, $6, $7, $8, $9)")
         .bind(&hold_id).bind(r.show).bind(&r.adm.sub).bind(&r.adm.jti).bind(amount).bind(expires_at).bind(payment_expires_at).bind(now_ms).bind(r.channel)
-        .execute(&mut *tx).await?;
-    for s in &seats {
-        sqlx::query("INSERT INTO hold_seats (hold_id, show_id, seat_id) VALUES ($1, $2, $3)")
-            .bind(&hold_id)
-            .bind(r.show)
-            .bind(s)
-            .execute(&mut *tx)
-            .await?;
+        .execute(&mut **tx).await?;
+    if !seats.is_empty() {
+        // One statement for every seat of the hold (was one per seat).
+        let values: Vec<String> = (0..seats.len())
+            .map(|i| format!("($1, $2, ${})", 3 + i))
+            .collect();
+        let sql = format!(
+            "INSERT INTO hold_seats (hold_id, show_id, seat_id) VALUES {}",
+            values.join(", ")
+        );
+        let mut q = sqlx::query(&sql).bind(&hold_id).bind(r.show);
+        for s in &seats {
+            q = q.bind(s);
+        }
+        q.execute(&mut **tx).await?;
     }
     let what = match &r.ask {
         Ask::Pool { pool, quantity } => {
-            pools::attach(&mut tx, &hold_id, r.show, pool, i64::from(*quantity)).await?;
+            pools::attach(tx, &hold_id, r.show, pool, i64::from(*quantity)).await?;
             format!("{pool} x{quantity}")
         }
         _ => seats.join(","),
     };
     let reason = format!("{what} ({})", r.channel);
-    db::audit(
-        &mut tx,
-        now_ms,
-        r.show,
-        &hold_id,
-        "held",
-        Actor::Api,
-        &reason,
-    )
-    .await?;
+    db::audit(tx, now_ms, r.show, &hold_id, "held", Actor::Api, &reason).await?;
     let mut body = json!({
         "hold_id": hold_id, "show": r.show, "seats": seats, "status": "HELD",
         "expires_at": expires_at / 1000, "payment_expires_at": payment_expires_at / 1000,
@@ -207,12 +203,11 @@ pub async fn create(db: &Db, r: &Request<'_>, now_ms: i64) -> ApiResult<HoldAnsw
     }
     sqlx::query("INSERT INTO idempotency (visitor_id, key, request_hash, status, body, created_at) VALUES ($1, $2, $3, 201, $4, $5)")
         .bind(&r.adm.sub).bind(r.key).bind(&hash).bind(body.to_string()).bind(now_ms)
-        .execute(&mut *tx).await?;
-    tx.commit().await?;
-    Ok(HoldAnswer {
+        .execute(&mut **tx).await?;
+    Ok(Ok(HoldAnswer {
         status: StatusCode::CREATED,
         body,
-    })
+    }))
 }
 
 /// The stored answer of `(visitor, key)`, or 422 when the key came with another request.
@@ -255,7 +250,7 @@ pub enum Lost {
 
 impl Lost {
     /// The 409 problem with fresh availability, read after the rollback.
-    async fn problem(&self, db: &Db, show: &str, now_ms: i64) -> sqlx::Result<Problem> {
+    pub async fn problem(&self, db: &Db, show: &str, now_ms: i64) -> sqlx::Result<Problem> {
         Ok(match self {
             Lost::Seats(seats) => {
                 let availability = holds::availability(db, show, seats, now_ms).await?;

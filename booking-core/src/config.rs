@@ -124,6 +124,9 @@ pub struct Config {
     pub service_token: Option<Secret>,
     /// Shows on sale.
     pub shows: Vec<ShowConfig>,
+    /// Shows whose holds go through the per-show hold queue from start-up (the hottest shows,
+    /// seed 002; `crate::hotq`); switchable at run time by `POST /admin/shows/{show}/hold-queue`.
+    pub queued_shows: Vec<String>,
     /// Bearer token of `/admin/*`. No default.
     pub admin_token: Secret,
     /// Directory served at `/` (book.html, confirmation.html, ...), if any.
@@ -179,6 +182,7 @@ impl Config {
                 name: format!("Show {show_id}"),
                 venue: Venue::demo(),
             }],
+            queued_shows: Vec::new(),
             admin_token: Secret::new("admin-demo-token"),
             static_dir: None,
             reconcile_interval_secs: 20,

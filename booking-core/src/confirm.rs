@@ -173,6 +173,7 @@ async fn mark_paid(
 
 /// Sells every seat of `hold` that it still holds, or that is free or lapsed; true when all.
 async fn sell_seats(tx: &mut Tx<'_>, pg: bool, hold: &Hold, now_ms: i64) -> sqlx::Result<bool> {
+    crate::seatmap::touch();
     let seats: Vec<String> =
         sqlx::query_scalar("SELECT seat_id FROM hold_seats WHERE hold_id = $1 ORDER BY seat_id")
             .bind(&hold.id)

@@ -63,6 +63,7 @@ pub struct Verifier {
     validation: Validation,
     leeway: i64,
     clock: SharedClock,
+    cache: crate::tokencache::TokenCache,
 }
 
 impl Verifier {
@@ -100,6 +101,7 @@ impl Verifier {
             validation: v,
             leeway: i64::try_from(leeway_secs).unwrap_or(i64::MAX),
             clock,
+            cache: crate::tokencache::TokenCache::default(),
         }
     }
 
@@ -108,8 +110,39 @@ impl Verifier {
         self.keys.write().await.insert(kid.into(), key);
     }
 
-    /// Verifies `token` for `show` (or for any show when `None`), returning its claims.
+    /// Verifies `token` for `show` (or for any show when `None`), returning its claims. A token
+    /// whose signature verified before is taken from the cache (no signature check); time and
+    /// event are checked on every call either way.
     pub async fn verify(&self, token: &str, show: Option<&str>) -> Result<Admission, DoorError> {
+        let hash = crate::tokencache::TokenCache::hash(token);
+        let c = match self.cache.get(&hash) {
+            Some(c) => c,
+            None => {
+                let c = self.verify_signature(token).await?;
+                self.cache
+                    .insert(hash, c.clone(), self.clock.now_secs(), self.leeway);
+                c
+            }
+        };
+        let now = self.clock.now_secs();
+        if now > c.exp.saturating_add(self.leeway) || now < c.nbf.saturating_sub(self.leeway) {
+            return Err(DoorError::Expired);
+        }
+        if let Some(show) = show {
+            if c.event != show {
+                return Err(DoorError::WrongEvent);
+            }
+        }
+        Ok(c)
+    }
+
+    /// Tokens whose signature is cached (metrics, tests).
+    pub fn cached_tokens(&self) -> usize {
+        self.cache.len()
+    }
+
+    /// Header, algorithm, key and signature, `iss` and `aud`: everything but time and event.
+    async fn verify_signature(&self, token: &str) -> Result<Admission, DoorError> {
         let header =
             jsonwebtoken::decode_header(token).map_err(|e| DoorError::Invalid(e.to_string()))?;
         // The header's algorithm is never trusted to pick the verifier (case W01).
@@ -125,17 +158,7 @@ impl Verifier {
         let key = self.key(&kid).await?;
         let data = jsonwebtoken::decode::<Admission>(token, &key, &self.validation)
             .map_err(|e| DoorError::Invalid(e.to_string()))?;
-        let c = data.claims;
-        let now = self.clock.now_secs();
-        if now > c.exp.saturating_add(self.leeway) || now < c.nbf.saturating_sub(self.leeway) {
-            return Err(DoorError::Expired);
-        }
-        if let Some(show) = show {
-            if c.event != show {
-                return Err(DoorError::WrongEvent);
-            }
-        }
-        Ok(c)
+        Ok(data.claims)
     }
 
     async fn key(&self, kid: &str) -> Result<DecodingKey, DoorError> {

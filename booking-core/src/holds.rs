@@ -177,6 +177,7 @@ pub async fn claim(
     expires_at: i64,
     now_ms: i64,
 ) -> sqlx::Result<u64> {
+    crate::seatmap::touch();
     let sql = format!(
         "UPDATE seats SET status = 'held', hold_id = $1, hold_expires_at = $2 \
          WHERE show_id = $3 AND seat_id IN ({}) \
@@ -218,6 +219,7 @@ pub async fn release_in(
     reason: &str,
     now_ms: i64,
 ) -> sqlx::Result<bool> {
+    crate::seatmap::touch();
     let row: Option<(String, String)> = sqlx::query_as(
         "UPDATE holds SET status = 'RELEASED', released_at = $1 WHERE id = $2 AND status = 'HELD' RETURNING show_id, admission_jti",
     )
@@ -241,6 +243,7 @@ pub async fn release_in(
     crate::pools::release(tx, pg, &show, hold_id).await?;
     crate::caps::free_slots(tx, hold_id).await?;
     crate::notify::session_end(tx, &show, &jti, now_ms).await?;
+    crate::waitlist::offer(tx, pg, &show, hold_id, &seats, now_ms).await?;
     metrics::counter!("bc_holds_released_total", "show" => show.clone(), "actor" => actor.as_str())
         .increment(1);
     db::audit(tx, now_ms, &show, hold_id, "released", actor, reason).await?;

@@ -15,6 +15,7 @@ pub mod door;
 pub mod error;
 pub mod gateway;
 pub mod holds;
+pub mod hotq;
 pub mod http;
 pub mod keys;
 pub mod ladder;
@@ -25,8 +26,11 @@ pub mod outbox;
 pub mod payments;
 pub mod pools;
 pub mod reconciler;
+pub mod seatmap;
 pub mod telemetry;
+pub mod tokencache;
 pub mod venue;
+pub mod waitlist;
 pub mod webhook;
 
 use std::future::Future;
@@ -56,6 +60,13 @@ pub struct AppState {
     pub clock: SharedClock,
     /// Per-admission rate limit on hold creation (in this process).
     pub limiter: Arc<caps::RateLimiter>,
+    /// Reads that may trail a concurrent write by one commit (seat maps, hold views): extra
+    /// SQLite reader connections, or `db` itself ([`db::connect_reads`]).
+    pub reads: db::Db,
+    /// Cached seat maps ([`seatmap`]).
+    pub seatmaps: Arc<seatmap::SeatMaps>,
+    /// The per-show hold queues of the hottest shows ([`hotq`]).
+    pub hold_queues: Arc<hotq::HoldQueues>,
 }
 
 impl AppState {
@@ -65,6 +76,7 @@ impl AppState {
         config.validate()?;
         telemetry::init();
         let db = db::connect(&config.database_url).await?;
+        let reads = db::connect_reads(&config.database_url, &db).await?;
         for show in &config.shows {
             db::seed_show(&db, show).await?;
         }
@@ -84,6 +96,7 @@ impl AppState {
             config.gateway_client_secret.clone(),
         ));
         let gateway = gateway::Gateway::new(&config.gateway_url, config.gateway_timeout, tokens);
+        let hold_queues = Arc::new(hotq::HoldQueues::new(&config.queued_shows));
         Ok(Self {
             clock: config.clock.clone(),
             config: Arc::new(config),
@@ -91,6 +104,9 @@ impl AppState {
             verifier: Arc::new(verifier),
             gateway,
             limiter: Arc::new(caps::RateLimiter::default()),
+            reads,
+            seatmaps: Arc::default(),
+            hold_queues,
         })
     }
 }

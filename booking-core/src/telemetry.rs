@@ -7,7 +7,7 @@
 //! `bc_payment_to_booking_seconds` (payment created → booking), `bc_oldest_overdue_hold_seconds`,
 //! `bc_reconciler_sweep_seconds`, `bc_hold_extensions_total`, `bc_alerts_total` and
 //! `bc_alerts_open`, `bc_idempotent_replays_total`, `bc_pool_drift`,
-//! `bc_late_payments_found_total`; `bc_waitlist_offers_total` once the waitlist exists.
+//! `bc_late_payments_found_total`, `bc_waitlist_offers_total`.
 
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
@@ -91,7 +91,7 @@ pub fn late_payment_found() {
     metrics::counter!("bc_late_payments_found_total").increment(1);
 }
 
-/// A waitlisted fan was offered a released seat (the waitlist is not built yet: no caller).
+/// A waitlisted fan was offered a released seat as a new hold (`crate::waitlist::offer`).
 pub fn waitlist_offer(show: &str) {
     metrics::counter!("bc_waitlist_offers_total", "show" => show.to_owned()).increment(1);
 }

@@ -121,11 +121,7 @@ async fn best_available_races_and_never_splits(b: Backend) {
     );
     // ... unless it asks.
     let (st, body) = h.hold_with(&t, "k2", best(2, true), &[]).await;
-    assert_eq!(
-        (st, body["seats"].clone()),
-        (201, json!(left)),
-        "{body}"
-    );
+    assert_eq!((st, body["seats"].clone()), (201, json!(left)), "{body}");
     // Lapsed holds count as free: the front row is offered again.
     h.clock.advance_ms(481_000);
     let (st, body) = h

@@ -8,6 +8,7 @@
 //! drive the door and hold phases.
 
 mod gen;
+mod hotq;
 mod phases;
 mod redis_mem;
 mod report;

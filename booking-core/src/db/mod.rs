@@ -82,7 +82,10 @@ pub async fn connect(url: &str) -> anyhow::Result<Db> {
                         conn.execute("PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON;")
                             .await?;
                         if wal {
-                            conn.execute("PRAGMA journal_mode = WAL;").await?;
+                            // WAL + NORMAL: a commit is an append to the log, fsynced at
+                            // checkpoints; a power cut may lose the last commits, never corrupt.
+                            conn.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;")
+                                .await?;
                         }
                         Ok(())
                     })
@@ -92,7 +95,7 @@ pub async fn connect(url: &str) -> anyhow::Result<Db> {
         }
         Backend::Postgres => {
             AnyPoolOptions::new()
-                .max_connections(32)
+                .max_connections(PG_POOL)
                 .acquire_timeout(Duration::from_secs(5))
                 .connect(url)
                 .await?
@@ -103,6 +106,35 @@ pub async fn connect(url: &str) -> anyhow::Result<Db> {
         Backend::Postgres => POSTGRES_MIGRATIONS.run(&pool).await?,
     }
     Ok(pool)
+}
+
+/// PostgreSQL connections per process: sized for a 2-core machine, where more connections
+/// than about 4 × cores only add lock waits and context switches on a hot show (issue 7).
+pub const PG_POOL: u32 = 10;
+
+/// SQLite reader connections of [`connect_reads`].
+pub const SQLITE_READERS: u32 = 4;
+
+/// A pool for reads that may be a little behind a concurrent write (seat maps, a hold's view):
+/// on a SQLite file, [`SQLITE_READERS`] `query_only` connections that read the WAL beside the one
+/// writer instead of queueing for it; on PostgreSQL or in-memory SQLite, `writer` itself.
+pub async fn connect_reads(url: &str, writer: &Db) -> anyhow::Result<Db> {
+    if Backend::of_url(url)? != Backend::Sqlite || url.contains(":memory:") {
+        return Ok(writer.clone());
+    }
+    Ok(AnyPoolOptions::new()
+        .max_connections(SQLITE_READERS)
+        .min_connections(1)
+        .acquire_timeout(Duration::from_secs(10))
+        .after_connect(|conn, _| {
+            Box::pin(async move {
+                conn.execute("PRAGMA busy_timeout = 5000; PRAGMA query_only = ON;")
+                    .await?;
+                Ok(())
+            })
+        })
+        .connect(url)
+        .await?)
 }
 
 /// `$first, $first+1, …` for `n` values (IN lists).

@@ -155,3 +155,41 @@ pub async fn oversell(
         json!({"show": show, "pool": pool, "oversell": allowance, "set_by": who, "set_at": now / 1000}),
     ))
 }
+
+/// Body of `POST /admin/shows/{show}/hold-queue`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueSwitch {
+    enabled: bool,
+}
+
+/// `GET /admin/shows/{show}/hold-queue`: whether the show's holds go through its queue.
+pub async fn hold_queue(
+    State(state): State<AppState>,
+    Path(show): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<Json<Value>> {
+    admin(&state, &headers)?;
+    if !state.config.has_show(&show) {
+        return Err(Problem::not_found(format!("show {show}")).into());
+    }
+    let on = state.hold_queues.is_on(&show);
+    Ok(Json(json!({"show": show, "enabled": on})))
+}
+
+/// `POST /admin/shows/{show}/hold-queue {"enabled": bool}`: the per-show hold queue switch
+/// (seed 002, `crate::hotq`), in this process.
+pub async fn set_hold_queue(
+    State(state): State<AppState>,
+    Path(show): Path<String>,
+    headers: HeaderMap,
+    Json(body): Json<QueueSwitch>,
+) -> ApiResult<Json<Value>> {
+    admin(&state, &headers)?;
+    if !state.config.has_show(&show) {
+        return Err(Problem::not_found(format!("show {show}")).into());
+    }
+    state.hold_queues.set(&show, body.enabled);
+    tracing::info!(show, enabled = body.enabled, "hold queue switched");
+    Ok(Json(json!({"show": show, "enabled": body.enabled})))
+}

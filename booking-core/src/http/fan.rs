@@ -102,14 +102,13 @@ pub async fn me(State(state): State<AppState>, headers: HeaderMap) -> ApiResult<
 }
 
 /// `GET /api/shows/{show}/seats`: the seat map; lapsed holds count as free.
-pub async fn seats(
-    State(state): State<AppState>,
-    Path(show): Path<String>,
-) -> ApiResult<Json<Value>> {
+pub async fn seats(State(state): State<AppState>, Path(show): Path<String>) -> ApiResult<Response> {
     known_show(&state, &show)?;
-    Ok(Json(
-        holds::seat_map(&state.db, &show, state.clock.now_ms()).await?,
-    ))
+    let body = state
+        .seatmaps
+        .get(&state.reads, &show, state.clock.now_ms())
+        .await?;
+    Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 
 /// Body of a hold request: exactly one of `seats`, `pool` (+ `quantity`), `best_available`.
@@ -252,7 +251,12 @@ pub async fn create_hold(
         timing,
         visitor_cap: state.config.max_holds_per_visitor,
     };
-    match claim::create(&state.db, &req, now).await {
+    let created = if state.hold_queues.is_on(&show) {
+        state.hold_queues.submit(&state.db, &req, now).await
+    } else {
+        claim::create(&state.db, &req, now).await
+    };
+    match created {
         Ok(answer) => {
             telemetry::hold_created(&show, kind);
             Ok((answer.status, Json(answer.body)).into_response())

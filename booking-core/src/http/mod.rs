@@ -5,6 +5,7 @@ pub mod admin;
 pub mod fan;
 pub mod history;
 pub mod office;
+pub mod waitlist;
 pub mod webhook;
 
 use axum::http::{header, HeaderValue};
@@ -25,6 +26,10 @@ pub fn router(state: AppState) -> Router {
         .route("/api/shows/{show}/seats", get(fan::seats))
         .route("/api/shows/{show}/holds", post(fan::create_hold))
         .route(
+            "/api/shows/{show}/waitlist",
+            get(waitlist::status).post(waitlist::join),
+        )
+        .route(
             "/api/holds/{hold}",
             get(fan::get_hold).delete(fan::delete_hold),
         )
@@ -43,6 +48,10 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/admin/holds/{hold}/history", get(history::hold))
         .route("/admin/shows/{show}/pools/drift", get(admin::drift))
+        .route(
+            "/admin/shows/{show}/hold-queue",
+            get(admin::hold_queue).post(admin::set_hold_queue),
+        )
         .route(
             "/admin/shows/{show}/pools/{pool}/oversell",
             post(admin::oversell),

@@ -25,6 +25,7 @@ pub struct Ctx {
     duration: Duration,
     hot_seats: usize,
     seats_per_hold: usize,
+    database: Option<String>,
 }
 
 type Phase = (Measured, String);
@@ -52,7 +53,28 @@ impl Ctx {
             duration,
             hot_seats: args.hot_seats.max(1),
             seats_per_hold: args.seats_per_hold.clamp(1, 4),
+            database: args.database.clone(),
         })
+    }
+
+    /// The shared HTTP client.
+    pub fn client(&self) -> &reqwest::Client {
+        &self.client
+    }
+
+    /// Booking core base URL.
+    pub fn booking(&self) -> &str {
+        &self.bc
+    }
+
+    /// The bench show (= event) id.
+    pub fn show(&self) -> &str {
+        &self.event
+    }
+
+    /// Admin bearer token (shared by both services).
+    pub fn admin_token(&self) -> &str {
+        &self.admin
     }
 
     async fn run(&self, name: &str, ok: &[u16], work: Workload) -> Measured {
@@ -134,12 +156,21 @@ pub async fn all(ctx: &Ctx) -> anyhow::Result<(Vec<Phase>, Vec<String>)> {
             adm.len()
         ),
     ));
-    out.push(holds(ctx, adm).await?);
-    let skipped = vec![
-        "pool holds: the booking core has no general-admission pools (API.md lists seat holds only)"
-            .into(),
-        "hot-show holds with a per-show queue: the booking core has no such switch yet".into(),
-    ];
+    for (name, queued) in [("hold", false), ("hold-queue", true)] {
+        super::hotq::switch(ctx, queued).await?;
+        let waits = super::hotq::sample(ctx.database.as_deref()).await;
+        let (m, note) = holds(ctx, adm.clone(), name, usize::from(queued)).await?;
+        super::hotq::stop(&waits);
+        let how = if queued {
+            "per-show hold queue ON (one worker, a batch per transaction)"
+        } else {
+            "per-show hold queue off (concurrent transactions)"
+        };
+        out.push((m, format!("{note}; {how}; {}", waits.describe())));
+    }
+    super::hotq::switch(ctx, false).await?;
+    let skipped =
+        vec!["pool holds: not measured by bench (loadtest rush --pool-share drives them)".into()];
     for s in &skipped {
         println!("  skipped: {s}");
     }
@@ -253,7 +284,13 @@ async fn claim(
 /// Holds on one hot show: every request asks for `seats_per_hold` random seats of the first
 /// `hot_seats` seats of the map; each worker holds with its own admission token and releases
 /// its previous 201 (untimed) before the next hold.
-async fn holds(ctx: &Ctx, adm: Arc<Vec<String>>) -> anyhow::Result<Phase> {
+/// Run `round` uses the `round`-th block of `hot_seats` seats and its own admission tokens.
+async fn holds(
+    ctx: &Ctx,
+    adm: Arc<Vec<String>>,
+    name: &str,
+    round: usize,
+) -> anyhow::Result<Phase> {
     let map: Value = ctx
         .client
         .get(format!("{}/api/shows/{}/seats", ctx.bc, ctx.event))
@@ -266,6 +303,7 @@ async fn holds(ctx: &Ctx, adm: Arc<Vec<String>>) -> anyhow::Result<Phase> {
         .into_iter()
         .flatten()
         .filter_map(|s| s["id"].as_str().map(String::from))
+        .skip(round * ctx.hot_seats)
         .take(ctx.hot_seats)
         .collect();
     anyhow::ensure!(hot.len() >= ctx.seats_per_hold, "seat map too small");
@@ -273,6 +311,7 @@ async fn holds(ctx: &Ctx, adm: Arc<Vec<String>>) -> anyhow::Result<Phase> {
     let fans = ctx.connections.min(adm.len());
     let live: Arc<Vec<Mutex<Option<String>>>> =
         Arc::new((0..ctx.connections).map(|_| Mutex::new(None)).collect());
+    let conns = ctx.connections;
     let (c, bc, ev, k) = (
         ctx.client.clone(),
         ctx.bc.clone(),
@@ -281,7 +320,7 @@ async fn holds(ctx: &Ctx, adm: Arc<Vec<String>>) -> anyhow::Result<Phase> {
     );
     let work: Workload = Arc::new(move |w, _| {
         let (c, bc, ev, hot, live) = (c.clone(), bc.clone(), ev.clone(), hot.clone(), live.clone());
-        let tok = adm[w % adm.len()].clone();
+        let tok = adm[(round * conns + w) % adm.len()].clone();
         Box::pin(async move {
             let prev = live[w].lock().expect("hold slot").take();
             if let Some(h) = prev {
@@ -308,7 +347,7 @@ async fn holds(ctx: &Ctx, adm: Arc<Vec<String>>) -> anyhow::Result<Phase> {
             sample
         })
     });
-    let m = ctx.run("hold", &[201], work).await;
+    let m = ctx.run(name, &[201], work).await;
     let note = format!(
         "POST /api/shows/{{show}}/holds, {k} random seats of a {}-seat hot block, {} fans \
          (one admission token each); 201 = held ({:.0}/s), 409 = taken ({:.0}/s); each 201 is \

@@ -1,0 +1,212 @@
+//! The per-show hold queue for the hottest shows (seed 002: "send that show's holds through a
+//! queue keyed by show, with one worker handling them in order. There are no lock waits").
+//!
+//! A show is switched on by configuration (`Config::queued_shows`) or at run time (`POST
+//! /admin/shows/{show}/hold-queue`). Its hold requests then go to one worker task per show,
+//! which takes every waiting request (up to [`MAX_BATCH`]) and applies them in ONE transaction,
+//! each inside its own savepoint through the same [`claim::create_in`] as an unqueued hold: a
+//! refused request rolls back to its savepoint, so each is still all-or-nothing and answered on
+//! its own (201, or 409 with availability read after the commit). Holds of one show never wait
+//! on each other's row locks, and a batch of N costs one commit instead of N.
+//!
+//! If the batch transaction itself fails (begin/commit), every request of it is retried alone
+//! through [`claim::create`]; a request that did commit replays its stored answer by its
+//! `Idempotency-Key`, so nothing is held twice.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Mutex, RwLock};
+
+use tokio::sync::{mpsc, oneshot};
+
+use crate::claim::{self, Ask, HoldAnswer, Lost, Request, Timing};
+use crate::db::{self, Backend, Db};
+use crate::door::Admission;
+use crate::error::ApiResult;
+
+/// Requests applied in one transaction at most.
+pub const MAX_BATCH: usize = 128;
+/// Requests waiting per show before senders wait too (back-pressure).
+pub const QUEUE_DEPTH: usize = 4096;
+
+/// A hold request that owns its parts (it crosses to the worker task).
+#[derive(Debug, Clone)]
+pub struct Owned {
+    /// The fan's admission.
+    pub adm: Admission,
+    /// Show id.
+    pub show: String,
+    /// What to hold.
+    pub ask: Ask,
+    /// `Idempotency-Key`.
+    pub key: String,
+    /// Channel name.
+    pub channel: String,
+    /// Its lifetimes.
+    pub timing: Timing,
+    /// Live holds per visitor, at most.
+    pub visitor_cap: u32,
+}
+
+impl Owned {
+    /// Copies a borrowed request.
+    pub fn of(r: &Request<'_>) -> Self {
+        Self {
+            adm: r.adm.clone(),
+            show: r.show.to_owned(),
+            ask: r.ask.clone(),
+            key: r.key.to_owned(),
+            channel: r.channel.to_owned(),
+            timing: r.timing,
+            visitor_cap: r.visitor_cap,
+        }
+    }
+
+    /// The borrowed form [`claim`] takes.
+    pub fn request(&self) -> Request<'_> {
+        Request {
+            adm: &self.adm,
+            show: &self.show,
+            ask: self.ask.clone(),
+            key: &self.key,
+            channel: &self.channel,
+            timing: self.timing,
+            visitor_cap: self.visitor_cap,
+        }
+    }
+}
+
+/// One queued request and where its answer goes.
+#[derive(Debug)]
+pub struct Job {
+    /// The request.
+    pub req: Owned,
+    /// Its `now`, epoch ms (taken when it arrived).
+    pub now_ms: i64,
+    /// The answer.
+    pub reply: oneshot::Sender<ApiResult<HoldAnswer>>,
+}
+
+/// The switch and the workers' inboxes.
+#[derive(Debug, Default)]
+pub struct HoldQueues {
+    enabled: RwLock<HashSet<String>>,
+    inboxes: Mutex<HashMap<String, mpsc::Sender<Job>>>,
+}
+
+impl HoldQueues {
+    /// Queues with `shows` switched on.
+    pub fn new(shows: &[String]) -> Self {
+        let q = Self::default();
+        for s in shows {
+            q.set(s, true);
+        }
+        q
+    }
+
+    /// Switches the queue of `show` on or off (requests already queued are still applied).
+    pub fn set(&self, show: &str, on: bool) {
+        let mut e = self.enabled.write().expect("hold queue switch");
+        if on {
+            e.insert(show.to_owned());
+        } else {
+            e.remove(show);
+        }
+    }
+
+    /// Whether holds of `show` go through the queue.
+    pub fn is_on(&self, show: &str) -> bool {
+        self.enabled
+            .read()
+            .map(|e| e.contains(show))
+            .unwrap_or(false)
+    }
+
+    /// Queues `r` and waits for its answer (the worker of the show is started on first use).
+    pub async fn submit(&self, db: &Db, r: &Request<'_>, now_ms: i64) -> ApiResult<HoldAnswer> {
+        let tx = {
+            let mut m = self.inboxes.lock().expect("hold queue inboxes");
+            let alive = m.get(r.show).filter(|t| !t.is_closed()).cloned();
+            alive.unwrap_or_else(|| {
+                let (t, rx) = mpsc::channel(QUEUE_DEPTH);
+                tokio::spawn(run(db.clone(), rx));
+                m.insert(r.show.to_owned(), t.clone());
+                t
+            })
+        };
+        let (reply, answer) = oneshot::channel();
+        let job = Job {
+            req: Owned::of(r),
+            now_ms,
+            reply,
+        };
+        if let Err(mpsc::error::SendError(job)) = tx.send(job).await {
+            return claim::create(db, &job.req.request(), now_ms).await;
+        }
+        match answer.await {
+            Ok(a) => a,
+            Err(_) => Err(anyhow::anyhow!("hold queue worker stopped").into()),
+        }
+    }
+}
+
+/// The worker of one show: waits for a request, takes every other waiting one, applies them.
+pub async fn run(db: Db, mut rx: mpsc::Receiver<Job>) {
+    while let Some(first) = rx.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(j) => batch.push(j),
+                Err(_) => break,
+            }
+        }
+        step(&db, batch).await;
+    }
+}
+
+/// Applies one batch and answers every request of it.
+pub async fn step(db: &Db, batch: Vec<Job>) {
+    metrics::histogram!("bc_hold_queue_batch_size").record(batch.len() as f64);
+    match apply(db, &batch).await {
+        Ok(outcomes) => {
+            for (job, out) in batch.into_iter().zip(outcomes) {
+                let answer = match out {
+                    Ok(Ok(a)) => Ok(a),
+                    Ok(Err(lost)) => match lost.problem(db, &job.req.show, job.now_ms).await {
+                        Ok(p) => Err(p.into()),
+                        Err(e) => Err(e.into()),
+                    },
+                    Err(e) => Err(e),
+                };
+                let _ = job.reply.send(answer);
+            }
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "hold queue batch failed; retrying each request alone");
+            for job in batch {
+                let answer = claim::create(db, &job.req.request(), job.now_ms).await;
+                let _ = job.reply.send(answer);
+            }
+        }
+    }
+}
+
+type Outcome = ApiResult<Result<HoldAnswer, Lost>>;
+
+/// One transaction; each request in its own savepoint, kept only when it held.
+async fn apply(db: &Db, batch: &[Job]) -> sqlx::Result<Vec<Outcome>> {
+    let pg = db::backend(db) == Backend::Postgres;
+    let mut tx = db.begin().await?;
+    let mut out = Vec::with_capacity(batch.len());
+    for job in batch {
+        let mut sp = sqlx::Acquire::begin(&mut *tx).await?;
+        let r = claim::create_in(&mut sp, pg, &job.req.request(), job.now_ms).await;
+        if matches!(r, Ok(Ok(_))) {
+            sp.commit().await?;
+        } else {
+            sp.rollback().await?;
+        }
+        out.push(r);
+    }
+    tx.commit().await?;
+    Ok(out)
+}

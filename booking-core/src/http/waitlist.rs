@@ -1,0 +1,52 @@
+//! The waitlist's fan endpoints (API.md "Waitlist"): join a sold-out show, and see one's place
+//! or the hold offered from a released seat (`crate::waitlist`).
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::Json;
+use sale_common::Problem;
+use serde_json::Value;
+
+use super::fan::fan;
+use crate::error::ApiResult;
+use crate::AppState;
+
+/// `POST /api/shows/{show}/waitlist`: 201 with the fan's entry (200 when already on it); 409
+/// `seats-available` while a seat is free — hold it instead.
+pub async fn join(
+    State(state): State<AppState>,
+    Path(show): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    let adm = fan(&state, &headers, Some(&show)).await?;
+    let now = state.clock.now_ms();
+    if let Some(v) = crate::waitlist::status(&state.db, &show, &adm.sub).await? {
+        return Ok((StatusCode::OK, Json(v)));
+    }
+    let free = crate::waitlist::free_seats(&state.db, &show, now).await?;
+    if free > 0 {
+        return Err(Problem::new(
+            StatusCode::CONFLICT,
+            "seats-available",
+            "Seats are available",
+        )
+        .detail("the waitlist is for sold-out shows; hold a free seat instead")
+        .with("available", free)
+        .into());
+    }
+    let v = crate::waitlist::join(&state.db, &show, &adm.sub, &adm.jti, now).await?;
+    Ok((StatusCode::CREATED, Json(v)))
+}
+
+/// `GET /api/shows/{show}/waitlist`: the fan's entry, or 404 when not on the waitlist.
+pub async fn status(
+    State(state): State<AppState>,
+    Path(show): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<Json<Value>> {
+    let adm = fan(&state, &headers, Some(&show)).await?;
+    match crate::waitlist::status(&state.db, &show, &adm.sub).await? {
+        Some(v) => Ok(Json(v)),
+        None => Err(Problem::not_found("waitlist entry").into()),
+    }
+}

@@ -1,0 +1,204 @@
+//! The waitlist (issue 5 "Released seats go to someone who wants them"): fans who found a show
+//! sold out join it — a request, not a hold: it claims nothing. When a hold is released
+//! ([`crate::holds::release_in`], whoever releases it), its seats are offered to the first
+//! waiting fan as a NEW hold with its own expiry, made by the same [`claim::create_in`] as any
+//! hold (guarded update, caps, audit, idempotency row), inside the releasing transaction and its
+//! own savepoint. The offer lapses like any hold; when the reconciler releases it, the row ends
+//! `lapsed` and the seats go to the next waiting fan. A fan a cap refuses is `skipped`.
+//!
+//! Offers use the web channel's lifetimes ([`OFFER_TIMING`]) and the default visitor cap
+//! ([`OFFER_VISITOR_CAP`]): the release paths carry no configuration.
+
+use serde_json::{json, Value};
+
+use crate::claim::{self, Ask, Request, Timing};
+use crate::db::{self, Actor, Db, Tx};
+use crate::door::Admission;
+
+/// Lifetimes of an offered hold: the web channel's 480 s hold and 420 s payment session (DESIGN
+/// "Timing").
+pub const OFFER_TIMING: Timing = Timing {
+    hold_ttl_ms: 480_000,
+    payment_session_ms: 420_000,
+};
+/// Live holds per visitor when offering (`Config::max_holds_per_visitor`'s default).
+pub const OFFER_VISITOR_CAP: u32 = 2;
+
+/// Joins `visitor` (with admission `jti`) to the waitlist of `show`; idempotent. Returns the
+/// fan's row as JSON (see [`status`]).
+pub async fn join(
+    db: &Db,
+    show: &str,
+    visitor: &str,
+    jti: &str,
+    now_ms: i64,
+) -> sqlx::Result<Value> {
+    sqlx::query(
+        "INSERT INTO waitlist (show_id, visitor_id, admission_jti, joined_at) VALUES ($1, $2, $3, $4) \
+         ON CONFLICT (show_id, visitor_id) DO NOTHING",
+    )
+    .bind(show)
+    .bind(visitor)
+    .bind(jti)
+    .bind(now_ms)
+    .execute(db)
+    .await?;
+    Ok(status(db, show, visitor).await?.unwrap_or(Value::Null))
+}
+
+/// The fan's waitlist entry: `status` (waiting, offered, lapsed, skipped), `position` (1 = next,
+/// while waiting) and the offered `hold_id`; `None` when the fan never joined.
+pub async fn status(db: &Db, show: &str, visitor: &str) -> sqlx::Result<Option<Value>> {
+    let row: Option<(String, i64, Option<String>)> = sqlx::query_as(
+        "SELECT status, joined_at, hold_id FROM waitlist WHERE show_id = $1 AND visitor_id = $2",
+    )
+    .bind(show)
+    .bind(visitor)
+    .fetch_optional(db)
+    .await?;
+    let Some((st, joined, hold)) = row else {
+        return Ok(None);
+    };
+    let mut v = json!({"show": show, "status": st, "joined_at": joined / 1000});
+    if st == "waiting" {
+        let ahead: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM waitlist WHERE show_id = $1 AND status = 'waiting' AND joined_at < $2",
+        )
+        .bind(show)
+        .bind(joined)
+        .fetch_one(db)
+        .await?;
+        v["position"] = (ahead + 1).into();
+    }
+    if let Some(h) = hold {
+        v["hold_id"] = h.into();
+    }
+    Ok(Some(v))
+}
+
+/// Seats of `show` free now (lapsed holds count free): joining is for sold-out shows only.
+pub async fn free_seats(db: &Db, show: &str, now_ms: i64) -> sqlx::Result<i64> {
+    sqlx::query_scalar(
+        "SELECT COUNT(*) FROM seats WHERE show_id = $1 AND (status = 'free' OR (status = 'held' AND hold_expires_at <= $2))",
+    )
+    .bind(show)
+    .bind(now_ms)
+    .fetch_one(db)
+    .await
+}
+
+/// In the transaction that released `released` (whose seats were just freed): ends that hold's
+/// own offer row, then offers `seats` to the first waiting fan who can take them. Returns the
+/// new hold's id, if any.
+pub async fn offer(
+    tx: &mut Tx<'_>,
+    pg: bool,
+    show: &str,
+    released: &str,
+    seats: &[String],
+    now_ms: i64,
+) -> sqlx::Result<Option<String>> {
+    sqlx::query("UPDATE waitlist SET status = 'lapsed' WHERE hold_id = $1 AND status = 'offered'")
+        .bind(released)
+        .execute(&mut **tx)
+        .await?;
+    if seats.is_empty() {
+        return Ok(None);
+    }
+    let lock = if pg { " FOR UPDATE SKIP LOCKED" } else { "" };
+    let next_sql = format!(
+        "SELECT visitor_id, admission_jti FROM waitlist WHERE show_id = $1 AND status = 'waiting' \
+         ORDER BY joined_at, visitor_id LIMIT 1{lock}"
+    );
+    loop {
+        let next: Option<(String, String)> = sqlx::query_as(&next_sql)
+            .bind(show)
+            .fetch_optional(&mut **tx)
+            .await?;
+        let Some((visitor, jti)) = next else {
+            return Ok(None);
+        };
+        let (state, hold) =
+            try_offer(tx, pg, show, released, seats, &visitor, &jti, now_ms).await?;
+        sqlx::query(
+            "UPDATE waitlist SET status = $1, hold_id = $2 WHERE show_id = $3 AND visitor_id = $4",
+        )
+        .bind(state)
+        .bind(&hold)
+        .bind(show)
+        .bind(&visitor)
+        .execute(&mut **tx)
+        .await?;
+        match state {
+            "offered" => {
+                crate::telemetry::waitlist_offer(show);
+                return Ok(hold);
+            }
+            "skipped" => continue,
+            _ => return Ok(None),
+        }
+    }
+}
+
+/// One offer in a savepoint: `("offered", hold)`, `("skipped", None)` when a cap refused the
+/// fan, or `("waiting", None)` when the seats were not claimable (the fan keeps their place).
+#[allow(clippy::too_many_arguments)]
+async fn try_offer(
+    tx: &mut Tx<'_>,
+    pg: bool,
+    show: &str,
+    released: &str,
+    seats: &[String],
+    visitor: &str,
+    jti: &str,
+    now_ms: i64,
+) -> sqlx::Result<(&'static str, Option<String>)> {
+    let adm = Admission {
+        iss: "waitlist".into(),
+        aud: "booking-core".into(),
+        sub: visitor.into(),
+        event: show.into(),
+        jti: jti.into(),
+        iat: now_ms / 1000,
+        nbf: now_ms / 1000,
+        exp: (now_ms + OFFER_TIMING.hold_ttl_ms) / 1000,
+    };
+    let key = format!("waitlist-offer:{released}");
+    let r = Request {
+        adm: &adm,
+        show,
+        ask: Ask::Seats(seats.to_vec()),
+        key: &key,
+        channel: "web",
+        timing: OFFER_TIMING,
+        visitor_cap: OFFER_VISITOR_CAP,
+    };
+    let mut sp = sqlx::Acquire::begin(&mut **tx).await?;
+    match claim::create_in(&mut sp, pg, &r, now_ms).await {
+        Ok(Ok(a)) => {
+            sp.commit().await?;
+            let hold = a.body["hold_id"].as_str().map(String::from);
+            if let Some(h) = &hold {
+                db::audit(
+                    tx,
+                    now_ms,
+                    show,
+                    h,
+                    "waitlist-offer",
+                    Actor::Operator,
+                    visitor,
+                )
+                .await?;
+            }
+            Ok(("offered", hold))
+        }
+        Ok(Err(_lost)) => {
+            sp.rollback().await?;
+            Ok(("waiting", None))
+        }
+        Err(_) => {
+            sp.rollback().await?;
+            Ok(("skipped", None))
+        }
+    }
+}

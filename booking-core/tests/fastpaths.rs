@@ -1,0 +1,134 @@
+//! Issue 7's fast paths: the per-show hold queue (seed 002: one worker per show applying a batch
+//! of holds in one transaction, each still all-or-nothing and answered on its own), its admin
+//! switch, the door's verified-token cache (a cached token still expires and stays bound to its
+//! event), and the cached seat map (a hold and a lapse show at once).
+
+mod support;
+
+on_both!(
+    queued_holds_have_one_winner_per_seat,
+    queue_switch_is_an_admin_call,
+    seat_map_cache_follows_holds_and_lapses,
+);
+
+use std::collections::HashSet;
+
+use serde_json::{json, Value};
+use support::{Backend, Harness, ADMIN, SHOW};
+
+/// 60 fans race for 2-seat pairs over 6 seats through the queue: the 201s never share a seat,
+/// every refusal is a 409 with fresh availability, and a retried key replays its 201.
+async fn queued_holds_have_one_winner_per_seat(b: Backend) {
+    let h = Harness::on_with(b, |c| c.queued_shows = vec![SHOW.into()]).await;
+    let seats = ["A-1-1", "A-1-2", "A-1-3", "A-1-4", "A-1-5", "A-1-6"];
+    let tokens: Vec<String> = (0..60).map(|i| h.token(&format!("q{i}"))).collect();
+    let tries = tokens.iter().enumerate().map(|(i, t)| {
+        let h = &h;
+        let pair = [seats[i % 6], seats[(i * 7 + 1) % 6]];
+        let pair: Vec<&str> = if pair[0] == pair[1] {
+            vec![pair[0]]
+        } else {
+            pair.to_vec()
+        };
+        async move { (i, h.hold(t, &format!("k{i}"), &pair).await) }
+    });
+    let results = futures::future::join_all(tries).await;
+    let mut taken = HashSet::new();
+    let mut winners = Vec::new();
+    for (i, (st, body)) in &results {
+        match st {
+            201 => {
+                for s in body["seats"].as_array().unwrap() {
+                    assert!(taken.insert(s.as_str().unwrap().to_owned()), "{s} twice");
+                }
+                winners.push((*i, body["hold_id"].clone()));
+            }
+            409 => assert!(body["type"].as_str().unwrap().starts_with("/problems/")),
+            _ => panic!("unexpected {st}: {body}"),
+        }
+    }
+    assert!(!winners.is_empty());
+    let stats = h.stats().await;
+    assert_eq!(
+        stats["held"].as_i64().unwrap(),
+        taken.len() as i64,
+        "{stats}"
+    );
+    let (i, id) = &winners[0];
+    let again = h
+        .hold(&tokens[*i], &format!("k{i}"), &[seats[*i % 6]])
+        .await;
+    assert_eq!(again.0, 422, "same key, other body: {again:?}");
+    let pair = [seats[*i % 6], seats[(*i * 7 + 1) % 6]];
+    let mut pair: Vec<&str> = pair.into_iter().collect();
+    pair.sort();
+    pair.dedup();
+    let replay = h.hold(&tokens[*i], &format!("k{i}"), &pair).await;
+    assert_eq!((replay.0, &replay.1["hold_id"]), (201, id), "{replay:?}");
+}
+
+async fn queue_switch_is_an_admin_call(b: Backend) {
+    let h = Harness::on(b).await;
+    let url = format!("{}/admin/shows/{SHOW}/hold-queue", h.base);
+    let get = || async {
+        let v: Value = h
+            .http
+            .get(&url)
+            .bearer_auth(ADMIN)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        v["enabled"].as_bool().unwrap()
+    };
+    assert!(!get().await);
+    let r = h
+        .http
+        .post(&url)
+        .json(&json!({"enabled": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let r = h
+        .http
+        .post(&url)
+        .bearer_auth(ADMIN)
+        .json(&json!({"enabled": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(get().await);
+    let t = h.token("sw");
+    assert_eq!(h.hold(&t, "k1", &["A-1-1"]).await.0, 201);
+    assert_eq!(h.hold(&h.token("sw2"), "k1", &["A-1-1"]).await.0, 409);
+}
+
+/// Served from the cache between writes, yet a new hold shows at once, and so does its lapse
+/// when the (test) clock passes its deadline.
+async fn seat_map_cache_follows_holds_and_lapses(b: Backend) {
+    let h = Harness::on(b).await;
+    assert_eq!(h.seat_status("A-1-1").await, "free");
+    assert_eq!(h.seat_status("A-1-1").await, "free");
+    let t = h.token("cache");
+    assert_eq!(h.hold(&t, "k", &["A-1-1"]).await.0, 201);
+    assert_eq!(h.seat_status("A-1-1").await, "held");
+    h.clock.advance_ms(481_000);
+    assert_eq!(h.seat_status("A-1-1").await, "free");
+    // The door's cache: the token verified above is refused once past exp + leeway.
+    h.clock.advance_ms(125_000);
+    let me = format!("{}/api/me", h.base);
+    assert_eq!(
+        h.http
+            .get(&me)
+            .bearer_auth(&t)
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        401
+    );
+}

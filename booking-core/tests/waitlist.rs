@@ -1,0 +1,92 @@
+//! The waitlist (issue 5 "Released seats go to someone who wants them"), on both stores: joining
+//! claims nothing and is refused while a seat is free; a released seat is offered to the first
+//! waiting fan as a new hold with its own expiry; an unused offer lapses to the next fan.
+
+mod support;
+
+on_both!(released_seat_goes_to_the_waitlist_and_lapses_to_the_next_fan);
+
+use booking_core::Reconciler;
+use sale_common::Clock;
+use serde_json::Value;
+use support::{Backend, Harness, SHOW};
+
+async fn join(h: &Harness, token: &str) -> (u16, Value) {
+    let r = h
+        .http
+        .post(format!("{}/api/shows/{SHOW}/waitlist", h.base))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+}
+
+async fn entry(h: &Harness, token: &str) -> Value {
+    h.http
+        .get(format!("{}/api/shows/{SHOW}/waitlist", h.base))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+async fn released_seat_goes_to_the_waitlist_and_lapses_to_the_next_fan(b: Backend) {
+    let h = Harness::on_with(b, |c| Harness::small_venue(c, 1)).await;
+    let (a, bb, c) = (h.token("wa"), h.token("wb"), h.token("wc"));
+    assert_eq!(join(&h, &bb).await.0, 409, "a free seat: hold it instead");
+    let (st, held) = h.hold(&a, "ka", &["A-1-1"]).await;
+    assert_eq!(st, 201, "{held}");
+    let (st, v) = join(&h, &bb).await;
+    assert_eq!((st, v["position"].as_i64()), (201, Some(1)), "{v}");
+    h.clock.advance_ms(10);
+    assert_eq!(join(&h, &c).await.1["position"], 2);
+    assert_eq!(join(&h, &c).await.0, 200, "joining twice is idempotent");
+    // A cancels: B is offered the seat as a new hold.
+    let r = h
+        .http
+        .delete(format!(
+            "{}/api/holds/{}",
+            h.base,
+            held["hold_id"].as_str().unwrap()
+        ))
+        .bearer_auth(&a)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let eb = entry(&h, &bb).await;
+    assert_eq!(eb["status"], "offered", "{eb}");
+    let offer = eb["hold_id"].as_str().unwrap().to_owned();
+    let hv: Value = h
+        .http
+        .get(format!("{}/api/holds/{offer}", h.base))
+        .bearer_auth(&bb)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (hv["status"].as_str(), &hv["seats"][0]),
+        (Some("HELD"), &Value::from("A-1-1")),
+        "{hv}"
+    );
+    assert_eq!(entry(&h, &c).await["position"], 1);
+    // B never pays: the offer lapses and the reconciler releases it to C.
+    h.clock.advance_ms(481_000);
+    Reconciler::new(h.state.clone())
+        .step(h.clock.now_ms())
+        .await
+        .unwrap();
+    assert_eq!(entry(&h, &bb).await["status"], "lapsed");
+    let ec = entry(&h, &c).await;
+    assert_eq!(ec["status"], "offered", "{ec}");
+    assert_ne!(ec["hold_id"].as_str().unwrap(), offer);
+    assert_eq!(h.stats().await["held"], 1);
+    assert!(h.metrics().await.contains("bc_waitlist_offers_total"));
+}
