@@ -27,13 +27,31 @@ impl Cdn {
     /// # Errors
     /// When nginx is missing (install Debian's `nginx`) or does not answer within 10 s.
     pub fn start(port: u16, origin: &str) -> anyhow::Result<Self> {
+        Self::start_with_status(port, origin, None)
+    }
+
+    /// Like [`Cdn::start`]; with `status_s3 = Some(url)` (`http://HOST:PORT/BUCKET/PREFIX/`,
+    /// path-style) `/status/{event}.json` is fetched from that S3 URL instead of the origin
+    /// (`infra/cdn-start --status-s3`).
+    ///
+    /// # Errors
+    /// As [`Cdn::start`].
+    pub fn start_with_status(
+        port: u16,
+        origin: &str,
+        status_s3: Option<&str>,
+    ) -> anyhow::Result<Self> {
         let port = if port == 0 {
             sale_common::testsupport::free_port()
         } else {
             port
         };
         let prefix = tempfile::tempdir()?;
-        let child = Command::new(infra_dir().join("cdn-start"))
+        let mut cmd = Command::new(infra_dir().join("cdn-start"));
+        if let Some(url) = status_s3 {
+            cmd.arg("--status-s3").arg(url);
+        }
+        let child = cmd
             .arg(port.to_string())
             .arg(origin)
             .arg(prefix.path())

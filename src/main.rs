@@ -55,6 +55,20 @@ struct UpArgs {
     /// this port; fans then start at the CDN's URL.
     #[arg(long)]
     cdn: Option<u16>,
+    /// Directory the waiting room writes status documents to (default: a temporary one).
+    #[arg(long)]
+    status_dir: Option<std::path::PathBuf>,
+    /// Also publish status documents to this S3 bucket; endpoint, region and credentials come
+    /// from the standard AWS environment (`AWS_ENDPOINT_URL` for a local moto_server, …).
+    #[arg(long)]
+    s3_bucket: Option<String>,
+    /// Key prefix of the S3 status objects.
+    #[arg(long, default_value = "status/")]
+    s3_prefix: String,
+    /// With `--cdn` and `--s3-bucket`: the CDN serves `/status/` from S3 at this base URL
+    /// (e.g. `http://127.0.0.1:5000`, path-style) instead of from the waiting room.
+    #[arg(long, requires_all = ["cdn", "s3_bucket"])]
+    cdn_status_from_s3: Option<String>,
     /// Admin bearer token for both services (default: a random one, printed).
     #[arg(long, env = "SALE_ADMIN_TOKEN")]
     admin_token: Option<String>,
@@ -75,6 +89,9 @@ async fn main() -> anyhow::Result<()> {
     opts.redis_url = a.redis;
     opts.database_url = a.database;
     opts.seats = a.seats;
+    opts.status_dir = a.status_dir;
+    opts.s3_bucket = a.s3_bucket.clone();
+    opts.s3_prefix = a.s3_prefix.clone();
     if let Some(t) = a.admin_token {
         opts.admin_token = t;
     }
@@ -87,10 +104,21 @@ async fn main() -> anyhow::Result<()> {
     };
     let s = stack::start(opts).await?;
     let cdn = match a.cdn {
-        Some(port) => Some(ticket_sale::cdn::Cdn::start(
-            port,
-            s.waiting_room_url.trim_start_matches("http://"),
-        )?),
+        Some(port) => {
+            let status_s3 = match (&a.cdn_status_from_s3, &a.s3_bucket) {
+                (Some(base), Some(bucket)) => Some(format!(
+                    "{}/{bucket}/{}",
+                    base.trim_end_matches('/'),
+                    a.s3_prefix
+                )),
+                _ => None,
+            };
+            Some(ticket_sale::cdn::Cdn::start_with_status(
+                port,
+                s.waiting_room_url.trim_start_matches("http://"),
+                status_s3.as_deref(),
+            )?)
+        }
         None => None,
     };
     if let Some(c) = &cdn {
@@ -101,9 +129,13 @@ async fn main() -> anyhow::Result<()> {
         s.waiting_room_url
     );
     println!(
-        "status document:                {}/status/demo.json",
-        s.waiting_room_url
+        "status document:                {}/status/demo.json (files in {})",
+        s.waiting_room_url,
+        s.status_dir.display()
     );
+    if let Some(b) = &a.s3_bucket {
+        println!("status document on S3:          s3://{b}/{}demo.json", a.s3_prefix);
+    }
     println!("booking core:                   {}", s.booking_url);
     println!("payment gateway simulator:      {}", s.gateway_url);
     println!("admin token:                    {}", s.admin_token);

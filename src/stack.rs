@@ -56,6 +56,14 @@ pub struct StackOptions {
     pub fan_rate_per_sec: u32,
     /// Heartbeat/claim burst per client IP.
     pub fan_burst: u32,
+    /// Directory the waiting room publishes status documents to (`{event}.json`, the CDN
+    /// origin's files); `None`: a fresh temporary directory, removed on shutdown.
+    pub status_dir: Option<PathBuf>,
+    /// `Some(bucket)`: also publish status documents to S3 (endpoint, region and credentials
+    /// from the standard AWS environment, e.g. `AWS_ENDPOINT_URL` for a local moto_server).
+    pub s3_bucket: Option<String>,
+    /// Key prefix of the S3 status objects (`{prefix}{event}.json`).
+    pub s3_prefix: String,
 }
 
 impl StackOptions {
@@ -85,6 +93,9 @@ impl StackOptions {
             join_burst: 20,
             fan_rate_per_sec: 5,
             fan_burst: 20,
+            status_dir: None,
+            s3_bucket: None,
+            s3_prefix: "status/".into(),
         }
     }
 }
@@ -110,9 +121,11 @@ pub struct Stack {
     pub gateway_url: String,
     /// Admin bearer token of both services.
     pub admin_token: String,
+    /// Where the waiting room writes the status documents.
+    pub status_dir: PathBuf,
     stops: Vec<oneshot::Sender<()>>,
     tasks: Vec<JoinHandle<anyhow::Result<()>>>,
-    _tmp: Option<tempfile::TempDir>,
+    _tmp: Vec<tempfile::TempDir>,
 }
 
 impl Stack {
@@ -151,15 +164,26 @@ pub async fn start(opts: StackOptions) -> anyhow::Result<Stack> {
     let bc_l = TcpListener::bind(opts.booking_addr).await?;
     let gw_l = TcpListener::bind(opts.gateway_addr).await?;
     let (wr_url, bc_url, gw_url) = (url_of(&wr_l)?, url_of(&bc_l)?, url_of(&gw_l)?);
-    let (tmp, database_url) = if opts.database_url.is_empty() {
+    let mut tmp = Vec::new();
+    let database_url = if opts.database_url.is_empty() {
         let dir = tempfile::tempdir()?;
         let url = format!(
             "sqlite://{}?mode=rwc",
             dir.path().join("booking.db").display()
         );
-        (Some(dir), url)
+        tmp.push(dir);
+        url
     } else {
-        (None, opts.database_url.clone())
+        opts.database_url.clone()
+    };
+    let status_dir = match &opts.status_dir {
+        Some(d) => d.clone(),
+        None => {
+            let dir = tempfile::tempdir()?;
+            let path = dir.path().to_path_buf();
+            tmp.push(dir);
+            path
+        }
     };
     let gateway_secret = format!("{:032x}", rand::random::<u128>());
     let service_token = format!("{:032x}", rand::random::<u128>());
@@ -170,6 +194,7 @@ pub async fn start(opts: StackOptions) -> anyhow::Result<Stack> {
         database_url: &database_url,
         gateway_secret: &gateway_secret,
         service_token: &service_token,
+        status_dir: &status_dir,
     };
     let gw_cfg = configs::gateway(&opts, &wiring);
     let wr_cfg = configs::waiting_room(&opts, &wiring)?;
@@ -190,6 +215,7 @@ pub async fn start(opts: StackOptions) -> anyhow::Result<Stack> {
         booking_url: bc_url,
         gateway_url: gw_url,
         admin_token: opts.admin_token.clone(),
+        status_dir: status_dir.clone(),
         stops,
         tasks,
         _tmp: tmp,
@@ -208,6 +234,8 @@ pub(crate) struct Wiring<'a> {
     pub gateway_secret: &'a str,
     /// Random bearer token of the waiting room's internal API, given to both sides.
     pub service_token: &'a str,
+    /// The waiting room's status-document directory.
+    pub status_dir: &'a std::path::Path,
 }
 
 async fn wait_healthy(s: &Stack) -> anyhow::Result<()> {

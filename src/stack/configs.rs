@@ -11,7 +11,8 @@ pub(crate) fn gateway(_opts: &StackOptions, w: &Wiring<'_>) -> gateway_sim::Conf
     cfg
 }
 
-/// The waiting room: one event, opening `opens_in_secs` after now, queue in memory or Redis.
+/// The waiting room: one event, opening `opens_in_secs` after now, queue in memory or Redis;
+/// status documents to `status_dir` and, with `s3_bucket`, to S3.
 pub(crate) fn waiting_room(
     opts: &StackOptions,
     w: &Wiring<'_>,
@@ -42,6 +43,9 @@ pub(crate) fn waiting_room(
     cfg.fan_rate_per_sec = u64::from(opts.fan_rate_per_sec);
     cfg.fan_burst = opts.fan_burst;
     cfg.service_token = Some(Secret::new(w.service_token));
+    cfg.status_dir = Some(w.status_dir.to_path_buf());
+    cfg.s3_bucket = opts.s3_bucket.clone();
+    cfg.s3_prefix = opts.s3_prefix.clone();
     Ok(cfg)
 }
 
