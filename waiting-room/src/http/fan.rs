@@ -261,9 +261,7 @@ pub async fn admission(
     let event = parse_event(&event)?;
     let visitor = require_identity(&st, &headers, &event)?;
     let limit = st.store_timeout();
-    let meta = bounded(limit, st.0.store.event(&event))
-        .await?
-        .ok_or_else(|| Problem::not_found("no such event"))?;
+    let meta = st.event_constants(&event).await?;
     let now_ms = st.0.clock.now_ms();
     let (ttl, jti) = (meta.admission_ttl_secs, new_jti());
     let rejoin = st.0.config.rejoin_grace_ms();
@@ -282,7 +280,7 @@ pub async fn admission(
                 json!({
                     "admission_token": token,
                     "expires_at": a.exp,
-                    "booking_url": meta.booking_url,
+                    "booking_url": &*meta.booking_url,
                     "event": event.as_str(),
                 }),
             ))

@@ -53,6 +53,17 @@ pub struct Inner {
     /// `Cache-Control` of the status document (`public, max-age={status_max_age_secs}`), built
     /// once.
     pub status_cache_control: HeaderValue,
+    /// Per event: admission-token lifetime (s) and booking URL, read from the store once.
+    constants: std::sync::RwLock<std::collections::HashMap<EventId, EventConstants>>,
+}
+
+/// What never changes after an event is created (`create_event` is `NX`; no API edits these).
+#[derive(Debug, Clone)]
+pub struct EventConstants {
+    /// Admission-token lifetime, **seconds**.
+    pub admission_ttl_secs: u64,
+    /// Booking core base URL handed to admitted fans.
+    pub booking_url: Arc<str>,
 }
 
 impl AppState {
@@ -135,6 +146,7 @@ impl AppState {
             limits,
             pow: crate::pow::Pow::new(config_key.as_bytes()),
             status_cache_control,
+            constants: Default::default(),
         }));
         for e in state.0.config.events.clone() {
             state.refresh_status(&e.id).await;
@@ -169,6 +181,31 @@ impl AppState {
             self.0.store.figures(event, now_ms, silence),
         )
         .await
+    }
+
+    /// `event`'s [`EventConstants`]: one store read per event and process, then from memory
+    /// (the claim path then costs one store call, not two). 404 for an unknown event.
+    pub async fn event_constants(&self, event: &EventId) -> Result<EventConstants, Problem> {
+        if let Some(c) = self
+            .0
+            .constants
+            .read()
+            .ok()
+            .and_then(|m| m.get(event).cloned())
+        {
+            return Ok(c);
+        }
+        let meta = error::bounded(self.store_timeout(), self.0.store.event(event))
+            .await?
+            .ok_or_else(|| Problem::not_found("no such event"))?;
+        let c = EventConstants {
+            admission_ttl_secs: meta.admission_ttl_secs,
+            booking_url: meta.booking_url.into(),
+        };
+        if let Ok(mut m) = self.0.constants.write() {
+            m.insert(event.clone(), c.clone());
+        }
+        Ok(c)
     }
 
     /// The intervals advertised to fans.
