@@ -223,6 +223,10 @@ pub struct Config {
     /// honoured only from `trusted_proxies`.
     #[serde(default)]
     pub identity_header: Option<String>,
+    /// HS256 key shared with a login service that signs `X-Identity-Token` (one place per
+    /// identity from any peer; `identity` module). At least 32 bytes; `None` ignores the header.
+    #[serde(default, deserialize_with = "de_opt_secret")]
+    pub identity_token_key: Option<Secret>,
     /// Directory of Ed25519 PKCS#8 PEM keys (`active.pem`, `next.pem`, `retired-*.pem`; see
     /// `keys`). Takes precedence over `signing_key_pem`; re-read every few seconds.
     #[serde(default)]
@@ -286,6 +290,7 @@ impl Config {
             fan_burst: 1000,
             service_token: Some(Secret::new("demo-service-token")),
             identity_header: None,
+            identity_token_key: None,
             signing_key_dir: None,
             status_dir: None,
             status_throttle_ms: default_status_throttle(),
@@ -336,6 +341,12 @@ impl Config {
                 .iter()
                 .all(|k| k.expose().len() >= 32),
             "join_hmac_previous_keys: at least 32 bytes each"
+        );
+        anyhow::ensure!(
+            self.identity_token_key
+                .as_ref()
+                .is_none_or(|k| k.expose().len() >= 32),
+            "identity_token_key: at least 32 bytes"
         );
         anyhow::ensure!(self.tick_ms > 0, "tick_ms must be > 0");
         anyhow::ensure!(

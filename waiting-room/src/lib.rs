@@ -11,6 +11,7 @@ pub mod admitter;
 pub mod config;
 pub mod domain;
 pub mod http;
+pub mod identity;
 pub mod keys;
 pub mod pow;
 pub mod ratelimit;

@@ -1,12 +1,13 @@
 //! Per-fan endpoints: join, heartbeat, position, admission (API.md). Tokens are checked before
 //! any store call; every answer is `private, no-store`. A join behind a trusted proxy that
-//! sets the configured identity header gets the visitor id derived from that identity, so one
-//! identity holds one place.
+//! sets the configured identity header, or carrying a valid signed identity token, gets the
+//! visitor id derived from that identity, so one identity holds one place.
 
 use super::error::bounded;
 use super::{parse_event, private_json, AppState};
 use crate::domain::{ClaimOutcome, EventId, EventState, VisitorId};
 use crate::http::openapi::ProblemDoc;
+use crate::identity::IDENTITY_TOKEN_HEADER;
 use crate::ratelimit::{peer_ip, TrustedProxyKey};
 use crate::tokens::new_jti;
 use axum::extract::{Path, Request, State};
@@ -15,9 +16,33 @@ use axum::response::Response;
 use sale_common::Problem;
 use serde_json::json;
 
-/// The verified identity of a join: set by a trusted upstream in `identity_header`, honoured
-/// only when the peer is a trusted proxy. `Ok(None)` when not configured or absent.
+/// The verified identity of a join: set by a trusted upstream in `identity_header` (honoured
+/// only when the peer is a trusted proxy), else a signed `X-Identity-Token` (honoured from any
+/// peer when `identity_token_key` is configured; a bad one is a 401). `Ok(None)` otherwise.
 fn upstream_identity(st: &AppState, req: &Request) -> Result<Option<String>, Problem> {
+    if let Some(id) = header_identity(st, req)? {
+        return Ok(Some(id));
+    }
+    let (Some(verifier), Some(value)) = (
+        st.0.identity.as_ref(),
+        req.headers().get(IDENTITY_TOKEN_HEADER),
+    ) else {
+        return Ok(None);
+    };
+    let token = value.to_str().unwrap_or_default();
+    match verifier.verify(token, st.0.clock.now_secs()) {
+        Ok(id) => Ok(Some(id)),
+        Err(e) => {
+            crate::telemetry::rejected_token("identity", e.reason());
+            Err(Problem::unauthorized(
+                "invalid-identity-token",
+                format!("X-Identity-Token: {}", e.reason()),
+            ))
+        }
+    }
+}
+
+fn header_identity(st: &AppState, req: &Request) -> Result<Option<String>, Problem> {
     let Some(name) = st.0.config.identity_header.as_deref() else {
         return Ok(None);
     };

@@ -53,6 +53,8 @@ pub struct Inner {
     /// `Cache-Control` of the status document (`public, max-age={status_max_age_secs}`), built
     /// once.
     pub status_cache_control: HeaderValue,
+    /// Verifier of signed identity tokens (`identity_token_key`), if configured.
+    pub identity: Option<crate::identity::IdentityVerifier>,
     /// Per event: admission-token lifetime (s) and booking URL, read from the store once.
     constants: std::sync::RwLock<std::collections::HashMap<EventId, EventConstants>>,
 }
@@ -133,6 +135,10 @@ impl AppState {
             throttle_ms: config.status_throttle_ms,
         };
         let publisher = make(store.clone(), status.clone(), rules);
+        let identity = config
+            .identity_token_key
+            .as_ref()
+            .map(|k| crate::identity::IdentityVerifier::new(k.expose().as_bytes()));
         let status_cache_control =
             HeaderValue::from_str(&format!("public, max-age={}", config.status_max_age_secs))?;
         let state = Self(Arc::new(Inner {
@@ -146,6 +152,7 @@ impl AppState {
             limits,
             pow: crate::pow::Pow::new(config_key.as_bytes()),
             status_cache_control,
+            identity,
             constants: Default::default(),
         }));
         for e in state.0.config.events.clone() {
