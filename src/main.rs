@@ -51,6 +51,13 @@ struct UpArgs {
     /// Seats in the demo venue.
     #[arg(long, default_value_t = 600)]
     seats: u32,
+    /// Places in a general-admission pool `FLOOR` of the demo show (0: none).
+    #[arg(long, default_value_t = 0)]
+    pool_places: u32,
+    /// Venue file (JSON, booking-core/README.md) for the demo show instead of `--seats`,
+    /// e.g. infra/venues/arena-20k.json.
+    #[arg(long)]
+    venue: Option<std::path::PathBuf>,
     /// Put the local CDN (nginx with proxy_cache, `infra/`) in front of the waiting room on
     /// this port; fans then start at the CDN's URL.
     #[arg(long)]
@@ -89,6 +96,8 @@ async fn main() -> anyhow::Result<()> {
     opts.redis_url = a.redis;
     opts.database_url = a.database;
     opts.seats = a.seats;
+    opts.pool_places = a.pool_places;
+    opts.venue = a.venue;
     opts.status_dir = a.status_dir;
     opts.s3_bucket = a.s3_bucket.clone();
     opts.s3_prefix = a.s3_prefix.clone();

@@ -42,8 +42,14 @@ pub struct StackOptions {
     pub admin_token: String,
     /// The event/show created at start.
     pub event: DemoEvent,
-    /// Seats in the show's venue.
+    /// Seats in the show's venue (ignored with `venue`).
     pub seats: u32,
+    /// Places in a general-admission pool `FLOOR` (6,500 cents) added to the show's venue;
+    /// 0: none (a venue file's own `FLOOR`, if any, is kept as it is).
+    pub pool_places: u32,
+    /// A JSON venue file (booking-core/README.md) for the show instead of the rectangular
+    /// venue of `seats` seats.
+    pub venue: Option<PathBuf>,
     /// Hold lifetime, seconds (seed 000: 8 minutes against a 7-minute payment session).
     pub hold_ttl_secs: u64,
     /// Payment-session lifetime, seconds; must be shorter than the hold.
@@ -87,6 +93,8 @@ impl StackOptions {
                 admission_ttl_secs: 600,
             },
             seats: 600,
+            pool_places: 0,
+            venue: None,
             hold_ttl_secs: 480,
             payment_session_secs: 420,
             join_rate_per_sec: 5,

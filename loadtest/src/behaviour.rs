@@ -4,6 +4,7 @@
 //! The shares come from `rush` flags or a `--profile`; [`Mix::pick`] draws one fan's behaviour.
 
 use crate::fan::{call, FanOutcome, Target};
+use crate::picks::Pick;
 use crate::stats::Stats;
 use rand::Rng;
 use reqwest::{Client, StatusCode};
@@ -109,13 +110,13 @@ fn hold_req(
     t: &Target,
     adm: &str,
     key: &str,
-    seats: &[String],
+    pick: &Pick,
 ) -> reqwest::RequestBuilder {
     client
         .post(format!("{}/api/shows/{}/holds", t.booking, t.event))
         .bearer_auth(adm)
         .header("Idempotency-Key", key)
-        .json(&serde_json::json!({ "seats": seats }))
+        .json(&pick.body())
 }
 
 /// Sends one hold attempt in the fan's style; answers like a single hold call (status, body).
@@ -125,8 +126,8 @@ pub async fn send_hold(
     stats: &Stats,
     t: &Target,
     adm: &str,
-    seats: &[String],
-    alternatives: &[Vec<String>],
+    seats: &Pick,
+    alternatives: &[Pick],
     out: &mut FanOutcome,
 ) -> anyhow::Result<(StatusCode, Value)> {
     match out.behaviour.hold {

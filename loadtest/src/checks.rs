@@ -42,6 +42,8 @@ pub struct BackOffice {
     pub bookings: Vec<Value>,
     /// `GET /api/shows/{show}/seats` (`available`).
     pub seatmap_available: u64,
+    /// Pool holds, places and counters (pool bookings have no seats: not in `bookings`).
+    pub pools: crate::picks::PoolOffice,
 }
 
 /// Runs every check.
@@ -107,6 +109,10 @@ pub fn run(
     let missing = paid
         .iter()
         .filter(|(h, seats)| {
+            if seats.is_empty() {
+                // A pool hold: booked when the back office lists it PAID (same transaction).
+                return !office.pools.paid_holds.contains(h);
+            }
             booked
                 .get(h.as_str())
                 .is_none_or(|b| seats.iter().any(|s| !b.contains(s.as_str())))
@@ -130,12 +136,27 @@ pub fn run(
         s["sold"].as_u64().unwrap_or(0),
     );
     let sold_in_bookings = seat_owner.len() as u64;
+    // Pools: `stats` counts seats only. Every booking is a seat booking or a PAID pool hold;
+    // the counters match their rows, and neither the places sold nor the places sold plus the
+    // seat map's available places exceed capacity + oversell.
+    let p = &office.pools;
+    let all_bookings = office.bookings.len() as u64 + p.paid_holds.len() as u64;
+    let db_bookings = s["bookings"].as_u64().unwrap_or(u64::MAX);
+    let pools_ok = db_bookings == all_bookings
+        && p.drifting == 0
+        && p.taken <= p.capacity
+        && p.paid_places + p.map_available <= p.capacity;
     out.push(Check {
         name: "availability equals the database's count",
-        pass: office.seatmap_available == free && cap == free + held + sold && sold == sold_in_bookings,
+        pass: office.seatmap_available == free
+            && cap == free + held + sold
+            && sold == sold_in_bookings
+            && pools_ok,
         detail: format!(
-            "seat map available {}, database free {free} held {held} sold {sold} of {cap}; booked seats {sold_in_bookings}",
-            office.seatmap_available
+            "seat map available {}, database free {free} held {held} sold {sold} of {cap}; booked seats {sold_in_bookings}; \
+             pool places sold {} + available {} of {} (taken {}, {} drifting); bookings {db_bookings} = {} seat + {} pool",
+            office.seatmap_available, p.paid_places, p.map_available, p.capacity, p.taken, p.drifting,
+            office.bookings.len(), p.paid_holds.len()
         ),
     });
 
@@ -227,6 +248,7 @@ mod tests {
                 serde_json::json!({"hold_id": "h2", "seats": ["A-1-1"]}),
             ],
             seatmap_available: 0,
+            pools: Default::default(),
         };
         let checks = run(&[], 10, &office, (10, 0));
         let twice = checks

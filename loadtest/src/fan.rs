@@ -1,6 +1,7 @@
 //! One synthetic fan's journey, over HTTP only: join before opening, follow the status document,
-//! claim admission when the cursor reaches the queue number, hold 1–4 adjacent seats (retrying
-//! on 409 with the fresh map), then pay, cancel or walk away.
+//! claim admission when the cursor reaches the queue number, hold 1–4 adjacent seats, best
+//! available seats or pool places (`picks`; retrying on 409 with the fresh map), then pay,
+//! cancel or walk away.
 
 use crate::stats::Stats;
 use rand::seq::SliceRandom;
@@ -27,6 +28,8 @@ pub struct Target {
     pub cancel_share: f64,
     /// Behaviour mix (hold styles, slow and late payers, patience when sold out).
     pub mix: crate::behaviour::Mix,
+    /// Shares of fans holding by best available and in a pool (the rest pick seats).
+    pub picks: crate::picks::Shares,
 }
 
 /// What one fan ended with.
@@ -363,6 +366,7 @@ async fn book(client: &Client, target: &Target, stats: &Stats, adm: &str, out: &
     let bc = &target.booking;
     let ev = &target.event;
     let want = rand::thread_rng().gen_range(1..=4usize);
+    let kind = target.picks.draw();
     let patience = Instant::now() + Duration::from_secs(target.mix.sold_out_patience_secs);
     let mut attempt = 0;
     while attempt < 4 {
@@ -381,7 +385,7 @@ async fn book(client: &Client, target: &Target, stats: &Stats, adm: &str, out: &
         // A party that cannot sit together shrinks rather than leaving (and after two 409s,
         // takes any single seat).
         let n = if attempt > 2 { 1 } else { want };
-        let Some(seats) = (1..=n).rev().find_map(|k| pick_seats(&map, k)) else {
+        let Some(pick) = crate::picks::choose(&map, kind, n, attempt) else {
             let held = map["seats"]
                 .as_array()
                 .is_some_and(|a| a.iter().any(|x| x["status"] == "held"));
@@ -394,9 +398,11 @@ async fn book(client: &Client, target: &Target, stats: &Stats, adm: &str, out: &
             out.gave_up = Some("sold out".into());
             return;
         };
-        let alternatives: Vec<Vec<String>> = (0..4).filter_map(|_| pick_seats(&map, n)).collect();
+        let alternatives: Vec<_> = (0..4)
+            .filter_map(|_| crate::picks::choose(&map, kind, n, attempt))
+            .collect();
         let sent =
-            crate::behaviour::send_hold(client, stats, target, adm, &seats, &alternatives, out)
+            crate::behaviour::send_hold(client, stats, target, adm, &pick, &alternatives, out)
                 .await;
         match sent {
             Ok((s, body)) if s == StatusCode::CREATED || s == StatusCode::OK => {
@@ -408,7 +414,7 @@ async fn book(client: &Client, target: &Target, stats: &Stats, adm: &str, out: &
                             .filter_map(|x| x.as_str().map(String::from))
                             .collect()
                     })
-                    .unwrap_or(seats);
+                    .unwrap_or_else(|| pick.seats());
                 out.hold = Some((hold.clone(), held));
                 let deadline = body["payment_expires_at"].as_i64();
                 finish(client, target, stats, adm, &hold, deadline, out).await;

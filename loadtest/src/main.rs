@@ -35,6 +35,7 @@ enum Command {
 }
 
 mod order;
+mod picks;
 mod plots;
 mod rehearsal;
 mod report;

@@ -20,6 +20,18 @@ pub struct RushArgs {
     /// Seats in the show's venue (with `--spawn`).
     #[arg(long, default_value_t = 600)]
     seats: u32,
+    /// Places in a general-admission pool `FLOOR` of the spawned show (0: none).
+    #[arg(long, default_value_t = 0)]
+    pool_places: u32,
+    /// Venue file for the spawned show instead of `--seats` (e.g. infra/venues/arena-20k.json).
+    #[arg(long)]
+    venue: Option<std::path::PathBuf>,
+    /// Share of fans who hold "best available N together" in a section.
+    #[arg(long, default_value_t = 0.0)]
+    best_available_share: f64,
+    /// Share of fans who hold places in a general-admission pool.
+    #[arg(long, default_value_t = 0.0)]
+    pool_share: f64,
     /// Queue store for the spawned waiting room: a Redis URL (default: in memory).
     #[arg(long)]
     redis: Option<String>,
@@ -190,12 +202,18 @@ async fn prepare(
         pay_share: args.pay_share,
         cancel_share: args.cancel_share,
         mix: args.rehearsal.mix(),
+        picks: crate::picks::Shares {
+            best_available: args.best_available_share,
+            pool: args.pool_share,
+        },
     };
     if args.spawn {
         let opens_in = args.opens_in.unwrap_or(2 + args.fans as u64 / 1500);
         let mut opts = ticket_sale::stack::StackOptions::local_random_ports();
         opts.redis_url = args.redis.clone();
         opts.seats = args.seats;
+        opts.pool_places = args.pool_places;
+        opts.venue = args.venue.clone();
         // Every synthetic fan shares 127.0.0.1: lift the per-IP limits for this run.
         opts.join_rate_per_sec = 1_000_000;
         opts.join_burst = 1_000_000;
@@ -274,6 +292,7 @@ async fn back_office(
         stats,
         bookings,
         seatmap_available: map["available"].as_u64().unwrap_or(u64::MAX),
+        pools: crate::picks::pool_office(client, t, token, &map).await?,
     })
 }
 
@@ -318,12 +337,13 @@ async fn money_checks(
         true,
     )
     .await?;
-    let booked: std::collections::HashSet<String> = bookings
+    let mut booked: std::collections::HashSet<String> = bookings
         .as_array()
         .into_iter()
         .flatten()
         .filter_map(|b| b["hold_id"].as_str().map(str::to_owned))
         .collect();
+    booked.extend(crate::picks::paid_pool_holds(client, t, token).await?);
     let payments = match gateway {
         Some(g) => Some(get(format!("{g}/v1/sim/payments"), false).await?),
         None => None,

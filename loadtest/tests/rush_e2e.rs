@@ -1,5 +1,6 @@
 //! End-to-end: runs the real `loadtest rush --spawn` binary for a few hundred fans, once with the
-//! queue in a real Redis server (started here on a free port) and once on the embedded defaults,
+//! queue in a real Redis server (started here on a free port) and once on the embedded defaults
+//! with a general-admission pool and a seat-pick / best-available / pool mix,
 //! once on PostgreSQL with gateway faults (10% failures, 10% cancels, 5% timeouts, 5% duplicate
 //! webhooks), and requires every invariant check to print PASS and the process to exit 0.
 
@@ -52,8 +53,20 @@ fn rush_with_redis_passes_every_check() {
 
 #[test]
 fn rush_on_embedded_defaults_passes_every_check() {
-    let out = rush(&["--event", "rush-mem"]);
+    // The mixed journey: a 50-place `FLOOR` pool, 30% of fans holding by best available and
+    // 20% in the pool, the rest picking seats.
+    let out = rush(&[
+        "--event",
+        "rush-mem",
+        "--pool-places",
+        "50",
+        "--best-available-share",
+        "0.3",
+        "--pool-share",
+        "0.2",
+    ]);
     assert_checks(&out);
+    assert!(out.contains("pool places sold"), "{out}");
 }
 
 #[test]

@@ -50,7 +50,8 @@ pub(crate) fn waiting_room(
 }
 
 /// The booking core: one show with the event's id on a venue of at least `opts.seats` seats
-/// (5 sections of rows of 20, rounded up to whole rows), verifying admission tokens from the
+/// (5 sections of rows of 20, rounded up to whole rows) or the venue file, with an optional
+/// `FLOOR` pool, verifying admission tokens from the
 /// waiting room's JWKS and paying through the simulator.
 pub(crate) fn booking(opts: &StackOptions, w: &Wiring<'_>) -> anyhow::Result<booking_core::Config> {
     let mut cfg = booking_core::Config::demo(
@@ -72,9 +73,29 @@ pub(crate) fn booking(opts: &StackOptions, w: &Wiring<'_>) -> anyhow::Result<boo
         },
     );
     cfg.service_token = Some(Secret::new(w.service_token));
-    let mut venue = booking_core::config::Venue::demo();
-    venue.seats_per_row = 20;
-    venue.rows = opts.seats.div_ceil(100).max(1);
-    cfg.shows[0].venue = venue;
+    cfg.shows[0].venue = venue(opts)?;
     Ok(cfg)
+}
+
+/// The show's venue: the venue file, or 5 sections of rows of 20 seats; plus the `FLOOR` pool
+/// of `opts.pool_places` places when that is not 0 (replacing a `FLOOR` of the file).
+fn venue(opts: &StackOptions) -> anyhow::Result<booking_core::config::Venue> {
+    let mut venue = match &opts.venue {
+        Some(path) => booking_core::config::Venue::load(path)?,
+        None => {
+            let mut v = booking_core::config::Venue::demo();
+            v.seats_per_row = 20;
+            v.rows = opts.seats.div_ceil(100).max(1);
+            v
+        }
+    };
+    if opts.pool_places > 0 {
+        venue.pools.retain(|p| p.id != "FLOOR");
+        venue.pools.push(booking_core::config::PoolSpec {
+            id: "FLOOR".into(),
+            price_cents: 6_500,
+            capacity: opts.pool_places,
+        });
+    }
+    Ok(venue)
 }

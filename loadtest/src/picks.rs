@@ -1,0 +1,334 @@
+//! How a fan asks for places: its own seat pick from the map (the default), "best available N
+//! together" in a section, or N places in a general-admission pool. The shares come from
+//! `rush --best-available-share` and `--pool-share`; a fan whose kind has nothing left takes
+//! what is (seats, then a pool). Also the back office's pool figures for the checks: a pool
+//! booking has no seats, so it is missing from `GET /admin/shows/{show}/bookings`.
+
+use crate::fan::Target;
+use rand::Rng;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashSet};
+
+/// Shares (0..=1) of fans who hold by best available and in a pool; the rest pick seats.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Shares {
+    /// Share of fans who ask for the best N seats together in a section.
+    pub best_available: f64,
+    /// Share of fans who ask for N places in a general-admission pool.
+    pub pool: f64,
+}
+
+/// The way one fan asks for places.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Picks adjacent seats from the seat map.
+    Seats,
+    /// `{"best_available":{…}}`.
+    Best,
+    /// `{"pool":…,"quantity":n}`.
+    Pool,
+}
+
+impl Shares {
+    /// Draws one fan's kind.
+    pub fn draw(&self) -> Kind {
+        let r: f64 = rand::thread_rng().gen();
+        if r < self.pool {
+            Kind::Pool
+        } else if r < self.pool + self.best_available {
+            Kind::Best
+        } else {
+            Kind::Seats
+        }
+    }
+}
+
+/// One hold request's ask.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pick {
+    /// These seats.
+    Seats(Vec<String>),
+    /// The best `quantity` free seats of `section`, side by side unless `allow_split`.
+    Best {
+        /// Section name.
+        section: String,
+        /// Seats wanted.
+        quantity: usize,
+        /// Whether the seats may be apart.
+        allow_split: bool,
+    },
+    /// `quantity` places of `pool`.
+    Pool {
+        /// Pool id.
+        pool: String,
+        /// Places wanted.
+        quantity: usize,
+    },
+}
+
+impl Pick {
+    /// The hold request body (API.md `POST /api/shows/{show}/holds`).
+    pub fn body(&self) -> Value {
+        match self {
+            Pick::Seats(s) => json!({ "seats": s }),
+            Pick::Best {
+                section,
+                quantity,
+                allow_split,
+            } => json!({"best_available": {"section": section, "quantity": quantity,
+                                           "allow_split": allow_split}}),
+            Pick::Pool { pool, quantity } => json!({"pool": pool, "quantity": quantity}),
+        }
+    }
+
+    /// The seats named in the request (empty for best available and pools: the answer names them).
+    pub fn seats(&self) -> Vec<String> {
+        match self {
+            Pick::Seats(s) => s.clone(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// Free seats per section in a seat-map answer.
+fn free_by_section(map: &Value) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for s in map["seats"].as_array().into_iter().flatten() {
+        if s["status"] == "free" {
+            if let Some(sec) = s["section"].as_str() {
+                *out.entry(sec.to_owned()).or_default() += 1;
+            }
+        }
+    }
+    out
+}
+
+fn seat_pick(map: &Value, n: usize) -> Option<Pick> {
+    (1..=n)
+        .rev()
+        .find_map(|k| crate::fan::pick_seats(map, k))
+        .map(Pick::Seats)
+}
+
+fn best_pick(map: &Value, n: usize, attempt: u32) -> Option<Pick> {
+    let free = free_by_section(map);
+    let roomy: Vec<&String> = free
+        .iter()
+        .filter(|(_, &f)| f >= n)
+        .map(|(s, _)| s)
+        .collect();
+    let mut rng = rand::thread_rng();
+    let (section, quantity) = if roomy.is_empty() {
+        let (s, f) = free.iter().max_by_key(|(_, &f)| f)?;
+        (s.clone(), n.min(*f))
+    } else {
+        // Like seat pickers, fans crowd towards the first (dearest, nearest) sections.
+        let i = if rng.gen_bool(0.6) {
+            0
+        } else {
+            rng.gen_range(0..roomy.len())
+        };
+        (roomy[i].clone(), n)
+    };
+    Some(Pick::Best {
+        section,
+        quantity,
+        allow_split: attempt > 1,
+    })
+}
+
+fn pool_pick(map: &Value, n: usize) -> Option<Pick> {
+    let open: Vec<(&str, u64)> = map["pools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| Some((p["id"].as_str()?, p["available"].as_u64()?)))
+        .filter(|(_, a)| *a > 0)
+        .collect();
+    if open.is_empty() {
+        return None;
+    }
+    let (pool, left) = open[rand::thread_rng().gen_range(0..open.len())];
+    Some(Pick::Pool {
+        pool: pool.to_owned(),
+        quantity: n.min(usize::try_from(left).unwrap_or(n)),
+    })
+}
+
+/// What a fan of `kind` asks for (`n` places, attempt from 1), from a seat-map answer; `None`
+/// when nothing is left anywhere.
+pub fn choose(map: &Value, kind: Kind, n: usize, attempt: u32) -> Option<Pick> {
+    let first = match kind {
+        Kind::Seats => seat_pick(map, n),
+        Kind::Best => best_pick(map, n, attempt),
+        Kind::Pool => pool_pick(map, n),
+    };
+    first
+        .or_else(|| seat_pick(map, n))
+        .or_else(|| pool_pick(map, n))
+}
+
+/// Pool figures from the back office at the end of the run.
+#[derive(Debug, Default, Clone)]
+pub struct PoolOffice {
+    /// PAID holds without seats (pool holds): each has a booking (made in the same transaction).
+    pub paid_holds: HashSet<String>,
+    /// Places in those holds (`amount_cents` / the pool's price).
+    pub paid_places: u64,
+    /// Sum of the pools' `capacity + oversell`.
+    pub capacity: u64,
+    /// Sum of the pools' `available` in the seat map.
+    pub map_available: u64,
+    /// Sum of the pools' `taken` counters (drift endpoint).
+    pub taken: u64,
+    /// Pools whose counter drifts from its rows.
+    pub drifting: u64,
+}
+
+async fn get(client: &reqwest::Client, url: String, token: &str) -> anyhow::Result<Value> {
+    Ok(client
+        .get(url)
+        .bearer_auth(token)
+        .send()
+        .await?
+        .error_for_status()?
+        .json::<Value>()
+        .await?)
+}
+
+/// Every PAID hold of the show, through the paged admin listing.
+async fn paid_holds(
+    client: &reqwest::Client,
+    t: &Target,
+    token: &str,
+) -> anyhow::Result<Vec<Value>> {
+    let mut out = Vec::new();
+    for page in 0.. {
+        let url = format!(
+            "{}/admin/shows/{}/holds?status=PAID&limit=500&offset={}",
+            t.booking,
+            t.event,
+            page * 500
+        );
+        let body = get(client, url, token).await?;
+        let holds = body["holds"].as_array().cloned().unwrap_or_default();
+        let n = holds.len();
+        out.extend(holds);
+        if n < 500 {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+/// Hold ids of the PAID pool holds (holds without seats): bookings the seat list leaves out.
+pub async fn paid_pool_holds(
+    client: &reqwest::Client,
+    t: &Target,
+    token: &str,
+) -> anyhow::Result<HashSet<String>> {
+    Ok(paid_holds(client, t, token)
+        .await?
+        .iter()
+        .filter(|h| h["seats"].as_array().is_none_or(Vec::is_empty))
+        .filter_map(|h| h["hold_id"].as_str().map(str::to_owned))
+        .collect())
+}
+
+/// The pool figures: PAID pool holds and their places, the seat map's pools (`map`) and the
+/// drift endpoint's counters. Places are `amount_cents` / price, which needs one price for
+/// every pool (the spawned stack and the venue files have one pool).
+pub async fn pool_office(
+    client: &reqwest::Client,
+    t: &Target,
+    token: &str,
+    map: &Value,
+) -> anyhow::Result<PoolOffice> {
+    let pools = map["pools"].as_array().cloned().unwrap_or_default();
+    let mut office = PoolOffice::default();
+    if pools.is_empty() {
+        return Ok(office);
+    }
+    for p in &pools {
+        office.capacity +=
+            p["capacity"].as_u64().unwrap_or(0) + p["oversell"].as_u64().unwrap_or(0);
+        office.map_available += p["available"].as_u64().unwrap_or(u64::MAX / 4);
+    }
+    let price = pools
+        .iter()
+        .filter_map(|p| p["price_cents"].as_u64())
+        .min()
+        .unwrap_or(1)
+        .max(1);
+    for h in paid_holds(client, t, token).await? {
+        if h["seats"].as_array().is_none_or(Vec::is_empty) {
+            office.paid_places += h["amount_cents"].as_u64().unwrap_or(0).div_ceil(price);
+            if let Some(id) = h["hold_id"].as_str() {
+                office.paid_holds.insert(id.to_owned());
+            }
+        }
+    }
+    let drift = get(
+        client,
+        format!("{}/admin/shows/{}/pools/drift", t.booking, t.event),
+        token,
+    )
+    .await?;
+    office.drifting = drift["drifting"].as_u64().unwrap_or(u64::MAX);
+    office.taken = drift["pools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| p["taken"].as_u64().unwrap_or(u64::MAX / 4))
+        .sum();
+    Ok(office)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map() -> Value {
+        json!({"seats": [
+            {"id": "A-1-1", "section": "A", "row": 1, "number": 1, "status": "free"},
+            {"id": "A-1-2", "section": "A", "row": 1, "number": 2, "status": "sold"},
+        ], "pools": [{"id": "FLOOR", "price_cents": 6500, "capacity": 5, "oversell": 0, "available": 3}]})
+    }
+
+    #[test]
+    fn each_kind_asks_its_way_and_falls_back() {
+        let m = map();
+        assert_eq!(
+            choose(&m, Kind::Pool, 4, 1),
+            Some(Pick::Pool {
+                pool: "FLOOR".into(),
+                quantity: 3
+            })
+        );
+        assert_eq!(
+            choose(&m, Kind::Seats, 2, 1),
+            Some(Pick::Seats(vec!["A-1-1".into()]))
+        );
+        let best = choose(&m, Kind::Best, 2, 1).unwrap();
+        assert_eq!(best.body()["best_available"]["quantity"], 1);
+        assert_eq!(best.body()["best_available"]["section"], "A");
+        let none_left =
+            json!({"seats": [], "pools": [{"id": "FLOOR", "available": 0, "capacity": 5}]});
+        assert_eq!(choose(&none_left, Kind::Best, 1, 1), None);
+        let only_pool = json!({"seats": [], "pools": [{"id": "FLOOR", "available": 2}]});
+        assert!(matches!(
+            choose(&only_pool, Kind::Seats, 1, 1),
+            Some(Pick::Pool { .. })
+        ));
+    }
+
+    #[test]
+    fn shares_draw_every_kind() {
+        let all_pool = Shares {
+            best_available: 0.0,
+            pool: 1.0,
+        };
+        assert_eq!(all_pool.draw(), Kind::Pool);
+        assert_eq!(Shares::default().draw(), Kind::Seats);
+    }
+}
