@@ -138,6 +138,9 @@ pub async fn create_in(
         telemetry::replay(r.show);
         return Ok(Ok(answer));
     }
+    if crate::notify::admission_ended(tx, &r.adm.jti).await? {
+        return Err(admission_ended().into());
+    }
     let hold_id = uuid::Uuid::now_v7().to_string();
     let expires_at = now_ms + r.timing.hold_ttl_ms;
     if !caps::take_slot(tx, caps::JTI, &r.adm.jti, 1, &hold_id, expires_at, now_ms).await? {
@@ -351,6 +354,13 @@ async fn prices(tx: &mut Tx<'_>, show: &str, seats: &[String]) -> ApiResult<i64>
             .into());
     }
     Ok(known.iter().map(|k| k.1).sum())
+}
+
+/// 409 `admission-ended`: the admission's session was ended (the fan left, or its hold was
+/// paid or released); the handler adds the waiting-room URL.
+pub fn admission_ended() -> Problem {
+    conflict("admission-ended", "Admission ended")
+        .detail("this admission's session has ended; rejoin the waiting room to book again")
 }
 
 /// A 422 problem.

@@ -21,8 +21,16 @@ pub const SESSION_END: &str = "session-end";
 /// Outbox kind of the sold-out report (ref_id = the show id: one per show).
 pub const SOLD_OUT: &str = "sold-out";
 
-/// Queues the end of admission `jti`'s session (idempotent per jti).
+/// Queues the end of admission `jti`'s session (idempotent per jti) and records the admission
+/// as ended in the same transaction: it may no longer create holds (409 `admission-ended`).
 pub async fn session_end(tx: &mut Tx<'_>, show: &str, jti: &str, now_ms: i64) -> sqlx::Result<()> {
+    sqlx::query(
+        "INSERT INTO admissions_ended (jti, at) VALUES ($1, $2) ON CONFLICT (jti) DO NOTHING",
+    )
+    .bind(jti)
+    .bind(now_ms)
+    .execute(&mut **tx)
+    .await?;
     enqueue(
         tx,
         jti,
@@ -33,6 +41,16 @@ pub async fn session_end(tx: &mut Tx<'_>, show: &str, jti: &str, now_ms: i64) ->
     )
     .await?;
     Ok(())
+}
+
+/// Whether admission `jti`'s session was ended by [`session_end`].
+pub async fn admission_ended(tx: &mut Tx<'_>, jti: &str) -> sqlx::Result<bool> {
+    let n: i64 =
+        sqlx::query_scalar("SELECT CAST(COUNT(*) AS BIGINT) FROM admissions_ended WHERE jti = $1")
+            .bind(jti)
+            .fetch_one(&mut **tx)
+            .await?;
+    Ok(n > 0)
 }
 
 /// After a sale: queues the sold-out report when no seat is unsold and every pool is booked.

@@ -261,8 +261,11 @@ pub async fn create_hold(
             telemetry::hold_created(&show, kind);
             Ok((answer.status, Json(answer.body)).into_response())
         }
-        Err(ApiError::Problem(p)) => {
+        Err(ApiError::Problem(mut p)) => {
             telemetry::hold_refused(&show, p.status.as_u16(), p.kind);
+            if p.kind == "admission-ended" {
+                p = p.with("waiting_room", state.config.waiting_room_url.clone());
+            }
             Err(p.into())
         }
         Err(e) => Err(e),
