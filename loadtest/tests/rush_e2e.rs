@@ -40,7 +40,8 @@ fn assert_checks(stdout: &str) {
         !stdout.lines().any(|l| l.starts_with("FAIL ")),
         "a check failed:\n{stdout}"
     );
-    assert_eq!(passes, 7, "every check printed PASS:\n{stdout}");
+    // The seven invariant checks at least; the rehearsal checks add more (PASS or SKIP).
+    assert!(passes >= 7, "every check printed PASS:\n{stdout}");
     assert!(stdout.contains("zero seats sold twice"), "{stdout}");
 }
 
