@@ -70,6 +70,9 @@ pub struct StackOptions {
     pub s3_bucket: Option<String>,
     /// Key prefix of the S3 status objects (`{prefix}{event}.json`).
     pub s3_prefix: String,
+    /// Hold creations per minute per admission at the booking core (its abuse limit; the
+    /// load test and the benchmark lift it).
+    pub hold_rate_per_min: u32,
 }
 
 impl StackOptions {
@@ -104,6 +107,7 @@ impl StackOptions {
             status_dir: None,
             s3_bucket: None,
             s3_prefix: "status/".into(),
+            hold_rate_per_min: 10,
         }
     }
 }

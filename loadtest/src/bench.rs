@@ -89,6 +89,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<bool> {
     opts.seats = 2000;
     (opts.join_rate_per_sec, opts.join_burst) = (1_000_000_000, 1_000_000_000);
     (opts.fan_rate_per_sec, opts.fan_burst) = (1_000_000_000, 1_000_000_000);
+    // Each benchmark worker holds again and again with one admission token.
+    opts.hold_rate_per_min = 1_000_000_000;
     opts.event = ticket_sale::stack::DemoEvent {
         id: "bench".into(),
         opens_in_secs: 0,

@@ -103,11 +103,11 @@ pub fn checks(
 ) -> Vec<Check> {
     let capacity = office_stats["capacity"].as_u64().unwrap_or(0);
     let sold = office_stats["sold"].as_u64().unwrap_or(0);
-    let mut out = vec![
-        crate::order::stopped_at_cap(fans, samples, capacity, sold),
-        crate::order::admission_order(fans),
-        crate::order::shuffle(fans),
-    ];
+    let mut out: Vec<Check> = crate::order::stopped_at_cap(fans, samples, capacity, sold)
+        .into_iter()
+        .collect();
+    out.push(crate::order::admission_order(fans));
+    out.push(crate::order::shuffle(fans));
     if fans.iter().any(|f| f.tabs_won.is_some()) {
         out.push(crate::order::tabs(fans));
     }

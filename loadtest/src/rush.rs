@@ -219,6 +219,7 @@ async fn prepare(
         opts.join_burst = 1_000_000;
         opts.fan_rate_per_sec = 1_000_000;
         opts.fan_burst = 1_000_000;
+        opts.hold_rate_per_min = 1_000_000;
         opts.event = ticket_sale::stack::DemoEvent {
             id: args.event.clone(),
             opens_in_secs: opens_in,
@@ -284,6 +285,7 @@ async fn back_office(
     let stats = get(format!("{}/admin/shows/{}/stats", t.booking, t.event)).await?;
     let bookings = get(format!("{}/admin/shows/{}/bookings", t.booking, t.event)).await?;
     let map = get(format!("{}/api/shows/{}/seats", t.booking, t.event)).await?;
+    let waiting_room = get(format!("{}/admin/events/{}", t.waiting_room, t.event)).await?;
     let bookings = match bookings {
         serde_json::Value::Array(v) => v,
         other => other["bookings"].as_array().cloned().unwrap_or_default(),
@@ -293,6 +295,7 @@ async fn back_office(
         bookings,
         seatmap_available: map["available"].as_u64().unwrap_or(u64::MAX),
         pools: crate::picks::pool_office(client, t, token, &map).await?,
+        waiting_room,
     })
 }
 

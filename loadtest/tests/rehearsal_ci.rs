@@ -33,11 +33,9 @@ fn ci_rehearsal_passes_every_check_and_writes_the_report() {
         .lines()
         .filter(|l| l.starts_with("PASS ") || l.starts_with("FAIL "))
         .collect();
-    assert!(lines.len() >= 12, "every check printed:\n{stdout}");
+    assert!(lines.len() >= 11, "every check printed:\n{stdout}");
     for l in &lines {
-        let known_gap = l.starts_with("FAIL admissions stopped at the cap")
-            && l.contains("does not reach the waiting room in this stack");
-        assert!(l.starts_with("PASS ") || known_gap, "{l}\n\n{stdout}");
+        assert!(l.starts_with("PASS "), "{l}\n\n{stdout}");
     }
     for f in ["summary.md", "summary.json"].iter().chain(PLOTS.iter()) {
         let p = report.join(f);

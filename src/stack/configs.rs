@@ -64,6 +64,7 @@ pub(crate) fn booking(opts: &StackOptions, w: &Wiring<'_>) -> anyhow::Result<boo
     cfg.database_url = w.database_url.to_owned();
     cfg.waiting_room_url = w.wr_url.to_owned();
     cfg.admin_token = Secret::new(opts.admin_token.clone());
+    cfg.hold_rate_per_min = opts.hold_rate_per_min;
     cfg.static_dir = Some(opts.static_dir.clone());
     cfg.channels.insert(
         "web".into(),
