@@ -65,7 +65,9 @@ const STALE_MS: u64 = 1000;
 /// `[lo, hi]` (last "not yet" minus staleness, first "reached"), the pair is concordant when
 /// `hi_a <= lo_b`, discordant when `lo_a > hi_b` (a's turn provably came after b's), else a tie
 /// (same tick / poll window). τ = (C − D) / (C + D) must be ≥ 0.99.
-pub fn admission_order(fans: &[FanOutcome]) -> Check {
+/// `None` (printed as SKIP) when no two fans' turn windows are ordered: every fan was admitted
+/// within one poll window, so the run holds no evidence about order either way.
+pub fn admission_order(fans: &[FanOutcome]) -> Option<Check> {
     let mut w: Vec<(u64, u64, u64)> = fans
         .iter()
         .filter_map(|f| Some((f.queue_number?, f.turn_window_ms?)))
@@ -86,14 +88,22 @@ pub fn admission_order(fans: &[FanOutcome]) -> Check {
     } else {
         (c as f64 - d as f64) / (c + d) as f64
     };
-    Check {
-        name: "admission order equals queue order (Kendall tau >= 0.99)",
-        pass: c + d > 0 && tau >= 0.99,
+    let name = "admission order equals queue order (Kendall tau >= 0.99)";
+    if c + d == 0 {
+        println!(
+            "SKIP {name}: no ordered pairs among {} fans (all admitted within one poll window)",
+            w.len()
+        );
+        return None;
+    }
+    Some(Check {
+        name,
+        pass: tau >= 0.99,
         detail: format!(
             "tau {tau:.4} over {} fans seen waiting ({c} ordered pairs, {d} reversed, ties = same poll window)",
             w.len()
         ),
-    }
+    })
 }
 
 /// Pre-queue shuffle: among fans who joined before opening, join time must not predict queue
@@ -217,9 +227,11 @@ mod tests {
             turn_window_ms: Some((lo, hi)),
             ..Default::default()
         };
-        let ok = admission_order(&[fan(1, 1000, 2000), fan(2, 3500, 4000)]);
+        let ok = admission_order(&[fan(1, 1000, 2000), fan(2, 3500, 4000)]).expect("pairs");
         assert!(ok.pass, "{}", ok.detail);
-        let bad = admission_order(&[fan(1, 9000, 9500), fan(2, 3500, 4000)]);
+        let bad = admission_order(&[fan(1, 9000, 9500), fan(2, 3500, 4000)]).expect("pairs");
         assert!(!bad.pass, "{}", bad.detail);
+        // Overlapping windows only: no evidence either way, so no verdict.
+        assert!(admission_order(&[fan(1, 1000, 4000), fan(2, 1500, 4000)]).is_none());
     }
 }

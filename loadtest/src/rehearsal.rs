@@ -106,7 +106,7 @@ pub fn checks(
     let mut out: Vec<Check> = crate::order::stopped_at_cap(fans, samples, capacity, sold)
         .into_iter()
         .collect();
-    out.push(crate::order::admission_order(fans));
+    out.extend(crate::order::admission_order(fans));
     out.push(crate::order::shuffle(fans));
     if fans.iter().any(|f| f.tabs_won.is_some()) {
         out.push(crate::order::tabs(fans));
