@@ -3,11 +3,11 @@
 //! the audit trail. Every change is recorded in the store's audit trail (who = `X-Operator`,
 //! what, old value, new value, when) and republishes the status document at once.
 
-use super::error::bounded;
+use super::error::{bounded, json_problem, query_problem};
 use super::{parse_event, private_json, transitions, AppState};
 use crate::domain::{AuditEntry, EventId, EventMeta, EventState};
 use crate::http::openapi::ProblemDoc;
-use axum::extract::rejection::JsonRejection;
+use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
@@ -61,15 +61,22 @@ async fn require_admin(State(st): State<AppState>, req: Request, next: Next) -> 
     next.run(req).await
 }
 
-/// The operator's name from `X-Operator` (1..=64 visible ASCII chars), else `unnamed`.
-pub(crate) fn operator(headers: &HeaderMap) -> String {
-    headers
-        .get("x-operator")
-        .and_then(|v| v.to_str().ok())
-        .map(str::trim)
-        .filter(|s| !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_graphic()))
-        .unwrap_or("unnamed")
-        .to_owned()
+/// The operator's name from `X-Operator` (1..=64 visible ASCII chars); `unnamed` when the
+/// header is absent; 400 when present but not such a name.
+pub(crate) fn operator(headers: &HeaderMap) -> Result<String, Problem> {
+    let Some(v) = headers.get("x-operator") else {
+        return Ok("unnamed".to_owned());
+    };
+    let b = v.as_bytes();
+    if b.is_empty() || b.len() > 64 || !b.iter().all(u8::is_ascii_graphic) {
+        return Err(Problem::new(
+            StatusCode::BAD_REQUEST,
+            "invalid-operator",
+            "Invalid X-Operator",
+        )
+        .detail("X-Operator must be 1..=64 visible ASCII characters"));
+    }
+    Ok(String::from_utf8_lossy(b).into_owned())
 }
 
 /// Records one action; a failure to record is logged (the change itself is already done).
@@ -128,8 +135,9 @@ async fn list(State(st): State<AppState>) -> Result<Response, Problem> {
     Ok(private_json(StatusCode::OK, Value::Array(out)))
 }
 
-/// Body of `POST /admin/events`.
+/// Body of `POST /admin/events`; unknown fields are refused (422).
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct CreateEvent {
     id: String,
     opens_at: i64,
@@ -148,11 +156,60 @@ fn unprocessable(detail: impl Into<String>) -> Problem {
     .detail(detail)
 }
 
+/// Highest admit rate, fans per second.
+pub const MAX_ADMIT_RATE: f64 = 1_000_000.0;
+/// Longest admission-token lifetime, seconds (one day).
+pub const MAX_ADMISSION_TTL_SECS: u64 = 86_400;
+/// How far `opens_at` may lie from now, seconds (one year).
+pub const OPENS_AT_SPAN_SECS: i64 = 366 * 86_400;
+
 fn check_rate(r: f64) -> Result<f64, Problem> {
-    if r.is_finite() && r > 0.0 {
+    if r.is_finite() && r > 0.0 && r <= MAX_ADMIT_RATE {
         Ok(r)
     } else {
-        Err(unprocessable("admit_rate must be a number > 0"))
+        Err(unprocessable("admit_rate must be a number in (0, 1000000]"))
+    }
+}
+
+fn check_max_active(m: u64) -> Result<u64, Problem> {
+    if m >= 1 {
+        Ok(m)
+    } else {
+        Err(unprocessable("max_active must be >= 1"))
+    }
+}
+
+fn check_ttl(t: u64) -> Result<u64, Problem> {
+    if (1..=MAX_ADMISSION_TTL_SECS).contains(&t) {
+        Ok(t)
+    } else {
+        Err(unprocessable("admission_ttl_secs must be in 1..=86400"))
+    }
+}
+
+fn check_opens_at(opens_at: i64, now: i64) -> Result<i64, Problem> {
+    let lo = now.saturating_sub(OPENS_AT_SPAN_SECS);
+    let hi = now.saturating_add(OPENS_AT_SPAN_SECS);
+    if (lo..=hi).contains(&opens_at) {
+        Ok(opens_at)
+    } else {
+        Err(unprocessable(
+            "opens_at (Unix seconds) must be within one year of now",
+        ))
+    }
+}
+
+/// An absolute `http`/`https` URL with a host (it becomes a form action on fans' pages).
+fn check_booking_url(u: &str) -> Result<String, Problem> {
+    let bad = || unprocessable("booking_url must be an absolute http(s) URL");
+    let parsed = reqwest::Url::parse(u).map_err(|_| bad())?;
+    let ok = matches!(parsed.scheme(), "http" | "https")
+        && parsed.host_str().is_some_and(|h| !h.is_empty())
+        && u.len() <= 2048;
+    if ok {
+        Ok(u.to_owned())
+    } else {
+        Err(bad())
     }
 }
 
@@ -165,7 +222,8 @@ fn check_rate(r: f64) -> Result<f64, Problem> {
     responses(
         (status = 201, description = "figures", body = Object),
         (status = 409, description = "exists", body = ProblemDoc),
-        (status = 422, body = ProblemDoc),
+        (status = 422, description = "value out of range or unknown field", body = ProblemDoc),
+        (status = 400, description = "invalid X-Operator", body = ProblemDoc),
         (status = 401, body = ProblemDoc),
         (status = 503, description = "store unavailable (Retry-After)", body = ProblemDoc)
     ),
@@ -176,17 +234,22 @@ async fn create(
     headers: HeaderMap,
     body: Result<Json<CreateEvent>, JsonRejection>,
 ) -> Result<Response, Problem> {
-    let Json(b) = body?;
+    let who = operator(&headers)?;
+    let Json(b) = body.map_err(json_problem)?;
     let id = EventId::parse(&b.id).ok_or_else(|| unprocessable("id must match [a-z0-9-]{1,40}"))?;
     let default_url = st.0.config.events.first().map(|e| e.booking_url.clone());
+    let booking_url = match b.booking_url {
+        Some(u) => check_booking_url(&u)?,
+        None => default_url.unwrap_or_default(),
+    };
     let meta = EventMeta {
         id: id.clone(),
         state: EventState::Prequeue,
-        opens_at: b.opens_at,
+        opens_at: check_opens_at(b.opens_at, st.0.clock.now_secs())?,
         admit_rate: check_rate(b.admit_rate)?,
-        max_active: b.max_active,
-        admission_ttl_secs: b.admission_ttl_secs.unwrap_or(600),
-        booking_url: b.booking_url.or(default_url).unwrap_or_default(),
+        max_active: check_max_active(b.max_active)?,
+        admission_ttl_secs: check_ttl(b.admission_ttl_secs.unwrap_or(600))?,
+        booking_url,
         pow_bits: 0,
     };
     if !bounded(st.store_timeout(), st.0.store.create_event(&meta)).await? {
@@ -198,7 +261,7 @@ async fn create(
     }
     let new = json!({"opens_at": meta.opens_at, "admit_rate": meta.admit_rate,
         "max_active": meta.max_active, "admission_ttl_secs": meta.admission_ttl_secs});
-    record(&st, &id, &operator(&headers), "create", Value::Null, new).await;
+    record(&st, &id, &who, "create", Value::Null, new).await;
     Ok(private_json(
         StatusCode::CREATED,
         figures_json(&st, &id).await?,
@@ -244,6 +307,7 @@ pub struct AuditQuery {
     params(("event" = String, Path, description = "event id, [a-z0-9-]{1,40}"), ("limit" = Option<usize>, Query, description = "last N entries (default 100)")),
     responses(
         (status = 200, description = "entries", body = Vec<AuditEntry>),
+        (status = 400, description = "malformed query", body = ProblemDoc),
         (status = 401, body = ProblemDoc),
         (status = 404, description = "no such event", body = ProblemDoc),
         (status = 503, description = "store unavailable (Retry-After)", body = ProblemDoc)
@@ -253,17 +317,19 @@ pub struct AuditQuery {
 async fn audit(
     State(st): State<AppState>,
     Path(event): Path<String>,
-    Query(q): Query<AuditQuery>,
+    q: Result<Query<AuditQuery>, QueryRejection>,
 ) -> Result<Response, Problem> {
     let event = parse_event(&event)?;
+    let Query(q) = q.map_err(query_problem)?;
     let limit = q.limit.unwrap_or(100).clamp(1, crate::store::AUDIT_KEEP);
     let entries = bounded(st.store_timeout(), st.0.store.audit(&event, limit)).await?;
     let body = serde_json::to_value(entries).map_err(|_| Problem::internal())?;
     Ok(private_json(StatusCode::OK, body))
 }
 
-/// Body of `PATCH /admin/events/{event}`.
+/// Body of `PATCH /admin/events/{event}`; unknown fields are refused (422).
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct PatchEvent {
     admit_rate: Option<f64>,
     max_active: Option<u64>,
@@ -279,7 +345,8 @@ pub struct PatchEvent {
     request_body = PatchEvent,
     responses(
         (status = 200, description = "figures", body = Object),
-        (status = 422, body = ProblemDoc),
+        (status = 422, description = "value out of range or unknown field", body = ProblemDoc),
+        (status = 400, description = "invalid X-Operator", body = ProblemDoc),
         (status = 401, body = ProblemDoc),
         (status = 404, description = "no such event", body = ProblemDoc),
         (status = 503, description = "store unavailable (Retry-After)", body = ProblemDoc)
@@ -293,8 +360,10 @@ async fn patch(
     body: Result<Json<PatchEvent>, JsonRejection>,
 ) -> Result<Response, Problem> {
     let event = parse_event(&event)?;
-    let Json(b) = body?;
+    let who = operator(&headers)?;
+    let Json(b) = body.map_err(json_problem)?;
     let rate = b.admit_rate.map(check_rate).transpose()?;
+    let max_active = b.max_active.map(check_max_active).transpose()?;
     let limit = st.store_timeout();
     let old = bounded(limit, st.0.store.event(&event))
         .await?
@@ -302,8 +371,7 @@ async fn patch(
     if b.pow_difficulty.is_some_and(|d| d > crate::pow::MAX_BITS) {
         return Err(unprocessable("pow_difficulty: 0..=28 bits"));
     }
-    bounded(limit, st.0.store.set_knobs(&event, rate, b.max_active)).await?;
-    let who = operator(&headers);
+    bounded(limit, st.0.store.set_knobs(&event, rate, max_active)).await?;
     if let Some(d) = b.pow_difficulty {
         bounded(limit, st.0.store.set_pow(&event, d)).await?;
         record(
@@ -327,7 +395,7 @@ async fn patch(
         )
         .await;
     }
-    if let Some(m) = b.max_active {
+    if let Some(m) = max_active {
         record(
             &st,
             &event,

@@ -294,7 +294,8 @@ fn intervals_of(c: &Config) -> Intervals {
 
 /// Parses the `{event}` path segment; an invalid id cannot exist, so it is a 404.
 pub fn parse_event(raw: &str) -> Result<EventId, Problem> {
-    EventId::parse(raw).ok_or_else(|| Problem::not_found(format!("no event {raw:?}")))
+    EventId::parse(raw)
+        .ok_or_else(|| Problem::not_found(format!("no event {:?}", error::clip(raw))))
 }
 
 /// A JSON answer for one fan: `Cache-Control: private, no-store`.
@@ -345,8 +346,31 @@ pub fn router(state: AppState) -> Router {
         .route("/.well-known/jwks.json", get(public::jwks))
         .merge(admin::routes(state.clone()))
         .merge(internal::routes(state.clone()));
+    let app = app.method_not_allowed_fallback(|| async {
+        Problem::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method-not-allowed",
+            "Method not allowed",
+        )
+    });
     let app = match &cfg.static_dir {
-        Some(dir) => app.fallback_service(tower_http::services::ServeDir::new(dir)),
+        // Static files are public for a minute; a missing file is a 404 problem.
+        Some(dir) => app.fallback_service(
+            tower::ServiceBuilder::new()
+                .layer(
+                    tower_http::set_header::SetResponseHeaderLayer::if_not_present(
+                        header::CACHE_CONTROL,
+                        HeaderValue::from_static("public, max-age=60"),
+                    ),
+                )
+                .service(
+                    tower_http::services::ServeDir::new(dir)
+                        .call_fallback_on_method_not_allowed(true)
+                        .fallback(axum::handler::HandlerWithoutStateExt::into_service(
+                            || async { Problem::not_found("no such page") },
+                        )),
+                ),
+        ),
         None => app.fallback(|| async { Problem::not_found("no such page") }),
     };
     app.layer(axum::middleware::from_fn(crate::telemetry::track))

@@ -49,6 +49,20 @@ pub async fn audited_transition(
     Ok(after)
 }
 
+/// 409 `invalid-transition`: the event's state `from` does not allow the move to `to`.
+pub fn invalid_transition(from: EventState, to: &str) -> Problem {
+    Problem::new(
+        StatusCode::CONFLICT,
+        "invalid-transition",
+        "Invalid state transition",
+    )
+    .detail(format!("cannot go from {} to {to}", from.as_str()))
+    .with("from", from.as_str())
+    .with("to", to)
+}
+
+/// An operator transition: 409 (and no audit entry) unless the event is in one of `from`,
+/// also when a concurrent change wins the compare-and-set.
 async fn change(
     st: &AppState,
     event: &str,
@@ -57,7 +71,35 @@ async fn change(
     to: EventState,
 ) -> Result<Response, Problem> {
     let event = parse_event(event)?;
-    audited_transition(st, &event, &operator(headers), from, to).await?;
+    let who = operator(headers)?;
+    let limit = st.store_timeout();
+    let old = bounded(limit, st.0.store.event(&event))
+        .await?
+        .ok_or_else(|| Problem::not_found("no such event"))?;
+    if !from.contains(&old.state) || old.state == to {
+        return Err(invalid_transition(old.state, to.as_str()));
+    }
+    let after = bounded(limit, st.0.store.transition(&event, from, to)).await?;
+    if after != to {
+        return Err(invalid_transition(after, to.as_str()));
+    }
+    let action = if to == EventState::Open && old.state == EventState::SoldOut {
+        "reopen"
+    } else if to == EventState::Open {
+        "resume"
+    } else {
+        to.as_str()
+    };
+    record(
+        st,
+        &event,
+        &who,
+        action,
+        old.state.as_str().into(),
+        after.as_str().into(),
+    )
+    .await;
+    st.refresh_status(&event).await;
     Ok(private_json(
         StatusCode::OK,
         figures_json(st, &event).await?,
@@ -74,8 +116,10 @@ type Ev = Path<String>;
     params(("event" = String, Path, description = "event id, [a-z0-9-]{1,40}")),
     responses(
         (status = 200, description = "figures", body = Object),
+        (status = 400, description = "invalid X-Operator", body = ProblemDoc),
         (status = 401, body = ProblemDoc),
         (status = 404, description = "no such event", body = ProblemDoc),
+        (status = 409, description = "invalid-transition: not allowed from the current state", body = ProblemDoc),
         (status = 503, description = "store unavailable (Retry-After)", body = ProblemDoc)
     ),
     security(("admin_token" = [])),
@@ -96,8 +140,10 @@ pub(crate) async fn pause(
     params(("event" = String, Path, description = "event id, [a-z0-9-]{1,40}")),
     responses(
         (status = 200, description = "figures", body = Object),
+        (status = 400, description = "invalid X-Operator", body = ProblemDoc),
         (status = 401, body = ProblemDoc),
         (status = 404, description = "no such event", body = ProblemDoc),
+        (status = 409, description = "invalid-transition: not allowed from the current state", body = ProblemDoc),
         (status = 503, description = "store unavailable (Retry-After)", body = ProblemDoc)
     ),
     security(("admin_token" = [])),
@@ -118,8 +164,10 @@ pub(crate) async fn resume(
     params(("event" = String, Path, description = "event id, [a-z0-9-]{1,40}")),
     responses(
         (status = 200, description = "figures", body = Object),
+        (status = 400, description = "invalid X-Operator", body = ProblemDoc),
         (status = 401, body = ProblemDoc),
         (status = 404, description = "no such event", body = ProblemDoc),
+        (status = 409, description = "invalid-transition: not allowed from the current state", body = ProblemDoc),
         (status = 503, description = "store unavailable (Retry-After)", body = ProblemDoc)
     ),
     security(("admin_token" = [])),
@@ -141,8 +189,10 @@ pub(crate) async fn close(
     params(("event" = String, Path, description = "event id, [a-z0-9-]{1,40}")),
     responses(
         (status = 200, description = "figures", body = Object),
+        (status = 400, description = "invalid X-Operator", body = ProblemDoc),
         (status = 401, body = ProblemDoc),
         (status = 404, description = "no such event", body = ProblemDoc),
+        (status = 409, description = "invalid-transition: not allowed from the current state", body = ProblemDoc),
         (status = 503, description = "store unavailable (Retry-After)", body = ProblemDoc)
     ),
     security(("admin_token" = [])),
@@ -172,8 +222,10 @@ pub(crate) async fn sold_out(
     params(("event" = String, Path, description = "event id, [a-z0-9-]{1,40}")),
     responses(
         (status = 200, description = "figures", body = Object),
+        (status = 400, description = "invalid X-Operator", body = ProblemDoc),
         (status = 401, body = ProblemDoc),
         (status = 404, description = "no such event", body = ProblemDoc),
+        (status = 409, description = "invalid-transition: not allowed from the current state", body = ProblemDoc),
         (status = 503, description = "store unavailable (Retry-After)", body = ProblemDoc)
     ),
     security(("admin_token" = [])),
@@ -184,22 +236,19 @@ pub(crate) async fn open(
     h: HeaderMap,
 ) -> Result<Response, Problem> {
     let event = parse_event(&e)?;
+    let who = operator(&h)?;
     let limit = st.store_timeout();
     let old = bounded(limit, st.0.store.event(&event))
         .await?
         .ok_or_else(|| Problem::not_found("no such event"))?;
+    // Only a pre-queued event opens (an interrupted shuffle, `opening`, is finished).
+    if !matches!(old.state, EventState::Prequeue | EventState::Opening) {
+        return Err(invalid_transition(old.state, "open"));
+    }
     // The shuffle runs in bounded chunks; give it more time than a single store call.
     let n = bounded(limit * 30, open_event(st.0.store.as_ref(), &event)).await?;
     let new = json!({"state": "open", "prequeued_numbered": n});
-    record(
-        &st,
-        &event,
-        &operator(&h),
-        "open",
-        old.state.as_str().into(),
-        new,
-    )
-    .await;
+    record(&st, &event, &who, "open", old.state.as_str().into(), new).await;
     Ok(private_json(
         StatusCode::OK,
         figures_json(&st, &event).await?,
