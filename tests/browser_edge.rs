@@ -144,49 +144,7 @@ async fn waiting_page_from_countdown_to_confirmation_through_the_cdn() {
         .expect("admitted to the seat map");
     assert!(!c.current_url().await.expect("url").as_str().contains("eyJ"));
     shot(&c, "edge-04-seat-map").await;
-    c.find(Locator::Css("#seatmap .seat.free"))
-        .await
-        .expect("seat")
-        .click()
-        .await
-        .expect("click");
-    c.find(Locator::Id("hold"))
-        .await
-        .expect("hold")
-        .click()
-        .await
-        .expect("click hold");
-    wait_text(&c, "#held:not([hidden]) #held-seats", "-", 20).await;
-    c.find(Locator::Id("pay"))
-        .await
-        .expect("pay")
-        .click()
-        .await
-        .expect("click pay");
-    let start = Instant::now();
-    while !c
-        .current_url()
-        .await
-        .expect("url")
-        .as_str()
-        .starts_with(&stack.gateway_url)
-    {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "never reached the gateway's checkout"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    wait_text(&c, "body", "Cancel", 20).await;
-    shot(&c, "edge-05-checkout").await;
-    c.find(Locator::Id("pay"))
-        .await
-        .expect("checkout pay")
-        .click()
-        .await
-        .expect("pay at the gateway");
-    wait_text(&c, "#headline", "Booking confirmed", 30).await;
-    shot(&c, "edge-06-confirmation").await;
+    support::browser::hold_pay_and_confirm(&c, &stack.gateway_url, "edge-05").await;
 
     c.close().await.ok();
     drop(cdn);

@@ -54,75 +54,7 @@ async fn a_fan_books_a_seat_in_a_real_browser() {
     assert!(!url.as_str().contains("eyJ"), "no JWT in the URL: {url}");
     shot(&c, "02-seat-map").await;
 
-    c.find(Locator::Css("#seatmap .seat.free"))
-        .await
-        .expect("a free seat")
-        .click()
-        .await
-        .expect("click seat");
-    c.find(Locator::Id("hold"))
-        .await
-        .expect("hold button")
-        .click()
-        .await
-        .expect("click hold");
-    let held = text_of(&c, "#held:not([hidden]) #held-seats").await;
-    assert!(held.contains('-'), "held seats shown: {held}");
-    shot(&c, "03-held").await;
-
-    c.find(Locator::Id("pay"))
-        .await
-        .expect("pay button")
-        .click()
-        .await
-        .expect("click pay");
-    // The booking page's own button is also `#pay`: wait until the browser is at the gateway.
-    let start = std::time::Instant::now();
-    while !c
-        .current_url()
-        .await
-        .expect("url")
-        .as_str()
-        .starts_with(&stack.gateway_url)
-    {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "never reached the gateway's checkout"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let cancel = text_of(&c, "#cancel").await;
-    assert!(
-        cancel.contains("Cancel"),
-        "checkout offers Cancel: {cancel}"
-    );
-    shot(&c, "04-checkout").await;
-    c.find(Locator::Id("pay"))
-        .await
-        .expect("checkout pay")
-        .click()
-        .await
-        .expect("press Pay at the gateway");
-
-    let confirmed = c
-        .wait()
-        .at_most(Duration::from_secs(30))
-        .for_element(Locator::XPath(
-            "//h1[@id='headline' and text()='Booking confirmed']",
-        ))
-        .await;
-    let headline = text_of(&c, "#headline").await;
-    shot(&c, "05-confirmation").await;
-    assert!(
-        confirmed.is_ok(),
-        "confirmation page never said so: {headline}"
-    );
-    assert_eq!(headline, "Booking confirmed");
-    let details = text_of(&c, "#details").await;
-    assert!(
-        details.contains("are yours"),
-        "confirmation details: {details}"
-    );
+    support::browser::hold_pay_and_confirm(&c, &stack.gateway_url, "03").await;
 
     // The back office agrees: exactly one booking.
     let bookings: serde_json::Value = reqwest::Client::new()

@@ -104,3 +104,53 @@ pub async fn wait_text(c: &fantoccini::Client, css: &str, want: &str, secs: u64)
 /// One browser test at a time per test binary: two Chromiums and two stacks on 2 cores make
 /// every wait slower than the page's own timers.
 pub static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// From a shown seat map to the confirmation: picks the first free seat, holds it, pays on the
+/// gateway simulator's checkout page, and waits for "Booking confirmed". Saves screenshots
+/// `{prefix}-held`, `{prefix}-checkout` and `{prefix}-confirmation`.
+pub async fn hold_pay_and_confirm(c: &fantoccini::Client, gateway_url: &str, prefix: &str) {
+    let click = |css: &'static str| async move {
+        c.find(Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("{css}: {e}"))
+            .click()
+            .await
+            .unwrap_or_else(|e| panic!("click {css}: {e}"));
+    };
+    click("#seatmap .seat.free").await;
+    click("#hold").await;
+    let held = wait_text(c, "#held:not([hidden]) #held-seats", "-", 20).await;
+    assert!(held.contains('-'), "held seats shown: {held}");
+    shot(c, &format!("{prefix}-held")).await;
+    click("#pay").await;
+    // The booking page's own button is also `#pay`: wait until the browser is at the gateway.
+    let start = std::time::Instant::now();
+    while !c
+        .current_url()
+        .await
+        .expect("url")
+        .as_str()
+        .starts_with(gateway_url)
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "never reached the gateway's checkout"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let cancel = text_of(c, "#cancel").await;
+    assert!(
+        cancel.contains("Cancel"),
+        "checkout offers Cancel: {cancel}"
+    );
+    shot(c, &format!("{prefix}-checkout")).await;
+    click("#pay").await;
+    let headline = wait_text(c, "#headline", "Booking confirmed", 30).await;
+    shot(c, &format!("{prefix}-confirmation")).await;
+    assert_eq!(headline, "Booking confirmed");
+    let details = text_of(c, "#details").await;
+    assert!(
+        details.contains("are yours"),
+        "confirmation details: {details}"
+    );
+}
