@@ -48,6 +48,11 @@ impl Ask {
         }
     }
 
+    /// Hash of the request's canonical text: what the idempotency store compares.
+    pub fn request_hash(&self, show: &str, channel: &str) -> String {
+        hex::encode(Sha256::digest(self.canonical(show, channel).as_bytes()))
+    }
+
     /// Canonical text of the request, hashed for the idempotency check.
     fn canonical(&self, show: &str, channel: &str) -> String {
         match self {
@@ -130,9 +135,7 @@ pub async fn create_in(
     r: &Request<'_>,
     now_ms: i64,
 ) -> ApiResult<Result<HoldAnswer, Lost>> {
-    let hash = hex::encode(Sha256::digest(
-        r.ask.canonical(r.show, r.channel).as_bytes(),
-    ));
+    let hash = r.ask.request_hash(r.show, r.channel);
     let tx = &mut *tx;
     if let Some(answer) = replay(tx, r, &hash).await? {
         telemetry::replay(r.show);
@@ -204,13 +207,66 @@ pub async fn create_in(
         body["pool"] = pool.clone().into();
         body["quantity"] = (*quantity).into();
     }
-    sqlx::query("INSERT INTO idempotency (visitor_id, key, request_hash, status, body, created_at) VALUES ($1, $2, $3, 201, $4, $5)")
+    // Replaces a stored refusal of the same request; never a stored 201 (a concurrent
+    // duplicate, answered 409 `concurrent-request` after the rollback).
+    let stored = sqlx::query("INSERT INTO idempotency (visitor_id, key, request_hash, status, body, created_at) VALUES ($1, $2, $3, 201, $4, $5) \
+         ON CONFLICT (visitor_id, key) DO UPDATE SET request_hash = excluded.request_hash, status = 201, body = excluded.body, created_at = excluded.created_at \
+         WHERE idempotency.status <> 201")
         .bind(&r.adm.sub).bind(r.key).bind(&hash).bind(body.to_string()).bind(now_ms)
         .execute(&mut **tx).await?;
+    if stored.rows_affected() == 0 {
+        return Err(
+            conflict("concurrent-request", "The same request is being processed")
+                .retry_after(1)
+                .into(),
+        );
+    }
     Ok(Ok(HoldAnswer {
         status: StatusCode::CREATED,
         body,
     }))
+}
+
+/// Status stored for a refused request (only its hash matters: the refusal is recomputed on
+/// retry, but the key cannot be reused with another request).
+const REFUSED: i64 = 409;
+
+/// Records that `(visitor, key)` was refused for the request hashed `hash` (no-op when the
+/// key already has a stored row).
+pub async fn record_refusal(
+    db: &Db,
+    visitor: &str,
+    key: &str,
+    hash: &str,
+    now_ms: i64,
+) -> sqlx::Result<()> {
+    sqlx::query("INSERT INTO idempotency (visitor_id, key, request_hash, status, body, created_at) VALUES ($1, $2, $3, $4, '', $5) ON CONFLICT (visitor_id, key) DO NOTHING")
+        .bind(visitor)
+        .bind(key)
+        .bind(hash)
+        .bind(REFUSED)
+        .bind(now_ms)
+        .execute(db)
+        .await?;
+    Ok(())
+}
+
+/// The stored answer of `(visitor, key)` read outside any transaction (before the rate
+/// limiter: a replay is not a new request), or 422 when the key came with another request.
+pub async fn stored_answer(
+    db: &Db,
+    visitor: &str,
+    key: &str,
+    hash: &str,
+) -> ApiResult<Option<HoldAnswer>> {
+    let stored: Option<(String, i64, String)> = sqlx::query_as(
+        "SELECT request_hash, status, body FROM idempotency WHERE visitor_id = $1 AND key = $2",
+    )
+    .bind(visitor)
+    .bind(key)
+    .fetch_optional(db)
+    .await?;
+    answer_of(stored, hash)
 }
 
 /// The stored answer of `(visitor, key)`, or 422 when the key came with another request.
@@ -222,6 +278,12 @@ async fn replay(tx: &mut Tx<'_>, r: &Request<'_>, hash: &str) -> ApiResult<Optio
     .bind(r.key)
     .fetch_optional(&mut **tx)
     .await?;
+    answer_of(stored, hash)
+}
+
+/// A stored `(hash, status, body)` against this request's hash: replay, 422, or `None` (no
+/// row, or a refusal of this same request: recompute).
+fn answer_of(stored: Option<(String, i64, String)>, hash: &str) -> ApiResult<Option<HoldAnswer>> {
     let Some((h, st, body)) = stored else {
         return Ok(None);
     };
@@ -233,6 +295,9 @@ async fn replay(tx: &mut Tx<'_>, r: &Request<'_>, hash: &str) -> ApiResult<Optio
         )
         .detail("this Idempotency-Key was used with a different request")
         .into());
+    }
+    if st == REFUSED {
+        return Ok(None);
     }
     let status =
         StatusCode::from_u16(u16::try_from(st).unwrap_or(201)).unwrap_or(StatusCode::CREATED);
@@ -272,7 +337,8 @@ impl Lost {
                 let fresh = best::section_availability(db, show, section, now_ms).await?;
                 conflict("no-seats-together", "No seats together")
                     .detail(format!(
-                        "no {n} free seats side by side in section {section}"
+                        "no {n} free seats side by side in section {}",
+                        crate::error::clip(section)
                     ))
                     .with("availability", fresh)
             }
@@ -345,9 +411,10 @@ async fn prices(tx: &mut Tx<'_>, show: &str, seats: &[String]) -> ApiResult<i64>
     }
     let known = q.fetch_all(&mut **tx).await?;
     if known.len() != seats.len() {
-        let unknown: Vec<&String> = seats
+        let unknown: Vec<String> = seats
             .iter()
             .filter(|s| !known.iter().any(|k| &k.0 == *s))
+            .map(|s| crate::error::clip(s))
             .collect();
         return Err(unprocessable("unknown-seat", "Unknown seat")
             .with("seats", json!(unknown))

@@ -35,6 +35,24 @@ pub struct Admission {
     pub exp: i64,
 }
 
+/// A fixed, client-safe text for a token error: never jsonwebtoken's or base64's own text
+/// (which can echo the input or name library internals).
+pub fn jwt_detail(e: &jsonwebtoken::errors::Error) -> String {
+    use jsonwebtoken::errors::ErrorKind as K;
+    match e.kind() {
+        K::InvalidSignature => "bad signature",
+        K::InvalidAlgorithm | K::InvalidAlgorithmName | K::MissingAlgorithm => {
+            "unsupported algorithm"
+        }
+        K::InvalidIssuer => "wrong issuer",
+        K::InvalidAudience => "wrong audience",
+        K::MissingRequiredClaim(_) => "missing required claim",
+        K::ExpiredSignature | K::ImmatureSignature => "expired or not yet valid",
+        _ => "malformed token",
+    }
+    .to_owned()
+}
+
 /// Why a token was refused. Never shown in detail to the fan beyond the category.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum DoorError {
@@ -144,20 +162,17 @@ impl Verifier {
     /// Header, algorithm, key and signature, `iss` and `aud`: everything but time and event.
     async fn verify_signature(&self, token: &str) -> Result<Admission, DoorError> {
         let header =
-            jsonwebtoken::decode_header(token).map_err(|e| DoorError::Invalid(e.to_string()))?;
+            jsonwebtoken::decode_header(token).map_err(|e| DoorError::Invalid(jwt_detail(&e)))?;
         // The header's algorithm is never trusted to pick the verifier (case W01).
         if header.alg != Algorithm::EdDSA {
-            return Err(DoorError::Invalid(format!(
-                "algorithm {:?} refused",
-                header.alg
-            )));
+            return Err(DoorError::Invalid("unsupported algorithm".into()));
         }
         let kid = header
             .kid
-            .ok_or_else(|| DoorError::Invalid("no kid".into()))?;
+            .ok_or_else(|| DoorError::Invalid("malformed token".into()))?;
         let key = self.key(&kid).await?;
         let data = jsonwebtoken::decode::<Admission>(token, &key, &self.validation)
-            .map_err(|e| DoorError::Invalid(e.to_string()))?;
+            .map_err(|e| DoorError::Invalid(jwt_detail(&e)))?;
         Ok(data.claims)
     }
 
@@ -171,7 +186,7 @@ impl Verifier {
             .await
             .get(kid)
             .cloned()
-            .ok_or_else(|| DoorError::Invalid(format!("unknown kid {kid:?}")))
+            .ok_or_else(|| DoorError::Invalid("unknown signing key".into()))
     }
 
     /// Re-fetches the JWKS unless it was fetched less than `cooldown` ago. Errors are logged;

@@ -1,6 +1,7 @@
 //! One error type for the booking API (STYLE.md rule 6): client errors are specific problems;
 //! database and unexpected errors are logged once and answered without details.
 
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use sale_common::Problem;
 
@@ -69,3 +70,86 @@ fn retryable(code: Option<&str>) -> bool {
 
 /// Result alias for handlers and services.
 pub type ApiResult<T> = Result<T, ApiError>;
+
+/// Longest piece of user input a problem detail echoes.
+pub const ECHO_MAX: usize = 100;
+
+/// `s` cut to [`ECHO_MAX`] characters (with `…` when cut): problem details never echo long
+/// input.
+pub fn clip(s: &str) -> String {
+    if s.chars().count() <= ECHO_MAX {
+        s.to_owned()
+    } else {
+        let mut out: String = s.chars().take(ECHO_MAX).collect();
+        out.push('…');
+        out
+    }
+}
+
+/// A problem for an extractor rejection (`Query`, `Form`, `Path`, `Json`, `Bytes`) with its
+/// status: 413 `payload-too-large` for a body over the limit, else `invalid-{what}` with the
+/// rejection's text clipped to [`ECHO_MAX`] characters.
+pub fn rejection(status: StatusCode, what: &'static str, text: &str) -> Problem {
+    if status == StatusCode::PAYLOAD_TOO_LARGE {
+        return Problem::new(status, "payload-too-large", "Request body too large")
+            .detail("the request body is over the size limit");
+    }
+    let kind = match what {
+        "query" => "invalid-query",
+        "path" => "invalid-path",
+        "form" => "invalid-form",
+        _ => "invalid-body",
+    };
+    Problem::new(status, kind, format!("Invalid request {what}")).detail(clip(text))
+}
+
+/// Router fallback: 404 problem for an unknown route.
+pub async fn not_found(uri: axum::http::Uri) -> Problem {
+    Problem::not_found(format!("no route {}", clip(uri.path())))
+}
+
+/// Router method fallback: 405 problem.
+pub async fn method_not_allowed(method: axum::http::Method) -> Problem {
+    Problem::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method-not-allowed",
+        "Method not allowed",
+    )
+    .detail(format!(
+        "{} is not allowed on this route",
+        clip(method.as_str())
+    ))
+}
+
+/// Safety net for every answer: an error status whose body is not JSON (an extractor's or a
+/// layer's plain-text rejection) becomes a problem with the same status and no echoed text.
+pub async fn problems_only(resp: Response) -> Response {
+    let status = resp.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return resp;
+    }
+    let json = resp
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.contains("json"));
+    if json {
+        return resp;
+    }
+    let p = match status {
+        StatusCode::NOT_FOUND => Problem::not_found("no such resource"),
+        StatusCode::METHOD_NOT_ALLOWED => {
+            Problem::new(status, "method-not-allowed", "Method not allowed")
+        }
+        StatusCode::PAYLOAD_TOO_LARGE => rejection(status, "body", ""),
+        s if s.is_server_error() => Problem::new(s, "internal", "Internal server error"),
+        s => Problem::new(s, "bad-request", "Bad request"),
+    };
+    let mut out = p.into_response();
+    for name in [axum::http::header::ALLOW, axum::http::header::RETRY_AFTER] {
+        if let Some(v) = resp.headers().get(&name) {
+            out.headers_mut().insert(name, v.clone());
+        }
+    }
+    out
+}

@@ -37,7 +37,7 @@ pub async fn stats(
 ) -> ApiResult<Json<Value>> {
     admin(&state, &headers)?;
     if !state.config.has_show(&show) {
-        return Err(Problem::not_found(format!("show {show}")).into());
+        return Err(Problem::not_found(format!("show {}", crate::error::clip(&show))).into());
     }
     let now = state.clock.now_ms();
     let db = &state.db;
@@ -114,7 +114,7 @@ pub async fn drift(
 ) -> ApiResult<Json<Value>> {
     admin(&state, &headers)?;
     if !state.config.has_show(&show) {
-        return Err(Problem::not_found(format!("show {show}")).into());
+        return Err(Problem::not_found(format!("show {}", crate::error::clip(&show))).into());
     }
     let pools = crate::pools::drift(&state.db, &show).await?;
     let drifting = pools.iter().filter(|p| p["drift"] != 0).count();
@@ -141,7 +141,7 @@ pub async fn oversell(
     body: Result<Json<OversellBody>, axum::extract::rejection::JsonRejection>,
 ) -> ApiResult<Json<Value>> {
     admin(&state, &headers)?;
-    let Json(b) = body.map_err(Problem::from)?;
+    let Json(b) = body.map_err(|r| crate::error::rejection(r.status(), "body", &r.body_text()))?;
     let who = b.operator.trim();
     if who.is_empty() || who.len() > 80 {
         return Err(Problem::bad_request("operator: 1 to 80 characters").into());
@@ -149,7 +149,12 @@ pub async fn oversell(
     let now = state.clock.now_ms();
     let allowance = i64::from(b.allowance);
     if !crate::pools::set_oversell(&state.db, &show, &pool, allowance, who, now).await? {
-        return Err(Problem::not_found(format!("pool {pool} of show {show}")).into());
+        return Err(Problem::not_found(format!(
+            "pool {} of show {}",
+            crate::error::clip(&pool),
+            crate::error::clip(&show)
+        ))
+        .into());
     }
     Ok(Json(
         json!({"show": show, "pool": pool, "oversell": allowance, "set_by": who, "set_at": now / 1000}),
@@ -171,7 +176,7 @@ pub async fn hold_queue(
 ) -> ApiResult<Json<Value>> {
     admin(&state, &headers)?;
     if !state.config.has_show(&show) {
-        return Err(Problem::not_found(format!("show {show}")).into());
+        return Err(Problem::not_found(format!("show {}", crate::error::clip(&show))).into());
     }
     let on = state.hold_queues.is_on(&show);
     Ok(Json(json!({"show": show, "enabled": on})))
@@ -183,11 +188,13 @@ pub async fn set_hold_queue(
     State(state): State<AppState>,
     Path(show): Path<String>,
     headers: HeaderMap,
-    Json(body): Json<QueueSwitch>,
+    body: Result<Json<QueueSwitch>, axum::extract::rejection::JsonRejection>,
 ) -> ApiResult<Json<Value>> {
     admin(&state, &headers)?;
+    let Json(body) =
+        body.map_err(|r| crate::error::rejection(r.status(), "body", &r.body_text()))?;
     if !state.config.has_show(&show) {
-        return Err(Problem::not_found(format!("show {show}")).into());
+        return Err(Problem::not_found(format!("show {}", crate::error::clip(&show))).into());
     }
     state.hold_queues.set(&show, body.enabled);
     tracing::info!(show, enabled = body.enabled, "hold queue switched");

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use axum::extract::rejection::{FormRejection, JsonRejection};
+use axum::extract::rejection::{FormRejection, JsonRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 use crate::claim::{self, unprocessable, Ask, Timing};
 use crate::door::{token_from_headers, Admission, DoorError};
-use crate::error::{ApiError, ApiResult};
+use crate::error::{clip, rejection, ApiError, ApiResult};
 use crate::holds::{self, Hold};
 use crate::payments::{self, CallbackOutcome};
 use crate::{telemetry, AppState};
@@ -49,7 +49,7 @@ fn known_show(state: &AppState, show: &str) -> ApiResult<()> {
     if state.config.has_show(show) {
         Ok(())
     } else {
-        Err(Problem::not_found(format!("show {show}")).into())
+        Err(Problem::not_found(format!("show {}", clip(show))).into())
     }
 }
 
@@ -57,7 +57,7 @@ fn known_show(state: &AppState, show: &str) -> ApiResult<()> {
 async fn own_hold(state: &AppState, adm: &Admission, id: &str) -> ApiResult<Hold> {
     match holds::load(&state.db, id).await? {
         Some(h) if h.visitor_id == adm.sub && h.show_id == adm.event => Ok(h),
-        _ => Err(Problem::not_found(format!("hold {id}")).into()),
+        _ => Err(Problem::not_found(format!("hold {}", clip(id))).into()),
     }
 }
 
@@ -73,7 +73,7 @@ pub async fn session(
     State(state): State<AppState>,
     form: Result<Form<SessionForm>, FormRejection>,
 ) -> ApiResult<Response> {
-    let Form(f) = form.map_err(|e| Problem::bad_request(e.body_text()))?;
+    let Form(f) = form.map_err(|r| rejection(r.status(), "form", &r.body_text()))?;
     known_show(&state, &f.show)?;
     let adm = state
         .verifier
@@ -222,11 +222,17 @@ pub async fn create_hold(
     known_show(&state, &show)?;
     let adm = fan(&state, &headers, Some(&show)).await?;
     let key = idempotency_key(&headers)?;
-    let Json(body) = body.map_err(Problem::from)?;
+    let Json(body) = body.map_err(|r| rejection(r.status(), "body", &r.body_text()))?;
     let (channel, timing) = channel_of(&state, &headers, body.channel.as_deref())?;
     let ask = ask_of(body, state.config.max_seats_per_hold)?;
     telemetry::hold_attempt(&show, ask.kind());
     let now = state.clock.now_ms();
+    // A replay of a stored answer is not a new request: it does not count against the limit.
+    let hash = ask.request_hash(&show, &channel);
+    if let Some(answer) = claim::stored_answer(&state.db, &adm.sub, &key, &hash).await? {
+        telemetry::replay(&show);
+        return Ok((answer.status, Json(answer.body)).into_response());
+    }
     if let Err(wait) = state
         .limiter
         .check(&adm.jti, state.config.hold_rate_per_min, now)
@@ -265,6 +271,10 @@ pub async fn create_hold(
             telemetry::hold_refused(&show, p.status.as_u16(), p.kind);
             if p.kind == "admission-ended" {
                 p = p.with("waiting_room", state.config.waiting_room_url.clone());
+            }
+            if p.status == StatusCode::CONFLICT && p.kind != "concurrent-request" {
+                // Remember the refused request's hash: the key cannot be reused for another.
+                claim::record_refusal(&state.db, &adm.sub, &key, &hash, now).await?;
             }
             Err(p.into())
         }
@@ -322,8 +332,9 @@ pub async fn delete_hold(
 /// `GET /payment/callback?paymentID=&status=&signature=`; `status` is ignored.
 pub async fn callback(
     State(state): State<AppState>,
-    Query(q): Query<HashMap<String, String>>,
+    q: Result<Query<HashMap<String, String>>, QueryRejection>,
 ) -> ApiResult<Response> {
+    let Query(q) = q.map_err(|r| rejection(r.status(), "query", &r.body_text()))?;
     let (Some(pid), Some(sig)) = (q.get("paymentID"), q.get("signature")) else {
         return Err(Problem::bad_request("paymentID and signature are required").into());
     };

@@ -3,6 +3,7 @@
 //! (every hold that included it and each of that hold's audit rows: who held it, when, why it
 //! was released) and a hold's history. Times in epoch ms (`at`).
 
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use axum::Json;
@@ -25,12 +26,37 @@ pub struct Page {
 }
 
 impl Page {
-    fn bounds(&self) -> (i64, i64) {
-        (
-            self.limit.unwrap_or(100).clamp(1, 500),
-            self.offset.unwrap_or(0).max(0),
-        )
+    /// `(limit, offset)`, or 422 `invalid-page` when `limit` is outside 1..=500 or `offset`
+    /// is negative.
+    fn bounds(&self) -> Result<(i64, i64), Problem> {
+        let limit = self.limit.unwrap_or(100);
+        let offset = self.offset.unwrap_or(0);
+        if !(1..=500).contains(&limit) || offset < 0 {
+            return Err(unprocessable("invalid-page", "Invalid paging")
+                .detail("limit must be 1 to 500 and offset 0 or more"));
+        }
+        Ok((limit, offset))
     }
+
+    /// The `status` filter, or 422 `invalid-status` unless it is HELD, PAID or RELEASED.
+    fn status(&self) -> Result<String, Problem> {
+        match self.status.as_deref() {
+            None | Some("") => Ok(String::new()),
+            Some(s @ ("HELD" | "PAID" | "RELEASED")) => Ok(s.to_owned()),
+            Some(_) => Err(unprocessable("invalid-status", "Invalid status filter")
+                .detail("status must be HELD, PAID or RELEASED")),
+        }
+    }
+}
+
+fn unprocessable(kind: &'static str, title: &str) -> Problem {
+    crate::claim::unprocessable(kind, title)
+}
+
+/// The query, or its rejection as a problem.
+fn page(q: Result<Query<Page>, QueryRejection>) -> Result<Page, Problem> {
+    q.map(|Query(p)| p)
+        .map_err(|r| crate::error::rejection(r.status(), "query", &r.body_text()))
 }
 
 /// One audit row joined with its hold: at, hold, visitor, action, actor, reason.
@@ -50,11 +76,13 @@ fn rows_json(rows: Vec<Row>) -> Vec<Value> {
 pub async fn holds(
     State(state): State<AppState>,
     Path(show): Path<String>,
-    Query(p): Query<Page>,
+    q: Result<Query<Page>, QueryRejection>,
     headers: HeaderMap,
 ) -> ApiResult<Json<Value>> {
     admin(&state, &headers)?;
-    let (limit, offset) = p.bounds();
+    let p = page(q)?;
+    let (limit, offset) = p.bounds()?;
+    let status = p.status()?;
     type H = (String, String, String, String, i64, i64, i64);
     let rows: Vec<H> = sqlx::query_as(
         "SELECT id, visitor_id, status, channel, amount_cents, created_at, expires_at FROM holds \
@@ -62,7 +90,7 @@ pub async fn holds(
          ORDER BY created_at DESC, id DESC LIMIT $4 OFFSET $5",
     )
     .bind(&show)
-    .bind(p.status.clone().unwrap_or_default())
+    .bind(status)
     .bind(p.visitor.clone().unwrap_or_default())
     .bind(limit)
     .bind(offset)
@@ -87,11 +115,22 @@ pub async fn holds(
 pub async fn seat(
     State(state): State<AppState>,
     Path((show, seat)): Path<(String, String)>,
-    Query(p): Query<Page>,
+    q: Result<Query<Page>, QueryRejection>,
     headers: HeaderMap,
 ) -> ApiResult<Json<Value>> {
     admin(&state, &headers)?;
-    let (limit, offset) = p.bounds();
+    let p = page(q)?;
+    let (limit, offset) = p.bounds()?;
+    let known: i64 = sqlx::query_scalar(
+        "SELECT CAST(COUNT(*) AS BIGINT) FROM seats WHERE show_id = $1 AND seat_id = $2",
+    )
+    .bind(&show)
+    .bind(&seat)
+    .fetch_one(&state.db)
+    .await?;
+    if known == 0 {
+        return Err(Problem::not_found(format!("seat {}", crate::error::clip(&seat))).into());
+    }
     let rows: Vec<Row> = sqlx::query_as(
         "SELECT a.at, a.hold_id, h.visitor_id, a.action, a.actor, a.reason FROM audit a \
          JOIN hold_seats hs ON hs.hold_id = a.hold_id JOIN holds h ON h.id = a.hold_id \
@@ -115,7 +154,7 @@ pub async fn hold(
 ) -> ApiResult<Json<Value>> {
     admin(&state, &headers)?;
     let Some(h) = crate::holds::load(&state.db, &id).await? else {
-        return Err(Problem::not_found(format!("hold {id}")).into());
+        return Err(Problem::not_found(format!("hold {}", crate::error::clip(&id))).into());
     };
     let rows: Vec<Row> = sqlx::query_as(
         "SELECT a.at, a.hold_id, h.visitor_id, a.action, a.actor, a.reason FROM audit a \

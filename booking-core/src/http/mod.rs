@@ -8,15 +8,23 @@ pub mod office;
 pub mod waitlist;
 pub mod webhook;
 
+use axum::extract::DefaultBodyLimit;
 use axum::http::{header, HeaderValue};
+use axum::middleware::map_response;
 use axum::routing::{get, post};
 use axum::Router;
 use tower_http::services::ServeDir;
 use tower_http::set_header::SetResponseHeaderLayer;
 
+use crate::error::{method_not_allowed, not_found, problems_only};
 use crate::AppState;
 
+/// Largest request body any route reads (JSON, forms, webhooks); larger → 413 problem.
+pub const BODY_LIMIT: usize = 2 * 1024 * 1024;
+
 /// All routes; `/api`, `/session`, `/payment` and `/admin` answers are `private, no-store`.
+/// Every error is `application/problem+json`: unknown routes 404, wrong methods 405, bodies
+/// over [`BODY_LIMIT`] 413, and any plain-text rejection is turned into a problem.
 pub fn router(state: AppState) -> Router {
     let static_dir = state.config.static_dir.clone();
     let api = Router::new()
@@ -63,9 +71,15 @@ pub fn router(state: AppState) -> Router {
     let mut app = Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/metrics", get(crate::telemetry::metrics))
-        .merge(api);
-    if let Some(dir) = static_dir {
-        app = app.fallback_service(ServeDir::new(dir));
-    }
-    app.with_state(state)
+        .merge(api)
+        .method_not_allowed_fallback(method_not_allowed);
+    app = match static_dir {
+        Some(dir) => app.fallback_service(
+            ServeDir::new(dir).not_found_service(axum::routing::any(not_found).with_state(())),
+        ),
+        None => app.fallback(not_found),
+    };
+    app.layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(map_response(problems_only))
+        .with_state(state)
 }

@@ -1,0 +1,229 @@
+//! Every error is `application/problem+json` (unknown routes, wrong methods, oversized bodies,
+//! bad queries), problem details never echo long input or library internals, and the
+//! idempotency store is consulted before the rate limiter and remembers refused requests.
+
+mod support;
+
+use serde_json::Value;
+use support::{Backend, Harness, ADMIN, SHOW};
+
+on_both!(
+    history_paging_status_and_unknown_seat_are_problems,
+    idempotent_replay_does_not_count_against_rate_limit,
+    refused_key_reused_with_other_body_is_422
+);
+
+async fn problem(r: reqwest::Response, status: u16) -> Value {
+    assert_eq!(r.status().as_u16(), status);
+    assert_eq!(
+        r.headers()["content-type"].to_str().unwrap(),
+        "application/problem+json"
+    );
+    r.json().await.unwrap()
+}
+
+#[tokio::test]
+async fn unknown_route_and_wrong_method_are_problems() {
+    let h = Harness::start().await;
+    let r = h.http.get(format!("{}/nope", h.base)).send().await.unwrap();
+    problem(r, 404).await;
+    let r = h
+        .http
+        .put(format!("{}/api/me", h.base))
+        .send()
+        .await
+        .unwrap();
+    problem(r, 405).await;
+    let r = h
+        .http
+        .get(format!(
+            "{}/payment/callback?paymentID=a&paymentID[x]=b",
+            h.base
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_client_error() || r.status().is_redirection());
+}
+
+#[tokio::test]
+async fn oversized_session_form_is_413_problem() {
+    let h = Harness::start().await;
+    let big = "a".repeat(5 * 1024 * 1024);
+    let r = h
+        .http
+        .post(format!("{}/session", h.base))
+        .form(&[("admission_token", big.as_str()), ("show", SHOW)])
+        .send()
+        .await
+        .unwrap();
+    let p = problem(r, 413).await;
+    assert_eq!(p["type"], "/problems/payload-too-large");
+    let r = h
+        .http
+        .post(format!("{}/api/shows/{SHOW}/holds", h.base))
+        .bearer_auth(h.token("big"))
+        .header("Idempotency-Key", "k")
+        .header("content-type", "application/json")
+        .body(big)
+        .send()
+        .await
+        .unwrap();
+    problem(r, 413).await;
+}
+
+#[tokio::test]
+async fn problem_details_clip_input_and_hide_jwt_internals() {
+    let h = Harness::start().await;
+    let long = "x".repeat(5000);
+    let r = h
+        .http
+        .get(format!("{}/api/shows/{long}/seats", h.base))
+        .send()
+        .await
+        .unwrap();
+    let p = problem(r, 404).await;
+    assert!(p["detail"].as_str().unwrap().chars().count() < 120, "{p}");
+    for (token, want) in [
+        ("not-a-jwt", "malformed token"),
+        ("e30.e30.e30", "malformed token"),
+    ] {
+        let r = h
+            .http
+            .get(format!("{}/api/me", h.base))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        let p = problem(r, 401).await;
+        let d = p["detail"].as_str().unwrap();
+        assert!(d.ends_with(want), "{d}");
+    }
+    // a valid token with its signature swapped for another token's
+    let a = h.token("a");
+    let b = h.token("b");
+    let forged = format!(
+        "{}.{}",
+        a.rsplit_once('.').unwrap().0,
+        b.rsplit_once('.').unwrap().1
+    );
+    let r = h
+        .http
+        .get(format!("{}/api/me", h.base))
+        .bearer_auth(forged)
+        .send()
+        .await
+        .unwrap();
+    let p = problem(r, 401).await;
+    assert!(
+        p["detail"].as_str().unwrap().ends_with("bad signature"),
+        "{p}"
+    );
+    // an HS256 header
+    let hs = format!(
+        "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCIsImtpZCI6ImsifQ.{}",
+        a.split('.').nth(1).unwrap()
+    ) + ".c2ln";
+    let r = h
+        .http
+        .get(format!("{}/api/me", h.base))
+        .bearer_auth(hs)
+        .send()
+        .await
+        .unwrap();
+    let p = problem(r, 401).await;
+    assert!(
+        p["detail"]
+            .as_str()
+            .unwrap()
+            .ends_with("unsupported algorithm"),
+        "{p}"
+    );
+}
+
+async fn history_paging_status_and_unknown_seat_are_problems(b: Backend) {
+    let h = Harness::on_with(b, |c| Harness::small_venue(c, 4)).await;
+    let get = |path: String| {
+        h.http
+            .get(format!("{}{path}", h.base))
+            .bearer_auth(ADMIN)
+            .send()
+    };
+    let r = get(format!("/admin/shows/{SHOW}/holds?status=BOGUS"))
+        .await
+        .unwrap();
+    problem(r, 422).await;
+    let r = get(format!("/admin/shows/{SHOW}/holds?limit=0"))
+        .await
+        .unwrap();
+    problem(r, 422).await;
+    let r = get(format!("/admin/shows/{SHOW}/holds?offset=-1"))
+        .await
+        .unwrap();
+    problem(r, 422).await;
+    let r = get(format!("/admin/shows/{SHOW}/holds?limit=abc"))
+        .await
+        .unwrap();
+    problem(r, 400).await;
+    let r = get(format!("/admin/shows/{SHOW}/holds?status=HELD"))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let r = get(format!("/admin/shows/{SHOW}/seats/Z-9-9/history"))
+        .await
+        .unwrap();
+    problem(r, 404).await;
+    let r = get(format!("/admin/shows/{SHOW}/seats/A-1-1/history"))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+}
+
+async fn idempotent_replay_does_not_count_against_rate_limit(b: Backend) {
+    let h = Harness::on_with(b, |c| {
+        Harness::small_venue(c, 4);
+        c.hold_rate_per_min = 2;
+    })
+    .await;
+    let t = h.token("replayer");
+    let (st, first) = h.hold(&t, "same", &["A-1-1"]).await;
+    assert_eq!(st, 201, "{first}");
+    for _ in 0..5 {
+        let (st, again) = h.hold(&t, "same", &["A-1-1"]).await;
+        assert_eq!(st, 201, "{again}");
+        assert_eq!(again["hold_id"], first["hold_id"]);
+    }
+    // the limit still has room for one new request (which is refused: one hold per admission)
+    let (st, body) = h.hold(&t, "new", &["A-1-2"]).await;
+    assert_eq!(st, 409, "{body}");
+}
+
+async fn refused_key_reused_with_other_body_is_422(b: Backend) {
+    let h = Harness::on_with(b, |c| Harness::small_venue(c, 4)).await;
+    let first = h.token("first");
+    let (st, held) = h.hold(&first, "k1", &["A-1-1"]).await;
+    assert_eq!(st, 201);
+    let t = h.token("second");
+    let (st, body) = h.hold(&t, "k2", &["A-1-1"]).await;
+    assert_eq!(st, 409, "{body}");
+    let (st, body) = h.hold(&t, "k2", &["A-1-2"]).await;
+    assert_eq!(st, 422, "{body}");
+    assert_eq!(body["type"], "/problems/idempotency-key-reused");
+    // the same refused request is recomputed on retry: it succeeds once the seat is free
+    let r = h
+        .http
+        .delete(format!(
+            "{}/api/holds/{}",
+            h.base,
+            held["hold_id"].as_str().unwrap()
+        ))
+        .bearer_auth(&first)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let (st, body) = h.hold(&t, "k2", &["A-1-1"]).await;
+    assert_eq!(st, 201, "{body}");
+    let (st, again) = h.hold(&t, "k2", &["A-1-1"]).await;
+    assert_eq!((st, &again["hold_id"]), (201, &body["hold_id"]));
+}
