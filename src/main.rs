@@ -143,7 +143,10 @@ async fn main() -> anyhow::Result<()> {
         s.status_dir.display()
     );
     if let Some(b) = &a.s3_bucket {
-        println!("status document on S3:          s3://{b}/{}demo.json", a.s3_prefix);
+        println!(
+            "status document on S3:          s3://{b}/{}demo.json",
+            a.s3_prefix
+        );
     }
     println!("booking core:                   {}", s.booking_url);
     println!("payment gateway simulator:      {}", s.gateway_url);
