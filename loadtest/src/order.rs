@@ -108,22 +108,31 @@ pub fn admission_order(fans: &[FanOutcome]) -> Option<Check> {
 
 /// Pre-queue shuffle: among fans who joined before opening, join time must not predict queue
 /// number: |τ| below four standard errors of τ under independence.
-pub fn shuffle(fans: &[FanOutcome]) -> Check {
+/// `None` (printed as SKIP) with fewer than 30 pre-queued fans: too few to say anything.
+pub fn shuffle(fans: &[FanOutcome]) -> Option<Check> {
     let pts: Vec<(f64, f64)> = fans
         .iter()
         .filter(|f| !f.late_arrival)
         .filter_map(|f| Some((f.joined_at_ms? as f64, f.queue_number? as f64)))
         .collect();
+    let name = "pre-queue shuffle: join order does not predict queue number";
+    if pts.len() < 30 {
+        println!(
+            "SKIP {name}: only {} pre-queued fans (30 needed)",
+            pts.len()
+        );
+        return None;
+    }
     let (tau, _, _) = kendall(&pts);
     let bound = 4.0 * tau_sigma(pts.len());
-    Check {
-        name: "pre-queue shuffle: join order does not predict queue number",
-        pass: pts.len() >= 30 && tau.abs() < bound,
+    Some(Check {
+        name,
+        pass: tau.abs() < bound,
         detail: format!(
             "Kendall tau {tau:+.4} over {} pre-queued fans, |tau| must be < {bound:.4} (4 sigma)",
             pts.len()
         ),
-    }
+    })
 }
 
 /// Admissions stopped at the cap: once every seat is sold the waiting room goes `sold_out`

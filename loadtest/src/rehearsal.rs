@@ -107,7 +107,7 @@ pub fn checks(
         .into_iter()
         .collect();
     out.extend(crate::order::admission_order(fans));
-    out.push(crate::order::shuffle(fans));
+    out.extend(crate::order::shuffle(fans));
     if fans.iter().any(|f| f.tabs_won.is_some()) {
         out.push(crate::order::tabs(fans));
     }

@@ -235,6 +235,25 @@ async fn prepare(
             opts.payment_session_secs = t;
         }
         let stack = ticket_sale::stack::start(opts).await?;
+        // A Redis that already holds this event (an earlier run) would make this run a
+        // continuation: no pre-queue, no shuffle, stale figures. Refuse it.
+        let doc: serde_json::Value = reqwest::Client::new()
+            .get(format!(
+                "{}/status/{}.json",
+                stack.waiting_room_url, args.event
+            ))
+            .send()
+            .await?
+            .json()
+            .await?;
+        if doc["state"] != "prequeue" {
+            stack.shutdown().await;
+            anyhow::bail!(
+                "event {:?} already exists in this store (state {}): use a fresh Redis or another --event",
+                args.event,
+                doc["state"]
+            );
+        }
         let faults = serde_json::json!({"fail_rate": args.fail_rate, "cancel_rate": args.cancel_rate,
             "execute_timeout_rate": args.timeout_rate, "duplicate_webhook_rate": args.duplicate_webhook_rate});
         reqwest::Client::new()
