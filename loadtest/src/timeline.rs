@@ -66,6 +66,8 @@ pub struct Sampler {
     samples: Arc<Mutex<Vec<Sample>>>,
     stop: tokio::sync::watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
+    /// Client, URL and admin token for the closing sample.
+    closing: (reqwest::Client, String, String),
 }
 
 impl Sampler {
@@ -85,6 +87,8 @@ impl Sampler {
             admin.to_owned(),
             samples.clone(),
         );
+        let (client_for_close, url_for_close, admin_for_close) =
+            (client.clone(), url.clone(), admin.clone());
         let task = tokio::spawn(async move {
             let mut tick = tokio::time::interval(every);
             loop {
@@ -92,37 +96,53 @@ impl Sampler {
                     _ = tick.tick() => {}
                     _ = stopped.changed() => break,
                 }
-                let t_ms = now_ms();
-                let Ok(r) = client.get(&url).bearer_auth(&admin).send().await else {
-                    continue;
-                };
-                let Ok(d) = r.json::<serde_json::Value>().await else {
-                    continue;
-                };
-                let u = |k: &str| d[k].as_u64().unwrap_or(0);
-                out.lock().expect("samples").push(Sample {
-                    t_ms,
-                    state: d["state"].as_str().unwrap_or("").to_owned(),
-                    cursor: u("cursor"),
-                    queue_length: u("queue_length"),
-                    active: u("active"),
-                    admitted_total: u("admitted_total"),
-                });
+                if let Some(sample) = sample_once(&client, &url, &admin).await {
+                    out.lock().expect("samples").push(sample);
+                }
             }
         });
         Self {
             samples,
             stop,
             task,
+            closing: (client_for_close, url_for_close, admin_for_close),
         }
     }
 
-    /// Stops sampling; the samples in time order.
+    /// Stops sampling and takes one closing sample (so a state reached just before the end, such
+    /// as `sold_out` delivered by the booking core's outbox, is seen); the samples in time order.
     pub async fn finish(self) -> Vec<Sample> {
         let _ = self.stop.send(true);
         let _ = self.task.await;
-        std::mem::take(&mut *self.samples.lock().expect("samples"))
+        let (client, url, admin) = &self.closing;
+        let last = sample_once(client, url, admin).await;
+        let mut v = std::mem::take(&mut *self.samples.lock().expect("samples"));
+        v.extend(last);
+        v
     }
+}
+
+/// One `GET {url}` of the admin figures as a [`Sample`]; `None` when the call fails.
+async fn sample_once(client: &reqwest::Client, url: &str, admin: &str) -> Option<Sample> {
+    let t_ms = now_ms();
+    let d = client
+        .get(url)
+        .bearer_auth(admin)
+        .send()
+        .await
+        .ok()?
+        .json::<serde_json::Value>()
+        .await
+        .ok()?;
+    let u = |k: &str| d[k].as_u64().unwrap_or(0);
+    Some(Sample {
+        t_ms,
+        state: d["state"].as_str().unwrap_or("").to_owned(),
+        cursor: u("cursor"),
+        queue_length: u("queue_length"),
+        active: u("active"),
+        admitted_total: u("admitted_total"),
+    })
 }
 
 /// Per-second series for the report (index = second since the origin).
