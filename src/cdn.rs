@@ -82,8 +82,22 @@ impl Cdn {
         anyhow::bail!("nginx did not listen on port {port} within 10 s")
     }
 
-    /// Stops nginx (and the shell `exec`'d into it).
+    /// Stops nginx: SIGTERM to the master (`cdn-start` `exec`s into it), which stops its workers
+    /// and cache manager; SIGKILL only if it is still running after 5 s. A SIGKILL first would
+    /// orphan the workers, which keep the listening port.
     pub fn stop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &self.child.id().to_string()])
+                .status();
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_secs(5) {
+                if let Ok(Some(_)) = self.child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
