@@ -1,15 +1,16 @@
 //! Several events at once (separate queues, knobs, status documents and figures) and join-key
 //! rotation (previous keys still verify, the current key signs).
 
-use axum::body::Body;
+mod oneshot;
+use oneshot::call;
+
 use axum::extract::connect_info::MockConnectInfo;
-use axum::http::{Request, StatusCode};
+use axum::http::StatusCode;
 use axum::Router;
 use sale_common::{Clock, ManualClock, Secret, SharedClock};
-use serde_json::{json, Value};
+use serde_json::json;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use tower::ServiceExt;
 use waiting_room::admitter::Admitter;
 use waiting_room::domain::{EventId, VisitorId};
 use waiting_room::store::memory::MemoryStore;
@@ -19,36 +20,6 @@ use waiting_room::{router, AppState, Config};
 
 const T0: i64 = 1_764_500_000;
 const OLD_KEY: &str = "old-join-hmac-key-0123456789-0123456789";
-
-async fn call(
-    app: &Router,
-    m: &str,
-    uri: &str,
-    h: &[(&str, &str)],
-    body: Option<Value>,
-) -> (StatusCode, Value) {
-    let mut b = Request::builder().method(m).uri(uri);
-    for (k, v) in h {
-        b = b.header(*k, *v);
-    }
-    let body = match body {
-        Some(v) => {
-            b = b.header("content-type", "application/json");
-            Body::from(v.to_string())
-        }
-        None => Body::empty(),
-    };
-    let r = app
-        .clone()
-        .oneshot(b.body(body).expect("req"))
-        .await
-        .expect("call");
-    let s = r.status();
-    let bytes = axum::body::to_bytes(r.into_body(), 1 << 20)
-        .await
-        .expect("body");
-    (s, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
-}
 
 async fn setup(cfg: Config) -> (Router, AppState, ManualClock, Arc<dyn QueueStore>) {
     let clock = ManualClock::new(T0 * 1000);

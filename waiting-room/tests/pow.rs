@@ -2,51 +2,21 @@
 //! publishes it, a new join without a valid proof gets 403, a solved challenge is spent once,
 //! re-joins with a join token need no proof. Also measures the cost of solving.
 
-use axum::body::Body;
+mod oneshot;
+use oneshot::call;
+
 use axum::extract::connect_info::MockConnectInfo;
-use axum::http::{Request, StatusCode};
-use axum::Router;
+use axum::http::StatusCode;
 use sale_common::{ManualClock, SharedClock};
 use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
-use tower::ServiceExt;
 use waiting_room::pow::{solve, zero_bits};
 use waiting_room::store::memory::MemoryStore;
 use waiting_room::{router, AppState, Config};
 
 const T0: i64 = 1_764_500_000;
-
-async fn call(
-    app: &Router,
-    m: &str,
-    uri: &str,
-    h: &[(&str, &str)],
-    body: Option<Value>,
-) -> (StatusCode, Value) {
-    let mut b = Request::builder().method(m).uri(uri);
-    for (k, v) in h {
-        b = b.header(*k, *v);
-    }
-    let body = match body {
-        Some(v) => {
-            b = b.header("content-type", "application/json");
-            Body::from(v.to_string())
-        }
-        None => Body::empty(),
-    };
-    let r = app
-        .clone()
-        .oneshot(b.body(body).expect("req"))
-        .await
-        .expect("call");
-    let s = r.status();
-    let bytes = axum::body::to_bytes(r.into_body(), 1 << 20)
-        .await
-        .expect("body");
-    (s, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
-}
 
 #[tokio::test]
 async fn proof_of_work_is_set_live_and_spent_once() {
