@@ -2,6 +2,10 @@
 //! embedded defaults (in-memory queue, SQLite), creates a demo event that opens one minute later,
 //! and prints one URL per service.
 
+/// mimalloc rather than glibc malloc: many small short-lived allocations per request.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::{Parser, Subcommand};
 use std::net::SocketAddr;
 use ticket_sale::stack::{self, StackOptions};

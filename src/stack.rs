@@ -73,6 +73,9 @@ pub struct StackOptions {
     /// Hold creations per minute per admission at the booking core (its abuse limit; the
     /// load test and the benchmark lift it).
     pub hold_rate_per_min: u32,
+    /// The show's holds go through the booking core's per-show hold queue from the start (seed
+    /// 002's answer for the hottest shows; `booking_core::hotq`).
+    pub hold_queue: bool,
 }
 
 impl StackOptions {
@@ -108,6 +111,7 @@ impl StackOptions {
             s3_bucket: None,
             s3_prefix: "status/".into(),
             hold_rate_per_min: 10,
+            hold_queue: false,
         }
     }
 }

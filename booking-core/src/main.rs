@@ -1,5 +1,9 @@
 //! Thin binary: flags → [`booking_core::Config`], telemetry, serve until Ctrl-C.
 
+/// mimalloc rather than glibc malloc: many small short-lived allocations per request.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::path::PathBuf;
 
 use booking_core::{Config, ShowConfig, Venue};

@@ -9,9 +9,17 @@
 //!   past the earliest deadline of a live hold in it (a lapse changes the effective status);
 //! - it is younger than [`MAX_AGE`] of real time (bounds what other processes' writes hide).
 //!
-//! Rebuilds are single-flight per show: a burst of misses reads the database once.
+//! Rebuilds are single-flight per show. While one is in flight, other requests are answered with
+//! the current snapshot if it is younger than [`MAX_STALE`]; a request that finds none usable
+//! waits, and then takes the snapshot built after it arrived instead of rebuilding
+//! again (under a rush every hold bumps the version, so re-checking the version would make each
+//! waiter in line read the whole show once more).
+//!
+//! One snapshot serves three views, each serialised once per rebuild: the whole map, one
+//! section's seats (`?section=`) and the section overview (`GET /api/shows/{show}/sections`), so
+//! a 20,000-seat venue is not sent whole to every fan (issue 7's seed rehearsal).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -22,6 +30,10 @@ use crate::db::Db;
 
 /// Real-time age after which a snapshot is rebuilt even without a local write (250 ms).
 pub const MAX_AGE: Duration = Duration::from_millis(250);
+/// While another request rebuilds a show's map, a snapshot finished less than this ago is
+/// served as it is (2 s; a request with no rebuild in flight always gets a fresh map, so a fan
+/// reading after its own write sees it).
+pub const MAX_STALE: Duration = Duration::from_secs(2);
 
 static VERSION: AtomicU64 = AtomicU64::new(0);
 
@@ -36,7 +48,64 @@ struct Snapshot {
     built_ms: i64,
     valid_until_ms: i64,
     built: Instant,
-    body: Bytes,
+    /// When its rebuild finished (real time).
+    done: Instant,
+    /// The three views of this snapshot.
+    views: Views,
+}
+
+/// One seat-map snapshot serialised three ways.
+#[derive(Debug, Clone)]
+pub struct Views {
+    /// The whole map (`GET /api/shows/{show}/seats`).
+    pub whole: Bytes,
+    /// Each section's map, by section name (`?section=`).
+    pub sections: Arc<BTreeMap<String, Bytes>>,
+    /// The overview (`GET /api/shows/{show}/sections`).
+    pub overview: Bytes,
+}
+
+impl Views {
+    /// Builds the views of a map shaped like [`crate::holds::seat_map`]'s answer.
+    pub fn of(map: &serde_json::Value) -> Self {
+        use serde_json::{json, Value};
+        let show = &map["show"];
+        let pools = &map["pools"];
+        let mut by_section: BTreeMap<String, Vec<&Value>> = BTreeMap::new();
+        for seat in map["seats"].as_array().into_iter().flatten() {
+            let sec = seat["section"].as_str().unwrap_or_default().to_owned();
+            by_section.entry(sec).or_default().push(seat);
+        }
+        let free = |seats: &[&Value]| seats.iter().filter(|s| s["status"] == "free").count();
+        let sections = by_section
+            .iter()
+            .map(|(name, seats)| {
+                let body = json!({"show": show, "section": name, "capacity": seats.len(),
+                                  "available": free(seats), "seats": seats, "pools": pools});
+                (
+                    name.clone(),
+                    Bytes::from(serde_json::to_vec(&body).unwrap_or_default()),
+                )
+            })
+            .collect();
+        let overview: Vec<Value> = by_section
+            .iter()
+            .map(|(name, seats)| {
+                let prices = seats.iter().filter_map(|s| s["price_cents"].as_i64());
+                let (lo, hi) = prices.fold((i64::MAX, i64::MIN), |(l, h), p| (l.min(p), h.max(p)));
+                let held = seats.iter().filter(|s| s["status"] == "held").count();
+                json!({"id": name, "capacity": seats.len(), "available": free(seats),
+                       "held": held, "price_cents_min": lo, "price_cents_max": hi})
+            })
+            .collect();
+        let overview = json!({"show": show, "capacity": map["capacity"],
+                              "available": map["available"], "sections": overview, "pools": pools});
+        Self {
+            whole: Bytes::from(serde_json::to_vec(map).unwrap_or_default()),
+            sections: Arc::new(sections),
+            overview: Bytes::from(serde_json::to_vec(&overview).unwrap_or_default()),
+        }
+    }
 }
 
 impl Snapshot {
@@ -45,6 +114,11 @@ impl Snapshot {
             && now_ms >= self.built_ms
             && now_ms < self.valid_until_ms
             && self.built.elapsed() < MAX_AGE
+    }
+
+    /// Young enough to answer with while a rebuild is in flight.
+    fn usable_stale(&self, now_ms: i64) -> bool {
+        now_ms >= self.built_ms && now_ms < self.valid_until_ms && self.done.elapsed() < MAX_STALE
     }
 }
 
@@ -66,24 +140,34 @@ impl SeatMaps {
         m.entry(show.to_owned()).or_default().clone()
     }
 
-    /// The JSON body of `GET /api/shows/{show}/seats` at `now_ms` (epoch ms).
-    pub async fn get(&self, db: &Db, show: &str, now_ms: i64) -> sqlx::Result<Bytes> {
+    /// The views of the seat map of `show` at `now_ms` (epoch ms).
+    pub async fn get(&self, db: &Db, show: &str, now_ms: i64) -> sqlx::Result<Views> {
+        let arrived = Instant::now();
         let slot = self.slot(show);
-        let cached = |v| {
-            slot.snap
-                .lock()
-                .expect("seat map")
-                .as_ref()
-                .filter(|s| s.fresh(v, now_ms))
-                .map(|s| s.body.clone())
-        };
-        if let Some(b) = cached(VERSION.load(Ordering::Acquire)) {
-            return Ok(b);
+        let current = || slot.snap.lock().expect("seat map").clone();
+        if let Some(s) = current().filter(|s| s.fresh(VERSION.load(Ordering::Acquire), now_ms)) {
+            return Ok(s.views.clone());
         }
-        let _only_one = slot.rebuild.lock().await;
+        // Someone is rebuilding: under a rush, answer with the current snapshot if it is young
+        // (a hint, never a decision) rather than queueing every reader behind the rebuild.
+        let (_only_one, waited) = match slot.rebuild.try_lock() {
+            Ok(g) => (g, false),
+            Err(_) => {
+                if let Some(s) = current().filter(|s| s.usable_stale(now_ms)) {
+                    return Ok(s.views.clone());
+                }
+                (slot.rebuild.lock().await, true)
+            }
+        };
         let version = VERSION.load(Ordering::Acquire);
-        if let Some(b) = cached(version) {
-            return Ok(b);
+        // Still fresh, or built after this request arrived, or just finished by the rebuild
+        // this request waited for (young enough to serve, as above).
+        if let Some(s) = current().filter(|s| {
+            s.fresh(version, now_ms)
+                || (s.built >= arrived && now_ms >= s.built_ms && now_ms < s.valid_until_ms)
+                || (waited && s.usable_stale(now_ms))
+        }) {
+            return Ok(s.views.clone());
         }
         let built = Instant::now();
         let map = crate::holds::seat_map(db, show, now_ms).await?;
@@ -94,14 +178,15 @@ impl SeatMaps {
         .bind(now_ms)
         .fetch_one(db)
         .await?;
-        let body = Bytes::from(serde_json::to_vec(&map).unwrap_or_default());
+        let views = Views::of(&map);
         *slot.snap.lock().expect("seat map") = Some(Arc::new(Snapshot {
             version,
             built_ms: now_ms,
             valid_until_ms: next.unwrap_or(i64::MAX),
             built,
-            body: body.clone(),
+            done: Instant::now(),
+            views: views.clone(),
         }));
-        Ok(body)
+        Ok(views)
     }
 }

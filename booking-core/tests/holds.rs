@@ -10,6 +10,7 @@ on_both!(
     case_b06_expired_holds_do_not_block,
     idempotency_key_replays_and_refuses_a_different_body,
     bad_seat_requests_are_specific_4xx,
+    section_views_and_overview_agree_with_the_whole_map,
 );
 
 use serde_json::json;
@@ -181,4 +182,61 @@ async fn bad_seat_requests_are_specific_4xx(b: Backend) {
         .unwrap();
     assert_eq!(v["capacity"], 600);
     assert_eq!(v["seats"][0]["id"], "A-1-1");
+}
+
+/// `?section=` and `GET …/sections` come from the same snapshot as the whole map: after a hold,
+/// the held seat shows in its section only, and the overview's counts add up to the map's.
+async fn section_views_and_overview_agree_with_the_whole_map(b: Backend) {
+    let h = Harness::on(b).await;
+    let t = h.token("sections");
+    let (st, _) = h.hold(&t, "s1", &["B-1-1", "B-1-2"]).await;
+    assert_eq!(st, 201);
+    let get = |path: String| {
+        let h = &h;
+        async move {
+            let r = h
+                .http
+                .get(format!("{}{path}", h.base))
+                .send()
+                .await
+                .unwrap();
+            let st = r.status().as_u16();
+            (st, r.json::<serde_json::Value>().await.unwrap())
+        }
+    };
+    let (_, whole) = get(format!("/api/shows/{SHOW}/seats")).await;
+    let (st, b_map) = get(format!("/api/shows/{SHOW}/seats?section=B")).await;
+    assert_eq!(st, 200);
+    let seats = b_map["seats"].as_array().unwrap();
+    assert!(seats.iter().all(|s| s["section"] == "B"), "{b_map}");
+    assert_eq!(b_map["capacity"], 120);
+    assert_eq!(b_map["available"], 118);
+    assert_eq!(seats[0]["status"], "held");
+    let (_, a_map) = get(format!("/api/shows/{SHOW}/seats?section=A")).await;
+    assert_eq!(a_map["available"], 120);
+    let (st, overview) = get(format!("/api/shows/{SHOW}/sections")).await;
+    assert_eq!(st, 200);
+    let secs = overview["sections"].as_array().unwrap();
+    let names: Vec<_> = secs.iter().map(|s| s["id"].as_str().unwrap()).collect();
+    assert_eq!(names, ["A", "B", "C", "D", "E"]);
+    let sum = |k: &str| secs.iter().map(|s| s[k].as_u64().unwrap()).sum::<u64>();
+    assert_eq!(sum("capacity"), whole["capacity"].as_u64().unwrap());
+    assert_eq!(sum("available"), whole["available"].as_u64().unwrap());
+    assert_eq!(overview["available"], 598);
+    assert!(
+        overview.get("seats").is_none(),
+        "the overview names no seats"
+    );
+    let (st, p) = get(format!("/api/shows/{SHOW}/seats?section=Z")).await;
+    assert_eq!(
+        (st, p["type"].as_str()),
+        (422, Some("/problems/unknown-section"))
+    );
+    let (st, p) = get(format!("/api/shows/{SHOW}/seats?row=1")).await;
+    assert_eq!(
+        (st, p["type"].as_str()),
+        (422, Some("/problems/invalid-query"))
+    );
+    let (st, _) = get("/api/shows/nope/sections".to_string()).await;
+    assert_eq!(st, 404);
 }

@@ -1,5 +1,9 @@
 //! Thin binary: parse flags, start telemetry, serve the gateway simulator until Ctrl-C.
 
+/// mimalloc rather than glibc malloc: many small short-lived allocations per request.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::Parser;
 use sale_common::Secret;
 

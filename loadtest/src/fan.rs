@@ -30,6 +30,52 @@ pub struct Target {
     pub mix: crate::behaviour::Mix,
     /// Shares of fans holding by best available and in a pool (the rest pick seats).
     pub picks: crate::picks::Shares,
+    /// The status document as one shared poller last fetched it (`rush --shared-status`), the
+    /// way a CDN answers every fan with one copy; `None`: each fan fetches its own.
+    pub shared_status: Option<tokio::sync::watch::Receiver<SharedDoc>>,
+}
+
+/// The last status document the shared poller fetched, and when it asked (ms since start).
+#[derive(Debug, Clone, Default)]
+pub struct SharedDoc {
+    /// When the poller sent the request, ms since the run started.
+    pub asked_ms: u64,
+    /// The document (`Null` before the first answer or after a failed fetch).
+    pub doc: Arc<Value>,
+}
+
+/// Fetches the status document every `every` and publishes it to the fans until `stop`.
+pub fn spawn_status_poller(
+    client: Client,
+    stats: Arc<Stats>,
+    url: String,
+    every: Duration,
+    started: Instant,
+) -> (
+    tokio::sync::watch::Receiver<SharedDoc>,
+    tokio::task::JoinHandle<()>,
+) {
+    let (tx, rx) = tokio::sync::watch::channel(SharedDoc::default());
+    let task = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let asked_ms = started.elapsed().as_millis() as u64;
+            let doc = match call(&client, &stats, "status", client.get(&url)).await {
+                Ok((s, body, _)) if s.is_success() => body,
+                _ => Value::Null,
+            };
+            let next = SharedDoc {
+                asked_ms,
+                doc: Arc::new(doc),
+            };
+            if tx.send(next).is_err() {
+                return; // every fan is done
+            }
+        }
+    });
+    (rx, task)
 }
 
 /// What one fan ended with.
@@ -232,18 +278,28 @@ async fn wait_for_turn(
         if Instant::now() > deadline {
             anyhow::bail!("waiting: deadline");
         }
-        let asked_ms = started.elapsed().as_millis() as u64;
-        let st = call(
-            client,
-            stats,
-            "status",
-            client.get(format!("{wr}/status/{ev}.json")),
-        )
-        .await;
-        let doc = match st {
-            Ok((s, body, _)) if s.is_success() => body,
-            _ => Value::Null,
+        let (asked_ms, doc) = match &target.shared_status {
+            Some(rx) => {
+                let d = rx.borrow().clone();
+                (d.asked_ms, d.doc)
+            }
+            None => {
+                let asked_ms = started.elapsed().as_millis() as u64;
+                let st = call(
+                    client,
+                    stats,
+                    "status",
+                    client.get(format!("{wr}/status/{ev}.json")),
+                )
+                .await;
+                let doc = match st {
+                    Ok((s, body, _)) if s.is_success() => body,
+                    _ => Value::Null,
+                };
+                (asked_ms, Arc::new(doc))
+            }
         };
+        let doc = &*doc;
         let state = doc["state"].as_str().unwrap_or("");
         let cursor = doc["cursor"].as_u64().unwrap_or(0);
         if state == "open" && number.is_none() {
@@ -262,7 +318,7 @@ async fn wait_for_turn(
                 return Ok((n, below_ms.map(|lo| (lo, seen_ms))));
             }
             below_ms = Some(asked_ms);
-            heartbeat_if_near(client, target, stats, token, &doc, n, &mut last_beat).await;
+            heartbeat_if_near(client, target, stats, token, doc, n, &mut last_beat).await;
         }
         if state == "closed" || state == "sold_out" {
             anyhow::bail!("event {state}");
@@ -369,13 +425,17 @@ async fn book(client: &Client, target: &Target, stats: &Stats, adm: &str, out: &
     let kind = target.picks.draw();
     let patience = Instant::now() + Duration::from_secs(target.mix.sold_out_patience_secs);
     let mut attempt = 0;
+    // A fan who waited for a lapsed seat to come back does not walk away from it: it pays.
+    let mut waited = false;
     while attempt < 4 {
         attempt += 1;
-        let map = match call(
+        // The overview first (small), then only the chosen section's seats: a fan never holds
+        // a whole 20,000-seat map, and no map stays alive across the hold and payment below.
+        let overview = match call(
             client,
             stats,
-            "seatmap",
-            client.get(format!("{bc}/api/shows/{ev}/seats")),
+            "sections",
+            client.get(format!("{bc}/api/shows/{ev}/sections")),
         )
         .await
         {
@@ -385,22 +445,43 @@ async fn book(client: &Client, target: &Target, stats: &Stats, adm: &str, out: &
         // A party that cannot sit together shrinks rather than leaving (and after two 409s,
         // takes any single seat).
         let n = if attempt > 2 { 1 } else { want };
-        let Some(pick) = crate::picks::choose(&map, kind, n, attempt) else {
-            let held = map["seats"]
-                .as_array()
-                .is_some_and(|a| a.iter().any(|x| x["status"] == "held"));
+        let section = match kind {
+            crate::picks::Kind::Seats => crate::picks::section_to_open(&overview),
+            _ => None,
+        };
+        let section_map = match section {
+            Some(sec) => match call(
+                client,
+                stats,
+                "seatmap",
+                client.get(format!("{bc}/api/shows/{ev}/seats?section={sec}")),
+            )
+            .await
+            {
+                Ok((s, body, _)) if s.is_success() => Some(body),
+                _ => continue,
+            },
+            None => None,
+        };
+        let map = section_map.as_ref().unwrap_or(&overview);
+        let Some(pick) = crate::picks::choose(map, kind, n, attempt) else {
+            let held = crate::picks::any_held(&overview);
             if Instant::now() < patience && held {
-                // Held seats lapse and are sold again: look again a little later.
+                // Held seats lapse and are sold again: look again a little later (every 2-5 s,
+                // so thousands of patient fans do not flood the overview).
                 attempt -= 1;
-                tokio::time::sleep(Duration::from_millis(1000)).await;
+                waited = true;
+                let pause = rand::thread_rng().gen_range(2_000..=5_000);
+                tokio::time::sleep(Duration::from_millis(pause)).await;
                 continue;
             }
             out.gave_up = Some("sold out".into());
             return;
         };
         let alternatives: Vec<_> = (0..4)
-            .filter_map(|_| crate::picks::choose(&map, kind, n, attempt))
+            .filter_map(|_| crate::picks::choose(map, kind, n, attempt))
             .collect();
+        drop((section_map, overview));
         let sent =
             crate::behaviour::send_hold(client, stats, target, adm, &pick, &alternatives, out)
                 .await;
@@ -416,6 +497,9 @@ async fn book(client: &Client, target: &Target, stats: &Stats, adm: &str, out: &
                     })
                     .unwrap_or_else(|| pick.seats());
                 out.hold = Some((hold.clone(), held));
+                if waited {
+                    out.behaviour.checkout = crate::behaviour::Checkout::Pay;
+                }
                 let deadline = body["payment_expires_at"].as_i64();
                 finish(client, target, stats, adm, &hold, deadline, out).await;
                 return;
@@ -426,8 +510,9 @@ async fn book(client: &Client, target: &Target, stats: &Stats, adm: &str, out: &
                     attempt = attempt.min(2); // keep retrying, a single seat from now on
                 }
             }
-            Ok((s, _)) => {
-                out.gave_up = Some(format!("hold answered {s}"));
+            Ok((s, body)) => {
+                let kind = body["type"].as_str().unwrap_or("");
+                out.gave_up = Some(format!("hold answered {s} {kind}"));
                 return;
             }
             Err(e) => {

@@ -5,6 +5,10 @@
 //! answers. One exception: `bench` measures Redis memory per queued fan by calling the waiting
 //! room's own `RedisStore::join` on a throw-away event.
 
+/// mimalloc rather than glibc malloc: many small short-lived allocations per request.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod behaviour;
 mod bench;
 mod calibrate;

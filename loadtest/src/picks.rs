@@ -90,9 +90,20 @@ impl Pick {
     }
 }
 
-/// Free seats per section in a seat-map answer.
+/// Free seats per section in a seat-map answer, or in the section overview
+/// (`GET /api/shows/{show}/sections`, whose `sections` carry `available`).
 fn free_by_section(map: &Value) -> BTreeMap<String, usize> {
     let mut out = BTreeMap::new();
+    if let Some(secs) = map["sections"].as_array() {
+        for s in secs {
+            if let (Some(id), Some(a)) = (s["id"].as_str(), s["available"].as_u64()) {
+                if a > 0 {
+                    out.insert(id.to_owned(), usize::try_from(a).unwrap_or(usize::MAX));
+                }
+            }
+        }
+        return out;
+    }
     for s in map["seats"].as_array().into_iter().flatten() {
         if s["status"] == "free" {
             if let Some(sec) = s["section"].as_str() {
@@ -153,6 +164,28 @@ fn pool_pick(map: &Value, n: usize) -> Option<Pick> {
         pool: pool.to_owned(),
         quantity: n.min(usize::try_from(left).unwrap_or(n)),
     })
+}
+
+/// The section a seat-picking fan opens from the overview: the first section with a free seat
+/// half the time (fans crowd towards the front), else any section with a free seat; `None` when
+/// no section has one.
+pub fn section_to_open(overview: &Value) -> Option<String> {
+    let open: Vec<String> = free_by_section(overview).into_keys().collect();
+    let mut rng = rand::thread_rng();
+    if open.is_empty() {
+        None
+    } else if rng.gen_bool(0.5) {
+        Some(open[0].clone())
+    } else {
+        Some(open[rng.gen_range(0..open.len())].clone())
+    }
+}
+
+/// Whether the overview shows held seats (they may lapse and be sold again).
+pub fn any_held(overview: &Value) -> bool {
+    overview["sections"]
+        .as_array()
+        .is_some_and(|a| a.iter().any(|s| s["held"].as_u64().unwrap_or(0) > 0))
 }
 
 /// What a fan of `kind` asks for (`n` places, attempt from 1), from a seat-map answer; `None`

@@ -10,8 +10,8 @@ use std::path::PathBuf;
 /// A named set of defaults for `rush`; any flag given on the command line wins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Profile {
-    /// The seeds' passing rehearsal: 40,000 fans, 20,700 seats in five sections, admissions at
-    /// 2,000/s, then late arrivals and retries.
+    /// The seeds' passing rehearsal: 40,000 fans, 20,700 places (18,700 seats in 13 sections and
+    /// a 2,000-place pool), admissions at 2,000/s, then late arrivals and retries.
     Seed,
     /// A small run for CI (300 fans, 100 seats, every behaviour).
     Ci,

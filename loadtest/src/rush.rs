@@ -77,6 +77,14 @@ pub struct RushArgs {
     /// Give up on the run after this many seconds.
     #[arg(long, default_value_t = 600)]
     timeout: u64,
+    /// Fans read the status document from one shared poller (every `--poll-ms` ÷ 4), as a CDN
+    /// answers them all with one copy, instead of each fetching its own (`true`/`false`).
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    shared_status: bool,
+    /// The show's holds go through the booking core's per-show hold queue (with `--spawn`;
+    /// `true`/`false`).
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    hold_queue: bool,
     /// No progress bar (CI logs).
     #[arg(long)]
     quiet: bool,
@@ -120,6 +128,19 @@ pub async fn run(args: RushArgs) -> anyhow::Result<bool> {
         .build()?;
     fan::set_concurrency(args.concurrency);
     let stats = Arc::new(Stats::default());
+    crate::timeline::start(started);
+    let mut target = target;
+    let poller = args.shared_status.then(|| {
+        let (rx, task) = fan::spawn_status_poller(
+            client.clone(),
+            stats.clone(),
+            format!("{}/status/{}.json", target.waiting_room, target.event),
+            Duration::from_millis((args.poll_ms / 4).max(50)),
+            started,
+        );
+        target.shared_status = Some(rx);
+        task
+    });
     let target = Arc::new(target);
     let bar = if args.quiet {
         ProgressBar::hidden()
@@ -129,7 +150,6 @@ pub async fn run(args: RushArgs) -> anyhow::Result<bool> {
     bar.set_style(ProgressStyle::with_template(
         "{elapsed} [{bar:40}] {pos}/{len} fans done {msg}",
     )?);
-    crate::timeline::start(started);
     let sampler = crate::timeline::Sampler::spawn(
         client.clone(),
         &target.waiting_room,
@@ -161,6 +181,9 @@ pub async fn run(args: RushArgs) -> anyhow::Result<bool> {
         fans.push(r?);
     }
     bar.finish();
+    if let Some(p) = poller {
+        p.abort();
+    }
     let wall = started.elapsed();
     let office = back_office(&client, &target, &admin_token).await?;
     print_figures(&fans, &stats, wall);
@@ -206,6 +229,7 @@ async fn prepare(
             best_available: args.best_available_share,
             pool: args.pool_share,
         },
+        shared_status: None,
     };
     if args.spawn {
         let opens_in = args.opens_in.unwrap_or(2 + args.fans as u64 / 1500);
@@ -213,6 +237,7 @@ async fn prepare(
         opts.redis_url = args.redis.clone();
         opts.seats = args.seats;
         opts.pool_places = args.pool_places;
+        opts.hold_queue = args.hold_queue;
         opts.venue = args.venue.clone();
         // Every synthetic fan shares 127.0.0.1: lift the per-IP limits for this run.
         opts.join_rate_per_sec = 1_000_000;

@@ -50,7 +50,8 @@ pub(crate) fn waiting_room(
 }
 
 /// The booking core: one show with the event's id on a venue of at least `opts.seats` seats
-/// (5 sections of rows of 20, rounded up to whole rows) or the venue file, with an optional
+/// (5 sections — more above 7,500 seats, one per 1,500, at most 26 — of rows of 20, rounded up
+/// to whole rows) or the venue file, with an optional
 /// `FLOOR` pool, verifying admission tokens from the
 /// waiting room's JWKS and paying through the simulator.
 pub(crate) fn booking(opts: &StackOptions, w: &Wiring<'_>) -> anyhow::Result<booking_core::Config> {
@@ -65,6 +66,9 @@ pub(crate) fn booking(opts: &StackOptions, w: &Wiring<'_>) -> anyhow::Result<boo
     cfg.waiting_room_url = w.wr_url.to_owned();
     cfg.admin_token = Secret::new(opts.admin_token.clone());
     cfg.hold_rate_per_min = opts.hold_rate_per_min;
+    if opts.hold_queue {
+        cfg.queued_shows = vec![opts.event.id.clone()];
+    }
     cfg.static_dir = Some(opts.static_dir.clone());
     cfg.channels.insert(
         "web".into(),
@@ -78,15 +82,23 @@ pub(crate) fn booking(opts: &StackOptions, w: &Wiring<'_>) -> anyhow::Result<boo
     Ok(cfg)
 }
 
-/// The show's venue: the venue file, or 5 sections of rows of 20 seats; plus the `FLOOR` pool
+/// The show's venue: the venue file, or 5..=26 sections (`A`, `B`, …; one per 1,500 seats above
+/// 7,500, so no section's seat map is huge) of rows of 20 seats; plus the `FLOOR` pool
 /// of `opts.pool_places` places when that is not 0 (replacing a `FLOOR` of the file).
 fn venue(opts: &StackOptions) -> anyhow::Result<booking_core::config::Venue> {
     let mut venue = match &opts.venue {
         Some(path) => booking_core::config::Venue::load(path)?,
         None => {
             let mut v = booking_core::config::Venue::demo();
+            let n = opts.seats.div_ceil(1_500).clamp(5, 26);
+            let template = v.sections[4].clone();
+            for c in (b'F'..=b'Z').take(n as usize - 5) {
+                let mut s = template.clone();
+                s.name = char::from(c).to_string();
+                v.sections.push(s);
+            }
             v.seats_per_row = 20;
-            v.rows = opts.seats.div_ceil(100).max(1);
+            v.rows = opts.seats.div_ceil(n * 20).max(1);
             v
         }
     };

@@ -1,6 +1,10 @@
 //! Thin binary (STYLE.md rule 1): `serve` reads the config and runs the library; `admin` calls
 //! the admin API and prints its JSON answer (`watch` prints live figures every second).
 
+/// mimalloc rather than glibc malloc: many small short-lived allocations per request.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 

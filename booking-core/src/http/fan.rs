@@ -101,14 +101,47 @@ pub async fn me(State(state): State<AppState>, headers: HeaderMap) -> ApiResult<
     ))
 }
 
-/// `GET /api/shows/{show}/seats`: the seat map; lapsed holds count as free.
-pub async fn seats(State(state): State<AppState>, Path(show): Path<String>) -> ApiResult<Response> {
+/// `GET /api/shows/{show}/seats[?section=S]`: the seat map, or one section of it; lapsed holds
+/// count as free. An unknown section → `422 unknown-section`.
+pub async fn seats(
+    State(state): State<AppState>,
+    Path(show): Path<String>,
+    q: Result<Query<HashMap<String, String>>, QueryRejection>,
+) -> ApiResult<Response> {
     known_show(&state, &show)?;
-    let body = state
+    let Query(q) = q.map_err(|r| rejection(r.status(), "query", &r.body_text()))?;
+    if let Some(k) = q.keys().find(|k| k.as_str() != "section") {
+        return Err(unprocessable("invalid-query", "Unknown query parameter")
+            .detail(format!("only `section` is known, not {}", clip(k)))
+            .into());
+    }
+    let views = state
         .seatmaps
         .get(&state.reads, &show, state.clock.now_ms())
         .await?;
+    let body = match q.get("section") {
+        None => views.whole,
+        Some(sec) => views.sections.get(sec).cloned().ok_or_else(|| {
+            unprocessable("unknown-section", "Unknown section")
+                .detail(format!("the show has no section {}", clip(sec)))
+        })?,
+    };
     Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
+}
+
+/// `GET /api/shows/{show}/sections`: the overview a fan picks a section from — per section
+/// `capacity`, `available` and price range (cents), plus the pools; from the same snapshot as
+/// the seat map.
+pub async fn sections(
+    State(state): State<AppState>,
+    Path(show): Path<String>,
+) -> ApiResult<Response> {
+    known_show(&state, &show)?;
+    let views = state
+        .seatmaps
+        .get(&state.reads, &show, state.clock.now_ms())
+        .await?;
+    Ok(([(header::CONTENT_TYPE, "application/json")], views.overview).into_response())
 }
 
 /// Body of a hold request: exactly one of `seats`, `pool` (+ `quantity`), `best_available`.

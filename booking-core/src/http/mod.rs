@@ -32,6 +32,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/me", get(fan::me))
         .route("/api/leave", post(fan::leave))
         .route("/api/shows/{show}/seats", get(fan::seats))
+        .route("/api/shows/{show}/sections", get(fan::sections))
         .route("/api/shows/{show}/holds", post(fan::create_hold))
         .route(
             "/api/shows/{show}/waitlist",

@@ -27,10 +27,19 @@ pub fn apply(args: &mut RushArgs, m: &ArgMatches) {
     match p {
         Profile::Seed => {
             set!(fans = 40_000);
-            set!(seats = 20_700);
+            // 20,700 places: 18,700 seats in 13 sections and a 2,000-place FLOOR pool.
+            set!(seats = 18_700);
+            set!(pool_places = 2_000);
+            set!(best_available_share = 0.3);
+            set!(pool_share = 0.1);
             set!(admit_rate = 2_000.0);
             set!(max_active = 40_000);
-            set!(admission_ttl = 20);
+            // DESIGN: admission tokens live minutes.
+            set!(admission_ttl = 300);
+            // 40,000 fans polling once a second is the CDN's load, not the origin's.
+            set!(shared_status = true);
+            // Seed 002: the hottest show's holds go through one queue, no lock waits.
+            set!(hold_queue = true);
             set!(pay_share = 0.6);
             set!(cancel_share = 0.1);
             set!(concurrency = 768);
@@ -41,9 +50,12 @@ pub fn apply(args: &mut RushArgs, m: &ArgMatches) {
             set!(rehearsal.tabs_share = 0.05);
             set!(rehearsal.late_share = 0.1);
             set!(rehearsal.late_window = 15);
-            set!(rehearsal.sold_out_patience = 30);
-            set!(rehearsal.hold_ttl = Some(30));
-            set!(rehearsal.payment_session = Some(24));
+            // Fans who find every place held wait for lapsed holds (and then pay) for longer
+            // than a hold lives, so the walk-aways' seats are sold again and the show sells out.
+            set!(rehearsal.sold_out_patience = 240);
+            // Shorter than the seed's 8/7 minutes so walk-aways' seats lapse within the run.
+            set!(rehearsal.hold_ttl = Some(60));
+            set!(rehearsal.payment_session = Some(45));
             set!(quiet = true);
         }
         Profile::Ci => {
