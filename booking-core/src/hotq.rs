@@ -82,8 +82,9 @@ pub struct Job {
     pub req: Owned,
     /// Its `now`, epoch ms (taken when it arrived).
     pub now_ms: i64,
-    /// The answer.
-    pub reply: oneshot::Sender<ApiResult<HoldAnswer>>,
+    /// The answer: a refusal comes back as [`Lost`], and the requester's own task reads the
+    /// fresh availability for its 409, so the worker never waits on those reads.
+    pub reply: oneshot::Sender<Outcome>,
 }
 
 /// The switch and the workers' inboxes.
@@ -143,7 +144,9 @@ impl HoldQueues {
             return claim::create(db, &job.req.request(), now_ms).await;
         }
         match answer.await {
-            Ok(a) => a,
+            Ok(Ok(Ok(a))) => Ok(a),
+            Ok(Ok(Err(lost))) => Err(lost.problem(db, r.show, now_ms).await?.into()),
+            Ok(Err(e)) => Err(e),
             Err(_) => Err(anyhow::anyhow!("hold queue worker stopped").into()),
         }
     }
@@ -169,28 +172,21 @@ pub async fn step(db: &Db, batch: Vec<Job>) {
     match apply(db, &batch).await {
         Ok(outcomes) => {
             for (job, out) in batch.into_iter().zip(outcomes) {
-                let answer = match out {
-                    Ok(Ok(a)) => Ok(a),
-                    Ok(Err(lost)) => match lost.problem(db, &job.req.show, job.now_ms).await {
-                        Ok(p) => Err(p.into()),
-                        Err(e) => Err(e.into()),
-                    },
-                    Err(e) => Err(e),
-                };
-                let _ = job.reply.send(answer);
+                let _ = job.reply.send(out);
             }
         }
         Err(e) => {
             tracing::warn!(error = %e, "hold queue batch failed; retrying each request alone");
             for job in batch {
                 let answer = claim::create(db, &job.req.request(), job.now_ms).await;
-                let _ = job.reply.send(answer);
+                let _ = job.reply.send(answer.map(Ok));
             }
         }
     }
 }
 
-type Outcome = ApiResult<Result<HoldAnswer, Lost>>;
+/// What the worker answers: held, refused (with what was lost), or an error.
+pub type Outcome = ApiResult<Result<HoldAnswer, Lost>>;
 
 /// One transaction; each request in its own savepoint, kept only when it held.
 async fn apply(db: &Db, batch: &[Job]) -> sqlx::Result<Vec<Outcome>> {

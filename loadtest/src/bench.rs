@@ -87,6 +87,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<bool> {
     opts.redis_url = args.redis.clone();
     opts.database_url = args.database.clone().unwrap_or_default();
     opts.seats = 2000;
+    // The hot pool: big enough that released places keep it from running out.
+    opts.pool_places = 1_000_000;
     (opts.join_rate_per_sec, opts.join_burst) = (1_000_000_000, 1_000_000_000);
     (opts.fan_rate_per_sec, opts.fan_burst) = (1_000_000_000, 1_000_000_000);
     // Each benchmark worker holds again and again with one admission token.

@@ -124,7 +124,7 @@ pub async fn call(
     req: reqwest::RequestBuilder,
 ) -> anyhow::Result<(StatusCode, Value, reqwest::header::HeaderMap)> {
     let _ = client;
-    let _permit = permit().await;
+    let _permit = permit(endpoint).await;
     let t = Instant::now();
     let res = req.send().await;
     match res {
@@ -591,14 +591,23 @@ pub fn shuffled(n: usize) -> Vec<usize> {
 }
 
 static LIMIT: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
+static CHECKOUT_LIMIT: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
 
-/// Caps HTTP calls in flight across all fans (set once, before the fans start).
+/// Caps HTTP calls in flight across all fans (set once, before the fans start): `n` for the
+/// queue and the hold, and a separate `n / 4` (at least 16) for the checkout steps, so fans
+/// paying for a hold never wait behind thousands of others still fighting for seats (each real
+/// fan has a browser of its own; only the load generator shares its sockets).
 pub fn set_concurrency(n: usize) {
     let _ = LIMIT.set(tokio::sync::Semaphore::new(n.max(1)));
+    let _ = CHECKOUT_LIMIT.set(tokio::sync::Semaphore::new((n / 4).max(16)));
 }
 
-async fn permit() -> Option<tokio::sync::SemaphorePermit<'static>> {
-    match LIMIT.get() {
+async fn permit(endpoint: &str) -> Option<tokio::sync::SemaphorePermit<'static>> {
+    let pool = match endpoint {
+        "pay" | "checkout" | "callback" | "hold_read" | "release" => &CHECKOUT_LIMIT,
+        _ => &LIMIT,
+    };
+    match pool.get() {
         Some(s) => s.acquire().await.ok(),
         None => None,
     }

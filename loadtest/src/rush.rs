@@ -326,9 +326,22 @@ async fn back_office(
             anyhow::Ok(r.json::<serde_json::Value>().await?)
         }
     };
-    let stats = get(format!("{}/admin/shows/{}/stats", t.booking, t.event)).await?;
+    // Holds keep lapsing after the fans are gone (a lapsed hold counts free in both reads), so
+    // the counts and the map are taken between two equal reads of the counts: a lapse or a
+    // late write between them shows as a difference, and the reads are taken again.
+    let stats_url = format!("{}/admin/shows/{}/stats", t.booking, t.event);
+    let mut tries = 0;
+    let (stats, map) = loop {
+        tries += 1;
+        let before = get(stats_url.clone()).await?;
+        let map = get(format!("{}/api/shows/{}/seats", t.booking, t.event)).await?;
+        let after = get(stats_url.clone()).await?;
+        if before == after || tries == 10 {
+            break (after, map);
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
     let bookings = get(format!("{}/admin/shows/{}/bookings", t.booking, t.event)).await?;
-    let map = get(format!("{}/api/shows/{}/seats", t.booking, t.event)).await?;
     let waiting_room = get(format!("{}/admin/events/{}", t.waiting_room, t.event)).await?;
     let bookings = match bookings {
         serde_json::Value::Array(v) => v,

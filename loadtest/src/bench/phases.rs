@@ -168,13 +168,20 @@ pub async fn all(ctx: &Ctx) -> anyhow::Result<(Vec<Phase>, Vec<String>)> {
         };
         out.push((m, format!("{note}; {how}; {}", waits.describe())));
     }
-    super::hotq::switch(ctx, false).await?;
-    let skipped =
-        vec!["pool holds: not measured by bench (loadtest rush --pool-share drives them)".into()];
-    for s in &skipped {
-        println!("  skipped: {s}");
+    for (name, queued) in [("pool-hold", false), ("pool-queue", true)] {
+        super::hotq::switch(ctx, queued).await?;
+        let waits = super::hotq::sample(ctx.database.as_deref()).await;
+        let (m, note) = pool_holds(ctx, adm.clone(), name, 2 + usize::from(queued)).await?;
+        super::hotq::stop(&waits);
+        let how = if queued {
+            "per-show hold queue ON"
+        } else {
+            "per-show hold queue off"
+        };
+        out.push((m, format!("{note}; {how}; {}", waits.describe())));
     }
-    Ok((out, skipped))
+    super::hotq::switch(ctx, false).await?;
+    Ok((out, Vec::new()))
 }
 
 async fn timed_status(req: reqwest::RequestBuilder) -> Sample {
@@ -281,6 +288,36 @@ async fn claim(
     Ok((m, adm, note))
 }
 
+/// Refusals of a hold phase by problem `type` (status and kind), for the note.
+#[derive(Debug, Default)]
+struct Refusals(Mutex<std::collections::BTreeMap<String, u64>>);
+
+impl Refusals {
+    fn count(&self, status: u16, body: Option<&super::gen::bytes_body::Body>) {
+        if status == 201 {
+            return;
+        }
+        let kind = body
+            .and_then(|b| b.json()["type"].as_str().map(String::from))
+            .unwrap_or_default();
+        *self
+            .0
+            .lock()
+            .expect("refusals")
+            .entry(format!("{status} {kind}"))
+            .or_default() += 1;
+    }
+
+    fn describe(&self) -> String {
+        let m = self.0.lock().expect("refusals");
+        if m.is_empty() {
+            return "no refusals".into();
+        }
+        let parts: Vec<String> = m.iter().map(|(k, n)| format!("{k} × {n}")).collect();
+        format!("refusals: {}", parts.join(", "))
+    }
+}
+
 /// Holds on one hot show: every request asks for `seats_per_hold` random seats of the first
 /// `hot_seats` seats of the map; each worker holds with its own admission token and releases
 /// its previous 201 (untimed) before the next hold.
@@ -309,24 +346,30 @@ async fn holds(
     anyhow::ensure!(hot.len() >= ctx.seats_per_hold, "seat map too small");
     let hot = Arc::new(hot);
     let fans = ctx.connections.min(adm.len());
-    let live: Arc<Vec<Mutex<Option<String>>>> =
+    let live: Arc<Vec<Mutex<Option<(String, String)>>>> =
         Arc::new((0..ctx.connections).map(|_| Mutex::new(None)).collect());
-    let conns = ctx.connections;
     let (c, bc, ev, k) = (
         ctx.client.clone(),
         ctx.bc.clone(),
         ctx.event.clone(),
         ctx.seats_per_hold,
     );
+    let refusals = Arc::new(Refusals::default());
+    let tally = refusals.clone();
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(round * 1_000_003));
     let work: Workload = Arc::new(move |w, _| {
+        let (tally, next) = (tally.clone(), next.clone());
         let (c, bc, ev, hot, live) = (c.clone(), bc.clone(), ev.clone(), hot.clone(), live.clone());
-        let tok = adm[(round * conns + w) % adm.len()].clone();
+        // A released hold ends its admission's booking rights (409 admission-ended), so every
+        // hold takes the next unused admission token.
+        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tok = adm[i % adm.len()].clone();
         Box::pin(async move {
             let prev = live[w].lock().expect("hold slot").take();
-            if let Some(h) = prev {
+            if let Some((h, owner)) = prev {
                 let _ = c
                     .delete(format!("{bc}/api/holds/{h}"))
-                    .bearer_auth(&tok)
+                    .bearer_auth(&owner)
                     .send()
                     .await;
             }
@@ -340,22 +383,83 @@ async fn holds(
                 )
                 .json(&serde_json::json!({ "seats": seats }));
             let (sample, body) = timed(req).await;
+            tally.count(sample.status, body.as_ref());
             if sample.status == 201 {
                 let id = body.and_then(|b| b.json()["hold_id"].as_str().map(String::from));
-                *live[w].lock().expect("hold slot") = id;
+                *live[w].lock().expect("hold slot") = id.map(|h| (h, tok.clone()));
             }
             sample
         })
     });
     let m = ctx.run(name, &[201], work).await;
     let note = format!(
-        "POST /api/shows/{{show}}/holds, {k} random seats of a {}-seat hot block, {} fans \
-         (one admission token each); 201 = held ({:.0}/s), 409 = taken ({:.0}/s); each 201 is \
+        "POST /api/shows/{{show}}/holds, {k} random seats of a {}-seat hot block, {} concurrent \
+         fans (a fresh admission token per hold); 201 = held ({:.0}/s), 409 = taken ({:.0}/s); each 201 is \
          released (untimed) before that fan's next hold",
         ctx.hot_seats,
         fans,
         m.ok_rps,
         m.other_4xx as f64 / m.secs
     );
+    let note = format!("{note}; {}", refusals.describe());
+    Ok((m, note))
+}
+
+/// Pool holds on the hot show: every request asks for 1 place of the `FLOOR` pool (one counter
+/// row, the hottest row there is); each worker releases its previous 201 (untimed) first.
+/// Run `round` uses its own admission tokens.
+async fn pool_holds(
+    ctx: &Ctx,
+    adm: Arc<Vec<String>>,
+    name: &str,
+    round: usize,
+) -> anyhow::Result<Phase> {
+    let fans = ctx.connections.min(adm.len());
+    let live: Arc<Vec<Mutex<Option<(String, String)>>>> =
+        Arc::new((0..ctx.connections).map(|_| Mutex::new(None)).collect());
+    let (c, bc, ev) = (ctx.client.clone(), ctx.bc.clone(), ctx.event.clone());
+    let refusals = Arc::new(Refusals::default());
+    let tally = refusals.clone();
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(round * 1_000_003));
+    let work: Workload = Arc::new(move |w, _| {
+        let (tally, next) = (tally.clone(), next.clone());
+        let (c, bc, ev, live) = (c.clone(), bc.clone(), ev.clone(), live.clone());
+        // A released hold ends its admission's booking rights (409 admission-ended), so every
+        // hold takes the next unused admission token.
+        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tok = adm[i % adm.len()].clone();
+        Box::pin(async move {
+            let prev = live[w].lock().expect("hold slot").take();
+            if let Some((h, owner)) = prev {
+                let _ = c
+                    .delete(format!("{bc}/api/holds/{h}"))
+                    .bearer_auth(&owner)
+                    .send()
+                    .await;
+            }
+            let req = c
+                .post(format!("{bc}/api/shows/{ev}/holds"))
+                .bearer_auth(&tok)
+                .header(
+                    "Idempotency-Key",
+                    format!("{:032x}", rand::random::<u128>()),
+                )
+                .json(&serde_json::json!({ "pool": "FLOOR", "quantity": 1 }));
+            let (sample, body) = timed(req).await;
+            tally.count(sample.status, body.as_ref());
+            if sample.status == 201 {
+                let id = body.and_then(|b| b.json()["hold_id"].as_str().map(String::from));
+                *live[w].lock().expect("hold slot") = id.map(|h| (h, tok.clone()));
+            }
+            sample
+        })
+    });
+    let m = ctx.run(name, &[201], work).await;
+    let note = format!(
+        "POST /api/shows/{{show}}/holds {{\"pool\":\"FLOOR\",\"quantity\":1}} on one \
+         1,000,000-place pool, {fans} concurrent fans (a fresh admission token per hold); each 201 is released \
+         (untimed) before that fan's next hold"
+    );
+    let note = format!("{note}; {}", refusals.describe());
     Ok((m, note))
 }

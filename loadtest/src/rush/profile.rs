@@ -35,7 +35,8 @@ pub fn apply(args: &mut RushArgs, m: &ArgMatches) {
             set!(admit_rate = 2_000.0);
             set!(max_active = 40_000);
             // DESIGN: admission tokens live minutes.
-            set!(admission_ttl = 300);
+            // (10 minutes: longer than a patient fan keeps looking for a seat.)
+            set!(admission_ttl = 600);
             // 40,000 fans polling once a second is the CDN's load, not the origin's.
             set!(shared_status = true);
             // Seed 002: the hottest show's holds go through one queue, no lock waits.
