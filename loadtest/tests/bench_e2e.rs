@@ -36,8 +36,19 @@ fn bench_writes_every_figure_above_zero() {
         "claim",
         "door",
         "hold",
+        "hold-queue",
+        "pool-hold",
+        "pool-queue",
     ] {
         assert!(names.contains(&want), "{want} missing from {names:?}");
+    }
+    // A hold phase made only of refusals measures nothing (every hold once came back
+    // `409 admission-ended`, because a released hold ends its admission).
+    for f in figures.iter().filter(|f| {
+        let n = f["name"].as_str().unwrap_or("");
+        n.starts_with("hold") || n.starts_with("pool")
+    }) {
+        assert!(f["ok"].as_u64().unwrap_or(0) > 0, "no hold was made: {f}");
     }
     for f in figures {
         for k in ["rps", "ratio", "p50_ms", "p99_ms"] {

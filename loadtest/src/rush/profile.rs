@@ -53,7 +53,7 @@ pub fn apply(args: &mut RushArgs, m: &ArgMatches) {
             set!(rehearsal.late_window = 15);
             // Fans who find every place held wait for lapsed holds (and then pay) for longer
             // than a hold lives, so the walk-aways' seats are sold again and the show sells out.
-            set!(rehearsal.sold_out_patience = 240);
+            set!(rehearsal.sold_out_patience = 360);
             // Shorter than the seed's 8/7 minutes so walk-aways' seats lapse within the run.
             set!(rehearsal.hold_ttl = Some(60));
             set!(rehearsal.payment_session = Some(45));
