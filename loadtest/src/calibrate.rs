@@ -8,6 +8,7 @@
 //! (admission at a high rate); `--apply` targets `--waiting-room` (a running event) when given,
 //! else the spawned one.
 
+use futures::StreamExt;
 use hdrhistogram::Histogram;
 use rand::seq::SliceRandom;
 use std::sync::{Arc, Mutex};
@@ -40,8 +41,9 @@ pub struct CalibrateArgs {
     /// Mean session, seconds (admission to payment or walking away; seeds: ~60 s).
     #[arg(long, default_value_t = 60.0)]
     session_secs: f64,
-    /// Admission tokens to hold with (fans).
-    #[arg(long, default_value_t = 2000)]
+    /// Admission tokens to hold with (fans). A hold that was made is released, which ends its
+    /// admission's booking rights, so each made hold spends one token; a refused one does not.
+    #[arg(long, default_value_t = 20_000)]
     fans: usize,
     /// Set the recommended admit rate and max_active on the event.
     #[arg(long)]
@@ -62,6 +64,8 @@ pub struct CalibrateArgs {
 struct Step {
     offered: f64,
     achieved: f64,
+    /// Answers that made a hold (201), per second.
+    held: f64,
     p99_ms: f64,
     errors: u64,
 }
@@ -87,19 +91,8 @@ pub async fn run(a: CalibrateArgs) -> anyhow::Result<bool> {
         .timeout(Duration::from_secs(10))
         .build()?;
     let tokens = admissions(&client, &stack.waiting_room_url, a.fans).await?;
-    let map: serde_json::Value = client
-        .get(format!("{}/api/shows/calibrate/seats", stack.booking_url))
-        .send()
-        .await?
-        .json()
-        .await?;
-    let hot: Vec<String> = map["seats"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|s| s["id"].as_str().map(String::from))
-        .take(a.hot_seats)
-        .collect();
+    let hot =
+        crate::picks::hot_block(&client, &stack.booking_url, "calibrate", 0, a.hot_seats).await?;
     println!(
         "calibrate: {} admission tokens, {}-seat hot block, p99 target {} ms",
         tokens.len(),
@@ -114,9 +107,10 @@ pub async fn run(a: CalibrateArgs) -> anyhow::Result<bool> {
         let s = step(&client, &bc, &free, &hot, rate, a.step_secs).await;
         let ok = s.p99_ms <= a.p99_ms && s.errors == 0 && s.achieved >= 0.9 * s.offered;
         println!(
-            "  offered {:>7.0}/s  achieved {:>7.0}/s  p99 {:>8.1} ms  errors {}  {}",
+            "  offered {:>7.0}/s  achieved {:>7.0}/s ({:>6.0} held/s)  p99 {:>8.1} ms  errors {}  {}",
             s.offered,
             s.achieved,
+            s.held,
             s.p99_ms,
             s.errors,
             if ok { "ok" } else { "limit" }
@@ -178,34 +172,43 @@ pub async fn run(a: CalibrateArgs) -> anyhow::Result<bool> {
 /// Joins and claims `n` fans (the event admits at a high rate).
 async fn admissions(c: &reqwest::Client, wr: &str, n: usize) -> anyhow::Result<Vec<String>> {
     let ev = "calibrate";
-    let joins = futures::future::join_all((0..n).map(|_| async move {
-        let r = c
-            .post(format!("{wr}/api/events/{ev}/join"))
-            .send()
-            .await
-            .ok()?;
-        let v: serde_json::Value = r.json().await.ok()?;
-        v["join_token"].as_str().map(String::from)
-    }))
-    .await;
+    let joins = futures::stream::iter(0..n)
+        .map(|_| async move {
+            let r = c
+                .post(format!("{wr}/api/events/{ev}/join"))
+                .send()
+                .await
+                .ok()?;
+            let v: serde_json::Value = r.json().await.ok()?;
+            v["join_token"].as_str().map(String::from)
+        })
+        .buffer_unordered(64)
+        .collect::<Vec<_>>()
+        .await;
     let joins: Vec<String> = joins.into_iter().flatten().collect();
     let t = Instant::now();
-    let mut out = Vec::new();
-    for j in joins {
-        loop {
-            let r = c
-                .post(format!("{wr}/api/events/{ev}/admission"))
-                .bearer_auth(&j)
-                .send()
-                .await?;
-            if r.status().is_success() {
-                let v: serde_json::Value = r.json().await?;
-                out.extend(v["admission_token"].as_str().map(String::from));
-                break;
+    let claims = futures::stream::iter(joins)
+        .map(|j| async move {
+            loop {
+                let r = c
+                    .post(format!("{wr}/api/events/{ev}/admission"))
+                    .bearer_auth(&j)
+                    .send()
+                    .await?;
+                if r.status().is_success() {
+                    let v: serde_json::Value = r.json().await?;
+                    return anyhow::Ok(v["admission_token"].as_str().map(String::from));
+                }
+                anyhow::ensure!(t.elapsed() < Duration::from_secs(60), "admission too slow");
+                tokio::time::sleep(Duration::from_millis(50)).await;
             }
-            anyhow::ensure!(t.elapsed() < Duration::from_secs(60), "admission too slow");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        })
+        .buffer_unordered(64)
+        .collect::<Vec<_>>()
+        .await;
+    let mut out = Vec::new();
+    for c in claims {
+        out.extend(c?);
     }
     Ok(out)
 }
@@ -224,6 +227,7 @@ async fn step(
         Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("histogram"),
     ));
     let errors = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let held = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / rate));
     let end = Instant::now() + Duration::from_secs(secs);
     let mut tasks = tokio::task::JoinSet::new();
@@ -233,13 +237,14 @@ async fn step(
             errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed); // the client ran out of fans
             continue;
         };
-        let (c, bc, free, hot, hist, errors) = (
+        let (c, bc, free, hot, hist, errors, held) = (
             c.clone(),
             bc.to_owned(),
             free.clone(),
             hot.clone(),
             hist.clone(),
             errors.clone(),
+            held.clone(),
         );
         tasks.spawn(async move {
             let k = 1 + rand::random::<usize>() % 2;
@@ -259,6 +264,7 @@ async fn step(
             let _ = hist.lock().expect("hist").record(took.clamp(1, 60_000_000));
             match r {
                 Ok(r) if r.status().as_u16() == 201 => {
+                    held.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let v: serde_json::Value = r.json().await.unwrap_or_default();
                     if let Some(h) = v["hold_id"].as_str() {
                         let _ = c
@@ -267,6 +273,8 @@ async fn step(
                             .send()
                             .await;
                     }
+                    // Released: this admission may not hold again (409 admission-ended).
+                    return;
                 }
                 Ok(r) if r.status().is_server_error() => {
                     errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -286,6 +294,7 @@ async fn step(
     Step {
         offered: rate,
         achieved: h.len() as f64 / wall,
+        held: held.load(std::sync::atomic::Ordering::Relaxed) as f64 / wall,
         p99_ms: h.value_at_quantile(0.99) as f64 / 1000.0,
         errors: errors.load(std::sync::atomic::Ordering::Relaxed),
     }

@@ -201,6 +201,32 @@ pub fn choose(map: &Value, kind: Kind, n: usize, attempt: u32) -> Option<Pick> {
         .or_else(|| pool_pick(map, n))
 }
 
+/// Seat ids `skip..skip + take` of a show's map, in map order (section, row, number): the hot
+/// block that `bench` and `calibrate` aim every hold at.
+pub async fn hot_block(
+    client: &reqwest::Client,
+    booking: &str,
+    show: &str,
+    skip: usize,
+    take: usize,
+) -> anyhow::Result<Vec<String>> {
+    let map: Value = client
+        .get(format!("{booking}/api/shows/{show}/seats"))
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    Ok(map["seats"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s["id"].as_str().map(String::from))
+        .skip(skip)
+        .take(take)
+        .collect())
+}
+
 /// Pool figures from the back office at the end of the run.
 #[derive(Debug, Default, Clone)]
 pub struct PoolOffice {

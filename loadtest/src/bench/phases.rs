@@ -318,52 +318,37 @@ impl Refusals {
     }
 }
 
-/// Holds on one hot show: every request asks for `seats_per_hold` random seats of the first
-/// `hot_seats` seats of the map; each worker holds with its own admission token and releases
-/// its previous 201 (untimed) before the next hold.
-/// Run `round` uses the `round`-th block of `hot_seats` seats and its own admission tokens.
-async fn holds(
+/// What one hold request asks for (a JSON body), drawn per request.
+type Ask = Arc<dyn Fn() -> Value + Send + Sync>;
+
+/// The closed loop both hold phases share: each request takes the next unused admission token
+/// (a released hold ends its admission's booking rights: `409 admission-ended`), asks for
+/// `ask()`, and the worker releases its previous 201 (untimed) before its next hold. Run `round`
+/// starts at its own admission tokens. Returns the figure and the refusals by kind.
+async fn hold_loop(
     ctx: &Ctx,
     adm: Arc<Vec<String>>,
     name: &str,
     round: usize,
-) -> anyhow::Result<Phase> {
-    let map: Value = ctx
-        .client
-        .get(format!("{}/api/shows/{}/seats", ctx.bc, ctx.event))
-        .send()
-        .await?
-        .json()
-        .await?;
-    let hot: Vec<String> = map["seats"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|s| s["id"].as_str().map(String::from))
-        .skip(round * ctx.hot_seats)
-        .take(ctx.hot_seats)
-        .collect();
-    anyhow::ensure!(hot.len() >= ctx.seats_per_hold, "seat map too small");
-    let hot = Arc::new(hot);
-    let fans = ctx.connections.min(adm.len());
+    ask: Ask,
+) -> (Measured, String) {
     let live: Arc<Vec<Mutex<Option<(String, String)>>>> =
         Arc::new((0..ctx.connections).map(|_| Mutex::new(None)).collect());
-    let (c, bc, ev, k) = (
-        ctx.client.clone(),
-        ctx.bc.clone(),
-        ctx.event.clone(),
-        ctx.seats_per_hold,
-    );
+    let (c, bc, ev) = (ctx.client.clone(), ctx.bc.clone(), ctx.event.clone());
     let refusals = Arc::new(Refusals::default());
     let tally = refusals.clone();
-    let next = Arc::new(std::sync::atomic::AtomicUsize::new(round * 1_000_003));
+    let next = Arc::new(AtomicUsize::new(round * 1_000_003));
     let work: Workload = Arc::new(move |w, _| {
-        let (tally, next) = (tally.clone(), next.clone());
-        let (c, bc, ev, hot, live) = (c.clone(), bc.clone(), ev.clone(), hot.clone(), live.clone());
-        // A released hold ends its admission's booking rights (409 admission-ended), so every
-        // hold takes the next unused admission token.
-        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let (c, bc, ev, live, tally) = (
+            c.clone(),
+            bc.clone(),
+            ev.clone(),
+            live.clone(),
+            tally.clone(),
+        );
+        let i = next.fetch_add(1, Ordering::Relaxed);
         let tok = adm[i % adm.len()].clone();
+        let body = ask();
         Box::pin(async move {
             let prev = live[w].lock().expect("hold slot").take();
             if let Some((h, owner)) = prev {
@@ -373,7 +358,6 @@ async fn holds(
                     .send()
                     .await;
             }
-            let seats: Vec<&String> = hot.choose_multiple(&mut rand::thread_rng(), k).collect();
             let req = c
                 .post(format!("{bc}/api/shows/{ev}/holds"))
                 .bearer_auth(&tok)
@@ -381,33 +365,58 @@ async fn holds(
                     "Idempotency-Key",
                     format!("{:032x}", rand::random::<u128>()),
                 )
-                .json(&serde_json::json!({ "seats": seats }));
+                .json(&body);
             let (sample, body) = timed(req).await;
             tally.count(sample.status, body.as_ref());
             if sample.status == 201 {
                 let id = body.and_then(|b| b.json()["hold_id"].as_str().map(String::from));
-                *live[w].lock().expect("hold slot") = id.map(|h| (h, tok.clone()));
+                *live[w].lock().expect("hold slot") = id.map(|h| (h, tok));
             }
             sample
         })
     });
     let m = ctx.run(name, &[201], work).await;
-    let note = format!(
-        "POST /api/shows/{{show}}/holds, {k} random seats of a {}-seat hot block, {} concurrent \
-         fans (a fresh admission token per hold); 201 = held ({:.0}/s), 409 = taken ({:.0}/s); each 201 is \
-         released (untimed) before that fan's next hold",
+    let refused = refusals.describe();
+    (m, refused)
+}
+
+/// Holds on one hot show: every request asks for `seats_per_hold` random seats of the first
+/// `hot_seats` seats of the map ([`hold_loop`]). Run `round` uses the `round`-th block.
+async fn holds(
+    ctx: &Ctx,
+    adm: Arc<Vec<String>>,
+    name: &str,
+    round: usize,
+) -> anyhow::Result<Phase> {
+    let hot = crate::picks::hot_block(
+        &ctx.client,
+        &ctx.bc,
+        &ctx.event,
+        round * ctx.hot_seats,
         ctx.hot_seats,
-        fans,
+    )
+    .await?;
+    anyhow::ensure!(hot.len() >= ctx.seats_per_hold, "seat map too small");
+    let fans = ctx.connections.min(adm.len());
+    let k = ctx.seats_per_hold;
+    let ask: Ask = Arc::new(move || {
+        let seats: Vec<&String> = hot.choose_multiple(&mut rand::thread_rng(), k).collect();
+        serde_json::json!({ "seats": seats })
+    });
+    let (m, refused) = hold_loop(ctx, adm, name, round, ask).await;
+    let note = format!(
+        "POST /api/shows/{{show}}/holds, {k} random seats of a {}-seat hot block, {fans} \
+         concurrent fans (a fresh admission token per hold); 201 = held ({:.0}/s), 409 = taken \
+         ({:.0}/s); each 201 is released (untimed) before that fan's next hold; {refused}",
+        ctx.hot_seats,
         m.ok_rps,
         m.other_4xx as f64 / m.secs
     );
-    let note = format!("{note}; {}", refusals.describe());
     Ok((m, note))
 }
 
 /// Pool holds on the hot show: every request asks for 1 place of the `FLOOR` pool (one counter
-/// row, the hottest row there is); each worker releases its previous 201 (untimed) first.
-/// Run `round` uses its own admission tokens.
+/// row, the hottest row there is), through [`hold_loop`].
 async fn pool_holds(
     ctx: &Ctx,
     adm: Arc<Vec<String>>,
@@ -415,51 +424,12 @@ async fn pool_holds(
     round: usize,
 ) -> anyhow::Result<Phase> {
     let fans = ctx.connections.min(adm.len());
-    let live: Arc<Vec<Mutex<Option<(String, String)>>>> =
-        Arc::new((0..ctx.connections).map(|_| Mutex::new(None)).collect());
-    let (c, bc, ev) = (ctx.client.clone(), ctx.bc.clone(), ctx.event.clone());
-    let refusals = Arc::new(Refusals::default());
-    let tally = refusals.clone();
-    let next = Arc::new(std::sync::atomic::AtomicUsize::new(round * 1_000_003));
-    let work: Workload = Arc::new(move |w, _| {
-        let (tally, next) = (tally.clone(), next.clone());
-        let (c, bc, ev, live) = (c.clone(), bc.clone(), ev.clone(), live.clone());
-        // A released hold ends its admission's booking rights (409 admission-ended), so every
-        // hold takes the next unused admission token.
-        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let tok = adm[i % adm.len()].clone();
-        Box::pin(async move {
-            let prev = live[w].lock().expect("hold slot").take();
-            if let Some((h, owner)) = prev {
-                let _ = c
-                    .delete(format!("{bc}/api/holds/{h}"))
-                    .bearer_auth(&owner)
-                    .send()
-                    .await;
-            }
-            let req = c
-                .post(format!("{bc}/api/shows/{ev}/holds"))
-                .bearer_auth(&tok)
-                .header(
-                    "Idempotency-Key",
-                    format!("{:032x}", rand::random::<u128>()),
-                )
-                .json(&serde_json::json!({ "pool": "FLOOR", "quantity": 1 }));
-            let (sample, body) = timed(req).await;
-            tally.count(sample.status, body.as_ref());
-            if sample.status == 201 {
-                let id = body.and_then(|b| b.json()["hold_id"].as_str().map(String::from));
-                *live[w].lock().expect("hold slot") = id.map(|h| (h, tok.clone()));
-            }
-            sample
-        })
-    });
-    let m = ctx.run(name, &[201], work).await;
+    let ask: Ask = Arc::new(|| serde_json::json!({ "pool": "FLOOR", "quantity": 1 }));
+    let (m, refused) = hold_loop(ctx, adm, name, round, ask).await;
     let note = format!(
         "POST /api/shows/{{show}}/holds {{\"pool\":\"FLOOR\",\"quantity\":1}} on one \
-         1,000,000-place pool, {fans} concurrent fans (a fresh admission token per hold); each 201 is released \
-         (untimed) before that fan's next hold"
+         1,000,000-place pool, {fans} concurrent fans (a fresh admission token per hold); each \
+         201 is released (untimed) before that fan's next hold; {refused}"
     );
-    let note = format!("{note}; {}", refusals.describe());
     Ok((m, note))
 }
