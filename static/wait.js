@@ -69,6 +69,12 @@
   async function claim() {
     const { res, body } = await api("/api/events/" + event + "/admission", { method: "POST" });
     if (res.status === 409) return null; // not yet: keep waiting
+    if (res.status === 410 && body && body.type === "/problems/admission-expired") {
+      // Not used in time: a new place at the end of the queue.
+      localStorage.removeItem(storeKey);
+      await join();
+      return null;
+    }
     if (!res.ok) throw new Error("claim failed: " + res.status);
     return body;
   }

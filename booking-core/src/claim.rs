@@ -426,8 +426,10 @@ async fn prices(tx: &mut Tx<'_>, show: &str, seats: &[String]) -> ApiResult<i64>
 /// 409 `admission-ended`: the admission's session was ended (the fan left, or its hold was
 /// paid or released); the handler adds the waiting-room URL.
 pub fn admission_ended() -> Problem {
-    conflict("admission-ended", "Admission ended")
-        .detail("this admission's session has ended; rejoin the waiting room to book again")
+    conflict("admission-ended", "Admission ended").detail(
+        "this admission's session has ended; to book again, join the waiting room again \
+             without your join token (a new place at the end of the queue)",
+    )
 }
 
 /// A 422 problem.

@@ -121,14 +121,25 @@ async fn finish(
 }
 
 /// `POST /api/holds/{hold}/pay`: creates the gateway payment once; again → the same one.
+/// A paid hold → `409 hold-paid`; a released one → `409 hold-not-held` (with `hold_status`).
 pub async fn start(state: &AppState, hold: &Hold) -> ApiResult<Value> {
+    if hold.status == "PAID" {
+        return Err(
+            Problem::new(StatusCode::CONFLICT, "hold-paid", "Hold is paid")
+                .detail("this hold is already paid: there is nothing left to pay")
+                .into(),
+        );
+    }
     if let (Some(pid), Some(url)) = (real_payment_id(hold), hold.checkout_url.as_deref()) {
-        return Ok(json!({"payment_id": pid, "checkout_url": url}));
+        if hold.status == "HELD" {
+            return Ok(json!({"payment_id": pid, "checkout_url": url}));
+        }
     }
     if hold.status != "HELD" {
+        // `status` in a problem body is the HTTP code (RFC 9457): the hold's goes elsewhere.
         return Err(
             Problem::new(StatusCode::CONFLICT, "hold-not-held", "Hold is not held")
-                .with("status", hold.status.clone())
+                .with("hold_status", hold.status.clone())
                 .into(),
         );
     }

@@ -232,11 +232,18 @@ async fn section_views_and_overview_agree_with_the_whole_map(b: Backend) {
         (st, p["type"].as_str()),
         (422, Some("/problems/unknown-section"))
     );
-    let (st, p) = get(format!("/api/shows/{SHOW}/seats?row=1")).await;
-    assert_eq!(
-        (st, p["type"].as_str()),
-        (422, Some("/problems/invalid-query"))
-    );
+    for bad in [
+        format!("/api/shows/{SHOW}/seats?row=1"),
+        format!("/api/shows/{SHOW}/seats?section=A&section=B"),
+        format!("/api/shows/{SHOW}/sections?foo=1"),
+    ] {
+        let (st, p) = get(bad.clone()).await;
+        assert_eq!(
+            (st, p["type"].as_str()),
+            (422, Some("/problems/invalid-query")),
+            "{bad}"
+        );
+    }
     let (st, _) = get("/api/shows/nope/sections".to_string()).await;
     assert_eq!(st, 404);
 }

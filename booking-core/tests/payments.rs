@@ -107,6 +107,17 @@ async fn pay_then_callback_books_exactly_once(b: Backend) {
     assert_eq!(v["status"], "PAID");
     assert!(v["booking_id"].is_string());
     assert_eq!(h.seat_status("A-2-1").await, "sold");
+    // Paying a paid hold: nothing left to pay (not its old checkout page again).
+    let r = h
+        .http
+        .post(format!("{}/api/holds/{hold}/pay", h.base))
+        .bearer_auth(&t)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 409);
+    let p: Value = r.json().await.unwrap();
+    assert_eq!(p["type"], "/problems/hold-paid");
     let s = h.stats().await;
     assert_eq!(
         (

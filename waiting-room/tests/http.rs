@@ -133,6 +133,19 @@ async fn join_position_admission_after_the_admitter_moves_the_cursor() {
         a2["admission_token"], a["admission_token"],
         "claiming again returns the same token"
     );
+
+    // Once it has expired unused, claiming again says so instead of handing back a dead token
+    // (the booking core would refuse it and send the fan here again, in a loop).
+    let exp = a["expires_at"].as_i64().expect("expires_at");
+    app.clock.set_ms(exp * 1000);
+    let (s, _, gone) = call(&app, "POST", "/api/events/demo/admission", Some(&token)).await;
+    assert_eq!(s, StatusCode::GONE, "{gone}");
+    assert_eq!(gone["type"], "/problems/admission-expired");
+    assert_eq!(gone["expired_at"], exp);
+    // A join without the old token is a new visitor with a new place.
+    let (s, _, fresh) = call(&app, "POST", "/api/events/demo/join", None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_ne!(fresh["visitor_id"], j["visitor_id"]);
 }
 
 #[tokio::test]

@@ -101,20 +101,38 @@ pub async fn me(State(state): State<AppState>, headers: HeaderMap) -> ApiResult<
     ))
 }
 
+/// The query as a map, or `422 invalid-query` when it names a parameter outside `known` or
+/// one parameter twice (`?section=A&section=B` must not silently mean B).
+fn strict_query(
+    q: Result<Query<Vec<(String, String)>>, QueryRejection>,
+    known: &[&str],
+) -> Result<HashMap<String, String>, ApiError> {
+    let Query(pairs) = q.map_err(|r| rejection(r.status(), "query", &r.body_text()))?;
+    let mut out = HashMap::new();
+    for (k, v) in pairs {
+        if !known.contains(&k.as_str()) {
+            return Err(unprocessable("invalid-query", "Unknown query parameter")
+                .detail(format!("known here: {known:?}; not {}", clip(&k)))
+                .into());
+        }
+        if out.insert(k.clone(), v).is_some() {
+            return Err(unprocessable("invalid-query", "Repeated query parameter")
+                .detail(format!("{} is given more than once", clip(&k)))
+                .into());
+        }
+    }
+    Ok(out)
+}
+
 /// `GET /api/shows/{show}/seats[?section=S]`: the seat map, or one section of it; lapsed holds
 /// count as free. An unknown section → `422 unknown-section`.
 pub async fn seats(
     State(state): State<AppState>,
     Path(show): Path<String>,
-    q: Result<Query<HashMap<String, String>>, QueryRejection>,
+    q: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> ApiResult<Response> {
     known_show(&state, &show)?;
-    let Query(q) = q.map_err(|r| rejection(r.status(), "query", &r.body_text()))?;
-    if let Some(k) = q.keys().find(|k| k.as_str() != "section") {
-        return Err(unprocessable("invalid-query", "Unknown query parameter")
-            .detail(format!("only `section` is known, not {}", clip(k)))
-            .into());
-    }
+    let q = strict_query(q, &["section"])?;
     let views = state
         .seatmaps
         .get(&state.reads, &show, state.clock.now_ms())
@@ -135,8 +153,10 @@ pub async fn seats(
 pub async fn sections(
     State(state): State<AppState>,
     Path(show): Path<String>,
+    q: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> ApiResult<Response> {
     known_show(&state, &show)?;
+    strict_query(q, &[])?;
     let views = state
         .seatmaps
         .get(&state.reads, &show, state.clock.now_ms())

@@ -18,6 +18,7 @@ use crate::AppState;
 /// Paging and filters: `limit` 1..=500 (default 100), `offset` (default 0), `status`
 /// (`HELD`/`PAID`/`RELEASED`), `visitor`.
 #[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
 pub struct Page {
     limit: Option<i64>,
     offset: Option<i64>,

@@ -270,7 +270,7 @@ pub async fn position(
     responses(
         (status = 200, description = "admission_token, expires_at, booking_url, event", body = Object),
         (status = 409, description = "not-your-turn, returning (Retry-After) or event-<state>", body = ProblemDoc),
-        (status = 410, description = "place-lost: skipped and back after the rejoin grace", body = ProblemDoc),
+        (status = 410, description = "place-lost: skipped and back after the rejoin grace; admission-expired: the admission was not used in time (join again without the join token)", body = ProblemDoc),
         (status = 401, description = "missing, malformed, forged or expired token", body = ProblemDoc),
         (status = 404, description = "no such event", body = ProblemDoc),
         (status = 429, description = "rate-limited per client IP (Retry-After)", body = ProblemDoc),
@@ -294,6 +294,18 @@ pub async fn admission(
         st.0.store
             .claim(&event, &visitor, now_ms, ttl, &jti, rejoin);
     match bounded(limit, call).await? {
+        // Claiming again returns the same admission (W08), but not once it has expired: the
+        // booking core would refuse it and send the fan back here in a loop.
+        ClaimOutcome::Admitted(a) if a.exp <= now_ms.div_euclid(1000) => Err(Problem::new(
+            StatusCode::GONE,
+            "admission-expired",
+            "Your admission expired",
+        )
+        .detail(
+            "it was not used in time; join again without your join token for a new place at \
+             the end of the queue",
+        )
+        .with("expired_at", a.exp)),
         ClaimOutcome::Admitted(a) => {
             let claims = st.0.signer.claims(&event, visitor.as_str(), &a);
             let token = st.0.signer.sign(&claims).map_err(|e| {
