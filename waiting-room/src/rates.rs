@@ -58,14 +58,22 @@ fn round2(x: f64) -> f64 {
 }
 
 impl RateMeter {
-    /// Records the counters read at `at_ms` (epoch ms); keeps one sample per second.
-    pub fn record(&mut self, at_ms: i64, cursor: u64, admitted_total: u64) {
+    /// Records the counters read at `at_ms` (epoch ms); keeps one sample per second. While the
+    /// event is not `moving` (before opening, paused, …) only the latest sample is kept: a flat
+    /// cursor then says nothing about the open speed, and a pre-queue minute in the window made
+    /// the first minute's slowest block 0 (an endless wait).
+    pub fn record(&mut self, at_ms: i64, cursor: u64, admitted_total: u64, moving: bool) {
         let s = Sample {
             at_ms,
             cursor,
             admitted: admitted_total,
         };
         self.latest = Some(s);
+        if !moving {
+            self.samples.clear();
+            self.samples.push_back(s);
+            return;
+        }
         if self.samples.back().is_none_or(|b| at_ms - b.at_ms >= 1000) {
             self.samples.push_back(s);
         }
@@ -151,7 +159,7 @@ mod tests {
             } else {
                 (300 + 20 * (t - 60), 240 + 10 * (t - 60))
             };
-            m.record(t as i64 * 1000, c, a);
+            m.record(t as i64 * 1000, c, a, true);
         }
         assert_eq!(m.admitted_per_sec(), 10.0, "only the last 60 s count");
         let w = m.estimate(true, 50.0);
@@ -169,8 +177,8 @@ mod tests {
     #[test]
     fn short_history_uses_the_configured_rate_and_held_events_do_not_move() {
         let mut m = RateMeter::default();
-        m.record(0, 0, 0);
-        m.record(3000, 30, 30);
+        m.record(0, 0, 0, true);
+        m.record(3000, 30, 30, true);
         assert_eq!(m.estimate(true, 8.0).basis, "configured");
         assert_eq!(m.estimate(true, 8.0).low_places_per_sec, 4.0);
         assert_eq!(m.estimate(false, 8.0).basis, "held");
@@ -182,11 +190,36 @@ mod tests {
         let mut m = RateMeter::default();
         let mut c = 0;
         for t in 0..=40 {
-            m.record(t * 1000, c, c);
+            m.record(t * 1000, c, c, true);
             c += if t < 20 { 2 } else { 6 };
         }
         let w = m.estimate(true, 1.0);
         assert_eq!((w.low_places_per_sec, w.high_places_per_sec), (2.0, 6.0));
         assert_eq!(w.places_per_sec, 4.0);
+    }
+
+    /// A found-by-review case: an event created two minutes before opening. Its flat pre-queue
+    /// cursor must not count as a block of speed 0 once the sale moves.
+    #[test]
+    fn pre_queue_samples_do_not_make_the_first_minute_look_stalled() {
+        let mut m = RateMeter::default();
+        for t in 0..120 {
+            m.record(t * 1000, 0, 0, false);
+        }
+        for t in 120..=132 {
+            let c = 2 * (t as u64 - 119);
+            m.record(t * 1000, c, c, true);
+        }
+        let w = m.estimate(true, 2.0);
+        assert_eq!(w.basis, "measured");
+        assert!(w.low_places_per_sec >= 1.5, "{w:?}");
+        assert!(w.high_places_per_sec <= 2.0, "{w:?}");
+        // Without the reset the same history gives a slowest block of 0.
+        let mut stalled = RateMeter::default();
+        for t in 0..=132 {
+            let c = if t < 120 { 0 } else { 2 * (t as u64 - 119) };
+            stalled.record(t * 1000, c, c, true);
+        }
+        assert_eq!(stalled.estimate(true, 2.0).low_places_per_sec, 0.0);
     }
 }

@@ -217,7 +217,8 @@ impl StatusBoard {
             Err(p) => p.into_inner(),
         };
         let m = g.entry(f.meta.id.clone()).or_default();
-        m.record(now_ms, f.cursor, f.admitted_total);
+        let moving = matches!(f.meta.state, EventState::Open);
+        m.record(now_ms, f.cursor, f.admitted_total, moving);
         StatusDoc::build(f, iv, m, now)
     }
 }
