@@ -50,10 +50,8 @@ fn calibrate_prints_the_arithmetic_and_applies_it() {
     let admit = number_after(&stdout, "hold requests per fan =");
     assert!((admit - sustainable / 2.0).abs() < 1.0, "{stdout}");
     let max_active = number_after(&stdout, "mean session =");
-    assert!(
-        (max_active - (admit * 30.0).ceil()).abs() <= 1.0,
-        "{stdout}"
-    );
+    // `admit` is printed to 0.1 (± 0.05 × 30 s) and max_active is rounded up (+ 1).
+    assert!((max_active - admit * 30.0).abs() <= 2.5, "{stdout}");
     let applied = stdout
         .lines()
         .find(|l| l.starts_with("applied to"))
