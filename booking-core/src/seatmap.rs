@@ -54,11 +54,12 @@ struct Snapshot {
     views: Views,
 }
 
-/// One seat-map snapshot serialised three ways.
+/// One seat-map snapshot serialised three ways. The overview and the sections are what fans read
+/// under a rush, so they are serialised at the rebuild; the whole map only when first asked for.
 #[derive(Debug, Clone)]
 pub struct Views {
-    /// The whole map (`GET /api/shows/{show}/seats`).
-    pub whole: Bytes,
+    map: Arc<serde_json::Value>,
+    whole: Arc<std::sync::OnceLock<Bytes>>,
     /// Each section's map, by section name (`?section=`).
     pub sections: Arc<BTreeMap<String, Bytes>>,
     /// The overview (`GET /api/shows/{show}/sections`).
@@ -66,8 +67,15 @@ pub struct Views {
 }
 
 impl Views {
+    /// The whole map (`GET /api/shows/{show}/seats`), serialised once per snapshot.
+    pub fn whole(&self) -> Bytes {
+        self.whole
+            .get_or_init(|| Bytes::from(serde_json::to_vec(&*self.map).unwrap_or_default()))
+            .clone()
+    }
+
     /// Builds the views of a map shaped like [`crate::holds::seat_map`]'s answer.
-    pub fn of(map: &serde_json::Value) -> Self {
+    pub fn of(map: serde_json::Value) -> Self {
         use serde_json::{json, Value};
         let show = &map["show"];
         let pools = &map["pools"];
@@ -100,10 +108,12 @@ impl Views {
             .collect();
         let overview = json!({"show": show, "capacity": map["capacity"],
                               "available": map["available"], "sections": overview, "pools": pools});
+        let overview = Bytes::from(serde_json::to_vec(&overview).unwrap_or_default());
         Self {
-            whole: Bytes::from(serde_json::to_vec(map).unwrap_or_default()),
+            map: Arc::new(map),
+            whole: Arc::default(),
             sections: Arc::new(sections),
-            overview: Bytes::from(serde_json::to_vec(&overview).unwrap_or_default()),
+            overview,
         }
     }
 }
@@ -178,7 +188,7 @@ impl SeatMaps {
         .bind(now_ms)
         .fetch_one(db)
         .await?;
-        let views = Views::of(&map);
+        let views = Views::of(map);
         *slot.snap.lock().expect("seat map") = Some(Arc::new(Snapshot {
             version,
             built_ms: now_ms,

@@ -17,18 +17,22 @@ use serde_json::{json, Value};
 use support::{Backend, Harness, ADMIN, SHOW};
 
 /// Hold one seat and create its payment; returns (token, hold_id, payment json).
+/// `POST /api/holds/{hold}/pay` with the fan's admission token.
+async fn pay(h: &Harness, t: &str, hold: &str) -> reqwest::Response {
+    h.http
+        .post(format!("{}/api/holds/{hold}/pay", h.base))
+        .bearer_auth(t)
+        .send()
+        .await
+        .unwrap()
+}
+
 async fn hold_and_pay(h: &Harness, fan: &str, seat: &str) -> (String, String, Value) {
     let t = h.token(fan);
     let (st, b) = h.hold(&t, "k", &[seat]).await;
     assert_eq!(st, 201, "{b}");
     let hold = b["hold_id"].as_str().unwrap().to_owned();
-    let r = h
-        .http
-        .post(format!("{}/api/holds/{hold}/pay", h.base))
-        .bearer_auth(&t)
-        .send()
-        .await
-        .unwrap();
+    let r = pay(h, &t, &hold).await;
     assert_eq!(r.status(), 200);
     let p: Value = r.json().await.unwrap();
     (t, hold, p)
@@ -70,16 +74,7 @@ async fn pay_then_callback_books_exactly_once(b: Backend) {
     let h = Harness::on(b).await;
     let (t, hold, p) = hold_and_pay(&h, "payer", "A-2-1").await;
     // paying again returns the same payment
-    let again: Value = h
-        .http
-        .post(format!("{}/api/holds/{hold}/pay", h.base))
-        .bearer_auth(&t)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let again: Value = pay(&h, &t, &hold).await.json().await.unwrap();
     assert_eq!(again["payment_id"], p["payment_id"]);
     let back = click(&h, p["checkout_url"].as_str().unwrap(), "pay").await;
     assert!(
@@ -108,13 +103,7 @@ async fn pay_then_callback_books_exactly_once(b: Backend) {
     assert!(v["booking_id"].is_string());
     assert_eq!(h.seat_status("A-2-1").await, "sold");
     // Paying a paid hold: nothing left to pay (not its old checkout page again).
-    let r = h
-        .http
-        .post(format!("{}/api/holds/{hold}/pay", h.base))
-        .bearer_auth(&t)
-        .send()
-        .await
-        .unwrap();
+    let r = pay(&h, &t, &hold).await;
     assert_eq!(r.status(), 409);
     let p: Value = r.json().await.unwrap();
     assert_eq!(p["type"], "/problems/hold-paid");

@@ -138,7 +138,7 @@ pub async fn seats(
         .get(&state.reads, &show, state.clock.now_ms())
         .await?;
     let body = match q.get("section") {
-        None => views.whole,
+        None => views.whole(),
         Some(sec) => views.sections.get(sec).cloned().ok_or_else(|| {
             unprocessable("unknown-section", "Unknown section")
                 .detail(format!("the show has no section {}", clip(sec)))
