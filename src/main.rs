@@ -159,7 +159,7 @@ async fn main() -> anyhow::Result<()> {
         "the demo sale opens in {} s; press Ctrl-C to stop",
         a.opens_in
     );
-    tokio::signal::ctrl_c().await?;
+    sale_common::shutdown::signal().await;
     drop(cdn);
     s.shutdown().await;
     Ok(())

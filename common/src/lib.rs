@@ -7,6 +7,7 @@ pub mod clock;
 pub mod problem;
 pub mod prometheus;
 pub mod secret;
+pub mod shutdown;
 pub mod testsupport;
 
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};

@@ -17,8 +17,8 @@ pub mod store;
 pub mod webhooks;
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::routing::{get, post};
 use axum::Router;
@@ -93,12 +93,8 @@ pub async fn serve(
     let state = AppState::new(config);
     let dispatcher = tokio::spawn(webhooks::dispatch_loop(state.clone()));
     tracing::info!(addr = ?listener.local_addr().ok(), "gateway-sim listening");
-    let res = axum::serve(
-        listener,
-        router(state).into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown)
-    .await;
+    let drain = Duration::from_secs(sale_common::shutdown::DEFAULT_DRAIN_SECS);
+    let res = sale_common::shutdown::serve_draining(listener, router(state), shutdown, drain).await;
     dispatcher.abort();
     res?;
     Ok(())

@@ -37,8 +37,5 @@ async fn main() -> anyhow::Result<()> {
     let public = args.public_url.unwrap_or_else(|| format!("http://{addr}"));
     let mut config = gateway_sim::Config::demo(public, args.secret);
     config.seed = args.seed;
-    gateway_sim::serve(listener, config, async {
-        let _ = tokio::signal::ctrl_c().await;
-    })
-    .await
+    gateway_sim::serve(listener, config, sale_common::shutdown::signal()).await
 }

@@ -130,6 +130,16 @@ fn default_status_throttle() -> u64 {
 fn default_s3_prefix() -> String {
     "status/".into()
 }
+fn default_drain() -> u64 {
+    sale_common::shutdown::DEFAULT_DRAIN_SECS
+}
+fn default_skew() -> u64 {
+    DEFAULT_MAX_CLOCK_SKEW_SECS
+}
+
+/// Default of [`Config::max_clock_skew_secs`]: the skew between services' clocks the tokens
+/// tolerate, **seconds** (case W11 asks for at least ±30 s).
+pub const DEFAULT_MAX_CLOCK_SKEW_SECS: u64 = 30;
 
 /// Waiting-room configuration.
 #[derive(Debug, Clone, Deserialize)]
@@ -246,6 +256,19 @@ pub struct Config {
     /// Key prefix of the status objects: `{s3_prefix}{event}.json` (default `status/`).
     #[serde(default = "default_s3_prefix")]
     pub s3_prefix: String,
+    /// On SIGTERM/SIGINT, how long requests in flight may take before the remaining connections
+    /// are closed, **seconds** (case W13).
+    #[serde(default = "default_drain")]
+    pub drain_secs: u64,
+    /// Largest clock difference between this service and any booking door, **seconds** (case
+    /// W11, DECISIONS "Tokens, capacity and clocks"). Admission tokens carry
+    /// `nbf = iat - max_clock_skew_secs` (a door whose clock is behind accepts a fresh token),
+    /// and a `max_active` slot is freed only at `exp + max_clock_skew_secs` (a door whose clock
+    /// is behind may accept the token until then; case W10). Published in
+    /// `/.well-known/admission-policy.json`; the booking door refuses to start when its own value
+    /// differs.
+    #[serde(default = "default_skew")]
+    pub max_clock_skew_secs: u64,
 }
 
 impl Config {
@@ -296,6 +319,8 @@ impl Config {
             status_throttle_ms: default_status_throttle(),
             s3_bucket: None,
             s3_prefix: default_s3_prefix(),
+            drain_secs: default_drain(),
+            max_clock_skew_secs: default_skew(),
         }
     }
 
@@ -349,6 +374,10 @@ impl Config {
             "identity_token_key: at least 32 bytes"
         );
         anyhow::ensure!(self.tick_ms > 0, "tick_ms must be > 0");
+        anyhow::ensure!(
+            self.max_clock_skew_secs <= 600,
+            "max_clock_skew_secs: at most 600 (10 minutes); run time sync (chrony, systemd-timesyncd)"
+        );
         anyhow::ensure!(
             self.status_throttle_ms > 0,
             "status_throttle_ms must be > 0"

@@ -200,6 +200,27 @@ pub enum ClaimOutcome {
     },
 }
 
+/// How long an admission lives and how long its `max_active` slot outlives it (case W10).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AdmissionTerms {
+    /// Token lifetime: `exp = iat + ttl_secs`, **seconds**.
+    pub ttl_secs: u64,
+    /// The slot stays taken until `exp + slot_tail_secs`, **seconds**: the configured
+    /// `max_clock_skew_secs`, because a booking door whose clock is that far behind accepts the
+    /// token until then (DECISIONS "Tokens, capacity and clocks").
+    pub slot_tail_secs: u64,
+}
+
+impl AdmissionTerms {
+    /// Terms with a lifetime and a slot tail, both **seconds**.
+    pub const fn new(ttl_secs: u64, slot_tail_secs: u64) -> Self {
+        Self {
+            ttl_secs,
+            slot_tail_secs,
+        }
+    }
+}
+
 /// Liveness rules of one admitter tick (DESIGN.md "Liveness"; defaults in `Config`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Liveness {

@@ -30,7 +30,6 @@ use domain::EventId;
 use sale_common::{SharedClock, SystemClock};
 use std::collections::HashMap;
 use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use store::{memory::MemoryStore, redis::RedisStore, QueueStore};
@@ -69,13 +68,14 @@ pub async fn serve_with_clock(
     let state = AppState::new(config, store, clock).await?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let loop_task = tokio::spawn(run_admitters(state.clone(), stop_rx));
-    let app = router(state).into_make_service_with_connect_info::<SocketAddr>();
-    let result = axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            let _ = stop_tx.send(true);
-        })
-        .await;
+    let drain = Duration::from_secs(state.0.config.drain_secs);
+    let stopping = async move {
+        shutdown.await;
+        let _ = stop_tx.send(true);
+    };
+    let result =
+        sale_common::shutdown::serve_draining(listener, router(state), stopping, drain).await;
+    // The admitter loop releases its owner-token locks before it returns (case W13).
     let _ = loop_task.await;
     Ok(result?)
 }

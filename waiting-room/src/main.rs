@@ -117,10 +117,7 @@ async fn main() -> anyhow::Result<()> {
             config.validate()?;
             let listener = tokio::net::TcpListener::bind(&listen).await?;
             tracing::info!(addr = %listener.local_addr()?, "waiting room listening");
-            let shutdown = async {
-                let _ = tokio::signal::ctrl_c().await;
-            };
-            waiting_room::serve(listener, config, shutdown).await
+            waiting_room::serve(listener, config, sale_common::shutdown::signal()).await
         }
         Cmd::Keys { action } => keys(action),
         Cmd::Admin {

@@ -1,7 +1,14 @@
-//! Per-client-IP rate limiting of joins, heartbeats and admission claims (tower_governor, one
-//! limiter each) with a key extractor that believes `X-Forwarded-For` only from configured
-//! proxies (case W03): the key is the peer IP, unless the peer is a trusted proxy, in which case
-//! it is the rightmost hop that is not a trusted proxy. IPv6 clients are keyed by their /64 (one
+//! Rate limiting of joins, heartbeats and admission claims (tower_governor, one limiter each).
+//!
+//! Calls that carry a valid join token (heartbeats, claims) are limited per visitor, not per
+//! address (case W12: sixty fans behind one carrier NAT or stadium Wi-Fi each heartbeating at the
+//! published interval must never be refused). Anonymous calls (joins) and calls whose token does
+//! not verify fall back to the per-IP key, so a flood of bad tokens is still limited per address
+//! and costs no store command (case W03). Checking the token here is an HMAC, no store call.
+//!
+//! The IP key believes `X-Forwarded-For` only from configured proxies (case W03): the key is
+//! the peer IP, unless the peer is a trusted proxy, in which case it is the rightmost hop that is
+//! not a trusted proxy. IPv6 clients are keyed by their /64 (one
 //! subscriber usually holds a whole /64). Limiter memory stays bounded: the admitter loop calls
 //! [`Limits::retain_recent`] every few seconds, which drops every key whose bucket is full again
 //! (an idle client costs nothing after `burst / rate` seconds).
@@ -21,7 +28,55 @@ use tower_governor::key_extractor::KeyExtractor;
 use tower_governor::{GovernorError, GovernorLayer};
 
 /// One limiter's configuration.
-pub type Limiter = Arc<GovernorConfig<TrustedProxyKey, NoOpMiddleware<QuantaInstant>>>;
+pub type Limiter = Arc<GovernorConfig<FanKey, NoOpMiddleware<QuantaInstant>>>;
+
+/// Names the visitor of a request's valid join token, given its headers and the event id of the
+/// path; `None` when there is no token or it does not verify. Must not call the store.
+pub type VisitorOf = Arc<dyn Fn(&HeaderMap, &str) -> Option<String> + Send + Sync>;
+
+/// A limiter key: one visitor of one event (a call with a valid join token), or one client
+/// address (IPv6 by /64).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum RateKey {
+    /// `{event}/{visitor}` of a verified join token.
+    Visitor(Arc<str>),
+    /// The client address ([`client_ip`], [`rate_key`]).
+    Ip(IpAddr),
+}
+
+/// Key extractor: the visitor of a valid join token when `visitor` is set, else the client IP.
+#[derive(Clone)]
+pub struct FanKey {
+    ip: TrustedProxyKey,
+    visitor: Option<VisitorOf>,
+}
+
+impl std::fmt::Debug for FanKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FanKey")
+            .field("per_visitor", &self.visitor.is_some())
+            .finish()
+    }
+}
+
+/// The event id of `/api/events/{event}/...`.
+fn path_event(path: &str) -> Option<&str> {
+    path.strip_prefix("/api/events/")?.split('/').next()
+}
+
+impl KeyExtractor for FanKey {
+    type Key = RateKey;
+
+    fn extract<T>(&self, req: &Request<T>) -> Result<Self::Key, GovernorError> {
+        if let Some(visitor_of) = &self.visitor {
+            let event = path_event(req.uri().path()).unwrap_or_default();
+            if let Some(v) = visitor_of(req.headers(), event) {
+                return Ok(RateKey::Visitor(format!("{event}/{v}").into()));
+            }
+        }
+        self.ip.extract(req).map(RateKey::Ip)
+    }
+}
 
 /// The limiters of the fan endpoints.
 #[derive(Clone)]
@@ -34,7 +89,7 @@ pub struct Limits {
     pub claim: Limiter,
 }
 
-fn limiter(per_sec: u64, burst: u32, key: &TrustedProxyKey) -> anyhow::Result<Limiter> {
+fn limiter(per_sec: u64, burst: u32, key: &FanKey) -> anyhow::Result<Limiter> {
     let period = Duration::from_nanos(1_000_000_000 / per_sec.max(1));
     GovernorConfigBuilder::default()
         .period(period)
@@ -46,14 +101,28 @@ fn limiter(per_sec: u64, burst: u32, key: &TrustedProxyKey) -> anyhow::Result<Li
 }
 
 impl Limits {
-    /// Limiters for joins (`join_*`) and for heartbeats and claims (`fan_*`, one limiter each);
-    /// rates per **second** per client key.
-    pub fn new(trusted: Vec<IpAddr>, join: (u64, u32), fan: (u64, u32)) -> anyhow::Result<Self> {
-        let key = TrustedProxyKey::new(trusted);
+    /// Limiters for joins (`join_*`, per client IP) and for heartbeats and claims (`fan_*`, one
+    /// limiter each, per visitor when `visitor_of` names one, else per client IP); rates per
+    /// **second** per key.
+    pub fn new(
+        trusted: Vec<IpAddr>,
+        join: (u64, u32),
+        fan: (u64, u32),
+        visitor_of: VisitorOf,
+    ) -> anyhow::Result<Self> {
+        let ip = TrustedProxyKey::new(trusted);
+        let anonymous = FanKey {
+            ip: ip.clone(),
+            visitor: None,
+        };
+        let per_visitor = FanKey {
+            ip,
+            visitor: Some(visitor_of),
+        };
         Ok(Self {
-            join: limiter(join.0, join.1, &key)?,
-            heartbeat: limiter(fan.0, fan.1, &key)?,
-            claim: limiter(fan.0, fan.1, &key)?,
+            join: limiter(join.0, join.1, &anonymous)?,
+            heartbeat: limiter(fan.0, fan.1, &per_visitor)?,
+            claim: limiter(fan.0, fan.1, &per_visitor)?,
         })
     }
 
@@ -72,7 +141,7 @@ impl Limits {
     pub fn layer(
         l: &Limiter,
         what: &'static str,
-    ) -> GovernorLayer<TrustedProxyKey, NoOpMiddleware<QuantaInstant>, axum::body::Body> {
+    ) -> GovernorLayer<FanKey, NoOpMiddleware<QuantaInstant>, axum::body::Body> {
         GovernorLayer::new(l.clone()).error_handler(move |e| too_many(e, what))
     }
 }

@@ -42,6 +42,8 @@ pub struct AdmissionSigner {
     ring: RwLock<Arc<Ring>>,
     issuer: String,
     audience: String,
+    /// `nbf = iat - nbf_back_secs` (the configured `max_clock_skew_secs`, case W11).
+    nbf_back_secs: i64,
 }
 
 fn active(key: &SigningKey) -> anyhow::Result<Active> {
@@ -102,6 +104,7 @@ impl AdmissionSigner {
             ring: RwLock::new(Arc::new(ring(set)?)),
             issuer: issuer.to_owned(),
             audience: audience.to_owned(),
+            nbf_back_secs: 0,
         };
         signer.probe()?;
         Ok(signer)
@@ -159,6 +162,14 @@ impl AdmissionSigner {
             .collect()
     }
 
+    /// Sets `nbf` this many **seconds** before `iat` (the configured `max_clock_skew_secs`), so
+    /// a booking door whose clock is behind by up to that much accepts a fresh token (case W11;
+    /// DECISIONS: skew is tolerated on the start of a token only, the door checks `exp` exactly).
+    pub fn with_nbf_back(mut self, secs: u64) -> Self {
+        self.nbf_back_secs = secs as i64;
+        self
+    }
+
     /// The admission claims of a stored admission.
     pub fn claims(&self, event: &EventId, visitor: &str, a: &Admission) -> AdmissionClaims {
         AdmissionClaims {
@@ -168,7 +179,7 @@ impl AdmissionSigner {
             event: event.as_str().to_owned(),
             jti: a.jti.clone(),
             iat: a.iat,
-            nbf: a.iat,
+            nbf: a.iat - self.nbf_back_secs,
             exp: a.exp,
         }
     }

@@ -71,6 +71,7 @@ fn fingerprint(bytes: &[u8]) -> String {
 /// HS256 keys of join tokens, each with a `kid` derived from the key. The current key signs;
 /// previous keys still verify (rotation: configure the new key, keep the old one in
 /// `join_hmac_previous_keys` until its last join token has expired).
+#[derive(Clone)]
 pub struct JoinKeys {
     kid: String,
     enc: EncodingKey,

@@ -8,14 +8,18 @@ use std::sync::Arc;
 use std::time::Duration;
 use waiting_room::admitter::open_event;
 use waiting_room::domain::{
-    AdvanceParams, ClaimOutcome, EventId, EventMeta, EventState, Liveness, VisitorId,
+    AdmissionTerms, AdvanceParams, ClaimOutcome, EventId, EventMeta, EventState, Liveness,
+    VisitorId,
 };
 use waiting_room::store::{memory::MemoryStore, redis::RedisStore, Advance, QueueStore};
 
+#[path = "conformance/capacity.rs"]
+mod capacity;
 #[path = "conformance/fairness.rs"]
 mod fairness;
 #[path = "conformance/liveness.rs"]
 mod liveness;
+use capacity::*;
 use fairness::*;
 use liveness::*;
 
@@ -23,6 +27,8 @@ type Store = Arc<dyn QueueStore>;
 const NOW: i64 = 1_764_500_000;
 /// Rejoin grace used throughout, ms.
 const REJOIN: u64 = 120_000;
+/// Admissions live 600 s; their slot ends with them (no clock-skew tail).
+const TERMS: AdmissionTerms = AdmissionTerms::new(600, 0);
 /// Silence grace used throughout, ms.
 const SILENCE: u64 = 30_000;
 
@@ -233,7 +239,7 @@ async fn cursor_never_passes_max_active(s: Store) {
     assert_eq!(a.cursor, 10, "unclaimed invitations hold their slots");
     for f in &fans[..10] {
         let c = s
-            .claim(&ev(), f, (NOW) * 1000, 600, "j", REJOIN)
+            .claim(&ev(), f, (NOW) * 1000, TERMS, "j", REJOIN)
             .await
             .expect("claim");
         assert!(matches!(c, ClaimOutcome::Admitted(_)));
@@ -263,7 +269,7 @@ async fn claim_is_idempotent(s: Store) {
     join(&s, &a).await;
     join(&s, &b).await;
     let c = s
-        .claim(&ev(), &a, (NOW) * 1000, 600, "early", REJOIN)
+        .claim(&ev(), &a, (NOW) * 1000, TERMS, "early", REJOIN)
         .await
         .expect("claim");
     assert_eq!(
@@ -275,11 +281,11 @@ async fn claim_is_idempotent(s: Store) {
     );
     advance(&s, 1, 10, NOW, 60).await;
     let first = s
-        .claim(&ev(), &a, (NOW) * 1000, 600, "jti-1", REJOIN)
+        .claim(&ev(), &a, (NOW) * 1000, TERMS, "jti-1", REJOIN)
         .await
         .expect("claim");
     let again = s
-        .claim(&ev(), &a, (NOW + 5) * 1000, 600, "jti-2", REJOIN)
+        .claim(&ev(), &a, (NOW + 5) * 1000, TERMS, "jti-2", REJOIN)
         .await
         .expect("claim");
     assert_eq!(first, again, "same jti and expiry");
@@ -297,7 +303,7 @@ async fn claim_is_idempotent(s: Store) {
     assert_eq!((f.active, f.admitted_total), (1, 1), "no second slot");
     assert!(s.position(&ev(), &a).await.expect("pos").admitted);
     let c = s
-        .claim(&ev(), &b, (NOW) * 1000, 600, "x", REJOIN)
+        .claim(&ev(), &b, (NOW) * 1000, TERMS, "x", REJOIN)
         .await
         .expect("claim");
     assert_eq!(
@@ -321,7 +327,7 @@ async fn paused_holds_the_cursor(s: Store) {
     let a = advance(&s, 5, 10, NOW, 60).await;
     assert_eq!(a.moved, 0);
     let c = s
-        .claim(&ev(), &v, (NOW) * 1000, 600, "j", REJOIN)
+        .claim(&ev(), &v, (NOW) * 1000, TERMS, "j", REJOIN)
         .await
         .expect("claim");
     assert_eq!(c, ClaimOutcome::Refused(EventState::Paused));
@@ -389,4 +395,6 @@ conformance!(
     audit_trail_keeps_actions_in_order,
     prequeue_shuffle_is_uniform,
     admission_order_equals_queue_order_after_opening,
+    case_w10_slot_ends_after_exp_plus_skew,
+    case_w10_lapsed_invitation_never_overshoots,
 );

@@ -5,7 +5,7 @@
 
 use super::error::bounded;
 use super::{parse_event, private_json, AppState};
-use crate::domain::{ClaimOutcome, EventId, EventState, VisitorId};
+use crate::domain::{AdmissionTerms, ClaimOutcome, EventId, EventState, VisitorId};
 use crate::http::openapi::ProblemDoc;
 use crate::identity::IDENTITY_TOKEN_HEADER;
 use crate::ratelimit::{peer_ip, TrustedProxyKey};
@@ -288,11 +288,11 @@ pub async fn admission(
     let limit = st.store_timeout();
     let meta = st.event_constants(&event).await?;
     let now_ms = st.0.clock.now_ms();
-    let (ttl, jti) = (meta.admission_ttl_secs, new_jti());
-    let rejoin = st.0.config.rejoin_grace_ms();
+    let terms = AdmissionTerms::new(meta.admission_ttl_secs, st.0.config.max_clock_skew_secs);
+    let (jti, rejoin) = (new_jti(), st.0.config.rejoin_grace_ms());
     let call =
         st.0.store
-            .claim(&event, &visitor, now_ms, ttl, &jti, rejoin);
+            .claim(&event, &visitor, now_ms, terms, &jti, rejoin);
     match bounded(limit, call).await? {
         // Claiming again returns the same admission (W08), but not once it has expired: the
         // booking core would refuse it and send the fan back here in a loop.

@@ -111,7 +111,8 @@ impl AppState {
                 &config.issuer,
                 &config.audience,
             )?,
-        };
+        }
+        .with_nbf_back(config.max_clock_skew_secs);
         let previous: Vec<&[u8]> = config
             .join_hmac_previous_keys
             .iter()
@@ -120,10 +121,24 @@ impl AppState {
         let join_keys =
             JoinKeys::with_previous(config.join_hmac_key.expose().as_bytes(), &previous);
         let config_key = config.join_hmac_key.expose().to_owned();
+        let visitor_of: crate::ratelimit::VisitorOf = {
+            let (keys, clock) = (join_keys.clone(), clock.clone());
+            Arc::new(move |headers: &HeaderMap, event: &str| {
+                let token = headers
+                    .get(header::AUTHORIZATION)?
+                    .to_str()
+                    .ok()?
+                    .strip_prefix("Bearer ")?;
+                let event = EventId::parse(event)?;
+                let visitor = keys.verify(token.trim(), &event, clock.now_secs()).ok()?;
+                Some(visitor.as_str().to_owned())
+            })
+        };
         let limits = Limits::new(
             config.trusted_proxies.clone(),
             (config.join_rate_per_sec, config.join_burst),
             (config.fan_rate_per_sec, config.fan_burst),
+            visitor_of,
         )?;
         for e in &config.events {
             store.create_event(&e.meta()).await?;
@@ -344,6 +359,10 @@ pub fn router(state: AppState) -> Router {
         .route("/api/events/{event}/pow", get(fan::pow_challenge))
         .route("/status/{file}", get(public::status))
         .route("/.well-known/jwks.json", get(public::jwks))
+        .route(
+            "/.well-known/admission-policy.json",
+            get(public::admission_policy),
+        )
         .merge(admin::routes(state.clone()))
         .merge(internal::routes(state.clone()));
     let app = app.method_not_allowed_fallback(|| async {

@@ -57,7 +57,8 @@ impl Modify for Bearers {
     ),
     paths(
         fan::join, fan::heartbeat, fan::position, fan::admission, fan::pow_challenge,
-        public::healthz, public::readyz, public::status, public::jwks, crate::telemetry::metrics,
+        public::healthz, public::readyz, public::status, public::jwks, public::admission_policy,
+        crate::telemetry::metrics,
         admin::list, admin::create, admin::figures, admin::patch, admin::audit,
         transitions::pause, transitions::resume, transitions::open, transitions::close,
         transitions::sold_out,

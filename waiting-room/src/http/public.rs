@@ -86,5 +86,45 @@ pub async fn status(
     ),
 )]
 pub async fn jwks(State(st): State<AppState>) -> Response {
-    public_json(st.0.signer.jwks(), 60)
+    public_json(st.0.signer.jwks(), JWKS_MAX_AGE_SECS)
+}
+
+/// `max-age` of the JWKS and the admission policy, **seconds**. A booking door that fetches the
+/// JWKS through a cache sees a removed key up to this much later (case W09).
+pub const JWKS_MAX_AGE_SECS: u64 = 60;
+
+/// `GET /.well-known/admission-policy.json`: the token rules both sides must agree on
+/// (DECISIONS "Tokens, capacity and clocks"): `issuer`, `audience`, `max_clock_skew_secs`
+/// (tokens carry `nbf = iat - max_clock_skew_secs`; a `max_active` slot is freed at
+/// `exp + max_clock_skew_secs`), `door_exp_leeway_secs` (always 0: the door checks `exp`
+/// exactly) and `max_admission_ttl_secs` (the longest admission lifetime of the configured
+/// events). The booking door refuses to start when its own configuration differs.
+#[utoipa::path(
+    get,
+    path = "/.well-known/admission-policy.json",
+    tag = "public",
+    summary = "Admission-token policy: skew, leeway, issuer, audience",
+    responses(
+        (status = 200, description = "the policy", body = Object)
+    ),
+)]
+pub async fn admission_policy(State(st): State<AppState>) -> Response {
+    let c = &st.0.config;
+    let longest = c
+        .events
+        .iter()
+        .map(|e| e.admission_ttl_secs)
+        .max()
+        .unwrap_or(0);
+    public_json(
+        serde_json::json!({
+            "issuer": c.issuer,
+            "audience": c.audience,
+            "max_clock_skew_secs": c.max_clock_skew_secs,
+            "door_exp_leeway_secs": 0,
+            "max_admission_ttl_secs": longest,
+            "jwks_max_age_secs": JWKS_MAX_AGE_SECS,
+        }),
+        JWKS_MAX_AGE_SECS,
+    )
 }

@@ -21,8 +21,8 @@ pub mod memory;
 pub mod redis;
 
 use crate::domain::{
-    AdvanceParams, AuditEntry, ClaimOutcome, EventId, EventMeta, EventState, Figures, Heartbeat,
-    JoinOutcome, Position, SessionEnd, SessionRef, VisitorId,
+    AdmissionTerms, AdvanceParams, AuditEntry, ClaimOutcome, EventId, EventMeta, EventState,
+    Figures, Heartbeat, JoinOutcome, Position, SessionEnd, SessionRef, VisitorId,
 };
 use async_trait::async_trait;
 
@@ -124,14 +124,18 @@ pub trait QueueStore: Send + Sync + std::fmt::Debug + 'static {
     async fn advance_cursor(&self, event: &EventId, p: &AdvanceParams) -> StoreResult<Advance>;
     /// Claims admission (case W08): the stored admission again if there is one; else, when the
     /// visitor's number is `<=` cursor and the state allows, stores `{jti, now, now+ttl}` and
-    /// counts a live admission. A skipped fan is `Returning` (within `rejoin_grace_ms`, invited
-    /// at the next tick) or `Lost`. `now_ms` epoch **milliseconds**, `ttl_secs` seconds.
+    /// counts a live admission until `exp + slot_tail_secs` (case W10). The slot is the fan's
+    /// invitation; when that lapsed, a free slot is taken only if live admissions and
+    /// invitations are below `max_active`, else the fan is `Returning` (first in line at the
+    /// next tick), so the live count never exceeds `max_active`. A skipped fan is `Returning`
+    /// (within `rejoin_grace_ms`, invited at the next tick) or `Lost`. `now_ms` epoch
+    /// **milliseconds**.
     async fn claim(
         &self,
         event: &EventId,
         visitor: &VisitorId,
         now_ms: i64,
-        ttl_secs: u64,
+        terms: AdmissionTerms,
         new_jti: &str,
         rejoin_grace_ms: u64,
     ) -> StoreResult<ClaimOutcome>;

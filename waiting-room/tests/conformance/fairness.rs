@@ -2,7 +2,7 @@
 //! arrival slot lands first over many openings) and, after opening, admission order equals
 //! queue order. Run against every backend by `tests/conformance.rs`.
 
-use super::{create, ev, join, params, Store, NOW, REJOIN};
+use super::{create, ev, join, params, Store, NOW, REJOIN, TERMS};
 use waiting_room::admitter::open_event;
 use waiting_room::domain::{ClaimOutcome, EventId, EventMeta, EventState, VisitorId};
 
@@ -75,7 +75,7 @@ pub async fn admission_order_equals_queue_order_after_opening(s: Store) {
         let claim = |i: usize| {
             let (s, f) = (s.clone(), fans[i].clone());
             async move {
-                s.claim(&ev(), &f, NOW * 1000, 600, &format!("j{i}"), REJOIN)
+                s.claim(&ev(), &f, NOW * 1000, TERMS, &format!("j{i}"), REJOIN)
                     .await
                     .expect("claim")
             }

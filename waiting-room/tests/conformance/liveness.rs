@@ -2,7 +2,7 @@
 //! every backend by the `conformance!` macro in `tests/conformance.rs`. Time is a `ManualClock`
 //! and the admitter is stepped by hand.
 
-use super::{create, ev, join, Store, NOW, REJOIN, SILENCE};
+use super::{create, ev, join, Store, NOW, REJOIN, SILENCE, TERMS};
 use sale_common::{Clock, ManualClock};
 use serde_json::json;
 use waiting_room::admitter::{open_event, Admitter, LivenessRules};
@@ -40,7 +40,7 @@ async fn beat(s: &Store, f: &VisitorId, clock: &ManualClock) -> Place {
 }
 
 async fn claim(s: &Store, f: &VisitorId, clock: &ManualClock, jti: &str) -> ClaimOutcome {
-    s.claim(&ev(), f, clock.now_ms(), 600, jti, REJOIN)
+    s.claim(&ev(), f, clock.now_ms(), TERMS, jti, REJOIN)
         .await
         .expect("claim")
 }

@@ -4,8 +4,8 @@
 
 use super::live::Live;
 use crate::domain::{
-    Admission, AdvanceParams, AuditEntry, ClaimOutcome, EventMeta, EventState, Heartbeat,
-    JoinOutcome, Place, SessionEnd, SessionRef,
+    Admission, AdmissionTerms, AdvanceParams, AuditEntry, ClaimOutcome, EventMeta, EventState,
+    Heartbeat, JoinOutcome, Place, SessionEnd, SessionRef,
 };
 use crate::store::Advance;
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -254,7 +254,7 @@ impl Ev {
         &mut self,
         v: &str,
         now_ms: i64,
-        ttl_secs: u64,
+        terms: AdmissionTerms,
         jti: &str,
         rejoin_ms: u64,
     ) -> ClaimOutcome {
@@ -287,15 +287,25 @@ impl Ev {
             None => {}
         }
         let now = now_ms.div_euclid(1000);
+        // The fan's slot is its invitation; once that lapsed, only a free slot will do (W10).
+        let invited = self
+            .live
+            .remove(&format!("inv:{q}"))
+            .is_some_and(|e| e > now);
+        if !invited && self.live_count(now) >= self.meta.max_active {
+            self.gone.insert(v.to_owned(), Gone::Returning);
+            self.back.push_back(v.to_owned());
+            return ClaimOutcome::Returning { queue_number: q };
+        }
         let a = Admission {
             jti: jti.to_owned(),
             iat: now,
-            exp: now + ttl_secs as i64,
+            exp: now + terms.ttl_secs as i64,
         };
         self.admissions.insert(v.to_owned(), a.clone());
         self.jtis.insert(jti.to_owned(), v.to_owned());
-        self.live.remove(&format!("inv:{q}"));
-        self.live.insert(v.to_owned(), a.exp);
+        self.live
+            .insert(v.to_owned(), a.exp + terms.slot_tail_secs as i64);
         self.admitted_total += 1;
         let active = self.live_count(now);
         self.max_active_seen = self.max_active_seen.max(active);

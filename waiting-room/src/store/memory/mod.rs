@@ -7,8 +7,8 @@ mod live;
 
 use super::{Advance, QueueStore, StoreError, StoreResult, AUDIT_KEEP};
 use crate::domain::{
-    AdvanceParams, AuditEntry, ClaimOutcome, EventId, EventMeta, EventState, Figures, Heartbeat,
-    JoinOutcome, Position, SessionEnd, SessionRef, VisitorId,
+    AdmissionTerms, AdvanceParams, AuditEntry, ClaimOutcome, EventId, EventMeta, EventState,
+    Figures, Heartbeat, JoinOutcome, Position, SessionEnd, SessionRef, VisitorId,
 };
 use async_trait::async_trait;
 use event::Ev;
@@ -195,12 +195,12 @@ impl QueueStore for MemoryStore {
         event: &EventId,
         visitor: &VisitorId,
         now_ms: i64,
-        ttl_secs: u64,
+        terms: AdmissionTerms,
         new_jti: &str,
         rejoin_grace_ms: u64,
     ) -> StoreResult<ClaimOutcome> {
         self.with_event(event, |e| {
-            e.claim(visitor.as_str(), now_ms, ttl_secs, new_jti, rejoin_grace_ms)
+            e.claim(visitor.as_str(), now_ms, terms, new_jti, rejoin_grace_ms)
         })
     }
 

@@ -24,8 +24,8 @@ use parse::{err, key, parse_meta, parse_u64, state_of};
 
 use super::{Advance, QueueStore, StoreError, StoreResult, AUDIT_KEEP};
 use crate::domain::{
-    AdvanceParams, AuditEntry, ClaimOutcome, EventId, EventMeta, EventState, Figures, Heartbeat,
-    JoinOutcome, Position, SessionEnd, SessionRef, VisitorId,
+    AdmissionTerms, AdvanceParams, AuditEntry, ClaimOutcome, EventId, EventMeta, EventState,
+    Figures, Heartbeat, JoinOutcome, Position, SessionEnd, SessionRef, VisitorId,
 };
 use async_trait::async_trait;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -296,11 +296,11 @@ impl QueueStore for RedisStore {
         event: &EventId,
         visitor: &VisitorId,
         now_ms: i64,
-        ttl_secs: u64,
+        terms: AdmissionTerms,
         new_jti: &str,
         rejoin_grace_ms: u64,
     ) -> StoreResult<ClaimOutcome> {
-        self.claim_fan(event, visitor, now_ms, ttl_secs, new_jti, rejoin_grace_ms)
+        self.claim_fan(event, visitor, now_ms, terms, new_jti, rejoin_grace_ms)
             .await
     }
 

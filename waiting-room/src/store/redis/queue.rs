@@ -5,8 +5,8 @@
 use super::parse::{bad, err, key, opt_number, parse_admission, parse_meta, parse_u64, state_of};
 use super::{RedisStore, AUDIT_KEEP};
 use crate::domain::{
-    AdvanceParams, AuditEntry, ClaimOutcome, EventId, Figures, Heartbeat, JoinOutcome, Place,
-    SessionEnd, SessionRef, VisitorId,
+    AdmissionTerms, AdvanceParams, AuditEntry, ClaimOutcome, EventId, Figures, Heartbeat,
+    JoinOutcome, Place, SessionEnd, SessionRef, VisitorId,
 };
 use crate::store::{Advance, StoreError, StoreResult};
 use redis::AsyncCommands;
@@ -117,7 +117,7 @@ impl RedisStore {
         event: &EventId,
         visitor: &VisitorId,
         now_ms: i64,
-        ttl_secs: u64,
+        terms: AdmissionTerms,
         new_jti: &str,
         rejoin_ms: u64,
     ) -> StoreResult<ClaimOutcome> {
@@ -134,9 +134,10 @@ impl RedisStore {
             .key(key(event, "jti"))
             .arg(visitor.as_str())
             .arg(now_ms)
-            .arg(ttl_secs)
+            .arg(terms.ttl_secs)
             .arg(new_jti)
             .arg(rejoin_ms)
+            .arg(terms.slot_tail_secs)
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(err)?;
