@@ -74,7 +74,7 @@ pub struct StackOptions {
     /// load test and the benchmark lift it).
     pub hold_rate_per_min: u32,
     /// The show's holds go through the booking core's per-show hold queue from the start (seed
-    /// 002's answer for the hottest shows; `booking_core::hotq`).
+    /// 002's answer for the hottest shows; `booking_core::inventory::hotq`).
     pub hold_queue: bool,
 }
 

@@ -91,7 +91,7 @@ pub struct Config {
     /// `smtp_url` is `None` (the embedded default).
     pub mail_dir: PathBuf,
     /// SMTP relay for emails instead of the mail directory: `smtp://host:port`, a plain relay
-    /// on a trusted network (see [`crate::mail::plain_relay`]).
+    /// on a trusted network (see [`smtp_relay`]).
     pub smtp_url: Option<String>,
     /// `From:` address of the emails sent over SMTP.
     pub mail_from: String,
@@ -125,7 +125,7 @@ pub struct Config {
     /// Shows on sale.
     pub shows: Vec<ShowConfig>,
     /// Shows whose holds go through the per-show hold queue from start-up (the hottest shows,
-    /// seed 002; `crate::hotq`); switchable at run time by `POST /admin/shows/{show}/hold-queue`.
+    /// seed 002; `crate::inventory::hotq`); switchable at run time by `POST /admin/shows/{show}/hold-queue`.
     pub queued_shows: Vec<String>,
     /// Bearer token of `/admin/*`. No default.
     pub admin_token: Secret,
@@ -193,9 +193,8 @@ impl Config {
     /// Start-up checks: the payment session ends before the hold (DESIGN "Timing"), URLs are
     /// absolute, show ids are valid and unique, secrets are set.
     pub fn validate(&self) -> anyhow::Result<()> {
-        if self.smtp_url.is_some() {
-            crate::mail::Mailer::from_config(self)
-                .map_err(|e| anyhow::anyhow!("smtp_url unusable: {e}"))?;
+        if let Some(url) = &self.smtp_url {
+            smtp_relay(url).map_err(|e| anyhow::anyhow!("smtp_url unusable: {e}"))?;
         }
         for (name, c) in &self.channels {
             anyhow::ensure!(
@@ -251,7 +250,7 @@ impl Config {
                 && self.webhook_secrets.iter().all(|s| !s.expose().is_empty()),
             "at least one non-empty webhook secret is required"
         );
-        crate::db::Backend::of_url(&self.database_url)?;
+        Backend::of_url(&self.database_url)?;
         Ok(())
     }
 
@@ -264,6 +263,50 @@ impl Config {
     pub fn public_base(&self) -> &str {
         self.public_url.trim_end_matches('/')
     }
+}
+
+/// Which database a URL selects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// `sqlite:` URLs (the embedded default).
+    Sqlite,
+    /// `postgres://` or `postgresql://` URLs.
+    Postgres,
+}
+
+impl Backend {
+    /// The backend of `url`, or an error for anything else.
+    pub fn of_url(url: &str) -> anyhow::Result<Self> {
+        if url.starts_with("sqlite:") {
+            Ok(Self::Sqlite)
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Ok(Self::Postgres)
+        } else {
+            anyhow::bail!(
+                "database_url must start with sqlite: or postgres:// (got {}:)",
+                url.split(':').next().unwrap_or("")
+            )
+        }
+    }
+}
+
+/// Host and port of an `smtp://host[:port]` relay (port 25 by default). Only unencrypted
+/// relays on a trusted network (a local MTA that does the relaying) are supported: TLS would pull
+/// a second TLS stack into the build; run a local relay (Postfix, an MTA sidecar) for TLS. The
+/// outbox's mailer builds its transport from this (`outbox::mail::plain_relay`).
+///
+/// # Errors
+/// Another scheme, or no host.
+pub fn smtp_relay(url: &str) -> anyhow::Result<(String, u16)> {
+    let u = reqwest::Url::parse(url)?;
+    anyhow::ensure!(
+        u.scheme() == "smtp",
+        "only smtp://host:port relays are supported"
+    );
+    let host = u
+        .host_str()
+        .ok_or_else(|| anyhow::anyhow!("smtp_url has no host"))?;
+    Ok((host.to_owned(), u.port().unwrap_or(25)))
 }
 
 /// Show/event ids: `[a-z0-9-]{1,40}` (API.md).

@@ -12,8 +12,6 @@
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 
-use crate::db::Actor;
-
 /// `GET /metrics`: Prometheus text; 503 when another global recorder was installed first.
 pub async fn metrics() -> Response {
     match sale_common::prometheus::handle() {
@@ -60,9 +58,10 @@ pub fn replay(show: &str) {
     metrics::counter!("bc_idempotent_replays_total", "show" => show.to_owned()).increment(1);
 }
 
-/// A booking was made by `actor`; `latency_ms` from the payment's creation.
-pub fn booked(show: &str, actor: Actor, latency_ms: Option<i64>) {
-    metrics::counter!("bc_bookings_total", "show" => show.to_owned(), "actor" => actor.as_str())
+/// A booking was made by `actor` (the audit actor's name, `db::Actor::as_str`); `latency_ms`
+/// from the payment's creation.
+pub fn booked(show: &str, actor: &'static str, latency_ms: Option<i64>) {
+    metrics::counter!("bc_bookings_total", "show" => show.to_owned(), "actor" => actor)
         .increment(1);
     if let Some(ms) = latency_ms {
         metrics::histogram!("bc_payment_to_booking_seconds").record(ms.max(0) as f64 / 1000.0);
@@ -91,7 +90,7 @@ pub fn late_payment_found() {
     metrics::counter!("bc_late_payments_found_total").increment(1);
 }
 
-/// A waitlisted fan was offered a released seat as a new hold (`crate::waitlist::offer`).
+/// A waitlisted fan was offered a released seat as a new hold (`inventory::waitlist::offer`).
 pub fn waitlist_offer(show: &str) {
     metrics::counter!("bc_waitlist_offers_total", "show" => show.to_owned()).increment(1);
 }

@@ -7,7 +7,7 @@ mod support;
 
 use std::time::Duration;
 
-use booking_core::{Outbox, Reconciler};
+use booking_core::Reconciler;
 use sale_common::Clock;
 use serde_json::{json, Value};
 use support::{Backend, Harness, GW_SECRET};
@@ -50,7 +50,7 @@ async fn approved(h: &Harness, fan: &str, seat: &str) -> (String, String, String
 async fn webhook(h: &Harness, body: &Value, age_s: i64, key: &str) -> u16 {
     let raw = body.to_string();
     let t = h.now_s() - age_s;
-    let sig = booking_core::webhook::sign(key.as_bytes(), t, raw.as_bytes());
+    let sig = booking_core::payments::webhook::sign(key.as_bytes(), t, raw.as_bytes());
     h.http
         .post(format!("{}/payment/webhook", h.base))
         .header("Gateway-Signature", format!("t={t},v1=00,v1={sig}"))
@@ -93,14 +93,8 @@ async fn case_b01_two_confirmations_one_booking(b: Backend) {
             200,
             "replay answered 200"
         );
-        Outbox::new(h.state.clone())
-            .step(h.clock.now_ms())
-            .await
-            .unwrap();
-        Outbox::new(h.state.clone())
-            .step(h.clock.now_ms())
-            .await
-            .unwrap();
+        h.state.outbox().step(h.clock.now_ms()).await.unwrap();
+        h.state.outbox().step(h.clock.now_ms()).await.unwrap();
         assert_eq!(
             h.count("SELECT COUNT(*) FROM bookings WHERE hold_id = $1", &hold)
                 .await,
@@ -251,7 +245,7 @@ async fn case_b02_late_success_refund_or_retake(b: Backend) {
         1,
     )
     .await;
-    let ob = Outbox::new(h.state.clone());
+    let ob = h.state.outbox();
     ob.step(h.clock.now_ms()).await.unwrap();
     ob.step(h.clock.now_ms()).await.unwrap();
     assert_eq!(
@@ -350,11 +344,8 @@ async fn case_b08_crash_after_gateway_success(b: Backend) {
     assert_eq!(out.paid, 1, "{out:?}");
     let out = rec.step(h.clock.now_ms()).await.unwrap();
     assert_eq!(out.paid, 0, "exactly once: {out:?}");
-    Outbox::new(restarted.clone())
-        .step(h.clock.now_ms())
-        .await
-        .unwrap();
-    Outbox::new(restarted).step(h.clock.now_ms()).await.unwrap();
+    restarted.outbox().step(h.clock.now_ms()).await.unwrap();
+    restarted.outbox().step(h.clock.now_ms()).await.unwrap();
     assert_eq!(
         h.count("SELECT COUNT(*) FROM bookings WHERE hold_id = $1", &hold)
             .await,

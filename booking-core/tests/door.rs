@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
+use booking_core::door::keys;
 use booking_core::door::{DoorError, Verifier};
-use booking_core::keys;
 use ed25519_dalek::pkcs8::EncodePublicKey;
 use hmac::{Hmac, Mac};
 use sale_common::{Clock, ManualClock};

@@ -6,7 +6,7 @@ mod support;
 
 use std::time::Duration;
 
-use booking_core::{Outbox, Reconciler};
+use booking_core::Reconciler;
 use sale_common::Clock;
 use serde_json::{json, Value};
 use support::{Backend, Harness};
@@ -88,10 +88,7 @@ async fn late_payment_found_without_webhook(b: Backend) {
         "held",
         "the new holder keeps A-1-1"
     );
-    Outbox::new(h.state.clone())
-        .step(h.clock.now_ms())
-        .await
-        .unwrap();
+    h.state.outbox().step(h.clock.now_ms()).await.unwrap();
     assert_eq!(sim_status(&h, &pids[0]).await, "refunded");
     // nothing more to find: both holds are settled for good
     h.clock.advance_ms(61_000);

@@ -10,7 +10,6 @@ use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::routing::post;
 use axum::Json;
-use booking_core::Outbox;
 use sale_common::{Clock, Secret};
 use serde_json::{json, Value};
 use support::{Backend, Harness};
@@ -59,7 +58,7 @@ async fn sessions_end_and_sold_out_reach_the_waiting_room(b: Backend) {
         c.service_token = Some(Secret::new("svc-token"));
     })
     .await;
-    let outbox = Outbox::new(h.state.clone());
+    let outbox = h.state.outbox();
     let sent = |calls: &Calls| calls.lock().unwrap().clone();
     // paid → the session ends
     h.buy("payer", "A-1-1").await;

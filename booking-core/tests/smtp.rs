@@ -77,7 +77,7 @@ async fn confirmation_email_goes_out_over_smtp_exactly_once() {
     .await;
     let hold = h.buy("fan-smtp", "A-1-1").await;
     // Drive the outbox by hand, twice: the second step must not send again.
-    let outbox = booking_core::outbox::Outbox::new(h.state.clone());
+    let outbox = h.state.outbox();
     for _ in 0..2 {
         outbox.step(h.clock.now_ms()).await.expect("outbox step");
     }

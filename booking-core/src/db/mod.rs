@@ -15,6 +15,7 @@ use std::time::Duration;
 use sqlx::any::AnyPoolOptions;
 use sqlx::{Any, AnyPool, Executor, Transaction};
 
+pub use crate::config::Backend;
 use crate::config::ShowConfig;
 
 /// The pool type used throughout.
@@ -24,31 +25,6 @@ pub type Tx<'a> = Transaction<'a, Any>;
 
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
-
-/// Which database a URL selects.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Backend {
-    /// `sqlite:` URLs (the embedded default).
-    Sqlite,
-    /// `postgres://` or `postgresql://` URLs.
-    Postgres,
-}
-
-impl Backend {
-    /// The backend of `url`, or an error for anything else.
-    pub fn of_url(url: &str) -> anyhow::Result<Self> {
-        if url.starts_with("sqlite:") {
-            Ok(Self::Sqlite)
-        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            Ok(Self::Postgres)
-        } else {
-            anyhow::bail!(
-                "database_url must start with sqlite: or postgres:// (got {}:)",
-                url.split(':').next().unwrap_or("")
-            )
-        }
-    }
-}
 
 /// The backend behind an open pool.
 pub fn backend(db: &Db) -> Backend {

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use subtle::ConstantTimeEq;
 
 use crate::error::ApiResult;
-use crate::AppState;
+use crate::state::AppState;
 
 pub(crate) fn admin(state: &AppState, headers: &HeaderMap) -> ApiResult<()> {
     let given = headers
@@ -116,7 +116,7 @@ pub async fn drift(
     if !state.config.has_show(&show) {
         return Err(Problem::not_found(format!("show {}", crate::error::clip(&show))).into());
     }
-    let pools = crate::pools::drift(&state.db, &show).await?;
+    let pools = crate::inventory::pools::drift(&state.db, &show).await?;
     let drifting = pools.iter().filter(|p| p["drift"] != 0).count();
     Ok(Json(
         json!({"show": show, "pools": pools, "drifting": drifting}),
@@ -148,7 +148,7 @@ pub async fn oversell(
     }
     let now = state.clock.now_ms();
     let allowance = i64::from(b.allowance);
-    if !crate::pools::set_oversell(&state.db, &show, &pool, allowance, who, now).await? {
+    if !crate::inventory::pools::set_oversell(&state.db, &show, &pool, allowance, who, now).await? {
         return Err(Problem::not_found(format!(
             "pool {} of show {}",
             crate::error::clip(&pool),
@@ -183,7 +183,7 @@ pub async fn hold_queue(
 }
 
 /// `POST /admin/shows/{show}/hold-queue {"enabled": bool}`: the per-show hold queue switch
-/// (seed 002, `crate::hotq`), in this process.
+/// (seed 002, `crate::inventory::hotq`), in this process.
 pub async fn set_hold_queue(
     State(state): State<AppState>,
     Path(show): Path<String>,

@@ -12,12 +12,13 @@ use sale_common::Problem;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::claim::{self, unprocessable, Ask, Timing};
 use crate::door::{token_from_headers, Admission, DoorError};
 use crate::error::{clip, rejection, ApiError, ApiResult};
-use crate::holds::{self, Hold};
+use crate::inventory::claim::{self, unprocessable, Ask, Timing};
+use crate::inventory::holds::{self, Hold};
 use crate::payments::{self, CallbackOutcome};
-use crate::{telemetry, AppState};
+use crate::state::AppState;
+use crate::telemetry;
 
 /// 401 `admission-required` pointing back to the waiting room (API.md).
 fn admission_required(state: &AppState, e: &DoorError) -> ApiError {
@@ -340,7 +341,7 @@ pub async fn create_hold(
 pub async fn leave(State(state): State<AppState>, headers: HeaderMap) -> ApiResult<Json<Value>> {
     let adm = fan(&state, &headers, None).await?;
     let mut tx = state.db.begin().await?;
-    crate::notify::session_end(&mut tx, &adm.event, &adm.jti, state.clock.now_ms()).await?;
+    crate::outbox::notify::session_end(&mut tx, &adm.event, &adm.jti, state.clock.now_ms()).await?;
     tx.commit().await?;
     Ok(Json(json!({"left": true})))
 }

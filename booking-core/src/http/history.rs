@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 
 use super::admin::admin;
 use crate::error::ApiResult;
-use crate::AppState;
+use crate::state::AppState;
 
 /// Paging and filters: `limit` 1..=500 (default 100), `offset` (default 0), `status`
 /// (`HELD`/`PAID`/`RELEASED`), `visitor`.
@@ -51,7 +51,7 @@ impl Page {
 }
 
 fn unprocessable(kind: &'static str, title: &str) -> Problem {
-    crate::claim::unprocessable(kind, title)
+    crate::inventory::claim::unprocessable(kind, title)
 }
 
 /// The query, or its rejection as a problem.
@@ -99,7 +99,7 @@ pub async fn holds(
     .await?;
     let mut out = Vec::with_capacity(rows.len());
     for (id, visitor, status, channel, amount, created, expires) in rows {
-        let seats = crate::holds::seats_of(&state.db, &id).await?;
+        let seats = crate::inventory::holds::seats_of(&state.db, &id).await?;
         out.push(
             json!({"hold_id": id, "visitor_id": visitor, "status": status, "channel": channel,
             "amount_cents": amount, "created_at": created, "expires_at": expires, "seats": seats}),
@@ -154,7 +154,7 @@ pub async fn hold(
     headers: HeaderMap,
 ) -> ApiResult<Json<Value>> {
     admin(&state, &headers)?;
-    let Some(h) = crate::holds::load(&state.db, &id).await? else {
+    let Some(h) = crate::inventory::holds::load(&state.db, &id).await? else {
         return Err(Problem::not_found(format!("hold {}", crate::error::clip(&id))).into());
     };
     let rows: Vec<Row> = sqlx::query_as(
@@ -164,7 +164,7 @@ pub async fn hold(
     .bind(&id)
     .fetch_all(&state.db)
     .await?;
-    let seats = crate::holds::seats_of(&state.db, &id).await?;
+    let seats = crate::inventory::holds::seats_of(&state.db, &id).await?;
     Ok(Json(
         json!({"hold_id": h.id, "show": h.show_id, "visitor_id": h.visitor_id,
         "status": h.status, "seats": seats, "history": rows_json(rows)}),

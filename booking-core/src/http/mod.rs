@@ -17,7 +17,7 @@ use tower_http::services::ServeDir;
 use tower_http::set_header::SetResponseHeaderLayer;
 
 use crate::error::{method_not_allowed, not_found, problems_only};
-use crate::AppState;
+use crate::state::AppState;
 
 /// Largest request body any route reads (JSON, forms, webhooks); larger → 413 problem.
 pub const BODY_LIMIT: usize = 2 * 1024 * 1024;

@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use super::admin::admin;
 use crate::error::ApiResult;
-use crate::AppState;
+use crate::state::AppState;
 
 /// `GET /admin/shows/{show}/outbox`: `{"emails_sent","emails_pending","notices_pending",
 /// "messages":[{"id","kind","ref_id","sent_at"?,"attempts"}]}`; `sent_at` in epoch ms;

@@ -1,5 +1,5 @@
 //! The waitlist's fan endpoints (API.md "Waitlist"): join a sold-out show, and see one's place
-//! or the hold offered from a released seat (`crate::waitlist`).
+//! or the hold offered from a released seat (`crate::inventory::waitlist`).
 
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::fan::fan;
 use crate::error::ApiResult;
-use crate::AppState;
+use crate::state::AppState;
 
 /// `POST /api/shows/{show}/waitlist`: 201 with the fan's entry (200 when already on it); 409
 /// `seats-available` while a seat is free — hold it instead.
@@ -20,10 +20,10 @@ pub async fn join(
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let adm = fan(&state, &headers, Some(&show)).await?;
     let now = state.clock.now_ms();
-    if let Some(v) = crate::waitlist::status(&state.db, &show, &adm.sub).await? {
+    if let Some(v) = crate::inventory::waitlist::status(&state.db, &show, &adm.sub).await? {
         return Ok((StatusCode::OK, Json(v)));
     }
-    let free = crate::waitlist::free_seats(&state.db, &show, now).await?;
+    let free = crate::inventory::waitlist::free_seats(&state.db, &show, now).await?;
     if free > 0 {
         return Err(Problem::new(
             StatusCode::CONFLICT,
@@ -34,7 +34,7 @@ pub async fn join(
         .with("available", free)
         .into());
     }
-    let v = crate::waitlist::join(&state.db, &show, &adm.sub, &adm.jti, now).await?;
+    let v = crate::inventory::waitlist::join(&state.db, &show, &adm.sub, &adm.jti, now).await?;
     Ok((StatusCode::CREATED, Json(v)))
 }
 
@@ -45,7 +45,7 @@ pub async fn status(
     headers: HeaderMap,
 ) -> ApiResult<Json<Value>> {
     let adm = fan(&state, &headers, Some(&show)).await?;
-    match crate::waitlist::status(&state.db, &show, &adm.sub).await? {
+    match crate::inventory::waitlist::status(&state.db, &show, &adm.sub).await? {
         Some(v) => Ok(Json(v)),
         None => Err(Problem::not_found("waitlist entry").into()),
     }

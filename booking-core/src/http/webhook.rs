@@ -9,8 +9,8 @@ use sale_common::Problem;
 use serde_json::{json, Value};
 
 use crate::error::ApiResult;
-use crate::webhook::{self, Handled, Refused};
-use crate::AppState;
+use crate::payments::webhook::{self, Handled, Refused};
+use crate::state::AppState;
 
 /// The handler (API.md "Booking core").
 pub async fn receive(

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 use crate::db::{self, Db, Tx};
 use crate::error::ApiResult;
-use crate::holds;
+use crate::inventory::holds;
 
 /// Candidate blocks tried before answering 409.
 pub const MAX_TRIES: usize = 16;
@@ -113,7 +113,7 @@ pub async fn take(
             .await?;
     if known == 0 {
         return Err(
-            crate::claim::unprocessable("unknown-section", "Unknown section")
+            crate::inventory::claim::unprocessable("unknown-section", "Unknown section")
                 .with("section", want.section)
                 .into(),
         );

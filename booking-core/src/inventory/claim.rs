@@ -13,7 +13,8 @@ use sha2::{Digest, Sha256};
 use crate::db::{self, Actor, Backend, Db, Tx};
 use crate::door::Admission;
 use crate::error::ApiResult;
-use crate::{best, caps, holds, pools, telemetry};
+use crate::inventory::{best, caps, holds, pools};
+use crate::telemetry;
 
 /// What a hold asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -141,7 +142,7 @@ pub async fn create_in(
         telemetry::replay(r.show);
         return Ok(Ok(answer));
     }
-    if crate::notify::admission_ended(tx, &r.adm.jti).await? {
+    if crate::outbox::notify::admission_ended(tx, &r.adm.jti).await? {
         return Err(admission_ended().into());
     }
     let hold_id = uuid::Uuid::now_v7().to_string();

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::confirm::enqueue;
+use super::enqueue;
 use crate::db::Tx;
 
 /// Outbox kind of a session end (ref_id = the admission `jti`: one message per admission).

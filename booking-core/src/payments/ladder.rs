@@ -6,7 +6,7 @@
 
 use crate::db::{self, Actor, Db};
 use crate::error::ApiResult;
-use crate::holds::Hold;
+use crate::inventory::holds::Hold;
 
 /// Failed queries in a row that trigger an extension (seed: 3).
 pub const FAILURES_PER_EXTENSION: i64 = 3;
@@ -65,7 +65,7 @@ pub async fn failed_query(db: &Db, h: &Hold, now_ms: i64) -> ApiResult<Ladder> {
             .execute(&mut *tx)
             .await?;
         keep_seats(&mut tx, &h.id, until).await?;
-        crate::caps::extend_slots(&mut tx, &h.id, until).await?;
+        crate::inventory::caps::extend_slots(&mut tx, &h.id, until).await?;
         let why = format!(
             "gateway unreachable: extension {} of {MAX_EXTENSIONS}",
             extensions + 1
@@ -127,7 +127,7 @@ pub async fn failed_query(db: &Db, h: &Hold, now_ms: i64) -> ApiResult<Ladder> {
 }
 
 async fn keep_seats(tx: &mut db::Tx<'_>, hold_id: &str, until: i64) -> sqlx::Result<()> {
-    crate::seatmap::touch();
+    crate::inventory::seatmap::touch();
     sqlx::query("UPDATE seats SET hold_expires_at = $1 WHERE hold_id = $2 AND status = 'held'")
         .bind(until)
         .bind(hold_id)

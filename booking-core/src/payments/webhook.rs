@@ -10,12 +10,12 @@ use serde::Deserialize;
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
-use crate::confirm::{self, confirm_paid, Confirm};
 use crate::db::Actor;
 use crate::error::ApiResult;
 use crate::gateway::PayStatus;
-use crate::holds;
-use crate::AppState;
+use crate::inventory::holds;
+use crate::payments::confirm::{self, confirm_paid, Confirm};
+use crate::state::AppState;
 
 /// Header carrying the signature.
 pub const HEADER: &str = "gateway-signature";

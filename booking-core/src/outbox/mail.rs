@@ -1,17 +1,17 @@
 //! Where confirmation and refund emails go (issue 4: "a mail directory by default, SMTP through
 //! a well-kept crate as an option"). [`Mailer::Dir`] writes one `.eml` file per message
-//! ([`crate::outbox::write_mail`]); [`Mailer::Smtp`] sends through `lettre`'s async SMTP
+//! ([`write_mail`]); [`Mailer::Smtp`] sends through `lettre`'s async SMTP
 //! transport. Either way the outbox marks the message sent only after the mailer succeeded, so a
 //! failure is retried and a message is never lost (a retry after a crash between send and mark
 //! can repeat an SMTP send; the message carries `X-Ref` so the receiving side can de-duplicate).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use lettre::message::header::ContentType;
 use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
 use serde_json::Value;
 
-use crate::config::Config;
+use crate::config::{smtp_relay, Config};
 
 /// The configured email sink.
 #[derive(Debug, Clone)]
@@ -48,7 +48,7 @@ impl Mailer {
     /// Sends one message of `kind` (`confirmation-email`, `refund-notice`) about `ref_id`.
     pub async fn send(&self, ref_id: &str, kind: &str, payload: &Value) -> anyhow::Result<()> {
         match self {
-            Self::Dir(dir) => Ok(crate::outbox::write_mail(dir, ref_id, kind, payload)?),
+            Self::Dir(dir) => Ok(write_mail(dir, ref_id, kind, payload)?),
             Self::Smtp {
                 transport,
                 from,
@@ -78,24 +78,16 @@ impl Mailer {
     }
 }
 
-/// A plain-SMTP transport from `smtp://host[:port]` (port 25 by default). Only unencrypted
-/// relays on a trusted network (a local MTA that does the relaying) are supported: TLS would pull
-/// a second TLS stack into the build; run a local relay (Postfix, an MTA sidecar) for TLS.
+/// A plain-SMTP transport from `smtp://host[:port]` (the URL rules are
+/// [`crate::config::smtp_relay`]'s: an unencrypted relay on a trusted network).
 ///
 /// # Errors
 /// Another scheme, or no host.
 pub fn plain_relay(url: &str) -> anyhow::Result<AsyncSmtpTransport<Tokio1Executor>> {
-    let u = reqwest::Url::parse(url)?;
-    anyhow::ensure!(
-        u.scheme() == "smtp",
-        "only smtp://host:port relays are supported"
-    );
-    let host = u
-        .host_str()
-        .ok_or_else(|| anyhow::anyhow!("smtp_url has no host"))?;
+    let (host, port) = smtp_relay(url)?;
     Ok(
         AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(host)
-            .port(u.port().unwrap_or(25))
+            .port(port)
             .build(),
     )
 }
@@ -107,4 +99,24 @@ pub fn subject(kind: &str) -> &str {
         "refund-notice" => "Your payment was refunded: the seats were no longer available",
         other => other,
     }
+}
+
+/// Writes one email as `{dir}/{kind}-{ref_id}.eml` (temporary file, then rename: a crash never
+/// leaves half a message, and a retry replaces the same file).
+pub fn write_mail(dir: &Path, ref_id: &str, kind: &str, payload: &Value) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let to = payload["visitor_id"].as_str().unwrap_or("fan");
+    let subject = subject(kind);
+    let body = format!(
+        "To: {to}\r\nSubject: {subject}\r\nX-Kind: {kind}\r\nX-Ref: {ref_id}\r\nContent-Type: application/json\r\n\r\n{}\r\n",
+        serde_json::to_string_pretty(payload).unwrap_or_default()
+    );
+    let safe: String = ref_id
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .collect();
+    let path = dir.join(format!("{kind}-{safe}.eml"));
+    let tmp = dir.join(format!(".{kind}-{safe}.tmp"));
+    std::fs::write(&tmp, body)?;
+    std::fs::rename(tmp, path)
 }

@@ -3,6 +3,9 @@
 //! an explicit small leeway, and the `event` claim bound to the show. Keys come from the waiting
 //! room's JWKS, fetched lazily, cached, and refreshed on an unknown `kid` at most once per cooldown.
 
+pub mod keys;
+pub mod tokencache;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,8 +14,6 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use sale_common::SharedClock;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Mutex, RwLock};
-
-use crate::keys;
 
 /// The claims of an admission token (API.md).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -81,7 +82,7 @@ pub struct Verifier {
     validation: Validation,
     leeway: i64,
     clock: SharedClock,
-    cache: crate::tokencache::TokenCache,
+    cache: tokencache::TokenCache,
 }
 
 impl Verifier {
@@ -119,7 +120,7 @@ impl Verifier {
             validation: v,
             leeway: i64::try_from(leeway_secs).unwrap_or(i64::MAX),
             clock,
-            cache: crate::tokencache::TokenCache::default(),
+            cache: tokencache::TokenCache::default(),
         }
     }
 
@@ -132,7 +133,7 @@ impl Verifier {
     /// whose signature verified before is taken from the cache (no signature check); time and
     /// event are checked on every call either way.
     pub async fn verify(&self, token: &str, show: Option<&str>) -> Result<Admission, DoorError> {
-        let hash = crate::tokencache::TokenCache::hash(token);
+        let hash = tokencache::TokenCache::hash(token);
         let c = match self.cache.get(&hash) {
             Some(c) => c,
             None => {

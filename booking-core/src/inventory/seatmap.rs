@@ -74,7 +74,7 @@ impl Views {
             .clone()
     }
 
-    /// Builds the views of a map shaped like [`crate::holds::seat_map`]'s answer.
+    /// Builds the views of a map shaped like [`crate::inventory::holds::seat_map`]'s answer.
     pub fn of(map: serde_json::Value) -> Self {
         use serde_json::{json, Value};
         let show = &map["show"];
@@ -180,7 +180,7 @@ impl SeatMaps {
             return Ok(s.views.clone());
         }
         let built = Instant::now();
-        let map = crate::holds::seat_map(db, show, now_ms).await?;
+        let map = crate::inventory::holds::seat_map(db, show, now_ms).await?;
         let next: Option<i64> = sqlx::query_scalar(
             "SELECT MIN(expires_at) FROM holds WHERE show_id = $1 AND status = 'HELD' AND expires_at > $2",
         )

@@ -14,7 +14,7 @@ use std::sync::RwLock;
 
 use sha2::{Digest, Sha256};
 
-use crate::door::Admission;
+use super::Admission;
 
 /// SHA-256 of a token.
 pub type TokenHash = [u8; 32];

@@ -1,6 +1,6 @@
 //! The waitlist (issue 5 "Released seats go to someone who wants them"): fans who found a show
 //! sold out join it — a request, not a hold: it claims nothing. When a hold is released
-//! ([`crate::holds::release_in`], whoever releases it), its seats are offered to the first
+//! ([`crate::inventory::holds::release_in`], whoever releases it), its seats are offered to the first
 //! waiting fan as a NEW hold with its own expiry, made by the same [`claim::create_in`] as any
 //! hold (guarded update, caps, audit, idempotency row), inside the releasing transaction and its
 //! own savepoint. The offer lapses like any hold; when the reconciler releases it, the row ends
@@ -11,9 +11,9 @@
 
 use serde_json::{json, Value};
 
-use crate::claim::{self, Ask, Request, Timing};
 use crate::db::{self, Actor, Db, Tx};
 use crate::door::Admission;
+use crate::inventory::claim::{self, Ask, Request, Timing};
 
 /// Lifetimes of an offered hold: the web channel's 480 s hold and 420 s payment session (DESIGN
 /// "Timing").

@@ -138,7 +138,7 @@ pub async fn seat_map(db: &Db, show: &str, now_ms: i64) -> sqlx::Result<Value> {
         .iter()
         .map(|(id, sec, row, n, price, st)| json!({"id": id, "section": sec, "row": row, "number": n, "price_cents": price, "status": st}))
         .collect();
-    let pools = crate::pools::availability(db, show, now_ms).await?;
+    let pools = crate::inventory::pools::availability(db, show, now_ms).await?;
     Ok(
         json!({"show": show, "capacity": rows.len(), "available": available, "seats": seats, "pools": pools}),
     )
@@ -177,7 +177,7 @@ pub async fn claim(
     expires_at: i64,
     now_ms: i64,
 ) -> sqlx::Result<u64> {
-    crate::seatmap::touch();
+    crate::inventory::seatmap::touch();
     let sql = format!(
         "UPDATE seats SET status = 'held', hold_id = $1, hold_expires_at = $2 \
          WHERE show_id = $3 AND seat_id IN ({}) \
@@ -219,7 +219,7 @@ pub async fn release_in(
     reason: &str,
     now_ms: i64,
 ) -> sqlx::Result<bool> {
-    crate::seatmap::touch();
+    crate::inventory::seatmap::touch();
     let row: Option<(String, String)> = sqlx::query_as(
         "UPDATE holds SET status = 'RELEASED', released_at = $1 WHERE id = $2 AND status = 'HELD' RETURNING show_id, admission_jti",
     )
@@ -240,10 +240,10 @@ pub async fn release_in(
         .bind(hold_id)
         .execute(&mut **tx)
         .await?;
-    crate::pools::release(tx, pg, &show, hold_id).await?;
-    crate::caps::free_slots(tx, hold_id).await?;
-    crate::notify::session_end(tx, &show, &jti, now_ms).await?;
-    crate::waitlist::offer(tx, pg, &show, hold_id, &seats, now_ms).await?;
+    crate::inventory::pools::release(tx, pg, &show, hold_id).await?;
+    crate::inventory::caps::free_slots(tx, hold_id).await?;
+    crate::outbox::notify::session_end(tx, &show, &jti, now_ms).await?;
+    crate::inventory::waitlist::offer(tx, pg, &show, hold_id, &seats, now_ms).await?;
     metrics::counter!("bc_holds_released_total", "show" => show.clone(), "actor" => actor.as_str())
         .increment(1);
     db::audit(tx, now_ms, &show, hold_id, "released", actor, reason).await?;

@@ -11,7 +11,8 @@
 use serde_json::json;
 
 use crate::db::{self, Actor, Backend, Db, Tx};
-use crate::holds::Hold;
+use crate::inventory::holds::Hold;
+use crate::outbox::enqueue;
 
 /// Result of [`confirm_paid`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,7 +86,7 @@ pub async fn confirm_paid(
         return Ok(Confirm::AlreadyPaid);
     }
     if !sell_seats(&mut tx, pg, hold, now_ms).await?
-        || !crate::pools::sell(&mut tx, pg, &hold.show_id, &hold.id, now_ms).await?
+        || !crate::inventory::pools::sell(&mut tx, pg, &hold.show_id, &hold.id, now_ms).await?
     {
         tx.rollback().await?;
         return queue_refund(db, hold, txn, actor, now_ms, event).await;
@@ -126,9 +127,9 @@ pub async fn confirm_paid(
         reason,
     )
     .await?;
-    crate::caps::free_slots(&mut tx, &hold.id).await?;
-    crate::notify::session_end(&mut tx, &hold.show_id, &hold.admission_jti, now_ms).await?;
-    crate::notify::sold_out_if_done(&mut tx, &hold.show_id, now_ms).await?;
+    crate::inventory::caps::free_slots(&mut tx, &hold.id).await?;
+    crate::outbox::notify::session_end(&mut tx, &hold.show_id, &hold.admission_jti, now_ms).await?;
+    crate::outbox::notify::sold_out_if_done(&mut tx, &hold.show_id, now_ms).await?;
     let started: Option<i64> = sqlx::query_scalar(
         "SELECT MAX(at) FROM audit WHERE hold_id = $1 AND action = 'payment-created'",
     )
@@ -136,7 +137,7 @@ pub async fn confirm_paid(
     .fetch_one(&mut *tx)
     .await?;
     tx.commit().await?;
-    crate::telemetry::booked(&hold.show_id, actor, started.map(|s| now_ms - s));
+    crate::telemetry::booked(&hold.show_id, actor.as_str(), started.map(|s| now_ms - s));
     Ok(if retake {
         Confirm::Retaken(booking_id)
     } else {
@@ -173,7 +174,7 @@ async fn mark_paid(
 
 /// Sells every seat of `hold` that it still holds, or that is free or lapsed; true when all.
 async fn sell_seats(tx: &mut Tx<'_>, pg: bool, hold: &Hold, now_ms: i64) -> sqlx::Result<bool> {
-    crate::seatmap::touch();
+    crate::inventory::seatmap::touch();
     let seats: Vec<String> =
         sqlx::query_scalar("SELECT seat_id FROM hold_seats WHERE hold_id = $1 ORDER BY seat_id")
             .bind(&hold.id)
@@ -192,30 +193,6 @@ async fn sell_seats(tx: &mut Tx<'_>, pg: bool, hold: &Hold, now_ms: i64) -> sqlx
     .await?
     .rows_affected();
     Ok(sold == seats.len() as u64)
-}
-
-/// Adds one outbox message (idempotent on `(ref_id, kind)`); true when inserted.
-pub async fn enqueue(
-    tx: &mut Tx<'_>,
-    ref_id: &str,
-    kind: &str,
-    show_id: &str,
-    payload: &serde_json::Value,
-    now_ms: i64,
-) -> sqlx::Result<bool> {
-    let n = sqlx::query(
-        "INSERT INTO outbox (ref_id, kind, show_id, payload, created_at) VALUES ($1, $2, $3, $4, $5) \
-         ON CONFLICT (ref_id, kind) DO NOTHING",
-    )
-    .bind(ref_id)
-    .bind(kind)
-    .bind(show_id)
-    .bind(payload.to_string())
-    .bind(now_ms)
-    .execute(&mut **tx)
-    .await?
-    .rows_affected();
-    Ok(n == 1)
 }
 
 /// Money taken but the seats are gone: release what this hold still holds (the one release
@@ -237,7 +214,7 @@ async fn queue_refund(
             return Ok(Confirm::DuplicateEvent);
         }
     }
-    crate::holds::release_in(
+    crate::inventory::holds::release_in(
         &mut tx,
         pg,
         &hold.id,

@@ -5,17 +5,20 @@
 //! directory as `{kind}-{ref_id}.eml` (a retry rewrites the same file: still one email);
 //! `refund` calls the gateway with the idempotent key `refund-{hold_id}`, records the refund and
 //! queues the fan's `refund-notice` in one transaction; `session-end` and `sold-out` are posted
-//! to the waiting room's internal API ([`crate::notify`]).
+//! to the waiting room's internal API ([`super::notify`]); emails go through [`super::mail`].
 
-use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
+use sale_common::SharedClock;
 use serde_json::Value;
 
-use crate::confirm::enqueue;
-use crate::db::{self, Actor};
+use super::mail::Mailer;
+use super::{enqueue, notify};
+use crate::config::Config;
+use crate::db::{self, Actor, Db};
 use crate::error::ApiResult;
-use crate::{notify, AppState};
+use crate::gateway::Gateway;
 
 /// Messages claimed per step.
 pub const BATCH: i64 = 32;
@@ -42,22 +45,29 @@ pub struct Outcome {
 /// The worker.
 #[derive(Debug, Clone)]
 pub struct Outbox {
-    state: AppState,
+    db: Db,
+    config: Arc<Config>,
+    gateway: Gateway,
+    clock: SharedClock,
     owner: String,
     http: reqwest::Client,
-    mailer: crate::mail::Mailer,
+    mailer: Mailer,
 }
 
 impl Outbox {
-    /// A worker with its own claim owner token.
-    pub fn new(state: AppState) -> Self {
+    /// A worker with its own claim owner token, over the parts of the service state it uses
+    /// (`AppState::outbox` passes them).
+    pub fn new(db: Db, config: Arc<Config>, gateway: Gateway, clock: SharedClock) -> Self {
         // `Config::validate` already refused an unusable `smtp_url` at start-up.
-        let mailer = crate::mail::Mailer::from_config(&state.config).unwrap_or_else(|e| {
+        let mailer = Mailer::from_config(&config).unwrap_or_else(|e| {
             tracing::error!(error = %e, "smtp_url unusable; writing emails to mail_dir");
-            crate::mail::Mailer::Dir(state.config.mail_dir.clone())
+            Mailer::Dir(config.mail_dir.clone())
         });
         Self {
-            state,
+            db,
+            config,
+            gateway,
+            clock,
             owner: uuid::Uuid::new_v4().to_string(),
             http: reqwest::Client::new(),
             mailer,
@@ -67,7 +77,7 @@ impl Outbox {
     /// One pass at `now_ms` (epoch ms).
     #[tracing::instrument(skip_all, fields(now_ms))]
     pub async fn step(&self, now_ms: i64) -> ApiResult<Outcome> {
-        let db = &self.state.db;
+        let db = &self.db;
         let due: Vec<(i64, String, String, String)> = sqlx::query_as(
             "SELECT id, ref_id, kind, payload FROM outbox WHERE sent_at IS NULL \
              AND (claimed_until IS NULL OR claimed_until <= $1) ORDER BY id LIMIT $2",
@@ -145,7 +155,7 @@ impl Outbox {
         now_ms: i64,
     ) -> anyhow::Result<()> {
         self.mailer.send(ref_id, kind, payload).await?;
-        let mut tx = self.state.db.begin().await?;
+        let mut tx = self.db.begin().await?;
         self.mark_sent(&mut tx, id, now_ms).await?;
         tx.commit().await?;
         Ok(())
@@ -159,10 +169,10 @@ impl Outbox {
         payload: &Value,
         now_ms: i64,
     ) -> anyhow::Result<bool> {
-        let cfg = &self.state.config;
+        let cfg = &self.config;
         let token = cfg.service_token.as_ref().map(|t| t.expose());
         let sent = notify::send(&self.http, &cfg.waiting_room_url, token, kind, payload).await?;
-        let mut tx = self.state.db.begin().await?;
+        let mut tx = self.db.begin().await?;
         self.mark_sent(&mut tx, id, now_ms).await?;
         if !sent {
             sqlx::query("UPDATE outbox SET last_error = 'skipped: no service_token' WHERE id = $1")
@@ -183,11 +193,10 @@ impl Outbox {
     ) -> anyhow::Result<()> {
         let pid = payload["payment_id"].as_str().unwrap_or_default();
         let r = self
-            .state
             .gateway
             .refund(pid, &format!("refund-{hold_id}"))
             .await?;
-        let mut tx = self.state.db.begin().await?;
+        let mut tx = self.db.begin().await?;
         let show: Option<String> = sqlx::query_scalar(
             "UPDATE refunds SET status = 'refunded', refund_id = $1, done_at = $2 \
              WHERE hold_id = $3 AND status = 'pending' RETURNING show_id",
@@ -223,29 +232,9 @@ impl Outbox {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
-            if let Err(e) = self.step(self.state.clock.now_ms()).await {
+            if let Err(e) = self.step(self.clock.now_ms()).await {
                 tracing::error!(error = %e, "outbox step failed");
             }
         }
     }
-}
-
-/// Writes one email as `{dir}/{kind}-{ref_id}.eml` (temporary file, then rename: a crash never
-/// leaves half a message, and a retry replaces the same file).
-pub fn write_mail(dir: &Path, ref_id: &str, kind: &str, payload: &Value) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)?;
-    let to = payload["visitor_id"].as_str().unwrap_or("fan");
-    let subject = crate::mail::subject(kind);
-    let body = format!(
-        "To: {to}\r\nSubject: {subject}\r\nX-Kind: {kind}\r\nX-Ref: {ref_id}\r\nContent-Type: application/json\r\n\r\n{}\r\n",
-        serde_json::to_string_pretty(payload).unwrap_or_default()
-    );
-    let safe: String = ref_id
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
-        .collect();
-    let path = dir.join(format!("{kind}-{safe}.eml"));
-    let tmp = dir.join(format!(".{kind}-{safe}.tmp"));
-    std::fs::write(&tmp, body)?;
-    std::fs::rename(tmp, path)
 }

@@ -18,10 +18,10 @@ use std::sync::{Mutex, RwLock};
 
 use tokio::sync::{mpsc, oneshot};
 
-use crate::claim::{self, Ask, HoldAnswer, Lost, Request, Timing};
 use crate::db::{self, Backend, Db};
 use crate::door::Admission;
 use crate::error::ApiResult;
+use crate::inventory::claim::{self, Ask, HoldAnswer, Lost, Request, Timing};
 
 /// Requests applied in one transaction at most.
 pub const MAX_BATCH: usize = 128;

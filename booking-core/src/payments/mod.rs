@@ -2,6 +2,20 @@
 //! callback (issued ids only, per-payment signature, refused after the deadline, `status`
 //! ignored), execute at most once under a conditional-update guard, one query after an execute
 //! timeout, and the fan's release of a hold whose payment is dead.
+//!
+//! The rest of the payment side lives beside this file: [`confirm`] (the one HELD→PAID update,
+//! late success and the refund it queues), [`webhook`] (the gateway's signed notifications),
+//! [`reconciler`] (the only releaser after a payment attempt) with its extension [`ladder`] and
+//! the [`late`]-success sweep. The gateway client is `crate::gateway`, one layer down.
+//!
+//! Layer: above `state` (the service state these take), `inventory`, `outbox`, `gateway`, `db`;
+//! below `http`.
+
+pub mod confirm;
+pub mod ladder;
+pub mod late;
+pub mod reconciler;
+pub mod webhook;
 
 use axum::http::StatusCode;
 use hmac::{Hmac, Mac};
@@ -10,12 +24,12 @@ use serde_json::{json, Value};
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
-use crate::confirm::{confirm_paid, Confirm};
 use crate::db::{self, Actor};
 use crate::error::ApiResult;
 use crate::gateway::{GatewayError, PayStatus, PaymentState};
-use crate::holds::{self, Hold};
-use crate::AppState;
+use crate::inventory::holds::{self, Hold};
+use crate::state::AppState;
+use confirm::{confirm_paid, Confirm};
 
 /// An execute claim older than this is considered abandoned (crashed owner), ms.
 const EXECUTE_STALE_MS: i64 = 60_000;

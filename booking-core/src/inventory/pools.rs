@@ -34,7 +34,7 @@ async fn lock_pool(tx: &mut Tx<'_>, pg: bool, show: &str, pool: &str) -> sqlx::R
 
 /// Reclaims the lapsed holds of a pool (the pool row must be locked). Returns units freed.
 async fn reclaim(tx: &mut Tx<'_>, show: &str, pool: &str, now_ms: i64) -> sqlx::Result<i64> {
-    crate::seatmap::touch();
+    crate::inventory::seatmap::touch();
     let freed: Vec<i64> = sqlx::query_scalar(
         "UPDATE hold_pools SET counted = 0 WHERE show_id = $1 AND pool_id = $2 AND counted = 1 \
          AND hold_id IN (SELECT id FROM holds WHERE status = 'HELD' AND expires_at <= $3 AND alerted_at IS NULL) \
@@ -67,7 +67,7 @@ pub async fn claim(
     qty: i64,
     now_ms: i64,
 ) -> sqlx::Result<bool> {
-    crate::seatmap::touch();
+    crate::inventory::seatmap::touch();
     lock_pool(tx, pg, show, pool).await?;
     reclaim(tx, show, pool, now_ms).await?;
     let n = sqlx::query(
@@ -114,7 +114,7 @@ pub async fn of_hold(tx: &mut Tx<'_>, hold_id: &str) -> sqlx::Result<Option<(Str
 /// Release: the hold's units stop counting, in the caller's transaction (the one that changed
 /// the hold's status).
 pub async fn release(tx: &mut Tx<'_>, pg: bool, show: &str, hold_id: &str) -> sqlx::Result<()> {
-    crate::seatmap::touch();
+    crate::inventory::seatmap::touch();
     let Some((pool, _, _)) = of_hold(tx, hold_id).await? else {
         return Ok(());
     };
@@ -146,7 +146,7 @@ pub async fn sell(
     hold_id: &str,
     now_ms: i64,
 ) -> sqlx::Result<bool> {
-    crate::seatmap::touch();
+    crate::inventory::seatmap::touch();
     let Some((pool, _, _)) = of_hold(tx, hold_id).await? else {
         return Ok(true);
     };
@@ -222,7 +222,7 @@ pub async fn set_oversell(
     who: &str,
     now_ms: i64,
 ) -> sqlx::Result<bool> {
-    crate::seatmap::touch();
+    crate::inventory::seatmap::touch();
     let mut tx = db.begin().await?;
     let n = sqlx::query(
         "UPDATE pools SET oversell = $1, oversell_set_by = $2, oversell_set_at = $3 WHERE show_id = $4 AND pool_id = $5",

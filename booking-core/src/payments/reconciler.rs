@@ -5,20 +5,20 @@
 //! the gateway: completed → PAID (and email); cancelled, failed, expired, or not completed after
 //! the deadline → release (guarded); pending before the deadline → leave; the query failing
 //! three times → extend the hold by 10 minutes, at most three times, then raise an alert and keep
-//! the seat (see [`crate::ladder`]). Holds past their deadline with no payment are released
+//! the seat (see [`crate::payments::ladder`]). Holds past their deadline with no payment are released
 //! without asking anyone. Each step then runs the late-payment sweep over released holds
-//! ([`crate::late`]).
+//! ([`crate::payments::late`]).
 
 use std::time::{Duration, Instant};
 
 use crate::db::{lease, Actor};
 use crate::error::ApiResult;
-use crate::holds::{self, Hold};
-use crate::ladder::{self, Ladder};
-use crate::late::{self, LateOutcome};
+use crate::inventory::holds::{self, Hold};
+use crate::payments::ladder::{self, Ladder};
+use crate::payments::late::{self, LateOutcome};
 use crate::payments::{settle, Settlement};
+use crate::state::AppState;
 use crate::telemetry;
-use crate::AppState;
 
 /// Look-ahead window before a hold's deadline, ms (DESIGN: 6 minutes).
 pub const WINDOW_MS: i64 = 6 * 60 * 1000;
@@ -50,7 +50,7 @@ pub struct Outcome {
     pub alerted: usize,
     /// Batches fetched.
     pub batches: usize,
-    /// The late-payment sweep over released holds ([`crate::late`]).
+    /// The late-payment sweep over released holds ([`crate::payments::late`]).
     pub late: LateOutcome,
 }
 

@@ -7,12 +7,13 @@
 //! same seats if free, else refund once and tell the fan); cancelled, failed, expired → final,
 //! never asked again; pending or no answer → asked again after [`RETRY_MS`].
 
-use crate::confirm::{confirm_paid, Confirm};
 use crate::db::Actor;
 use crate::error::ApiResult;
 use crate::gateway::PayStatus;
-use crate::holds::{self, Hold};
-use crate::{telemetry, AppState};
+use crate::inventory::holds::{self, Hold};
+use crate::payments::confirm::{confirm_paid, Confirm};
+use crate::state::AppState;
+use crate::telemetry;
 
 /// How long after the payment session's deadline a released hold's payment is watched, ms
 /// (the simulator's late success comes 120 s after it; real gateways settle within minutes).

@@ -1,0 +1,25 @@
+//! Inventory: what can be sold and who holds it (DESIGN "Holds", seeds 001 and 002). Seats and
+//! general-admission pools, claimed by one guarded update in one transaction, and everything that
+//! reads or queues those claims:
+//!
+//! - [`claim`]: creating a hold (idempotency key, caps, the guarded claim, audit, stored answer);
+//! - [`holds`]: the guarded seat claim and release, a hold's view, the seat map query;
+//! - [`best`]: best available N together; [`pools`]: general-admission counters;
+//! - [`caps`]: per-admission and per-visitor caps inside the claiming transaction, rate limit;
+//! - [`seatmap`]: the cached seat-map snapshots (three views per show);
+//! - [`hotq`]: the per-show hold queue of the hottest shows;
+//! - [`waitlist`]: fans waiting for a released seat, offered it as a new hold.
+//!
+//! Layer: above `door` (the admission a hold belongs to), `outbox` (a release queues the session
+//! end), `db`, `config`; below `state`, `payments` and `http`. Knows no gateway and no HTTP
+//! router. The files inside import each other (a release offers the waitlist, a claim reads the
+//! seat map's version): the no-circle rule is between the crate's top-level modules.
+
+pub mod best;
+pub mod caps;
+pub mod claim;
+pub mod holds;
+pub mod hotq;
+pub mod pools;
+pub mod seatmap;
+pub mod waitlist;

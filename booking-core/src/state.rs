@@ -1,0 +1,96 @@
+//! The service state handlers and loops share ([`AppState`]): the validated configuration, the
+//! database pools, the door's verifier, the gateway client, the clock, and the inventory's
+//! in-process parts (rate limiter, seat-map snapshots, hold queues). [`AppState::build`] opens
+//! and migrates the database and seeds the shows; it spawns nothing.
+//!
+//! Layer: above every part it holds (`config`, `db`, `door`, `gateway`, `outbox`, `inventory`);
+//! below `payments` and `http`, which take it. Lower layers take the narrower parts they need
+//! (a `Db`, a `Tx`, an `Admission`), never the whole state.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sale_common::SharedClock;
+
+use crate::config::Config;
+use crate::door::Verifier;
+use crate::gateway::{Gateway, TokenStore};
+use crate::inventory::{caps, hotq, seatmap};
+use crate::outbox::Outbox;
+use crate::{db, telemetry};
+
+/// Shared service state.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    /// Validated configuration.
+    pub config: Arc<Config>,
+    /// The booking database.
+    pub db: db::Db,
+    /// Admission-token verifier.
+    pub verifier: Arc<Verifier>,
+    /// Payment gateway client.
+    pub gateway: Gateway,
+    /// Time source (`config.clock`).
+    pub clock: SharedClock,
+    /// Per-admission rate limit on hold creation (in this process).
+    pub limiter: Arc<caps::RateLimiter>,
+    /// Reads that may trail a concurrent write by one commit (seat maps, hold views): extra
+    /// SQLite reader connections, or `db` itself ([`db::connect_reads`]).
+    pub reads: db::Db,
+    /// Cached seat maps ([`seatmap`]).
+    pub seatmaps: Arc<seatmap::SeatMaps>,
+    /// The per-show hold queues of the hottest shows ([`hotq`]).
+    pub hold_queues: Arc<hotq::HoldQueues>,
+}
+
+impl AppState {
+    /// Validates `config`, opens and migrates the database, seeds the shows (idempotent).
+    /// Spawns nothing: [`crate::serve`] starts the reconciler and outbox loops.
+    pub async fn build(config: Config) -> anyhow::Result<Self> {
+        config.validate()?;
+        telemetry::init();
+        let db = db::connect(&config.database_url).await?;
+        let reads = db::connect_reads(&config.database_url, &db).await?;
+        for show in &config.shows {
+            db::seed_show(&db, show).await?;
+        }
+        let verifier = Verifier::new(
+            Some(config.jwks_url.clone()),
+            &config.issuer,
+            &config.audience,
+            config.leeway_secs,
+            Duration::from_secs(config.jwks_refresh_cooldown_secs),
+            config.clock.clone(),
+        );
+        let tokens = Arc::new(TokenStore::new(
+            db.clone(),
+            config.clock.clone(),
+            &config.gateway_url,
+            &config.gateway_client_id,
+            config.gateway_client_secret.clone(),
+        ));
+        let gateway = Gateway::new(&config.gateway_url, config.gateway_timeout, tokens);
+        let hold_queues = Arc::new(hotq::HoldQueues::new(&config.queued_shows));
+        Ok(Self {
+            clock: config.clock.clone(),
+            config: Arc::new(config),
+            db,
+            verifier: Arc::new(verifier),
+            gateway,
+            limiter: Arc::new(caps::RateLimiter::default()),
+            reads,
+            seatmaps: Arc::default(),
+            hold_queues,
+        })
+    }
+
+    /// The outbox worker over this state's database, configuration, gateway and clock.
+    pub fn outbox(&self) -> Outbox {
+        Outbox::new(
+            self.db.clone(),
+            self.config.clone(),
+            self.gateway.clone(),
+            self.clock.clone(),
+        )
+    }
+}
