@@ -1,5 +1,9 @@
 //! Typed booking-core configuration, validated before any port is bound (STYLE.md rule 7):
 //! database, the waiting room's JWKS and token rules, the gateway, hold timings, shows and venues.
+//! Also the two URL rules start-up checks need: which database a `database_url` selects
+//! ([`Backend`], re-exported as `db::Backend`) and the `smtp://` relay rule ([`smtp_relay`]).
+//!
+//! Layer: above `venue`, `error`, `telemetry`; imports nothing else, so every layer may read it.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

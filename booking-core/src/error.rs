@@ -1,5 +1,7 @@
 //! One error type for the booking API (STYLE.md rule 6): client errors are specific problems;
 //! database and unexpected errors are logged once and answered without details.
+//!
+//! Layer: the bottom; imports nothing from the crate.
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};

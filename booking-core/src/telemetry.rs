@@ -8,6 +8,8 @@
 //! `bc_reconciler_sweep_seconds`, `bc_hold_extensions_total`, `bc_alerts_total` and
 //! `bc_alerts_open`, `bc_idempotent_replays_total`, `bc_pool_drift`,
 //! `bc_late_payments_found_total`, `bc_waitlist_offers_total`.
+//!
+//! Layer: the bottom; imports nothing from the crate (callers pass plain names and numbers).
 
 use axum::http::header;
 use axum::response::{IntoResponse, Response};

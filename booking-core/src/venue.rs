@@ -4,6 +4,8 @@
 //! booking-core/README.md, example `infra/venues/arena-20k.json`).
 //!
 //! Seat ids are `"{section}-{row}-{n}"`, rows and seats numbered from 1.
+//!
+//! Layer: the bottom; imports nothing from the crate (`config` re-exports its types).
 
 use std::path::Path;
 

@@ -7,6 +7,9 @@
 //! `SQLITE_BUSY` (case B04), and `sqlite::memory:` stays one database. PostgreSQL runs a real
 //! pool at READ COMMITTED; guarded updates are preceded by `SELECT … ORDER BY seat_id FOR UPDATE`
 //! so multi-seat claims never deadlock (case B05). Never hold a transaction across a gateway call.
+//!
+//! Layer: above `config` (the shows to seed; [`Backend`] is defined there); knows no seats rules,
+//! holds or payments beyond seeding and the shared writers (locks, leases, audit).
 
 pub mod lease;
 

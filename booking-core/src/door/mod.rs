@@ -2,6 +2,11 @@
 //! "Booking core / Door"). EdDSA only, `iss`, `aud`, `exp`/`nbf` against the injected clock with
 //! an explicit small leeway, and the `event` claim bound to the show. Keys come from the waiting
 //! room's JWKS, fetched lazily, cached, and refreshed on an unknown `kid` at most once per cooldown.
+//! [`keys`] loads the waiting room's key in every encoding; [`tokencache`] keeps verified tokens
+//! until they expire.
+//!
+//! Layer: imports nothing from the crate outside `door/`; `inventory`, `state` and `http` use
+//! [`Admission`] and [`Verifier`].
 
 pub mod keys;
 pub mod tokencache;

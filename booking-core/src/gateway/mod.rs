@@ -2,6 +2,8 @@
 //! Every call has a timeout and carries the shared access token ([`token::TokenStore`], seed 000
 //! Challenge 3); a timed-out execute is reported as [`GatewayError::Timeout`] so the caller can
 //! query once.
+//!
+//! Layer: above `db` (the token's lease row); below `outbox` (refunds) and `payments`.
 
 pub mod token;
 

@@ -1,5 +1,9 @@
 //! HTTP surface of the booking core (API.md "Booking core"): the router factory, the fan and
 //! admin handlers, and the static pages.
+//!
+//! Layer: the top; may use every other module. Fan handlers parse input and call into
+//! `inventory` and `payments`; the admin and back-office handlers also read reports straight
+//! from the database (counts, audit history): they decide nothing.
 
 pub mod admin;
 pub mod fan;

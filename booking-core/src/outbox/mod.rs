@@ -5,7 +5,8 @@
 //! sends due messages (emails, refunds at the gateway, waiting-room notices).
 //!
 //! Layer: above `db`, `config` and `gateway`; below `inventory` and `payments`, which queue
-//! messages here. Knows nothing of seats or holds.
+//! messages here. Uses nothing from them (the sold-out check in [`notify`] counts unsold seats
+//! and pools with one query of its own).
 
 pub mod mail;
 pub mod notify;
