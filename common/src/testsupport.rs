@@ -24,9 +24,15 @@ pub struct RedisServer {
     pub port: u16,
     dir: PathBuf,
     persistent: bool,
+    extra: Vec<String>,
 }
 
-fn spawn_redis(port: u16, dir: &std::path::Path, persistent: bool) -> std::io::Result<Child> {
+fn spawn_redis(
+    port: u16,
+    dir: &std::path::Path,
+    persistent: bool,
+    extra: &[String],
+) -> std::io::Result<Child> {
     let bin = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
     let aof: &[&str] = if persistent {
         &["--appendonly", "yes", "--appendfsync", "always"]
@@ -39,6 +45,7 @@ fn spawn_redis(port: u16, dir: &std::path::Path, persistent: bool) -> std::io::R
         .args(aof)
         .arg("--dir")
         .arg(dir)
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -49,20 +56,32 @@ impl RedisServer {
     /// Panics with a clear message when the binary is missing: tests that need Redis must not
     /// silently pass without it.
     pub fn start() -> Self {
-        Self::start_with(false)
+        Self::start_with(false, &[])
+    }
+
+    /// Like [`RedisServer::start`] with extra `redis-server` arguments, for example
+    /// `["--maxmemory", "2mb", "--maxmemory-policy", "allkeys-lru"]` (case W14).
+    pub fn start_with_args(extra: &[&str]) -> Self {
+        Self::start_with(false, extra)
+    }
+
+    /// The server's process id (tests pause it with SIGSTOP to hold requests in flight).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Like [`RedisServer::start`] with an append-only file fsynced on every write, so data
     /// survives [`RedisServer::stop`] + [`RedisServer::restart`] (outage tests).
     pub fn start_persistent() -> Self {
-        Self::start_with(true)
+        Self::start_with(true, &[])
     }
 
-    fn start_with(persistent: bool) -> Self {
+    fn start_with(persistent: bool, extra: &[&str]) -> Self {
+        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
         let port = free_port();
         let dir = std::env::temp_dir().join(format!("redis-test-{port}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("create redis temp dir");
-        let child = spawn_redis(port, &dir, persistent).unwrap_or_else(|e| {
+        let child = spawn_redis(port, &dir, persistent, &extra).unwrap_or_else(|e| {
             panic!("cannot start redis-server (install Debian's redis-server): {e}")
         });
         let server = Self {
@@ -70,6 +89,7 @@ impl RedisServer {
             port,
             dir,
             persistent,
+            extra,
         };
         server.wait_ready(Duration::from_secs(10));
         server
@@ -89,8 +109,8 @@ impl RedisServer {
     /// Starts the server again on the same port (data is gone unless started persistent).
     pub fn restart(&mut self) {
         self.stop();
-        self.child =
-            spawn_redis(self.port, &self.dir, self.persistent).expect("restart redis-server");
+        self.child = spawn_redis(self.port, &self.dir, self.persistent, &self.extra)
+            .expect("restart redis-server");
         self.wait_ready(Duration::from_secs(10));
     }
 

@@ -102,6 +102,24 @@ fn route_metrics(method: &Method, route: &str) -> Arc<RouteMetrics> {
         .clone()
 }
 
+/// Counts one request in `wr_http_in_flight` (what a drain waits for, case W13) until dropped,
+/// also when the client goes away and the handler is cancelled.
+struct InFlight(metrics::Gauge);
+
+impl InFlight {
+    fn enter() -> Self {
+        let g = metrics::gauge!("wr_http_in_flight");
+        g.increment(1.0);
+        Self(g)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.decrement(1.0);
+    }
+}
+
 /// Middleware: request counts and latency histogram per matched route and status class. The
 /// handles are cached per (method, route) (measured: the per-request `histogram!`/`counter!`
 /// lookups with owned labels were a visible share of a `/healthz` answer).
@@ -113,7 +131,9 @@ pub async fn track(req: Request, next: Next) -> Response {
             .map_or("other", |p| p.as_str()),
     );
     let start = Instant::now();
+    let in_flight = InFlight::enter();
     let resp = next.run(req).await;
+    drop(in_flight);
     let status = resp.status();
     m.latency.record(start.elapsed().as_secs_f64());
     if status == StatusCode::SERVICE_UNAVAILABLE {

@@ -19,6 +19,14 @@ pub fn store_problem(e: StoreError) -> Problem {
             crate::telemetry::store_error("request");
             Problem::unavailable("the queue is busy, retry shortly", RETRY_AFTER_SECS)
         }
+        StoreError::Full(cause) => {
+            tracing::warn!(%cause, "queue store at its memory cap: new places refused");
+            metrics::counter!("wr_store_full_total").increment(1);
+            Problem::unavailable(
+                "the queue is full for now, retry shortly",
+                RETRY_AFTER_SECS * 5,
+            )
+        }
     }
 }
 

@@ -35,6 +35,10 @@ pub enum StoreError {
     /// The store did not answer (or answered nonsense).
     #[error("store unavailable: {0}")]
     Unavailable(String),
+    /// The store is at its memory cap and refuses writes that would grow it (Redis `OOM` with
+    /// `maxmemory-policy noeviction`, case W14); reads and in-place updates still work.
+    #[error("store full: {0}")]
+    Full(String),
 }
 
 /// Result alias for store calls.

@@ -49,6 +49,8 @@ struct Scripts {
     lock: Script,
     heartbeat: Script,
     end_session: Script,
+    position: Script,
+    figures: Script,
 }
 
 /// Helpers shared by several scripts (prepended).
@@ -56,6 +58,47 @@ const LIB: &str = include_str!("lib.lua");
 
 fn with_lib(body: &str) -> Script {
     Script::new(&format!("{LIB}\n{body}"))
+}
+
+/// Scripts that keep the queue moving (advance, claim, heartbeat, transitions, locks, session
+/// ends) run at the memory cap too: they update in place or add a bounded entry (at most
+/// `max_active` admissions). Only joins and event creation, which grow without bound, meet
+/// Redis's `OOM` refusal (case W14). Redis 7 script flags (`#!lua flags=allow-oom`) must be
+/// the first line.
+const ALLOW_OOM: &str = "#!lua flags=allow-oom";
+
+/// Reads run at the memory cap as well (Redis refuses every command queued in a `MULTI` there).
+fn read_only(body: &str) -> Script {
+    Script::new(&format!("#!lua flags=no-writes\n{body}"))
+}
+
+fn moving(body: &str) -> Script {
+    Script::new(&format!("{ALLOW_OOM}\n{body}"))
+}
+
+fn moving_with_lib(body: &str) -> Script {
+    Script::new(&format!("{ALLOW_OOM}\n{LIB}\n{body}"))
+}
+
+/// The only eviction policy a queue may run under (case W14): any other silently deletes events.
+pub const REQUIRED_EVICTION_POLICY: &str = "noeviction";
+
+/// `maxmemory_policy` from `INFO memory` (works where `CONFIG GET` is disabled, as on managed
+/// Redis services).
+pub async fn eviction_policy(conn: &mut ConnectionManager) -> redis::RedisResult<String> {
+    let info: String = redis::cmd("INFO").arg("memory").query_async(conn).await?;
+    Ok(info
+        .lines()
+        .find_map(|l| l.strip_prefix("maxmemory_policy:"))
+        .map(|p| p.trim().to_owned())
+        .unwrap_or_default())
+}
+
+fn wrong_policy(policy: &str) -> String {
+    format!(
+        "Redis maxmemory-policy is {policy:?}: the queue is state, not a cache, and would be \
+         evicted silently; set `maxmemory-policy {REQUIRED_EVICTION_POLICY}` (case W14)"
+    )
 }
 
 /// The Redis backend.
@@ -86,20 +129,24 @@ impl RedisStore {
             // instead, so service resumes promptly when Redis comes back.
             .set_factor(2)
             .set_max_delay(500);
-        let conn = ConnectionManager::new_with_config(client, cfg).await?;
+        let mut conn = ConnectionManager::new_with_config(client, cfg).await?;
+        let policy = eviction_policy(&mut conn).await?;
+        anyhow::ensure!(policy == REQUIRED_EVICTION_POLICY, wrong_policy(&policy));
         let scripts = Scripts {
             join: with_lib(include_str!("join.lua")),
-            begin_open: with_lib(include_str!("begin_open.lua")),
-            open_chunk: with_lib(include_str!("open_chunk.lua")),
-            advance: with_lib(include_str!("advance.lua")),
-            claim: with_lib(include_str!("claim.lua")),
+            begin_open: moving_with_lib(include_str!("begin_open.lua")),
+            open_chunk: moving_with_lib(include_str!("open_chunk.lua")),
+            advance: moving_with_lib(include_str!("advance.lua")),
+            claim: moving_with_lib(include_str!("claim.lua")),
             create: with_lib(include_str!("create.lua")),
-            transition: with_lib(include_str!("transition.lua")),
-            status_latch: Script::new(include_str!("status_latch.lua")),
-            set_fields: Script::new(include_str!("set_fields.lua")),
-            lock: Script::new(include_str!("lock.lua")),
-            heartbeat: with_lib(include_str!("heartbeat.lua")),
-            end_session: Script::new(include_str!("end_session.lua")),
+            transition: moving_with_lib(include_str!("transition.lua")),
+            status_latch: moving(include_str!("status_latch.lua")),
+            set_fields: moving(include_str!("set_fields.lua")),
+            lock: moving(include_str!("lock.lua")),
+            heartbeat: moving_with_lib(include_str!("heartbeat.lua")),
+            end_session: moving(include_str!("end_session.lua")),
+            position: read_only(include_str!("position.lua")),
+            figures: read_only(include_str!("figures.lua")),
         };
         Ok(Self {
             conn,
@@ -126,11 +173,20 @@ impl RedisStore {
 
 #[async_trait]
 impl QueueStore for RedisStore {
+    /// `PING`, and the eviction policy still `noeviction` (an operator may change it at run
+    /// time: `/readyz` then answers 503, and `wr_store_eviction_policy_ok` drops to 0).
     async fn ping(&self) -> StoreResult<()> {
+        let mut conn = self.conn.clone();
         let _: String = redis::cmd("PING")
-            .query_async(&mut self.conn.clone())
+            .query_async(&mut conn)
             .await
             .map_err(err)?;
+        let policy = eviction_policy(&mut conn).await.map_err(err)?;
+        let ok = policy == REQUIRED_EVICTION_POLICY;
+        metrics::gauge!("wr_store_eviction_policy_ok").set(if ok { 1.0 } else { 0.0 });
+        if !ok {
+            return Err(StoreError::Unavailable(wrong_policy(&policy)));
+        }
         Ok(())
     }
 
@@ -244,21 +300,23 @@ impl QueueStore for RedisStore {
     }
 
     async fn position(&self, event: &EventId, visitor: &VisitorId) -> StoreResult<Position> {
-        let (m, n, admitted): ((Option<String>, Option<String>), Option<String>, bool) =
-            redis::pipe()
-                .atomic()
-                .hget(key(event, "meta"), &["state", "cursor"])
-                .hget(key(event, "num"), visitor.as_str())
-                .hexists(key(event, "adm"), visitor.as_str())
-                .query_async(&mut self.conn.clone())
-                .await
-                .map_err(err)?;
-        let (Some(state), cursor) = m else {
+        let (state, cursor, n, admitted): (String, String, String, bool) = self
+            .scripts
+            .position
+            .key(key(event, "meta"))
+            .key(key(event, "num"))
+            .key(key(event, "adm"))
+            .arg(visitor.as_str())
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err)?;
+        if state.is_empty() {
             return Err(StoreError::NotFound);
-        };
+        }
+        let opt = |s: String| (!s.is_empty()).then_some(s);
         Ok(Position {
-            queue_number: n.as_deref().map(parse_u64).transpose()?,
-            cursor: parse_u64(cursor.as_deref().unwrap_or("0"))?,
+            queue_number: opt(n).as_deref().map(parse_u64).transpose()?,
+            cursor: parse_u64(opt(cursor).as_deref().unwrap_or("0"))?,
             state: state_of(&state)?,
             admitted,
         })

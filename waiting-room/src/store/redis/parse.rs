@@ -6,6 +6,9 @@ use crate::store::{StoreError, StoreResult};
 use std::collections::HashMap;
 
 pub(super) fn err(e: redis::RedisError) -> StoreError {
+    if e.code() == Some("OOM") {
+        return StoreError::Full(e.to_string());
+    }
     StoreError::Unavailable(e.to_string())
 }
 

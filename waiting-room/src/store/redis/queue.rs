@@ -168,14 +168,16 @@ impl RedisStore {
         let now = now_ms.div_euclid(1000);
         let dead_before = now_ms - silence_ms as i64;
         let (h, pre, active, silent, returning): (HashMap<String, String>, u64, u64, u64, u64) =
-            redis::pipe()
-                .atomic()
-                .hgetall(key(event, "meta"))
-                .scard(key(event, "pre"))
-                .zcount(key(event, "live"), format!("({now}"), "+inf")
-                .zcount(key(event, "hb"), "-inf", format!("({dead_before}"))
-                .llen(key(event, "back"))
-                .query_async(&mut self.conn.clone())
+            self.scripts
+                .figures
+                .key(key(event, "meta"))
+                .key(key(event, "pre"))
+                .key(key(event, "live"))
+                .key(key(event, "hb"))
+                .key(key(event, "back"))
+                .arg(now)
+                .arg(dead_before)
+                .invoke_async(&mut self.conn.clone())
                 .await
                 .map_err(err)?;
         if h.is_empty() {

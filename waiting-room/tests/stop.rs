@@ -1,0 +1,253 @@
+//! Case W13: stopping a node is normal. The real `waiting-room serve` binary gets a real SIGTERM
+//! while 50 requests are in flight (held there by pausing Redis with SIGSTOP): every one is
+//! answered, the process exits 0 and its admitter lock is released at once, not at its TTL. A
+//! client that sent half a request head cannot keep a stopping process alive past the drain
+//! deadline.
+
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use sale_common::testsupport::{free_port, RedisServer};
+
+/// The drain deadline the node is configured with, seconds.
+const DRAIN_SECS: u64 = 3;
+
+struct Node {
+    child: Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Node {
+    fn start(redis_url: &str) -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = serde_json::json!({
+            "events": [{"id": "demo", "opens_at": 1, "admit_rate": 1.0, "max_active": 1,
+                        "booking_url": "http://127.0.0.1:9"}],
+            "store": {"kind": "redis", "url": redis_url},
+            "admin_token": "stop-test-admin-token",
+            "join_hmac_key": "stop-test-join-hmac-key-0123456789abcdef",
+            "join_rate_per_sec": 1000, "join_burst": 1000,
+            "store_timeout_ms": 10000,
+            "drain_secs": DRAIN_SECS,
+        });
+        let path = dir.path().join("config.json");
+        std::fs::write(&path, config.to_string()).expect("write config");
+        let port = free_port();
+        let child = Command::new(env!("CARGO_BIN_EXE_waiting-room"))
+            .args(["serve", "--config"])
+            .arg(&path)
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start waiting-room serve");
+        Self {
+            child,
+            port,
+            _dir: dir,
+        }
+    }
+
+    fn signal(&self, sig: &str) {
+        signal(self.child.id(), sig);
+    }
+
+    /// Waits for the process to exit, at most `limit`; `None` if it is still running.
+    fn wait_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn signal(pid: u32, sig: &str) {
+    let ok = Command::new("kill")
+        .args([&format!("-{sig}"), &pid.to_string()])
+        .status()
+        .expect("kill")
+        .success();
+    assert!(ok, "kill -{sig} {pid}");
+}
+
+/// One HTTP/1.1 request on its own connection; the status code of the answer.
+async fn call(port: u16, method: &str, path: &str, auth: Option<&str>) -> std::io::Result<u16> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).await?;
+    let auth = auth.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: t\r\n{auth}Content-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    s.write_all(req.as_bytes()).await?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).await?;
+    let text = String::from_utf8_lossy(&buf);
+    text.split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("no HTTP answer: {text:?}")))
+}
+
+async fn body_of(port: u16, method: &str, path: &str) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    s.write_all(req.as_bytes()).await.expect("write");
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).await.expect("read");
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+/// Polls `cond` every 20 ms until it holds or `limit` passes.
+async fn until<F, Fut>(limit: Duration, what: &str, mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    while !cond().await {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn gauge(metrics: &str, name: &str) -> f64 {
+    metrics
+        .lines()
+        .find(|l| l.starts_with(name) && !l.starts_with('#'))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+async fn lock_exists(redis: &RedisServer) -> bool {
+    let client = redis::Client::open(redis.url()).expect("client");
+    let mut c = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("redis");
+    redis::cmd("EXISTS")
+        .arg("wr:{demo}:admitter")
+        .query_async::<i64>(&mut c)
+        .await
+        .expect("exists")
+        == 1
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn case_w13_sigterm_answers_in_flight_requests_releases_the_lock_and_exits_0() {
+    let redis = RedisServer::start();
+    let mut node = Node::start(&redis.url());
+    let port = node.port;
+    until(Duration::from_secs(20), "healthz", || async move {
+        call(port, "GET", "/healthz", None).await.ok() == Some(200)
+    })
+    .await;
+    until(Duration::from_secs(10), "the admitter lock", || {
+        lock_exists(&redis)
+    })
+    .await;
+    let mut tokens = Vec::new();
+    for _ in 0..50 {
+        let body = body_of(port, "POST", "/api/events/demo/join").await;
+        let json = body.split("\r\n\r\n").nth(1).expect("body");
+        let v: serde_json::Value = serde_json::from_str(json).expect("join json");
+        tokens.push(v["join_token"].as_str().expect("token").to_owned());
+    }
+    // Redis paused: each position read waits in the node, in flight.
+    signal(redis.pid(), "STOP");
+    let calls: Vec<_> = tokens
+        .into_iter()
+        .map(|t| {
+            tokio::spawn(
+                async move { call(port, "GET", "/api/events/demo/position", Some(&t)).await },
+            )
+        })
+        .collect();
+    until(
+        Duration::from_secs(10),
+        "50 requests in flight",
+        || async move {
+            let m = body_of(port, "GET", "/metrics").await;
+            gauge(&m, "wr_http_in_flight") >= 51.0
+        },
+    )
+    .await;
+    node.signal("TERM");
+    assert!(
+        node.wait_exit(Duration::from_millis(300)).is_none(),
+        "a SIGTERM drains: the node waits for its requests in flight"
+    );
+    signal(redis.pid(), "CONT");
+    let mut answered = 0;
+    for c in calls {
+        let code = c
+            .await
+            .expect("task")
+            .expect("every request in flight gets an answer");
+        assert_eq!(code, 200);
+        answered += 1;
+    }
+    assert_eq!(answered, 50);
+    let status = node
+        .wait_exit(Duration::from_secs(DRAIN_SECS + 5))
+        .expect("exits after the drain");
+    assert_eq!(status.code(), Some(0), "SIGTERM is a normal stop");
+    assert!(
+        !lock_exists(&redis).await,
+        "the admitter lock is released on stop, not left to its TTL"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn case_w13_half_sent_request_cannot_hold_a_stopping_node() {
+    let redis = RedisServer::start();
+    let mut node = Node::start(&redis.url());
+    let port = node.port;
+    until(Duration::from_secs(20), "healthz", || async move {
+        call(port, "GET", "/healthz", None).await.ok() == Some(200)
+    })
+    .await;
+    let mut slow = TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: t\r\n")
+        .await
+        .expect("half a head");
+    let idle = TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    until(
+        Duration::from_secs(10),
+        "the connections accepted",
+        || async move {
+            let m = body_of(port, "GET", "/metrics").await;
+            m.contains("wr_http_in_flight")
+        },
+    )
+    .await;
+    let stopped_at = Instant::now();
+    node.signal("INT");
+    let status = node
+        .wait_exit(Duration::from_secs(DRAIN_SECS + 5))
+        .expect("a half-sent request head must not keep the node alive past the drain deadline");
+    assert_eq!(status.code(), Some(0));
+    assert!(stopped_at.elapsed() < Duration::from_secs(DRAIN_SECS + 5));
+    drop((slow, idle));
+}
