@@ -1,6 +1,8 @@
 // The booking page: the admission token travels only in the HttpOnly cookie set by POST /session.
 // Seat map, a hold with an Idempotency-Key (a retry of the same click replays the same answer),
-// a countdown to the hold deadline, and payment on the gateway's checkout page.
+// a countdown to the hold deadline, and payment on the gateway's checkout page. The countdown
+// counts from the server's clock (clock.js: the booking core's Date headers), not the device's
+// (case W15).
 (function () {
   "use strict";
   const params = new URLSearchParams(location.search);
@@ -18,7 +20,7 @@
   async function call(method, path, body, extra) {
     const headers = Object.assign({ "Accept": "application/json" }, extra || {});
     if (body) headers["Content-Type"] = "application/json";
-    const res = await fetch(path, { method, headers, body: body ? JSON.stringify(body) : undefined, credentials: "same-origin", cache: "no-store" });
+    const res = await ServerClock.fetch(path, { method, headers, body: body ? JSON.stringify(body) : undefined, credentials: "same-origin", cache: "no-store" });
     let json = null;
     try { json = await res.json(); } catch (_) { json = null; }
     if (res.status === 401) {
@@ -84,7 +86,7 @@
     $("message").textContent = "Seats held.";
     if (timer) clearInterval(timer);
     const tickDown = () => {
-      const left = Math.max(0, h.expires_at - Date.now() / 1000);
+      const left = Math.max(0, h.expires_at - ServerClock.nowSecs());
       $("countdown").textContent = Math.floor(left / 60) + " min " + Math.floor(left % 60) + " s";
     };
     tickDown();
@@ -119,7 +121,7 @@
     const existing = params.get("hold") || sessionStorage.getItem("hold:" + show);
     if (existing) {
       const { res, json } = await call("GET", "/api/holds/" + existing);
-      if (res.ok && json.status === "HELD" && json.expires_at > Date.now() / 1000) { showHold(json); return; }
+      if (res.ok && json.status === "HELD" && json.expires_at > ServerClock.nowSecs()) { showHold(json); return; }
       if (res.ok && json.status === "PAID") { location.assign("/confirmation.html?hold=" + existing); return; }
       sessionStorage.removeItem("hold:" + show);
     }

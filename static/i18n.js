@@ -24,6 +24,7 @@
       paused: "The sale is paused for a moment. Your place is kept.",
       closed: "The sale is closed.",
       sold_out: "Sold out. Thank you for waiting.",
+      console_opens_in: "Opens in",
       min: "min", s: "s"
     },
     fr: {
@@ -47,6 +48,7 @@
       paused: "La vente est en pause. Votre place est conservée.",
       closed: "La vente est terminée.",
       sold_out: "Complet. Merci d'avoir patienté.",
+      console_opens_in: "Ouverture dans",
       min: "min", s: "s"
     }
   };

@@ -1,6 +1,7 @@
 // The waiting page: joins once (the join token lives in localStorage, never in a URL), follows the
 // public status document at the interval it names, shows people ahead = my number - cursor, and on
-// admission claims the admission token and hands it to the booking core with a form POST.
+// admission claims the admission token and hands it to the booking core with a form POST. The
+// countdown to opening counts from the server's clock (clock.js), not the device's (case W15).
 (function () {
   "use strict";
   const params = new URLSearchParams(location.search);
@@ -22,7 +23,7 @@
     const token = localStorage.getItem(storeKey);
     const headers = { "Accept": "application/json" };
     if (token) headers["Authorization"] = "Bearer " + token;
-    const res = await fetch(path, Object.assign({ method: "GET", headers, cache: "no-store" }, opts || {}));
+    const res = await ServerClock.fetch(path, Object.assign({ method: "GET", headers, cache: "no-store" }, opts || {}));
     let body = null;
     try { body = await res.json(); } catch (_) { body = null; }
     return { res, body };
@@ -88,11 +89,7 @@
     form.submit();
   }
 
-  function fmt(secs) {
-    secs = Math.max(0, Math.round(secs));
-    const m = Math.floor(secs / 60), s = secs % 60;
-    return (m > 0 ? m + " " + T("min") + " " : "") + s + " " + T("s");
-  }
+  const fmt = ServerClock.format;
 
   // An honest estimate: people ahead over the measured admission rate, shown as a range.
   // The status document's `wait` object gives the measured places per second with a low and a
@@ -132,7 +129,9 @@
       return;
     }
     pollMs = status.poll_interval_ms || pollMs;
-    const now = Date.now() / 1000;
+    // Per-fan answers (join, position) set the server's clock; the status document may be a
+    // cached copy, so its own times are not used.
+    const now = ServerClock.nowSecs();
     $("state").textContent = T(status.state);
     $("countdown-box").hidden = status.state !== "prequeue";
     if (status.state === "prequeue") $("countdown").textContent = fmt(status.opens_at - now);

@@ -154,3 +154,84 @@ pub async fn hold_pay_and_confirm(c: &fantoccini::Client, gateway_url: &str, pre
         "confirmation details: {details}"
     );
 }
+
+/// A fresh Chromium (own profile) whose device clock is `offset_secs` off the real time: before
+/// any page script runs, every new document gets a `Date` whose "now" is shifted
+/// (chromedriver's CDP passthrough, `Page.addScriptToEvaluateOnNewDocument`). Checks that the
+/// shift is in effect on a blank page. Keep the returned directory alive as long as the client.
+pub async fn skewed_browser(
+    driver: &Driver,
+    offset_secs: i64,
+) -> (fantoccini::Client, tempfile::TempDir) {
+    let profile = tempfile::tempdir().expect("profile dir");
+    let c = connect(driver, profile.path()).await;
+    let session = c
+        .session_id()
+        .await
+        .expect("session id")
+        .expect("a session");
+    let source = format!(
+        "(() => {{ const off = {ms}, Real = Date;
+           function D(...a) {{
+             if (!new.target) return new Real(Real.now() + off).toString();
+             return a.length ? new Real(...a) : new Real(Real.now() + off);
+           }}
+           D.prototype = Real.prototype; D.now = () => Real.now() + off;
+           D.parse = Real.parse; D.UTC = Real.UTC;
+           globalThis.Date = D; }})();",
+        ms = offset_secs * 1000
+    );
+    let url = format!(
+        "http://127.0.0.1:{}/session/{session}/goog/cdp/execute",
+        driver.1
+    );
+    let body = serde_json::json!({"cmd": "Page.addScriptToEvaluateOnNewDocument",
+                                  "params": {"source": source}});
+    let r = reqwest::Client::new()
+        .post(&url)
+        .json(&body)
+        .send()
+        .await
+        .expect("CDP passthrough");
+    assert!(
+        r.status().is_success(),
+        "CDP command refused: {}",
+        r.status()
+    );
+    c.goto("about:blank").await.expect("blank page");
+    let device: serde_json::Value = c
+        .execute("return Date.now();", vec![])
+        .await
+        .expect("read the device clock");
+    let off = device.as_f64().expect("Date.now() is a number") / 1000.0 - unix_now();
+    assert!(
+        (off - offset_secs as f64).abs() < 5.0,
+        "the device clock is {off:.1} s off, wanted {offset_secs} s"
+    );
+    (c, profile)
+}
+
+/// The real time, epoch seconds.
+pub fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs_f64()
+}
+
+/// Seconds in a shown duration such as `29 min 59 s`, `7 min 0 s` or `42 s` (English).
+pub fn shown_secs(text: &str) -> Option<f64> {
+    let mut secs = 0.0;
+    let mut words = text.split_whitespace();
+    let mut any = false;
+    while let Some(n) = words.next() {
+        let n: f64 = n.parse().ok()?;
+        match words.next()? {
+            "min" => secs += 60.0 * n,
+            "s" => secs += n,
+            _ => return None,
+        }
+        any = true;
+    }
+    any.then_some(secs)
+}
