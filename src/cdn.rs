@@ -41,6 +41,21 @@ impl Cdn {
         origin: &str,
         status_s3: Option<&str>,
     ) -> anyhow::Result<Self> {
+        Self::start_with(port, origin, status_s3, true)
+    }
+
+    /// Like [`Cdn::start_with_status`]; `revalidate = false` renders `proxy_cache_revalidate
+    /// off` (`cdn-start --no-revalidate`): an expired copy is fetched whole again. Only for
+    /// measuring what conditional requests save (`loadtest revalidate`).
+    ///
+    /// # Errors
+    /// As [`Cdn::start`].
+    pub fn start_with(
+        port: u16,
+        origin: &str,
+        status_s3: Option<&str>,
+        revalidate: bool,
+    ) -> anyhow::Result<Self> {
         let port = if port == 0 {
             sale_common::testsupport::free_port()
         } else {
@@ -50,6 +65,9 @@ impl Cdn {
         let mut cmd = Command::new(infra_dir().join("cdn-start"));
         if let Some(url) = status_s3 {
             cmd.arg("--status-s3").arg(url);
+        }
+        if !revalidate {
+            cmd.arg("--no-revalidate");
         }
         let child = cmd
             .arg(port.to_string())

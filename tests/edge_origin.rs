@@ -11,18 +11,7 @@ use std::time::{Duration, Instant};
 /// Status-document requests the origin has answered, from its own `/metrics`
 /// (`wr_requests_total{route="/status/{file}"}`).
 async fn origin_status_hits(c: &reqwest::Client, origin: &str) -> u64 {
-    let text = c
-        .get(format!("{origin}/metrics"))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("metrics text");
-    text.lines()
-        .filter(|l| l.starts_with("wr_requests_total{") && l.contains("route=\"/status/{file}\""))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum::<f64>() as u64
+    support::origin_counter(c, origin, "wr_requests_total", "/status/{file}").await
 }
 
 /// `pollers` fans each fetch the status document through the CDN once a second for `secs`

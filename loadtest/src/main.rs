@@ -36,6 +36,9 @@ enum Command {
     /// Ramps holds on one hot show to find the sustainable rate; recommends (and can apply)
     /// the admit rate and max_active.
     Calibrate(calibrate::CalibrateArgs),
+    /// Runs 2,000 status pollers through nginx with and without conditional revalidation and
+    /// prints the requests and bytes the origin served each way.
+    Revalidate(revalidate::RevalidateArgs),
 }
 
 mod order;
@@ -43,6 +46,7 @@ mod picks;
 mod plots;
 mod rehearsal;
 mod report;
+mod revalidate;
 mod rush;
 mod timeline;
 
@@ -72,6 +76,7 @@ fn main() -> ExitCode {
             }
             Command::Bench(args) => bench::run(args).await,
             Command::Calibrate(args) => calibrate::run(args).await,
+            Command::Revalidate(args) => revalidate::run(args).await,
         }
     });
     match result {

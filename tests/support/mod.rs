@@ -27,3 +27,21 @@ pub async fn start_with_cdn(id: &str, opens_in_secs: u64, admit_rate: f64) -> (s
         Cdn::start(0, s.waiting_room_url.trim_start_matches("http://")).expect("nginx starts");
     (s, cdn)
 }
+
+/// The sum of the origin's `/metrics` counter `name` over the series whose labels include
+/// `route="{route}"`.
+pub async fn origin_counter(c: &reqwest::Client, origin: &str, name: &str, route: &str) -> u64 {
+    let text = c
+        .get(format!("{origin}/metrics"))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("metrics text");
+    let (series, label) = (format!("{name}{{"), format!("route=\"{route}\""));
+    text.lines()
+        .filter(|l| l.starts_with(&series) && l.contains(&label))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}

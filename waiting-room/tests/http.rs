@@ -153,7 +153,10 @@ async fn status_document_is_public_and_cookie_free() {
     let app = app(T0 + 60).await;
     let (s, h, doc) = call(&app, "GET", "/status/demo.json", None).await;
     assert_eq!(s, StatusCode::OK);
-    assert_eq!(h[header::CACHE_CONTROL], "public, max-age=1");
+    assert_eq!(
+        h[header::CACHE_CONTROL],
+        "public, max-age=1, stale-while-revalidate=1"
+    );
     assert!(h.get(header::SET_COOKIE).is_none());
     assert_eq!(
         (doc["event"].as_str(), doc["state"].as_str()),

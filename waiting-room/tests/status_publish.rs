@@ -214,7 +214,10 @@ async fn the_status_dir_is_served_with_cache_headers_and_counted_in_metrics() {
         )
         .await
         .expect("call");
-    assert_eq!(resp.headers()[header::CACHE_CONTROL], "public, max-age=3");
+    assert_eq!(
+        resp.headers()[header::CACHE_CONTROL],
+        "public, max-age=3, stale-while-revalidate=1"
+    );
     assert!(resp.headers().get(header::SET_COOKIE).is_none());
     let body = axum::body::to_bytes(resp.into_body(), 1 << 20)
         .await

@@ -127,7 +127,7 @@ async fn s3_publisher_writes_the_document_with_headers_and_never_goes_back() {
         (Some("demo"), Some("prequeue"))
     );
     assert_eq!(ct, "application/json");
-    assert_eq!(cc, "public, max-age=2");
+    assert_eq!(cc, "public, max-age=2, stale-while-revalidate=1");
     store
         .transition(&ev(), &[EventState::Prequeue], EventState::Closed)
         .await

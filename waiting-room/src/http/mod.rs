@@ -3,6 +3,7 @@
 //! files are `public`; nothing sets a cookie.
 
 pub mod admin;
+pub mod conditional;
 pub mod error;
 pub mod fan;
 pub mod internal;
@@ -50,7 +51,7 @@ pub struct Inner {
     pub limits: Limits,
     /// Proof-of-work challenges of joins.
     pub pow: crate::pow::Pow,
-    /// `Cache-Control` of the status document (`public, max-age={status_max_age_secs}`), built
+    /// `Cache-Control` of the status document ([`crate::status::cache_control`]), built
     /// once.
     pub status_cache_control: HeaderValue,
     /// Verifier of signed identity tokens (`identity_token_key`), if configured.
@@ -155,7 +156,7 @@ impl AppState {
             .as_ref()
             .map(|k| crate::identity::IdentityVerifier::new(k.expose().as_bytes()));
         let status_cache_control =
-            HeaderValue::from_str(&format!("public, max-age={}", config.status_max_age_secs))?;
+            HeaderValue::from_str(&crate::status::cache_control(config.status_max_age_secs))?;
         let state = Self(Arc::new(Inner {
             store,
             clock,
@@ -382,6 +383,7 @@ pub fn router(state: AppState) -> Router {
                         HeaderValue::from_static("public, max-age=60"),
                     ),
                 )
+                .map_response(conditional::static_etag)
                 .service(
                     tower_http::services::ServeDir::new(dir)
                         .call_fallback_on_method_not_allowed(true)
@@ -392,6 +394,7 @@ pub fn router(state: AppState) -> Router {
         ),
         None => app.fallback(|| async { Problem::not_found("no such page") }),
     };
-    app.layer(axum::middleware::from_fn(crate::telemetry::track))
+    app.layer(axum::middleware::from_fn(conditional::not_modified))
+        .layer(axum::middleware::from_fn(crate::telemetry::track))
         .with_state(state)
 }

@@ -49,7 +49,8 @@ pub async fn readyz(State(st): State<AppState>) -> Response {
     summary = "The status document (public, max-age=1)",
     params(("file" = String, Path, description = "`{event}.json`")),
     responses(
-        (status = 200, description = "the status document", body = StatusDoc),
+        (status = 200, description = "the status document, with a strong ETag", body = StatusDoc),
+        (status = 304, description = "not modified: If-None-Match matched the ETag (weak comparison)"),
         (status = 404, description = "no such event", body = ProblemDoc)
     ),
 )]
@@ -61,16 +62,19 @@ pub async fn status(
         .strip_suffix(".json")
         .ok_or_else(|| Problem::not_found("status documents end in .json"))?;
     let event = parse_event(raw)?;
-    let body =
+    let (body, etag) =
         st.0.status
-            .body(&event)
+            .body_and_etag(&event)
             .ok_or_else(|| Problem::not_found(format!("no event {raw:?}")))?;
+    // No Last-Modified: the content can change twice within its one-second resolution.
+    // A matching If-None-Match becomes a 304 in `super::conditional`.
     let headers = [
         (
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         ),
         (header::CACHE_CONTROL, st.0.status_cache_control.clone()),
+        (header::ETAG, etag),
     ];
     Ok((headers, body).into_response())
 }

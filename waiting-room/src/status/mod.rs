@@ -59,12 +59,22 @@ pub struct StatusDoc {
     pub wait: WaitEstimate,
     /// Booking core base URL.
     pub booking_url: String,
-    /// When this document was built, epoch seconds.
+    /// When this content was built, epoch seconds. On the board (`GET /status/{event}.json`) a
+    /// rebuild that changes nothing else keeps the earlier time ([`StatusBoard::publish`]).
     pub updated_at: i64,
     /// The store's state generation when the figures were read (`Figures::state_gen`): grows
     /// on every state change, so of two documents the one with the larger `(version, cursor)`
     /// is the newer; writers never replace a newer one.
     pub version: u64,
+}
+
+/// The status document's `Cache-Control`: public for `max_age_secs`, and
+/// `stale-while-revalidate=1` so that a CDN (nginx honours it) answers the polls that arrive
+/// while one request refreshes an expired copy with that copy — at most `max-age` + 1 s old —
+/// instead of sending every one of them to the origin. The first poll after an idle gap is not
+/// one of them: it refreshes the copy itself and gets the new document.
+pub fn cache_control(max_age_secs: u64) -> String {
+    format!("public, max-age={max_age_secs}, stale-while-revalidate=1")
 }
 
 /// Intervals advertised to fans (from `Config`).
@@ -155,13 +165,44 @@ pub async fn sinks_from_config(c: &crate::Config) -> Vec<std::sync::Arc<dyn Stat
     sinks
 }
 
-/// A document on the board with its JSON body, serialised once when published so
+/// A document on the board with its JSON body and `ETag`, made once when published so
 /// `GET /status/{event}.json` copies no document and builds no JSON (a reference-counted
 /// `Bytes` clone per request).
 #[derive(Debug)]
 struct Posted {
     doc: StatusDoc,
     body: axum::body::Bytes,
+    etag: axum::http::HeaderValue,
+}
+
+impl Posted {
+    fn new(doc: StatusDoc) -> Self {
+        let body: axum::body::Bytes = doc.to_bytes().into();
+        let etag = etag_of(&body);
+        Self { doc, body, etag }
+    }
+}
+
+/// A strong `ETag` of `body`: the first 16 bytes of its SHA-256, hex, quoted.
+pub fn etag_of(body: &[u8]) -> axum::http::HeaderValue {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(body);
+    let tag = format!("\"{}\"", hex_of(&digest[..16]));
+    axum::http::HeaderValue::from_str(&tag).unwrap_or(axum::http::HeaderValue::from_static("\"\""))
+}
+
+fn hex_of(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Whether `new` says nothing `old` does not: equal but for `updated_at`.
+fn same_content(old: &StatusDoc, new: &StatusDoc) -> bool {
+    old.updated_at <= new.updated_at
+        && *old
+            == StatusDoc {
+                updated_at: old.updated_at,
+                ..new.clone()
+            }
 }
 
 /// The in-memory board of status documents and rate meters, one per event; whole documents
@@ -188,22 +229,33 @@ impl StatusBoard {
         self.posted(event).map(|p| p.body.clone())
     }
 
+    /// The current document's JSON body and its strong `ETag`, if one was published.
+    pub fn body_and_etag(
+        &self,
+        event: &EventId,
+    ) -> Option<(axum::body::Bytes, axum::http::HeaderValue)> {
+        self.posted(event).map(|p| (p.body.clone(), p.etag.clone()))
+    }
+
     /// The proof-of-work difficulty (bits) of `event`'s current document, if one was published.
     pub fn pow_bits(&self, event: &EventId) -> Option<u32> {
         self.posted(event).map(|p| p.doc.pow_difficulty)
     }
 
     /// Replaces `event`'s document unless the board holds a newer one (larger
-    /// `(version, cursor)`); `true` when replaced.
+    /// `(version, cursor)`); `true` when replaced. A document that differs from the posted one
+    /// only by a later `updated_at` keeps the posted one (and its `ETag`): `updated_at` is when
+    /// the content last changed, so an unchanged document answers `304 Not Modified` to a CDN
+    /// revalidating it rather than a new copy every second.
     pub fn publish(&self, event: EventId, doc: StatusDoc) -> bool {
         let Ok(mut g) = self.docs.write() else {
             return false;
         };
         match g.get(&event) {
             Some(old) if old.doc.order() > doc.order() => false,
+            Some(old) if same_content(&old.doc, &doc) => true,
             _ => {
-                let body = doc.to_bytes().into();
-                g.insert(event, Arc::new(Posted { doc, body }));
+                g.insert(event, Arc::new(Posted::new(doc)));
                 true
             }
         }

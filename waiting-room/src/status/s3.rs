@@ -149,7 +149,7 @@ impl StatusSink for S3Sink {
                 .key(&key)
                 .body(ByteStream::from(body.clone()))
                 .content_type("application/json")
-                .cache_control(format!("public, max-age={}", self.max_age_secs))
+                .cache_control(super::cache_control(self.max_age_secs))
                 .metadata("status-version", version.to_string())
                 .metadata("status-cursor", cursor.to_string());
             if self.guard {
