@@ -8,6 +8,7 @@ use sale_common::Problem;
 use serde_json::{json, Value};
 use subtle::ConstantTimeEq;
 
+use super::openapi::ProblemDoc;
 use crate::error::ApiResult;
 use crate::state::AppState;
 
@@ -30,6 +31,19 @@ pub(crate) fn admin(state: &AppState, headers: &HeaderMap) -> ApiResult<()> {
 
 /// `GET /admin/shows/{show}/stats`: capacity, free (lapsed holds count free), held (live), sold,
 /// holds_paid, bookings, seats_sold_twice (seats in more than one PAID hold; must be 0).
+#[utoipa::path(
+    get,
+    path = "/admin/shows/{show}/stats",
+    tag = "admin",
+    summary = "Per-show figures and the double-sale detector",
+    params(("show" = String, Path, description = "show id")),
+    responses(
+        (status = 200, description = "{capacity, free, held, sold, holds_paid, bookings, seats_sold_twice}", body = Object),
+        (status = 404, description = "no such show", body = ProblemDoc),
+        (status = 503, description = "database busy", body = ProblemDoc),
+    ),
+    security(("admin_token" = [])),
+)]
 pub async fn stats(
     State(state): State<AppState>,
     Path(show): Path<String>,
@@ -74,6 +88,18 @@ pub async fn stats(
 }
 
 /// `GET /admin/shows/{show}/bookings`: `[{booking_id, hold_id, visitor_id, seats}]`.
+#[utoipa::path(
+    get,
+    path = "/admin/shows/{show}/bookings",
+    tag = "admin",
+    summary = "Bookings, oldest first",
+    params(("show" = String, Path, description = "show id")),
+    responses(
+        (status = 200, description = "[{booking_id, hold_id, visitor_id, seats}]", body = Object),
+        (status = 503, description = "database busy", body = ProblemDoc),
+    ),
+    security(("admin_token" = [])),
+)]
 pub async fn bookings(
     State(state): State<AppState>,
     Path(show): Path<String>,
@@ -107,6 +133,19 @@ pub async fn bookings(
 /// `GET /admin/shows/{show}/pools/drift`: the pool counters against the rows they cache,
 /// `{"show","pools":[{"pool","taken","counted_rows","drift"}],"drifting"}`; also sets the
 /// `bc_pool_drift` gauge. Any `drift` ≠ 0 is a bug to investigate.
+#[utoipa::path(
+    get,
+    path = "/admin/shows/{show}/pools/drift",
+    tag = "admin",
+    summary = "Pool counters against the rows they cache (drift must be 0)",
+    params(("show" = String, Path, description = "show id")),
+    responses(
+        (status = 200, description = "{show, pools:[{pool, taken, counted_rows, drift}], drifting}", body = Object),
+        (status = 404, description = "no such show", body = ProblemDoc),
+        (status = 503, description = "database busy", body = ProblemDoc),
+    ),
+    security(("admin_token" = [])),
+)]
 pub async fn drift(
     State(state): State<AppState>,
     Path(show): Path<String>,
@@ -124,16 +163,36 @@ pub async fn drift(
 }
 
 /// Body of the oversell endpoint.
-#[derive(Debug, serde::Deserialize)]
+#[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OversellBody {
+    /// Units a pool may sell beyond its capacity.
     allowance: u32,
+    /// Who sets it (1 to 80 characters), kept with the value and audited.
     operator: String,
 }
 
 /// `POST /admin/shows/{show}/pools/{pool}/oversell` `{"allowance","operator"}`: sets the
 /// pool's oversell allowance (units beyond capacity; seed 001 "Overbooking Is a Policy"),
 /// stored with who set it and when, and audited. Seats can never be oversold.
+#[utoipa::path(
+    post,
+    path = "/admin/shows/{show}/pools/{pool}/oversell",
+    tag = "admin",
+    summary = "Set a pool's oversell allowance (audited)",
+    params(("show" = String, Path, description = "show id"),
+        ("pool" = String, Path, description = "pool id")),
+    request_body(content = OversellBody),
+    responses(
+        (status = 200, description = "{show, pool, oversell, set_by, set_at}", body = Object),
+        (status = 400, description = "bad-request: operator must be 1 to 80 characters; invalid-body", body = ProblemDoc),
+        (status = 415, description = "invalid-body: not JSON", body = ProblemDoc),
+        (status = 422, description = "invalid-body: a member missing, unknown or of the wrong type", body = ProblemDoc),
+        (status = 404, description = "no such pool of this show", body = ProblemDoc),
+        (status = 503, description = "database busy", body = ProblemDoc),
+    ),
+    security(("admin_token" = [])),
+)]
 pub async fn oversell(
     State(state): State<AppState>,
     Path((show, pool)): Path<(String, String)>,
@@ -162,13 +221,27 @@ pub async fn oversell(
 }
 
 /// Body of `POST /admin/shows/{show}/hold-queue`.
-#[derive(Debug, serde::Deserialize)]
+#[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct QueueSwitch {
+    /// Whether the show's holds go through its queue.
     enabled: bool,
 }
 
 /// `GET /admin/shows/{show}/hold-queue`: whether the show's holds go through its queue.
+#[utoipa::path(
+    get,
+    path = "/admin/shows/{show}/hold-queue",
+    tag = "admin",
+    summary = "Whether the show's holds go through its queue",
+    params(("show" = String, Path, description = "show id")),
+    responses(
+        (status = 200, description = "{show, enabled}", body = Object),
+        (status = 404, description = "no such show", body = ProblemDoc),
+        (status = 503, description = "database busy", body = ProblemDoc),
+    ),
+    security(("admin_token" = [])),
+)]
 pub async fn hold_queue(
     State(state): State<AppState>,
     Path(show): Path<String>,
@@ -184,6 +257,23 @@ pub async fn hold_queue(
 
 /// `POST /admin/shows/{show}/hold-queue {"enabled": bool}`: the per-show hold queue switch
 /// (seed 002, `crate::inventory::hotq`), in this process.
+#[utoipa::path(
+    post,
+    path = "/admin/shows/{show}/hold-queue",
+    tag = "admin",
+    summary = "Switch the show's hold queue (this process)",
+    params(("show" = String, Path, description = "show id")),
+    request_body(content = QueueSwitch),
+    responses(
+        (status = 200, description = "{show, enabled}", body = Object),
+        (status = 400, description = "invalid-body", body = ProblemDoc),
+        (status = 415, description = "invalid-body: not JSON", body = ProblemDoc),
+        (status = 422, description = "invalid-body: a member missing, unknown or of the wrong type", body = ProblemDoc),
+        (status = 404, description = "no such show", body = ProblemDoc),
+        (status = 503, description = "database busy", body = ProblemDoc),
+    ),
+    security(("admin_token" = [])),
+)]
 pub async fn set_hold_queue(
     State(state): State<AppState>,
     Path(show): Path<String>,

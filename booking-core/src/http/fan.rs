@@ -1,24 +1,24 @@
-//! Fan-facing handlers: session cookie, `/api/me`, seat map, holds, pay, release, and the
-//! browser's return from checkout. Every fan call passes the door first (case W08).
+//! Fan-facing handlers outside the holds (`super::holds`): the session cookie, `/api/me`, the
+//! seat map and section overview, leaving, and the browser's return from checkout. Every call
+//! that acts for a fan passes the door first (case W08); the seat map and overview are public.
 
 use std::collections::HashMap;
 
-use axum::extract::rejection::{FormRejection, JsonRejection, QueryRejection};
+use axum::extract::rejection::{FormRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::{Form, Json};
 use sale_common::Problem;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::openapi::ProblemDoc;
 use crate::door::{token_from_headers, Admission, DoorError};
 use crate::error::{clip, rejection, ApiError, ApiResult};
-use crate::inventory::claim::{self, unprocessable, Ask, Timing};
-use crate::inventory::holds::{self, Hold};
+use crate::inventory::claim::unprocessable;
 use crate::payments::{self, CallbackOutcome};
 use crate::state::AppState;
-use crate::telemetry;
 
 /// 401 `admission-required` pointing back to the waiting room (API.md).
 fn admission_required(state: &AppState, e: &DoorError) -> ApiError {
@@ -46,7 +46,7 @@ pub async fn fan(
     Ok(adm)
 }
 
-fn known_show(state: &AppState, show: &str) -> ApiResult<()> {
+pub(super) fn known_show(state: &AppState, show: &str) -> ApiResult<()> {
     if state.config.has_show(show) {
         Ok(())
     } else {
@@ -54,22 +54,31 @@ fn known_show(state: &AppState, show: &str) -> ApiResult<()> {
     }
 }
 
-/// The fan's own hold, else 404 (another visitor's hold is not revealed).
-async fn own_hold(state: &AppState, adm: &Admission, id: &str) -> ApiResult<Hold> {
-    match holds::load(&state.db, id).await? {
-        Some(h) if h.visitor_id == adm.sub && h.show_id == adm.event => Ok(h),
-        _ => Err(Problem::not_found(format!("hold {}", clip(id))).into()),
-    }
-}
-
 /// Form of `POST /session`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 pub struct SessionForm {
+    /// The admission token from the waiting room.
     admission_token: String,
+    /// The show (the token's event).
     show: String,
 }
 
 /// `POST /session`: verify, set the HttpOnly `admission` cookie, 303 to the booking page.
+#[utoipa::path(
+    post,
+    path = "/session",
+    tag = "fan",
+    summary = "Trade an admission token for the HttpOnly admission cookie",
+    request_body(content = SessionForm, content_type = "application/x-www-form-urlencoded"),
+    responses(
+        (status = 303, description = "cookie `admission` set (HttpOnly; SameSite=Lax; Path=/); Location /book.html?show={show}",
+            headers(("Set-Cookie" = String), ("Location" = String))),
+        (status = 400, description = "invalid-form", body = ProblemDoc),
+        (status = 401, description = "admission-required (with waiting_room): missing, invalid, expired or for another show", body = ProblemDoc),
+        (status = 404, description = "no such show", body = ProblemDoc),
+        (status = 415, description = "invalid-form: not a form", body = ProblemDoc),
+    ),
+)]
 pub async fn session(
     State(state): State<AppState>,
     form: Result<Form<SessionForm>, FormRejection>,
@@ -95,6 +104,16 @@ pub async fn session(
 }
 
 /// `GET /api/me`: the cheap authenticated endpoint.
+#[utoipa::path(
+    get,
+    path = "/api/me",
+    tag = "fan",
+    summary = "The cheap authenticated call",
+    responses(
+        (status = 200, description = "{visitor_id, event, expires_at}", body = Object),
+    ),
+    security(("admission_token" = []), ("admission_cookie" = [])),
+)]
 pub async fn me(State(state): State<AppState>, headers: HeaderMap) -> ApiResult<Json<Value>> {
     let adm = fan(&state, &headers, None).await?;
     Ok(Json(
@@ -127,6 +146,22 @@ fn strict_query(
 
 /// `GET /api/shows/{show}/seats[?section=S]`: the seat map, or one section of it; lapsed holds
 /// count as free. An unknown section → `422 unknown-section`.
+#[utoipa::path(
+    get,
+    path = "/api/shows/{show}/seats",
+    tag = "fan",
+    summary = "Seat map (or one section of it); lapsed holds count free",
+    params(
+        ("show" = String, Path, description = "show id = the waiting room's event id"),
+        ("section" = Option<String>, Query, description = "only this section's seats"),
+    ),
+    responses(
+        (status = 200, description = "{show, capacity, available, seats:[{id, section, row, number, price_cents, status}], pools:[{id, price_cents, capacity, oversell, available}]}", body = Object),
+        (status = 404, description = "no such show", body = ProblemDoc),
+        (status = 422, description = "unknown-section; invalid-query (another or a repeated parameter)", body = ProblemDoc),
+        (status = 503, description = "database busy", body = ProblemDoc),
+    ),
+)]
 pub async fn seats(
     State(state): State<AppState>,
     Path(show): Path<String>,
@@ -151,6 +186,19 @@ pub async fn seats(
 /// `GET /api/shows/{show}/sections`: the overview a fan picks a section from — per section
 /// `capacity`, `available` and price range (cents), plus the pools; from the same snapshot as
 /// the seat map.
+#[utoipa::path(
+    get,
+    path = "/api/shows/{show}/sections",
+    tag = "fan",
+    summary = "Section overview, from the seat map's snapshot",
+    params(("show" = String, Path, description = "show id")),
+    responses(
+        (status = 200, description = "{show, capacity, available, sections:[{id, capacity, available, held, price_cents_min, price_cents_max}], pools}", body = Object),
+        (status = 404, description = "no such show", body = ProblemDoc),
+        (status = 422, description = "invalid-query: this route takes no parameter", body = ProblemDoc),
+        (status = 503, description = "database busy", body = ProblemDoc),
+    ),
+)]
 pub async fn sections(
     State(state): State<AppState>,
     Path(show): Path<String>,
@@ -165,179 +213,19 @@ pub async fn sections(
     Ok(([(header::CONTENT_TYPE, "application/json")], views.overview).into_response())
 }
 
-/// Body of a hold request: exactly one of `seats`, `pool` (+ `quantity`), `best_available`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct HoldBody {
-    #[serde(default)]
-    seats: Option<Vec<String>>,
-    #[serde(default)]
-    pool: Option<String>,
-    #[serde(default)]
-    quantity: Option<u32>,
-    #[serde(default)]
-    best_available: Option<BestBody>,
-    #[serde(default)]
-    channel: Option<String>,
-}
-
-/// `best_available` member of a hold request.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BestBody {
-    section: String,
-    quantity: u32,
-    #[serde(default)]
-    allow_split: bool,
-}
-
-fn idempotency_key(headers: &HeaderMap) -> ApiResult<String> {
-    Ok(headers
-        .get("idempotency-key")
-        .and_then(|v| v.to_str().ok())
-        .map(str::trim)
-        .filter(|k| (1..=200).contains(&k.len()))
-        .ok_or_else(|| {
-            Problem::new(
-                StatusCode::BAD_REQUEST,
-                "idempotency-key-required",
-                "Idempotency-Key required",
-            )
-            .detail("send an Idempotency-Key header (1 to 200 characters)")
-        })?
-        .to_owned())
-}
-
-/// The request's ask, validated: counts 1..=max, seats normalised.
-fn ask_of(body: HoldBody, max: usize) -> Result<Ask, Problem> {
-    let count = |n: u32| -> Result<u32, Problem> {
-        if n == 0 || n as usize > max {
-            Err(unprocessable("seat-count", "Wrong number of seats")
-                .detail(format!("a hold takes 1 to {max} seats or places"))
-                .with("max_seats", max))
-        } else {
-            Ok(n)
-        }
-    };
-    match (body.seats, body.pool, body.best_available) {
-        (Some(seats), None, None) if body.quantity.is_none() => {
-            Ok(Ask::Seats(holds::normalise_seats(seats, max)?))
-        }
-        (None, Some(pool), None) => Ok(Ask::Pool {
-            pool,
-            quantity: count(body.quantity.unwrap_or(1))?,
-        }),
-        (None, None, Some(b)) if body.quantity.is_none() => Ok(Ask::Best {
-            section: b.section,
-            quantity: count(b.quantity)?,
-            allow_split: b.allow_split,
-        }),
-        _ => Err(
-            unprocessable("invalid-hold-request", "Invalid hold request")
-                .detail("send exactly one of seats, pool (+ quantity) or best_available"),
-        ),
-    }
-}
-
-/// The channel: `X-Channel` header, else the body's `channel`, else the default; 422 if unknown.
-fn channel_of(
-    state: &AppState,
-    headers: &HeaderMap,
-    body: Option<&str>,
-) -> ApiResult<(String, Timing)> {
-    let name = headers
-        .get("x-channel")
-        .and_then(|v| v.to_str().ok())
-        .or(body)
-        .unwrap_or(&state.config.default_channel)
-        .to_owned();
-    let Some(c) = state.config.channels.get(&name) else {
-        return Err(unprocessable("unknown-channel", "Unknown channel")
-            .with(
-                "channels",
-                state.config.channels.keys().cloned().collect::<Vec<_>>(),
-            )
-            .into());
-    };
-    let timing = Timing {
-        hold_ttl_ms: secs_to_ms(c.hold_secs),
-        payment_session_ms: secs_to_ms(c.payment_secs),
-    };
-    Ok((name, timing))
-}
-
-/// `POST /api/shows/{show}/holds` with `Idempotency-Key` (API.md).
-pub async fn create_hold(
-    State(state): State<AppState>,
-    Path(show): Path<String>,
-    headers: HeaderMap,
-    body: Result<Json<HoldBody>, JsonRejection>,
-) -> ApiResult<Response> {
-    known_show(&state, &show)?;
-    let adm = fan(&state, &headers, Some(&show)).await?;
-    let key = idempotency_key(&headers)?;
-    let Json(body) = body.map_err(|r| rejection(r.status(), "body", &r.body_text()))?;
-    let (channel, timing) = channel_of(&state, &headers, body.channel.as_deref())?;
-    let ask = ask_of(body, state.config.max_seats_per_hold)?;
-    telemetry::hold_attempt(&show, ask.kind());
-    let now = state.clock.now_ms();
-    // A replay of a stored answer is not a new request: it does not count against the limit.
-    let hash = ask.request_hash(&show, &channel);
-    if let Some(answer) = claim::stored_answer(&state.db, &adm.sub, &key, &hash).await? {
-        telemetry::replay(&show);
-        return Ok((answer.status, Json(answer.body)).into_response());
-    }
-    if let Err(wait) = state
-        .limiter
-        .check(&adm.jti, state.config.hold_rate_per_min, now)
-    {
-        telemetry::hold_refused(&show, 429, "hold-rate-limited");
-        return Err(Problem::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "hold-rate-limited",
-            "Too many hold requests",
-        )
-        .detail("hold creation is rate-limited per admission")
-        .retry_after(wait)
-        .into());
-    }
-    let kind = ask.kind();
-    let req = claim::Request {
-        adm: &adm,
-        show: &show,
-        ask,
-        key: &key,
-        channel: &channel,
-        timing,
-        visitor_cap: state.config.max_holds_per_visitor,
-    };
-    let created = if state.hold_queues.is_on(&show) {
-        state.hold_queues.submit(&state.db, &req, now).await
-    } else {
-        claim::create(&state.db, &req, now).await
-    };
-    match created {
-        Ok(answer) => {
-            telemetry::hold_created(&show, kind);
-            Ok((answer.status, Json(answer.body)).into_response())
-        }
-        Err(ApiError::Problem(mut p)) => {
-            telemetry::hold_refused(&show, p.status.as_u16(), p.kind);
-            if p.kind == "admission-ended" {
-                p = p.with("waiting_room", state.config.waiting_room_url.clone());
-            }
-            if p.status == StatusCode::CONFLICT && p.kind != "concurrent-request" {
-                // Remember the refused request's hash: the key cannot be reused for another.
-                claim::record_refusal(&state.db, &adm.sub, &key, &hash, now).await?;
-            }
-            Err(p.into())
-        }
-        Err(e) => Err(e),
-    }
-}
-
 /// `POST /api/leave`: the fan is done; the waiting room is told the admission's session is
 /// over (through the outbox). A live hold stays until it is paid, cancelled or lapses.
+#[utoipa::path(
+    post,
+    path = "/api/leave",
+    tag = "fan",
+    summary = "The fan is done: the waiting room is told the session ended",
+    responses(
+        (status = 200, description = "{left: true}", body = Object),
+        (status = 503, description = "database busy", body = ProblemDoc),
+    ),
+    security(("admission_token" = []), ("admission_cookie" = [])),
+)]
 pub async fn leave(State(state): State<AppState>, headers: HeaderMap) -> ApiResult<Json<Value>> {
     let adm = fan(&state, &headers, None).await?;
     let mut tx = state.db.begin().await?;
@@ -346,44 +234,25 @@ pub async fn leave(State(state): State<AppState>, headers: HeaderMap) -> ApiResu
     Ok(Json(json!({"left": true})))
 }
 
-fn secs_to_ms(secs: u64) -> i64 {
-    i64::try_from(secs).unwrap_or(i64::MAX / 2000) * 1000
-}
-
-/// `GET /api/holds/{hold}`.
-pub async fn get_hold(
-    State(state): State<AppState>,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-) -> ApiResult<Json<Value>> {
-    let adm = fan(&state, &headers, None).await?;
-    let h = own_hold(&state, &adm, &id).await?;
-    Ok(Json(holds::view(&state.db, &h).await?))
-}
-
-/// `POST /api/holds/{hold}/pay`.
-pub async fn pay(
-    State(state): State<AppState>,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-) -> ApiResult<Json<Value>> {
-    let adm = fan(&state, &headers, None).await?;
-    let h = own_hold(&state, &adm, &id).await?;
-    Ok(Json(payments::start(&state, &h).await?))
-}
-
-/// `DELETE /api/holds/{hold}`.
-pub async fn delete_hold(
-    State(state): State<AppState>,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-) -> ApiResult<Json<Value>> {
-    let adm = fan(&state, &headers, None).await?;
-    let h = own_hold(&state, &adm, &id).await?;
-    Ok(Json(payments::release_by_fan(&state, &h).await?))
-}
-
 /// `GET /payment/callback?paymentID=&status=&signature=`; `status` is ignored.
+#[utoipa::path(
+    get,
+    path = "/payment/callback",
+    tag = "payment",
+    summary = "The browser's return from checkout (status is ignored; the gateway is asked)",
+    params(
+        ("paymentID" = String, Query, description = "a payment id this booking core issued"),
+        ("signature" = String, Query, description = "the gateway's per-payment signature"),
+        ("status" = Option<String>, Query, description = "ignored (anyone can forge it)"),
+    ),
+    responses(
+        (status = 303, description = "Location /confirmation.html?hold={hold} when paid, else /book.html?show=…&hold=…", headers(("Location" = String))),
+        (status = 400, description = "bad-request (paymentID or signature missing), bad-signature", body = ProblemDoc),
+        (status = 404, description = "unknown-payment", body = ProblemDoc),
+        (status = 409, description = "hold-expired (with hold_id): the reconciler settles it", body = ProblemDoc),
+        (status = 503, description = "database busy", body = ProblemDoc),
+    ),
+)]
 pub async fn callback(
     State(state): State<AppState>,
     q: Result<Query<HashMap<String, String>>, QueryRejection>,

@@ -12,6 +12,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::admin::admin;
+use super::openapi::ProblemDoc;
 use crate::error::ApiResult;
 use crate::state::AppState;
 
@@ -74,6 +75,24 @@ fn rows_json(rows: Vec<Row>) -> Vec<Value> {
 /// `GET /admin/shows/{show}/holds?status=&visitor=&limit=&offset=`: newest first,
 /// `{"holds":[{"hold_id","visitor_id","status","channel","amount_cents","created_at",
 /// "expires_at","seats":[…]}],"limit","offset"}`.
+#[utoipa::path(
+    get,
+    path = "/admin/shows/{show}/holds",
+    tag = "admin",
+    summary = "Holds newest first, filtered and paged",
+    params(("show" = String, Path, description = "show id"),
+        ("status" = Option<String>, Query, description = "HELD, PAID or RELEASED"),
+        ("visitor" = Option<String>, Query, description = "visitor id"),
+        ("limit" = Option<i64>, Query, description = "1..=500, default 100"),
+        ("offset" = Option<i64>, Query, description = "0 or more, default 0")),
+    responses(
+        (status = 200, description = "{holds:[{hold_id, visitor_id, status, channel, amount_cents, created_at, expires_at, seats}], limit, offset} (times epoch ms)", body = Object),
+        (status = 400, description = "invalid-query: an unknown or unparsable parameter", body = ProblemDoc),
+        (status = 422, description = "invalid-page, invalid-status", body = ProblemDoc),
+        (status = 503, description = "database busy", body = ProblemDoc),
+    ),
+    security(("admin_token" = [])),
+)]
 pub async fn holds(
     State(state): State<AppState>,
     Path(show): Path<String>,
@@ -113,6 +132,24 @@ pub async fn holds(
 /// `GET /admin/shows/{show}/seats/{seat}/history?limit=&offset=`: oldest first, every audit
 /// row of every hold that included the seat: `{"seat","history":[{"at","hold_id","visitor_id",
 /// "action","actor","reason"}]}`.
+#[utoipa::path(
+    get,
+    path = "/admin/shows/{show}/seats/{seat}/history",
+    tag = "admin",
+    summary = "Every audit row of every hold that included the seat, oldest first",
+    params(("show" = String, Path, description = "show id"),
+        ("seat" = String, Path, description = "seat id {section}-{row}-{n}"),
+        ("limit" = Option<i64>, Query, description = "1..=500, default 100"),
+        ("offset" = Option<i64>, Query, description = "0 or more, default 0")),
+    responses(
+        (status = 200, description = "{seat, history:[{at, hold_id, visitor_id, action, actor, reason}]} (at epoch ms)", body = Object),
+        (status = 400, description = "invalid-query: an unknown or unparsable parameter", body = ProblemDoc),
+        (status = 422, description = "invalid-page", body = ProblemDoc),
+        (status = 404, description = "no such seat", body = ProblemDoc),
+        (status = 503, description = "database busy", body = ProblemDoc),
+    ),
+    security(("admin_token" = [])),
+)]
 pub async fn seat(
     State(state): State<AppState>,
     Path((show, seat)): Path<(String, String)>,
@@ -148,6 +185,19 @@ pub async fn seat(
 
 /// `GET /admin/holds/{hold}/history`: `{"hold_id","show","visitor_id","status","seats",
 /// "history":[…]}`, oldest first; 404 for an unknown hold.
+#[utoipa::path(
+    get,
+    path = "/admin/holds/{hold}/history",
+    tag = "admin",
+    summary = "A hold and its audit rows, oldest first",
+    params(("hold" = String, Path, description = "hold id")),
+    responses(
+        (status = 200, description = "{hold_id, show, visitor_id, status, seats, history:[…]}", body = Object),
+        (status = 404, description = "no such hold", body = ProblemDoc),
+        (status = 503, description = "database busy", body = ProblemDoc),
+    ),
+    security(("admin_token" = [])),
+)]
 pub async fn hold(
     State(state): State<AppState>,
     Path(id): Path<String>,

@@ -1,5 +1,6 @@
 //! HTTP surface of the booking core (API.md "Booking core"): the router factory, the fan and
-//! admin handlers, and the static pages.
+//! admin handlers, the static pages, and the OpenAPI description of all of them (`openapi`,
+//! served at `/openapi.json`; `tests/openapi.rs` checks it names exactly the routes below).
 //!
 //! Layer: the top; may use every other module. Fan handlers parse input and call into
 //! `inventory` and `payments`; the admin and back-office handlers also read reports straight
@@ -8,7 +9,10 @@
 pub mod admin;
 pub mod fan;
 pub mod history;
+pub mod holds;
 pub mod office;
+pub mod openapi;
+pub mod ops;
 pub mod waitlist;
 pub mod webhook;
 
@@ -37,16 +41,16 @@ pub fn router(state: AppState) -> Router {
         .route("/api/leave", post(fan::leave))
         .route("/api/shows/{show}/seats", get(fan::seats))
         .route("/api/shows/{show}/sections", get(fan::sections))
-        .route("/api/shows/{show}/holds", post(fan::create_hold))
+        .route("/api/shows/{show}/holds", post(holds::create_hold))
         .route(
             "/api/shows/{show}/waitlist",
             get(waitlist::status).post(waitlist::join),
         )
         .route(
             "/api/holds/{hold}",
-            get(fan::get_hold).delete(fan::delete_hold),
+            get(holds::get_hold).delete(holds::delete_hold),
         )
-        .route("/api/holds/{hold}/pay", post(fan::pay))
+        .route("/api/holds/{hold}/pay", post(holds::pay))
         .route("/payment/callback", get(fan::callback))
         .route("/payment/webhook", post(webhook::receive))
         .route("/admin/shows/{show}/stats", get(admin::stats))
@@ -74,8 +78,9 @@ pub fn router(state: AppState) -> Router {
             HeaderValue::from_static("private, no-store"),
         ));
     let mut app = Router::new()
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/metrics", get(crate::telemetry::metrics))
+        .route("/healthz", get(ops::healthz))
+        .route("/metrics", get(ops::metrics))
+        .route("/openapi.json", get(openapi::openapi))
         .merge(api)
         .method_not_allowed_fallback(method_not_allowed);
     app = match static_dir {

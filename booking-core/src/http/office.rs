@@ -7,6 +7,7 @@ use axum::Json;
 use serde_json::{json, Value};
 
 use super::admin::admin;
+use super::openapi::ProblemDoc;
 use crate::error::ApiResult;
 use crate::state::AppState;
 
@@ -14,6 +15,18 @@ use crate::state::AppState;
 /// "messages":[{"id","kind","ref_id","sent_at"?,"attempts"}]}`; `sent_at` in epoch ms;
 /// `emails_pending` counts messages to fans (emails, refunds), `notices_pending` those to the
 /// waiting room.
+#[utoipa::path(
+    get,
+    path = "/admin/shows/{show}/outbox",
+    tag = "admin",
+    summary = "The outbox: emails, refunds and notices to the waiting room",
+    params(("show" = String, Path, description = "show id")),
+    responses(
+        (status = 200, description = "{emails_sent, emails_pending, notices_pending, messages:[{id, kind, ref_id, sent_at?, attempts}]} (sent_at epoch ms)", body = Object),
+        (status = 503, description = "database busy", body = ProblemDoc),
+    ),
+    security(("admin_token" = [])),
+)]
 pub async fn outbox(
     State(state): State<AppState>,
     Path(show): Path<String>,
@@ -53,6 +66,18 @@ pub async fn outbox(
 
 /// `GET /admin/shows/{show}/refunds`: `[{"hold_id","payment_id","transaction_id","amount_cents",
 /// "status":"pending"/"refunded","refund_id"?}]`.
+#[utoipa::path(
+    get,
+    path = "/admin/shows/{show}/refunds",
+    tag = "admin",
+    summary = "Refunds of payments that completed after their seats were gone",
+    params(("show" = String, Path, description = "show id")),
+    responses(
+        (status = 200, description = "[{hold_id, payment_id, transaction_id, amount_cents, status: pending/refunded, refund_id?}]", body = Object),
+        (status = 503, description = "database busy", body = ProblemDoc),
+    ),
+    security(("admin_token" = [])),
+)]
 pub async fn refunds(
     State(state): State<AppState>,
     Path(show): Path<String>,
@@ -77,6 +102,18 @@ pub async fn refunds(
 type AlertRow = (i64, i64, Option<String>, Option<String>, String, String);
 
 /// `GET /admin/alerts`: `[{"id","at","show","hold_id","kind","message"}]` (`at` in epoch ms).
+#[utoipa::path(
+    get,
+    path = "/admin/alerts",
+    tag = "admin",
+    summary = "Operator alerts",
+    params(),
+    responses(
+        (status = 200, description = "[{id, at, show, hold_id, kind, message}] (at epoch ms)", body = Object),
+        (status = 503, description = "database busy", body = ProblemDoc),
+    ),
+    security(("admin_token" = [])),
+)]
 pub async fn alerts(State(state): State<AppState>, headers: HeaderMap) -> ApiResult<Json<Value>> {
     admin(&state, &headers)?;
     let rows: Vec<AlertRow> =

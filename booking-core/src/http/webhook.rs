@@ -8,11 +8,26 @@ use axum::Json;
 use sale_common::Problem;
 use serde_json::{json, Value};
 
+use super::openapi::ProblemDoc;
 use crate::error::ApiResult;
 use crate::payments::webhook::{self, Handled, Refused};
 use crate::state::AppState;
 
 /// The handler (API.md "Booking core").
+#[utoipa::path(
+    post,
+    path = "/payment/webhook",
+    tag = "payment",
+    summary = "A gateway event, verified on the raw body before anything is parsed",
+    request_body(content = Object, description = "a gateway event {id, type, created, data: {payment_id, transaction_id?, …}}"),
+    responses(
+        (status = 200, description = "{received: true, result} for every correctly signed delivery (result e.g. confirmed, duplicate, unknown-payment)", body = Object),
+        (status = 400, description = "bad-webhook: Gateway-Signature missing or malformed; nothing changes", body = ProblemDoc),
+        (status = 401, description = "bad-webhook: no v1 matches a key, or t more than the tolerance (300 s) away; nothing changes", body = ProblemDoc),
+        (status = 503, description = "database busy", body = ProblemDoc),
+    ),
+    security(("webhook_signature" = [])),
+)]
 pub async fn receive(
     State(state): State<AppState>,
     headers: HeaderMap,

@@ -1,0 +1,313 @@
+//! A fan's holds: create one (by seats, pool or best available, with `Idempotency-Key`), read
+//! it, pay it and cancel it. Every call passes the door first (`super::fan::fan`); a hold of
+//! another visitor is answered 404.
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use sale_common::Problem;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::fan::{fan, known_show};
+use super::openapi::ProblemDoc;
+use crate::door::Admission;
+use crate::error::{clip, rejection, ApiError, ApiResult};
+use crate::inventory::claim::{self, unprocessable, Ask, Timing};
+use crate::inventory::holds::{self, Hold};
+use crate::payments;
+use crate::state::AppState;
+use crate::telemetry;
+
+/// The fan's own hold, else 404 (another visitor's hold is not revealed).
+async fn own_hold(state: &AppState, adm: &Admission, id: &str) -> ApiResult<Hold> {
+    match holds::load(&state.db, id).await? {
+        Some(h) if h.visitor_id == adm.sub && h.show_id == adm.event => Ok(h),
+        _ => Err(Problem::not_found(format!("hold {}", clip(id))).into()),
+    }
+}
+
+/// Body of a hold request: exactly one of `seats`, `pool` (+ `quantity`), `best_available`.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HoldBody {
+    /// These seats (1 to `max_seats_per_hold`, e.g. `"A-1-1"`).
+    #[serde(default)]
+    seats: Option<Vec<String>>,
+    /// Places in this general-admission pool.
+    #[serde(default)]
+    pool: Option<String>,
+    /// With `pool`: how many places (default 1).
+    #[serde(default)]
+    quantity: Option<u32>,
+    /// The best free seats side by side in one row.
+    #[serde(default)]
+    best_available: Option<BestBody>,
+    /// Channel (`web`, `app`, …); the `X-Channel` header wins.
+    #[serde(default)]
+    channel: Option<String>,
+}
+
+/// `best_available` member of a hold request.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BestBody {
+    /// Section id.
+    section: String,
+    /// How many seats.
+    quantity: u32,
+    /// Whether the seats may be apart when no block is free.
+    #[serde(default)]
+    allow_split: bool,
+}
+
+fn idempotency_key(headers: &HeaderMap) -> ApiResult<String> {
+    Ok(headers
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|k| (1..=200).contains(&k.len()))
+        .ok_or_else(|| {
+            Problem::new(
+                StatusCode::BAD_REQUEST,
+                "idempotency-key-required",
+                "Idempotency-Key required",
+            )
+            .detail("send an Idempotency-Key header (1 to 200 characters)")
+        })?
+        .to_owned())
+}
+
+/// The request's ask, validated: counts 1..=max, seats normalised.
+fn ask_of(body: HoldBody, max: usize) -> Result<Ask, Problem> {
+    let count = |n: u32| -> Result<u32, Problem> {
+        if n == 0 || n as usize > max {
+            Err(unprocessable("seat-count", "Wrong number of seats")
+                .detail(format!("a hold takes 1 to {max} seats or places"))
+                .with("max_seats", max))
+        } else {
+            Ok(n)
+        }
+    };
+    match (body.seats, body.pool, body.best_available) {
+        (Some(seats), None, None) if body.quantity.is_none() => {
+            Ok(Ask::Seats(holds::normalise_seats(seats, max)?))
+        }
+        (None, Some(pool), None) => Ok(Ask::Pool {
+            pool,
+            quantity: count(body.quantity.unwrap_or(1))?,
+        }),
+        (None, None, Some(b)) if body.quantity.is_none() => Ok(Ask::Best {
+            section: b.section,
+            quantity: count(b.quantity)?,
+            allow_split: b.allow_split,
+        }),
+        _ => Err(
+            unprocessable("invalid-hold-request", "Invalid hold request")
+                .detail("send exactly one of seats, pool (+ quantity) or best_available"),
+        ),
+    }
+}
+
+/// The channel: `X-Channel` header, else the body's `channel`, else the default; 422 if unknown.
+fn channel_of(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: Option<&str>,
+) -> ApiResult<(String, Timing)> {
+    let name = headers
+        .get("x-channel")
+        .and_then(|v| v.to_str().ok())
+        .or(body)
+        .unwrap_or(&state.config.default_channel)
+        .to_owned();
+    let Some(c) = state.config.channels.get(&name) else {
+        return Err(unprocessable("unknown-channel", "Unknown channel")
+            .with(
+                "channels",
+                state.config.channels.keys().cloned().collect::<Vec<_>>(),
+            )
+            .into());
+    };
+    let timing = Timing {
+        hold_ttl_ms: secs_to_ms(c.hold_secs),
+        payment_session_ms: secs_to_ms(c.payment_secs),
+    };
+    Ok((name, timing))
+}
+
+/// `POST /api/shows/{show}/holds` with `Idempotency-Key` (API.md).
+#[utoipa::path(
+    post,
+    path = "/api/shows/{show}/holds",
+    tag = "fan",
+    summary = "Hold seats, pool places or the best seats together (all or nothing)",
+    params(
+        ("show" = String, Path, description = "show id (the admission's event)"),
+        ("Idempotency-Key" = String, Header, description = "1 to 200 characters; same key + same body → the stored answer"),
+        ("X-Channel" = Option<String>, Header, description = "channel (wins over the body's); default web"),
+    ),
+    request_body(content = HoldBody, description = "exactly one of seats, pool (+ quantity), best_available; optional channel"),
+    responses(
+        (status = 201, description = "{hold_id, show, seats, status: HELD, expires_at, payment_expires_at, amount_cents, channel, pool?, quantity?}", body = Object),
+        (status = 400, description = "idempotency-key-required; invalid-body", body = ProblemDoc),
+        (status = 404, description = "no such show", body = ProblemDoc),
+        (status = 409, description = "seats-unavailable, pool-unavailable, no-seats-together (each with fresh availability), hold-exists (hold_id), visitor-hold-cap (max_holds), admission-ended (waiting_room), concurrent-request (Retry-After)", body = ProblemDoc,
+            headers(("Retry-After" = u64, description = "concurrent-request only"))),
+        (status = 415, description = "invalid-body: not JSON", body = ProblemDoc),
+        (status = 422, description = "seat-count, duplicate-seats, unknown-seat, unknown-pool, unknown-section, unknown-channel, invalid-hold-request, idempotency-key-reused; invalid-body (unknown member)", body = ProblemDoc),
+        (status = 429, description = "hold-rate-limited: more than hold_rate_per_min requests a minute for this admission", body = ProblemDoc),
+        (status = 503, description = "database busy or conflict", body = ProblemDoc),
+    ),
+    security(("admission_token" = []), ("admission_cookie" = [])),
+)]
+pub async fn create_hold(
+    State(state): State<AppState>,
+    Path(show): Path<String>,
+    headers: HeaderMap,
+    body: Result<Json<HoldBody>, JsonRejection>,
+) -> ApiResult<Response> {
+    known_show(&state, &show)?;
+    let adm = fan(&state, &headers, Some(&show)).await?;
+    let key = idempotency_key(&headers)?;
+    let Json(body) = body.map_err(|r| rejection(r.status(), "body", &r.body_text()))?;
+    let (channel, timing) = channel_of(&state, &headers, body.channel.as_deref())?;
+    let ask = ask_of(body, state.config.max_seats_per_hold)?;
+    telemetry::hold_attempt(&show, ask.kind());
+    let now = state.clock.now_ms();
+    // A replay of a stored answer is not a new request: it does not count against the limit.
+    let hash = ask.request_hash(&show, &channel);
+    if let Some(answer) = claim::stored_answer(&state.db, &adm.sub, &key, &hash).await? {
+        telemetry::replay(&show);
+        return Ok((answer.status, Json(answer.body)).into_response());
+    }
+    if let Err(wait) = state
+        .limiter
+        .check(&adm.jti, state.config.hold_rate_per_min, now)
+    {
+        telemetry::hold_refused(&show, 429, "hold-rate-limited");
+        return Err(Problem::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "hold-rate-limited",
+            "Too many hold requests",
+        )
+        .detail("hold creation is rate-limited per admission")
+        .retry_after(wait)
+        .into());
+    }
+    let kind = ask.kind();
+    let req = claim::Request {
+        adm: &adm,
+        show: &show,
+        ask,
+        key: &key,
+        channel: &channel,
+        timing,
+        visitor_cap: state.config.max_holds_per_visitor,
+    };
+    let created = if state.hold_queues.is_on(&show) {
+        state.hold_queues.submit(&state.db, &req, now).await
+    } else {
+        claim::create(&state.db, &req, now).await
+    };
+    match created {
+        Ok(answer) => {
+            telemetry::hold_created(&show, kind);
+            Ok((answer.status, Json(answer.body)).into_response())
+        }
+        Err(ApiError::Problem(mut p)) => {
+            telemetry::hold_refused(&show, p.status.as_u16(), p.kind);
+            if p.kind == "admission-ended" {
+                p = p.with("waiting_room", state.config.waiting_room_url.clone());
+            }
+            if p.status == StatusCode::CONFLICT && p.kind != "concurrent-request" {
+                // Remember the refused request's hash: the key cannot be reused for another.
+                claim::record_refusal(&state.db, &adm.sub, &key, &hash, now).await?;
+            }
+            Err(p.into())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn secs_to_ms(secs: u64) -> i64 {
+    i64::try_from(secs).unwrap_or(i64::MAX / 2000) * 1000
+}
+
+/// `GET /api/holds/{hold}`.
+#[utoipa::path(
+    get,
+    path = "/api/holds/{hold}",
+    tag = "fan",
+    summary = "The fan's hold",
+    params(("hold" = String, Path, description = "hold id (the fan's own; another's is 404)")),
+    responses(
+        (status = 200, description = "{hold_id, show, seats, status: HELD/PAID/RELEASED, expires_at, payment_id?, booking_id?}", body = Object),
+        (status = 404, description = "no such hold for this fan", body = ProblemDoc),
+        (status = 503, description = "database busy", body = ProblemDoc),
+    ),
+    security(("admission_token" = []), ("admission_cookie" = [])),
+)]
+pub async fn get_hold(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<Json<Value>> {
+    let adm = fan(&state, &headers, None).await?;
+    let h = own_hold(&state, &adm, &id).await?;
+    Ok(Json(holds::view(&state.db, &h).await?))
+}
+
+/// `POST /api/holds/{hold}/pay`.
+#[utoipa::path(
+    post,
+    path = "/api/holds/{hold}/pay",
+    tag = "fan",
+    summary = "Create the hold's gateway payment (once; again while HELD → the same)",
+    params(("hold" = String, Path, description = "hold id (the fan's own; another's is 404)")),
+    responses(
+        (status = 200, description = "{payment_id, checkout_url}", body = Object),
+        (status = 404, description = "no such hold for this fan", body = ProblemDoc),
+        (status = 409, description = "hold-paid, hold-not-held (hold_status), payment-session-over, payment-in-progress (Retry-After)", body = ProblemDoc,
+            headers(("Retry-After" = u64, description = "payment-in-progress only"))),
+        (status = 502, description = "gateway-unavailable: the payment could not be created", body = ProblemDoc),
+        (status = 503, description = "database busy", body = ProblemDoc),
+    ),
+    security(("admission_token" = []), ("admission_cookie" = [])),
+)]
+pub async fn pay(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<Json<Value>> {
+    let adm = fan(&state, &headers, None).await?;
+    let h = own_hold(&state, &adm, &id).await?;
+    Ok(Json(payments::start(&state, &h).await?))
+}
+
+/// `DELETE /api/holds/{hold}`.
+#[utoipa::path(
+    delete,
+    path = "/api/holds/{hold}",
+    tag = "fan",
+    summary = "Cancel: release at once, or after the gateway voids the payment",
+    params(("hold" = String, Path, description = "hold id (the fan's own; another's is 404)")),
+    responses(
+        (status = 200, description = "{hold_id, status: RELEASED}", body = Object),
+        (status = 404, description = "no such hold for this fan", body = ProblemDoc),
+        (status = 409, description = "hold-paid (also when the payment completed meanwhile); payment-in-progress (being created, or may still complete)", body = ProblemDoc),
+        (status = 503, description = "gateway-unavailable: the payment could not be voided yet; database busy", body = ProblemDoc),
+    ),
+    security(("admission_token" = []), ("admission_cookie" = [])),
+)]
+pub async fn delete_hold(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<Json<Value>> {
+    let adm = fan(&state, &headers, None).await?;
+    let h = own_hold(&state, &adm, &id).await?;
+    Ok(Json(payments::release_by_fan(&state, &h).await?))
+}
