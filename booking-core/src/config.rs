@@ -70,10 +70,22 @@ pub struct Config {
     pub issuer: String,
     /// Required `aud` of admission tokens ("booking-core", API.md).
     pub audience: String,
-    /// Clock leeway for `exp`/`nbf`, seconds (DESIGN: explicit and small; default 5).
+    /// Leeway on `exp`/`nbf`, **seconds** (default 0, and it must equal the waiting room's
+    /// published `door_exp_leeway_secs`): clock skew is absorbed by the waiting room's
+    /// `nbf = iat - max_clock_skew_secs` and slot tail instead (DECISIONS "Tokens, capacity and
+    /// clocks"), so `max_active` stays exact (case W10).
     pub leeway_secs: u64,
+    /// Largest clock difference between services, **seconds** (default 30, case W11). Must equal
+    /// the waiting room's `max_clock_skew_secs`; the door refuses to start otherwise.
+    pub max_clock_skew_secs: u64,
     /// Minimum seconds between two JWKS refreshes caused by unknown `kid`s.
     pub jwks_refresh_cooldown_secs: u64,
+    /// The JWKS is re-read on this schedule too, **seconds** (default 60): a key that left it is
+    /// dropped and its tokens refused within one interval (case W09).
+    pub jwks_refresh_secs: u64,
+    /// On SIGTERM/SIGINT, how long requests in flight may take before the remaining
+    /// connections are closed, **seconds** (case W13).
+    pub drain_secs: u64,
     /// Waiting room base URL, returned in 401 bodies so the page can send the fan back.
     pub waiting_room_url: String,
     /// Payment gateway base URL (server-to-server).
@@ -144,7 +156,8 @@ pub struct Config {
 
 impl Config {
     /// A demo/test config: in-memory SQLite, one show `show_id` on the demo venue, seed timings
-    /// (channels `web` 480/420 s and `app` 600/540 s), leeway 5 s, system clock; the gateway's client secret
+    /// (channels `web` 480/420 s and `app` 600/540 s), leeway 0 s, clock skew 30 s,
+    /// JWKS re-read every 60 s, system clock; the gateway's client secret
     /// and webhook key default to `gateway_secret` (the simulator's `demo` does the same).
     pub fn demo(
         show_id: &str,
@@ -158,8 +171,11 @@ impl Config {
             jwks_url: jwks_url.into(),
             issuer: "waiting-room".into(),
             audience: "booking-core".into(),
-            leeway_secs: 5,
+            leeway_secs: 0,
+            max_clock_skew_secs: 30,
             jwks_refresh_cooldown_secs: 10,
+            jwks_refresh_secs: 60,
+            drain_secs: sale_common::shutdown::DEFAULT_DRAIN_SECS,
             waiting_room_url: "http://127.0.0.1:8080".into(),
             gateway_url: gateway_url.into(),
             gateway_secret: gateway_secret.clone(),
@@ -216,6 +232,14 @@ impl Config {
         anyhow::ensure!(
             self.max_holds_per_visitor >= 1,
             "max_holds_per_visitor must be >= 1"
+        );
+        anyhow::ensure!(
+            self.jwks_refresh_secs >= 1,
+            "jwks_refresh_secs must be >= 1 (a revoked key is refused within one interval)"
+        );
+        anyhow::ensure!(
+            self.max_clock_skew_secs <= 600,
+            "max_clock_skew_secs must be <= 600 (10 minutes); run time sync (chrony, systemd-timesyncd)"
         );
         for (name, url) in [
             ("jwks_url", &self.jwks_url),

@@ -32,7 +32,6 @@ pub mod payments;
 pub mod http;
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::time::Duration;
 
 pub use config::{Channel, Config, PoolSpec, Section, ShowConfig, Venue};
@@ -42,13 +41,35 @@ pub use payments::reconciler::{Outcome, Reconciler};
 pub use state::AppState;
 
 /// Serves the booking core on an already-bound listener until `shutdown` resolves (API.md).
+///
+/// Before serving, the door's token settings are compared with the waiting room's published
+/// policy ([`door::policy`]); a difference is an error (the process does not start).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    check_policy(&config).await?;
     let state = AppState::build(config).await?;
     serve_state(listener, state, shutdown).await
+}
+
+/// The start-up policy check (DECISIONS: "the door refuses to start when its own configuration
+/// disagrees"). An unreachable waiting room is logged, not fatal: deploy order must not matter.
+pub async fn check_policy(config: &Config) -> anyhow::Result<()> {
+    let ours = door::policy::Policy {
+        issuer: config.issuer.clone(),
+        audience: config.audience.clone(),
+        max_clock_skew_secs: config.max_clock_skew_secs,
+        door_exp_leeway_secs: config.leeway_secs,
+    };
+    match door::policy::check(&config.jwks_url, &ours, Duration::from_secs(5)).await? {
+        door::policy::Check::Agrees => tracing::info!("token policy agrees with the waiting room"),
+        door::policy::Check::Unreachable(why) => {
+            tracing::warn!(%why, "waiting room's token policy not readable; starting anyway")
+        }
+    }
+    Ok(())
 }
 
 /// Like [`serve`] with prepared state (tests inject keys into `state.verifier`).
@@ -57,22 +78,39 @@ pub async fn serve_state(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut reconciler = None;
     let mut loops = Vec::new();
     if state.config.reconcile_interval_secs > 0 {
         let every = Duration::from_secs(state.config.reconcile_interval_secs);
-        loops.push(tokio::spawn(Reconciler::new(state.clone()).run(every)));
+        reconciler = Some(tokio::spawn(
+            Reconciler::new(state.clone()).run(every, stop_rx),
+        ));
     }
     if state.config.outbox_interval_ms > 0 {
         let every = Duration::from_millis(state.config.outbox_interval_ms);
         loops.push(tokio::spawn(state.outbox().run(every)));
     }
+    if state.config.jwks_refresh_secs > 0 {
+        let every = Duration::from_secs(state.config.jwks_refresh_secs);
+        loops.push(tokio::spawn(door::refresh_loop(
+            state.verifier.clone(),
+            every,
+        )));
+    }
     tracing::info!(addr = ?listener.local_addr().ok(), "booking-core listening");
-    let result = axum::serve(
-        listener,
-        router(state).into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown)
-    .await;
+    let drain = Duration::from_secs(state.config.drain_secs);
+    let stopping = async move {
+        shutdown.await;
+        let _ = stop_tx.send(true);
+    };
+    let result =
+        sale_common::shutdown::serve_draining(listener, router(state), stopping, drain).await;
+    // The reconciler finishes its step and gives its lease back (case W13); the outbox worker
+    // and the JWKS refresher hold nothing.
+    if let Some(r) = reconciler {
+        let _ = tokio::time::timeout(drain, r).await;
+    }
     for h in loops {
         h.abort();
     }

@@ -1,4 +1,5 @@
-//! Thin binary: flags → [`booking_core::Config`], telemetry, serve until Ctrl-C.
+//! Thin binary: flags → [`booking_core::Config`], telemetry, serve until SIGTERM or SIGINT
+//! (then drain: case W13).
 
 /// mimalloc rather than glibc malloc: many small short-lived allocations per request.
 #[global_allocator]
@@ -98,8 +99,5 @@ async fn main() -> anyhow::Result<()> {
             venue: venue.clone(),
         })
         .collect();
-    booking_core::serve(listener, c, async {
-        let _ = tokio::signal::ctrl_c().await;
-    })
-    .await
+    booking_core::serve(listener, c, sale_common::shutdown::signal()).await
 }

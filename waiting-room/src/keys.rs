@@ -13,8 +13,11 @@
 //! is written before the active key is replaced, so a reader never sees a directory without an
 //! active key.
 
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
 use ed25519_dalek::pkcs8::{spki::der::pem::LineEnding, DecodePrivateKey, EncodePrivateKey};
 use ed25519_dalek::{SigningKey, VerifyingKey};
+use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
 /// The keys a directory holds at a moment.
@@ -126,6 +129,40 @@ pub fn rotate(
     }
     generate(dir, now)?;
     Ok(retired)
+}
+
+/// RFC 7638 thumbprint of an Ed25519 OKP key (members in lexicographic order, no spaces).
+pub fn jwk_thumbprint(raw: &[u8; 32]) -> String {
+    let canonical = format!(
+        r#"{{"crv":"Ed25519","kty":"OKP","x":"{}"}}"#,
+        URL_SAFE_NO_PAD.encode(raw)
+    );
+    URL_SAFE_NO_PAD.encode(Sha256::digest(canonical.as_bytes()))
+}
+
+/// Revokes the published key `kid` (case W09, DECISIONS "Tokens, capacity and clocks"): a next
+/// or retired key file is removed, so the key leaves the JWKS at the nodes' next directory
+/// re-read (≤ 5 s) and booking doors refuse its tokens within one JWKS refresh (60 s by
+/// default). Retiring lets a key's tokens live until they expire; revoking ends them. Admitted
+/// fans whose token died claim again and get a token signed by the active key, same place.
+///
+/// Errors: `kid` is the active key (rotate first, then revoke the retired key), or no published
+/// key has that `kid`. Returns the removed file.
+pub fn revoke(dir: &Path, kid: &str) -> anyhow::Result<PathBuf> {
+    let active = read_key(&dir.join("active.pem"))?;
+    anyhow::ensure!(
+        jwk_thumbprint(&active.verifying_key().to_bytes()) != kid,
+        "{kid} is the active signing key: run `keys rotate` first, then revoke it"
+    );
+    for role in ["retired", "next"] {
+        for (p, _) in numbered(dir, role)? {
+            if jwk_thumbprint(&read_key(&p)?.verifying_key().to_bytes()) == kid {
+                std::fs::remove_file(&p)?;
+                return Ok(p);
+            }
+        }
+    }
+    anyhow::bail!("no published key has kid {kid}")
 }
 
 /// Reads the directory at `now` (epoch s): the active key, and every next key and retired key

@@ -74,6 +74,17 @@ enum KeysAction {
         #[arg(long, default_value_t = waiting_room::keys::MIN_PUBLISHED_SECS)]
         min_published_secs: i64,
     },
+    /// Revoke a published (retired or next) key: it leaves the JWKS at once, and booking doors
+    /// refuse its tokens within one JWKS refresh (60 s by default). Retiring lets tokens live
+    /// until they expire; revoking ends them (a compromised key).
+    Revoke {
+        /// Key directory.
+        #[arg(long)]
+        dir: PathBuf,
+        /// The key's `kid` (its JWK thumbprint, as in the JWKS).
+        #[arg(long)]
+        kid: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -151,6 +162,14 @@ fn keys(action: KeysAction) -> anyhow::Result<()> {
         } => {
             let retired = waiting_room::keys::rotate(&dir, now, keep_secs, min_published_secs)?;
             println!("rotated; retired key kept at {}", retired.display());
+        }
+        KeysAction::Revoke { dir, kid } => {
+            let removed = waiting_room::keys::revoke(&dir, &kid)?;
+            println!(
+                "revoked {kid} ({} removed): it leaves the JWKS within 5 s; booking doors refuse \
+                 its tokens within one JWKS refresh",
+                removed.display()
+            );
         }
     }
     Ok(())

@@ -20,7 +20,6 @@ use ed25519_dalek::pkcs8::{DecodePrivateKey, EncodePrivateKey};
 use ed25519_dalek::{Signer, SigningKey};
 use jsonwebtoken::Validation;
 use jsonwebtoken::{decode, decode_header, Algorithm, DecodingKey, Header};
-use sha2::{Digest, Sha256};
 use std::sync::{Arc, RwLock};
 
 struct Active {
@@ -236,11 +235,4 @@ impl AdmissionSigner {
     }
 }
 
-/// RFC 7638 thumbprint of an Ed25519 OKP key (members in lexicographic order, no spaces).
-pub fn jwk_thumbprint(raw: &[u8; 32]) -> String {
-    let canonical = format!(
-        r#"{{"crv":"Ed25519","kty":"OKP","x":"{}"}}"#,
-        URL_SAFE_NO_PAD.encode(raw)
-    );
-    URL_SAFE_NO_PAD.encode(Sha256::digest(canonical.as_bytes()))
-}
+pub use crate::keys::jwk_thumbprint;

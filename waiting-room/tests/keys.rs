@@ -109,3 +109,78 @@ async fn rotation_publishes_before_signing_and_retires_after_the_last_token() {
     st.reload_keys();
     assert_eq!(sign(&st, clock.now_secs()).1, new_kid);
 }
+
+/// Case W11 (the waiting room's half): a token starts `max_clock_skew_secs` before it is issued,
+/// so a booking door whose clock is behind accepts it at once, and the policy both sides must
+/// share is published beside the JWKS.
+#[tokio::test]
+async fn case_w11_tokens_start_max_clock_skew_before_issue_and_the_policy_is_published() {
+    use tower::ServiceExt;
+    let mut cfg = Config::demo("demo", T0, "http://127.0.0.1:8081");
+    cfg.max_clock_skew_secs = 45;
+    let clock: SharedClock = Arc::new(ManualClock::new(T0 * 1000));
+    let st = AppState::new(cfg, Arc::new(MemoryStore::new()), clock)
+        .await
+        .expect("state");
+    let a = Admission {
+        jti: "j".into(),
+        iat: T0,
+        exp: T0 + 600,
+    };
+    let c =
+        st.0.signer
+            .claims(&EventId::parse("demo").expect("id"), "v", &a);
+    assert_eq!((c.iat, c.nbf, c.exp), (T0, T0 - 45, T0 + 600));
+    let req = axum::http::Request::get("/.well-known/admission-policy.json")
+        .body(axum::body::Body::empty())
+        .expect("request");
+    let resp = waiting_room::router(st).oneshot(req).await.expect("answer");
+    assert_eq!(resp.status(), 200);
+    let body = axum::body::to_bytes(resp.into_body(), 1 << 16)
+        .await
+        .expect("body");
+    let p: serde_json::Value = serde_json::from_slice(&body).expect("json");
+    assert_eq!(p["max_clock_skew_secs"], 45);
+    assert_eq!(p["door_exp_leeway_secs"], 0);
+    assert_eq!(
+        (p["issuer"].as_str(), p["audience"].as_str()),
+        (Some("waiting-room"), Some("booking-core"))
+    );
+}
+
+/// Case W09 (the waiting room's half): `keys revoke` takes a retired key out of the JWKS at the
+/// next directory re-read, long before its `keep_secs` ends; the active key cannot be revoked.
+#[tokio::test]
+async fn case_w09_a_revoked_key_leaves_the_jwks_at_the_next_reread() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let d = dir.path().join("keys");
+    keys::generate(&d, T0).expect("active");
+    keys::generate(&d, T0).expect("next");
+    let clock = ManualClock::new(T0 * 1000);
+    let mut cfg = Config::demo("demo", T0, "http://127.0.0.1:8081");
+    cfg.signing_key_dir = Some(d.clone());
+    let st = AppState::new(cfg, Arc::new(MemoryStore::new()), Arc::new(clock.clone()))
+        .await
+        .expect("state");
+    let (_, old_kid) = sign(&st, T0);
+    keys::rotate(&d, T0 + 200, 660, keys::MIN_PUBLISHED_SECS).expect("rotate");
+    clock.set_ms((T0 + 201) * 1000);
+    st.reload_keys();
+    assert!(
+        jwks_kids(&st).contains(&old_kid),
+        "retired: still published"
+    );
+    let (_, new_kid) = sign(&st, T0 + 201);
+    assert!(
+        keys::revoke(&d, &new_kid).is_err(),
+        "the active key is not revoked"
+    );
+    keys::revoke(&d, &old_kid).expect("revoke the retired key");
+    assert!(keys::revoke(&d, &old_kid).is_err(), "already gone");
+    st.reload_keys();
+    assert!(
+        !jwks_kids(&st).contains(&old_kid),
+        "revoked: out of the JWKS at once, not at T0 + 860"
+    );
+    assert!(jwks_kids(&st).contains(&new_kid));
+}

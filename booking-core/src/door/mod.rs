@@ -1,14 +1,24 @@
 //! The door: every booking call needs an admission token signed by the waiting room (DESIGN
-//! "Booking core / Door"). EdDSA only, `iss`, `aud`, `exp`/`nbf` against the injected clock with
-//! an explicit small leeway, and the `event` claim bound to the show. Keys come from the waiting
-//! room's JWKS, fetched lazily, cached, and refreshed on an unknown `kid` at most once per cooldown.
+//! "Booking core / Door"). EdDSA only, `iss`, `aud` (a string, or an array that contains ours:
+//! RFC 7519 §4.1.3), the `event` claim bound to the show, and time against the injected clock:
+//! refused on or after `exp` and before `nbf` (RFC 7519 §4.1.4/4.1.5), with the configured leeway
+//! (0 by default). Clock skew between services is absorbed by the waiting room, which sets
+//! `nbf = iat - max_clock_skew_secs` and frees the capacity slot only at
+//! `exp + max_clock_skew_secs` (case W11, W10; DECISIONS "Tokens, capacity and clocks").
+//!
+//! Keys come from the waiting room's JWKS: fetched on first need, on an unknown `kid` (at most
+//! once per cooldown) and on a schedule ([`Verifier::refresh_now`], every `jwks_refresh_secs`).
+//! Each successful fetch *replaces* the key set: a key that left the JWKS is dropped, and every
+//! cached token it signed is evicted, so its tokens are refused from then on (case W09). A failed
+//! fetch keeps the last good set (stale-if-error) and says so in `bc_jwks_stale_seconds`.
 //! [`keys`] loads the waiting room's key in every encoding; [`tokencache`] keeps verified tokens
-//! until they expire.
+//! until they expire; [`policy`] checks this door's settings against the waiting room's.
 //!
 //! Layer: imports nothing from the crate outside `door/`; `inventory`, `state` and `http` use
 //! [`Admission`] and [`Verifier`].
 
 pub mod keys;
+pub mod policy;
 pub mod tokencache;
 
 use std::collections::HashMap;
@@ -25,7 +35,9 @@ use tokio::sync::{Mutex, RwLock};
 pub struct Admission {
     /// Issuer, must be the configured one.
     pub iss: String,
-    /// Audience, must be the configured one.
+    /// Audience: the token's `aud`, which must be or contain the configured one (several
+    /// audiences are kept space-separated).
+    #[serde(deserialize_with = "one_or_many")]
     pub aud: String,
     /// Visitor id chosen by the waiting room.
     pub sub: String,
@@ -39,6 +51,20 @@ pub struct Admission {
     pub nbf: i64,
     /// Expiry, epoch s.
     pub exp: i64,
+}
+
+/// `aud` as a string or an array of strings (RFC 7519 §4.1.3), kept space-separated.
+fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Aud {
+        One(String),
+        Many(Vec<String>),
+    }
+    Ok(match Aud::deserialize(d)? {
+        Aud::One(s) => s,
+        Aud::Many(v) => v.join(" "),
+    })
 }
 
 /// A fixed, client-safe text for a token error: never jsonwebtoken's or base64's own text
@@ -68,7 +94,7 @@ pub enum DoorError {
     /// Malformed, wrong algorithm, unknown key, bad signature, wrong iss/aud.
     #[error("invalid admission token: {0}")]
     Invalid(String),
-    /// Past `exp` (+leeway) or before `nbf` (−leeway).
+    /// At or past `exp` (+leeway) or before `nbf` (−leeway).
     #[error("admission token expired or not yet valid")]
     Expired,
     /// `event` is not this show.
@@ -83,6 +109,8 @@ pub struct Verifier {
     http: reqwest::Client,
     keys: RwLock<HashMap<String, DecodingKey>>,
     last_fetch: Mutex<Option<Instant>>,
+    /// When the JWKS last answered (stale-if-error age).
+    last_good: std::sync::Mutex<Option<Instant>>,
     cooldown: Duration,
     validation: Validation,
     leeway: i64,
@@ -121,6 +149,7 @@ impl Verifier {
             http,
             keys: RwLock::new(HashMap::new()),
             last_fetch: Mutex::new(None),
+            last_good: std::sync::Mutex::new(None),
             cooldown,
             validation: v,
             leeway: i64::try_from(leeway_secs).unwrap_or(i64::MAX),
@@ -142,14 +171,15 @@ impl Verifier {
         let c = match self.cache.get(&hash) {
             Some(c) => c,
             None => {
-                let c = self.verify_signature(token).await?;
+                let (kid, c) = self.verify_signature(token).await?;
                 self.cache
-                    .insert(hash, c.clone(), self.clock.now_secs(), self.leeway);
+                    .insert(hash, kid, c.clone(), self.clock.now_secs(), self.leeway);
                 c
             }
         };
         let now = self.clock.now_secs();
-        if now > c.exp.saturating_add(self.leeway) || now < c.nbf.saturating_sub(self.leeway) {
+        // RFC 7519 §4.1.4: not accepted on or after `exp`; §4.1.5: not before `nbf`.
+        if now >= c.exp.saturating_add(self.leeway) || now < c.nbf.saturating_sub(self.leeway) {
             return Err(DoorError::Expired);
         }
         if let Some(show) = show {
@@ -166,7 +196,7 @@ impl Verifier {
     }
 
     /// Header, algorithm, key and signature, `iss` and `aud`: everything but time and event.
-    async fn verify_signature(&self, token: &str) -> Result<Admission, DoorError> {
+    async fn verify_signature(&self, token: &str) -> Result<(String, Admission), DoorError> {
         let header =
             jsonwebtoken::decode_header(token).map_err(|e| DoorError::Invalid(jwt_detail(&e)))?;
         // The header's algorithm is never trusted to pick the verifier (case W01).
@@ -179,7 +209,7 @@ impl Verifier {
         let key = self.key(&kid).await?;
         let data = jsonwebtoken::decode::<Admission>(token, &key, &self.validation)
             .map_err(|e| DoorError::Invalid(jwt_detail(&e)))?;
-        Ok(data.claims)
+        Ok((kid, data.claims))
     }
 
     async fn key(&self, kid: &str) -> Result<DecodingKey, DoorError> {
@@ -195,23 +225,81 @@ impl Verifier {
             .ok_or_else(|| DoorError::Invalid("unknown signing key".into()))
     }
 
-    /// Re-fetches the JWKS unless it was fetched less than `cooldown` ago. Errors are logged;
-    /// keys already cached stay (retired keys remain valid until their tokens expire).
+    /// Re-fetches the JWKS for an unknown `kid`, unless it was fetched less than `cooldown` ago.
     async fn refresh(&self) {
-        let Some(url) = &self.jwks_url else { return };
         let mut last = self.last_fetch.lock().await;
         if last.is_some_and(|t| t.elapsed() < self.cooldown) {
             return;
         }
         *last = Some(Instant::now());
-        match self.fetch(url).await {
-            Ok(found) => {
-                let mut keys = self.keys.write().await;
-                for (kid, k) in found {
-                    keys.insert(kid, k);
-                }
+        let _ = self.replace_keys().await;
+    }
+
+    /// The scheduled refresh (every `jwks_refresh_secs`, and once at start): fetches the JWKS
+    /// and replaces the key set. Returns the `kid`s dropped because they left the JWKS; their
+    /// cached tokens are evicted, so they are refused from now on (case W09).
+    ///
+    /// Errors: the JWKS did not answer or answered nonsense; the last good set stays in use
+    /// (stale-if-error), `bc_jwks_stale_seconds` grows, and past [`STALE_ALERT`] the alert
+    /// gauge `bc_jwks_stale_alert` is 1.
+    pub async fn refresh_now(&self) -> anyhow::Result<Vec<String>> {
+        // Held across the fetch: an unknown-kid refresh meanwhile waits for this one's keys.
+        let mut last = self.last_fetch.lock().await;
+        *last = Some(Instant::now());
+        self.replace_keys().await
+    }
+
+    async fn replace_keys(&self) -> anyhow::Result<Vec<String>> {
+        let Some(url) = &self.jwks_url else {
+            return Ok(Vec::new());
+        };
+        let found = match self.fetch(url).await {
+            Ok(found) => found,
+            Err(e) => {
+                tracing::warn!(error = %e, "JWKS fetch failed: keeping the last good key set");
+                self.report_staleness();
+                return Err(e);
             }
-            Err(e) => tracing::warn!(error = %e, "JWKS fetch failed"),
+        };
+        let mut keys = self.keys.write().await;
+        let dropped: Vec<String> = keys
+            .keys()
+            .filter(|kid| !found.iter().any(|(k, _)| k == *kid))
+            .cloned()
+            .collect();
+        *keys = found.into_iter().collect();
+        drop(keys);
+        if !dropped.is_empty() {
+            let evicted = self.cache.evict_kids(&dropped);
+            metrics::counter!("bc_jwks_keys_dropped_total").increment(dropped.len() as u64);
+            tracing::warn!(
+                ?dropped,
+                evicted,
+                "signing keys left the JWKS: their tokens are refused"
+            );
+        }
+        if let Ok(mut g) = self.last_good.lock() {
+            *g = Some(Instant::now());
+        }
+        self.report_staleness();
+        Ok(dropped)
+    }
+
+    /// Seconds since the JWKS last answered (`None`: never).
+    pub fn stale_for(&self) -> Option<Duration> {
+        self.last_good.lock().ok()?.map(|t| t.elapsed())
+    }
+
+    fn report_staleness(&self) {
+        let age = self.stale_for().map_or(f64::INFINITY, |d| d.as_secs_f64());
+        metrics::gauge!("bc_jwks_stale_seconds").set(if age.is_finite() { age } else { -1.0 });
+        let alert = age >= STALE_ALERT.as_secs_f64();
+        metrics::gauge!("bc_jwks_stale_alert").set(if alert { 1.0 } else { 0.0 });
+        if alert {
+            tracing::error!(
+                stale_secs = age,
+                "the waiting room's JWKS has not answered for 10 minutes: keys cannot be revoked"
+            );
         }
     }
 
@@ -232,6 +320,23 @@ impl Verifier {
             }
         }
         Ok(out)
+    }
+}
+
+/// How long the door may run on a stale key set before it raises the alert (DECISIONS: "keeps
+/// its last good set and raises an alert after 10 minutes").
+pub const STALE_ALERT: Duration = Duration::from_secs(600);
+
+/// Runs [`Verifier::refresh_now`] every `every` (the configured `jwks_refresh_secs`) until
+/// the task is aborted. The worst case from a key leaving the JWKS to its tokens being refused
+/// is `every` plus one fetch (bounded at 5 s) plus the waiting room's own key-directory re-read
+/// (5 s): 70 s with the defaults.
+pub async fn refresh_loop(verifier: SharedVerifier, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let _ = verifier.refresh_now().await;
     }
 }
 

@@ -6,8 +6,8 @@
 //!
 //! Bounded: at most [`TokenCache::MAX_ENTRIES`] entries; when full, expired entries are purged
 //! and, if that frees nothing, the whole map is cleared (a miss only costs one signature check).
-//! A JWKS key retired while a token is cached keeps that token valid until its `exp`, which is
-//! the door's rule anyway ("retired keys remain valid until their tokens expire").
+//! Each entry remembers the `kid` that signed it: when a key leaves the JWKS, the door evicts
+//! its tokens ([`TokenCache::evict_kids`]) so they are refused from then on (case W09).
 
 use std::collections::HashMap;
 use std::sync::RwLock;
@@ -22,7 +22,7 @@ pub type TokenHash = [u8; 32];
 /// Verified tokens by hash.
 #[derive(Debug, Default)]
 pub struct TokenCache {
-    map: RwLock<HashMap<TokenHash, Admission>>,
+    map: RwLock<HashMap<TokenHash, (String, Admission)>>,
 }
 
 impl TokenCache {
@@ -36,22 +36,32 @@ impl TokenCache {
 
     /// The cached claims of `hash`, if any (the caller re-checks time and event).
     pub fn get(&self, hash: &TokenHash) -> Option<Admission> {
-        self.map.read().ok()?.get(hash).cloned()
+        self.map.read().ok()?.get(hash).map(|(_, a)| a.clone())
     }
 
-    /// Caches verified claims; `now_s` (epoch s) and `leeway_s` decide which entries are dead
-    /// when the map is full.
-    pub fn insert(&self, hash: TokenHash, adm: Admission, now_s: i64, leeway_s: i64) {
+    /// Caches claims verified with key `kid`; `now_s` (epoch s) and `leeway_s` decide which
+    /// entries are dead when the map is full.
+    pub fn insert(&self, hash: TokenHash, kid: String, adm: Admission, now_s: i64, leeway_s: i64) {
         let Ok(mut map) = self.map.write() else {
             return;
         };
         if map.len() >= Self::MAX_ENTRIES {
-            map.retain(|_, a| a.exp.saturating_add(leeway_s) >= now_s);
+            map.retain(|_, (_, a)| a.exp.saturating_add(leeway_s) >= now_s);
             if map.len() >= Self::MAX_ENTRIES {
                 map.clear();
             }
         }
-        map.insert(hash, adm);
+        map.insert(hash, (kid, adm));
+    }
+
+    /// Drops every token signed by one of `kids`; returns how many.
+    pub fn evict_kids(&self, kids: &[String]) -> usize {
+        let Ok(mut map) = self.map.write() else {
+            return 0;
+        };
+        let before = map.len();
+        map.retain(|_, (kid, _)| !kids.contains(kid));
+        before - map.len()
     }
 
     /// Entries currently cached.
@@ -87,10 +97,10 @@ mod tests {
         let c = TokenCache::default();
         for i in 0..TokenCache::MAX_ENTRIES {
             let exp = if i % 2 == 0 { 10 } else { 1_000 };
-            c.insert(TokenCache::hash(&i.to_string()), adm(exp), 0, 5);
+            c.insert(TokenCache::hash(&i.to_string()), "k".into(), adm(exp), 0, 5);
         }
         assert_eq!(c.len(), TokenCache::MAX_ENTRIES);
-        c.insert(TokenCache::hash("new"), adm(1_000), 100, 5);
+        c.insert(TokenCache::hash("new"), "k".into(), adm(1_000), 100, 5);
         assert_eq!(c.len(), TokenCache::MAX_ENTRIES / 2 + 1);
         assert!(c.get(&TokenCache::hash("new")).is_some());
         assert!(c.get(&TokenCache::hash("0")).is_none());

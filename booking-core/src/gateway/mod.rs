@@ -127,13 +127,30 @@ impl Gateway {
         &self.tokens
     }
 
+    /// Sends `req` with the shared access token. A 401 means the gateway does not know the token
+    /// (it restarted, or the token is from an earlier run: case B10) and did nothing: the token
+    /// is dropped everywhere, a new one is granted once through the single refresher, and the
+    /// request is sent again. A second 401 is an error.
     async fn send(&self, req: reqwest::RequestBuilder) -> Result<reqwest::Response, GatewayError> {
+        let again = req.try_clone();
+        let token = self.tokens.get(self.timeout).await?;
+        let r = req.bearer_auth(&token).send().await?;
+        if r.status() != reqwest::StatusCode::UNAUTHORIZED {
+            return Ok(r);
+        }
+        metrics::counter!("bc_gateway_token_refused_total").increment(1);
+        self.tokens.invalidate(&token).await;
+        let Some(req) = again else {
+            return Err(GatewayError::Other(
+                "gateway refused the access token".into(),
+            ));
+        };
         let token = self.tokens.get(self.timeout).await?;
         let r = req.bearer_auth(&token).send().await?;
         if r.status() == reqwest::StatusCode::UNAUTHORIZED {
-            self.tokens.invalidate(&token);
+            self.tokens.invalidate(&token).await;
             return Err(GatewayError::Other(
-                "gateway refused the access token".into(),
+                "gateway refused a freshly granted access token".into(),
             ));
         }
         Ok(r)

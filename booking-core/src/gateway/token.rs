@@ -79,11 +79,27 @@ impl TokenStore {
             .map(|(t, _)| t.clone())
     }
 
-    /// Forgets `token` (the gateway refused it); the next call reads or refreshes.
-    pub fn invalidate(&self, token: &str) {
-        let mut c = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        if c.as_ref().is_some_and(|(t, _)| t == token) {
-            *c = None;
+    /// Forgets `token` because the gateway refused it (case B10: the gateway restarted, or this
+    /// is a new run on an old database): drops this process's copy and the shared row if it
+    /// still holds that token, so the next [`TokenStore::get`] grants a new one through the
+    /// single refresher. A row another process already replaced is left alone.
+    pub async fn invalidate(&self, token: &str) {
+        {
+            let mut c = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+            if c.as_ref().is_some_and(|(t, _)| t == token) {
+                *c = None;
+            }
+        }
+        let dropped = sqlx::query("DELETE FROM gateway_token WHERE id = 1 AND token = $1")
+            .bind(token)
+            .execute(&self.db)
+            .await;
+        match dropped {
+            Ok(r) if r.rows_affected() > 0 => {
+                tracing::warn!("the gateway refused the stored access token; granting a new one")
+            }
+            Ok(_) => {}
+            Err(e) => tracing::error!(error = %e, "could not drop the refused gateway token"),
         }
     }
 

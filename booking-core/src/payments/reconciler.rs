@@ -203,15 +203,27 @@ impl Reconciler {
     }
 
     /// Loops `step` every `interval` until the task is dropped.
-    pub async fn run(self, interval: Duration) {
+    /// Steps every `interval` until `stop` turns true; a step in progress finishes first, then
+    /// the lease is given back so another process's reconciler takes over at once instead of
+    /// after [`LEASE_MS`] (case W13).
+    pub async fn run(self, interval: Duration, mut stop: tokio::sync::watch::Receiver<bool>) {
         let mut tick = tokio::time::interval(interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            tick.tick().await;
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = stop.changed() => break,
+            }
             let now = self.state.clock.now_ms();
             if let Err(e) = self.step(now).await {
                 tracing::error!(error = %e, "reconciler step failed");
             }
+            if *stop.borrow() {
+                break;
+            }
+        }
+        if let Err(e) = lease::set_until(&self.state.db, LEASE, &self.owner, 0).await {
+            tracing::warn!(error = %e, "could not give the reconciler lease back");
         }
     }
 }
