@@ -100,16 +100,20 @@ impl Cdn {
         anyhow::bail!("nginx did not listen on port {port} within 10 s")
     }
 
-    /// Stops nginx: SIGTERM to the master (`cdn-start` `exec`s into it), which stops its workers
-    /// and cache manager; SIGKILL only if it is still running after 5 s. A SIGKILL first would
-    /// orphan the workers, which keep the listening port.
+    /// Stops nginx gracefully (case W13): SIGQUIT to the master (`cdn-start` `exec`s into it),
+    /// which stops accepting, lets requests in flight finish and closes idle keep-alive
+    /// connections; SIGTERM (fast shutdown) if it is still running after [`Cdn::DRAIN`];
+    /// SIGKILL after 5 s more. A SIGKILL first would orphan the workers, which keep the port.
     pub fn stop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
+        for (signal, wait) in [("-QUIT", Self::DRAIN), ("-TERM", Duration::from_secs(5))] {
+            if !matches!(self.child.try_wait(), Ok(None)) {
+                return;
+            }
             let _ = Command::new("kill")
-                .args(["-TERM", &self.child.id().to_string()])
+                .args([signal, &self.child.id().to_string()])
                 .status();
             let start = Instant::now();
-            while start.elapsed() < Duration::from_secs(5) {
+            while start.elapsed() < wait {
                 if let Ok(Some(_)) = self.child.try_wait() {
                     return;
                 }
@@ -118,6 +122,14 @@ impl Cdn {
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+
+    /// How long a graceful stop may wait for requests in flight.
+    pub const DRAIN: Duration = Duration::from_secs(15);
+
+    /// The nginx master's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 }
 

@@ -160,7 +160,11 @@ async fn main() -> anyhow::Result<()> {
         a.opens_in
     );
     sale_common::shutdown::signal().await;
-    drop(cdn);
+    // The edge drains first (its requests in flight still reach the running services), then
+    // the services drain (case W13).
+    if let Some(cdn) = cdn {
+        let _ = tokio::task::spawn_blocking(move || drop(cdn)).await;
+    }
     s.shutdown().await;
     Ok(())
 }
