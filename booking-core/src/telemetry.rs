@@ -16,6 +16,8 @@ use axum::response::{IntoResponse, Response};
 
 /// `GET /metrics`: Prometheus text; 503 when another global recorder was installed first.
 pub async fn metrics() -> Response {
+    // This host's view of time (case W11): compare with the scraper's clock to see the skew.
+    metrics::gauge!("bc_clock_unix_seconds").set(sale_common::clock::unix_now_secs_f64());
     match sale_common::prometheus::handle() {
         Some(h) => (
             [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],

@@ -71,3 +71,12 @@ mod tests {
         assert_eq!(c.now_ms(), 10_000);
     }
 }
+
+/// This host's wall clock in **seconds** since the Unix epoch, with fractions: the value the
+/// services export as `wr_clock_unix_seconds` / `bc_clock_unix_seconds` so an operator sees
+/// each host's skew against the scraper's clock (case W11).
+pub fn unix_now_secs_f64() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}

@@ -40,6 +40,9 @@ pub fn upkeep() {
     ),
 )]
 pub async fn metrics() -> Response {
+    // This host's view of time (case W11): compare with the scraper's clock to see each
+    // service's skew. Keep hosts on time sync (chrony, systemd-timesyncd).
+    metrics::gauge!("wr_clock_unix_seconds").set(sale_common::clock::unix_now_secs_f64());
     match handle() {
         Some(h) => (
             [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],

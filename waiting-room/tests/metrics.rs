@@ -83,4 +83,12 @@ async fn metrics_expose_the_operator_figures() {
     ] {
         assert!(text.contains(needle), "missing {needle} in\n{text}");
     }
+    // This host's view of time, for comparing services' clocks (case W11).
+    let clock: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("wr_clock_unix_seconds "))
+        .and_then(|v| v.parse().ok())
+        .expect("wr_clock_unix_seconds");
+    let now = sale_common::clock::unix_now_secs_f64();
+    assert!((now - clock).abs() < 5.0, "clock {clock} vs {now}");
 }
