@@ -125,7 +125,7 @@ impl Cdn {
     }
 
     /// How long a graceful stop may wait for requests in flight.
-    pub const DRAIN: Duration = Duration::from_secs(15);
+    pub const DRAIN: Duration = Duration::from_secs(sale_common::shutdown::DEFAULT_DRAIN_SECS);
 
     /// The nginx master's process id.
     pub fn pid(&self) -> u32 {

@@ -100,6 +100,7 @@ pub async fn serve_state(
     }
     tracing::info!(addr = ?listener.local_addr().ok(), "booking-core listening");
     let drain = Duration::from_secs(state.config.drain_secs);
+    let last = state.clone();
     let stopping = async move {
         shutdown.await;
         let _ = stop_tx.send(true);
@@ -113,6 +114,14 @@ pub async fn serve_state(
     }
     for h in loops {
         h.abort();
+    }
+    // Flush what the outbox can (emails, session ends, refunds) before exiting: one more step,
+    // bounded by the drain deadline; what is left is sent by the next process.
+    if last.config.outbox_interval_ms > 0 {
+        let now = last.clock.now_ms();
+        if let Ok(Err(e)) = tokio::time::timeout(drain, last.outbox().step(now)).await {
+            tracing::warn!(error = %e, "last outbox step before exit failed");
+        }
     }
     result?;
     Ok(())

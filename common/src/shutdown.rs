@@ -11,9 +11,10 @@ use std::future::{Future, IntoFuture};
 use std::net::SocketAddr;
 use std::time::Duration;
 
-/// Default drain deadline, **seconds**: longer than any request the services answer (store calls
-/// are bounded at 2 s, gateway calls at 10 s), shorter than systemd's 90 s stop timeout.
-pub const DEFAULT_DRAIN_SECS: u64 = 15;
+/// Default drain deadline, **seconds** (issue 11: 10 s): longer than any request the services
+/// answer (store calls are bounded at 2 s, gateway calls at 5 s), far below systemd's 90 s stop
+/// timeout.
+pub const DEFAULT_DRAIN_SECS: u64 = 10;
 
 /// Resolves on the first SIGTERM or SIGINT (Ctrl-C). On non-Unix targets, Ctrl-C only.
 pub async fn signal() {

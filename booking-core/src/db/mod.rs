@@ -12,6 +12,7 @@
 //! holds or payments beyond seeding and the shared writers (locks, leases, audit).
 
 pub mod lease;
+pub mod single;
 
 use std::time::Duration;
 
@@ -49,6 +50,9 @@ pub async fn connect(url: &str) -> anyhow::Result<Db> {
     sqlx::any::install_default_drivers();
     let pool = match Backend::of_url(url)? {
         Backend::Sqlite => {
+            if let Some(file) = single::sqlite_file(url) {
+                single::lock_beside(&file)?;
+            }
             let wal = !url.contains(":memory:");
             AnyPoolOptions::new()
                 .max_connections(1)
