@@ -1,6 +1,6 @@
 //! `ticket-sale up`: the whole sale on a laptop. Starts the three services in one process on the
 //! embedded defaults (in-memory queue, SQLite), creates a demo event that opens one minute later,
-//! and prints one URL per service.
+//! and prints one URL per service and where to read its secrets (never a secret it chose itself).
 
 /// mimalloc rather than glibc malloc: many small short-lived allocations per request.
 #[global_allocator]
@@ -80,7 +80,8 @@ struct UpArgs {
     /// (e.g. `http://127.0.0.1:5000`, path-style) instead of from the waiting room.
     #[arg(long, requires_all = ["cdn", "s3_bucket"])]
     cdn_status_from_s3: Option<String>,
-    /// Admin bearer token for both services (default: a random one, printed).
+    /// Admin bearer token for both services, at least 16 characters (default: a random one,
+    /// written to a file whose path is printed).
     #[arg(long, env = "SALE_ADMIN_TOKEN")]
     admin_token: Option<String>,
 }
@@ -105,6 +106,7 @@ async fn main() -> anyhow::Result<()> {
     opts.status_dir = a.status_dir;
     opts.s3_bucket = a.s3_bucket.clone();
     opts.s3_prefix = a.s3_prefix.clone();
+    let token_given = a.admin_token.is_some();
     if let Some(t) = a.admin_token {
         opts.admin_token = t;
     }
@@ -154,7 +156,21 @@ async fn main() -> anyhow::Result<()> {
     }
     println!("booking core:                   {}", s.booking_url);
     println!("payment gateway simulator:      {}", s.gateway_url);
-    println!("admin token:                    {}", s.admin_token);
+    // Secrets the user did not choose are never printed, only where to read them.
+    if token_given {
+        println!(
+            "admin token:                    the one given (--admin-token or SALE_ADMIN_TOKEN)"
+        );
+    } else {
+        println!(
+            "admin token:                    in {} (random for this run)",
+            s.admin_token_file.display()
+        );
+    }
+    println!(
+        "webhook secret:                 in {} (the gateway's Gateway-Signature key, API.md; random for this run)",
+        s.webhook_secret_file.display()
+    );
     println!(
         "the demo sale opens in {} s; press Ctrl-C to stop",
         a.opens_in

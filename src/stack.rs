@@ -1,5 +1,6 @@
-//! One sale in one process: binds three listeners first (so every service knows the others'
-//! URLs), builds each service's `Config`, and runs each `serve` until [`Stack::shutdown`].
+//! One sale in one process: checks every service's `Config` first (nothing starts when one value
+//! is refused), binds three listeners (so every service knows the others' URLs), builds each
+//! service's `Config`, and runs each `serve` until [`Stack::shutdown`].
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -139,6 +140,13 @@ pub struct Stack {
     pub admin_token: String,
     /// Where the waiting room writes the status documents.
     pub status_dir: PathBuf,
+    /// A file (mode 0600, removed on shutdown) holding the key of the gateway's webhook
+    /// signatures (HMAC-SHA256, API.md), for integrators who sign test webhooks; the key is
+    /// random per run and never printed.
+    pub webhook_secret_file: PathBuf,
+    /// A file (mode 0600, removed on shutdown) holding the admin token, so that a random one
+    /// need not be printed.
+    pub admin_token_file: PathBuf,
     stops: Vec<oneshot::Sender<()>>,
     tasks: Vec<JoinHandle<anyhow::Result<()>>>,
     _tmp: Vec<tempfile::TempDir>,
@@ -174,8 +182,37 @@ fn stopper() -> (
     })
 }
 
-/// Binds the three listeners, builds the configs and starts the services.
+/// Checks every service's configuration (with the requested addresses standing in for the
+/// bound ones, so nothing is bound when a value is refused), binds the three listeners, builds
+/// the configs and starts the services.
 pub async fn start(opts: StackOptions) -> anyhow::Result<Stack> {
+    let gateway_secret = format!("{:032x}", rand::random::<u128>());
+    let service_token = format!("{:032x}", rand::random::<u128>());
+    let planned = |a: SocketAddr| format!("http://{a}");
+    let (wr_plan, bc_plan, gw_plan) = (
+        planned(opts.waiting_room_addr),
+        planned(opts.booking_addr),
+        planned(opts.gateway_addr),
+    );
+    configs::checked(
+        &opts,
+        &Wiring {
+            wr_url: &wr_plan,
+            bc_url: &bc_plan,
+            gw_url: &gw_plan,
+            database_url: if opts.database_url.is_empty() {
+                "sqlite::memory:"
+            } else {
+                &opts.database_url
+            },
+            gateway_secret: &gateway_secret,
+            service_token: &service_token,
+            status_dir: opts
+                .status_dir
+                .as_deref()
+                .unwrap_or(std::path::Path::new(".")),
+        },
+    )?;
     let wr_l = TcpListener::bind(opts.waiting_room_addr).await?;
     let bc_l = TcpListener::bind(opts.booking_addr).await?;
     let gw_l = TcpListener::bind(opts.gateway_addr).await?;
@@ -201,8 +238,11 @@ pub async fn start(opts: StackOptions) -> anyhow::Result<Stack> {
             path
         }
     };
-    let gateway_secret = format!("{:032x}", rand::random::<u128>());
-    let service_token = format!("{:032x}", rand::random::<u128>());
+    let secrets = tempfile::tempdir()?;
+    let webhook_secret_file =
+        configs::write_secret(secrets.path(), "webhook-secret", &gateway_secret)?;
+    let admin_token_file = configs::write_secret(secrets.path(), "admin-token", &opts.admin_token)?;
+    tmp.push(secrets);
     let wiring = Wiring {
         wr_url: &wr_url,
         bc_url: &bc_url,
@@ -212,9 +252,7 @@ pub async fn start(opts: StackOptions) -> anyhow::Result<Stack> {
         service_token: &service_token,
         status_dir: &status_dir,
     };
-    let gw_cfg = configs::gateway(&opts, &wiring);
-    let wr_cfg = configs::waiting_room(&opts, &wiring)?;
-    let bc_cfg = configs::booking(&opts, &wiring)?;
+    let (gw_cfg, wr_cfg, bc_cfg) = configs::checked(&opts, &wiring)?;
     let mut stops = Vec::new();
     let mut tasks = Vec::new();
     let (tx, stop) = stopper();
@@ -232,6 +270,8 @@ pub async fn start(opts: StackOptions) -> anyhow::Result<Stack> {
         gateway_url: gw_url,
         admin_token: opts.admin_token.clone(),
         status_dir: status_dir.clone(),
+        webhook_secret_file,
+        admin_token_file,
         stops,
         tasks,
         _tmp: tmp,

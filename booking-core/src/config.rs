@@ -2,6 +2,8 @@
 //! database, the waiting room's JWKS and token rules, the gateway, hold timings, shows and venues.
 //! Also the two URL rules start-up checks need: which database a `database_url` selects
 //! ([`Backend`], re-exported as `db::Backend`) and the `smtp://` relay rule ([`smtp_relay`]).
+//! The binary reads it from a JSON file and `BOOKING_*` environment overrides ([`Config::load`],
+//! `sources`, `file`); `rules` holds the start-up checks.
 //!
 //! Layer: above `venue`, `error`, `telemetry`; imports nothing else, so every layer may read it.
 
@@ -10,13 +12,24 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use sale_common::config::Invalid;
 use sale_common::{Secret, SharedClock, SystemClock};
+use serde::Deserialize;
+
+mod file;
+mod rules;
+mod sources;
+
+pub use file::{ConfigFile, ShowFile};
+pub use rules::MIN_ADMIN_TOKEN_CHARS;
+pub use sources::{ENV_PREFIX, SECRET_KEYS};
 
 pub use crate::venue::{PoolSpec, Section, Venue};
 
 /// Lifetimes of one sales channel, seconds; the payment session always ends first (DESIGN
 /// "Timing": 7 against 8 minutes on the web).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Channel {
     /// Hold lifetime from creation, seconds (web: 480).
     pub hold_secs: u64,
@@ -210,76 +223,13 @@ impl Config {
         }
     }
 
-    /// Start-up checks: the payment session ends before the hold (DESIGN "Timing"), URLs are
-    /// absolute, show ids are valid and unique, secrets are set.
+    /// Start-up checks: every value against its rule ([`Config::problems`]), all problems
+    /// reported at once, each naming its field.
+    ///
+    /// # Errors
+    /// A [`sale_common::config::Invalid`] listing every problem.
     pub fn validate(&self) -> anyhow::Result<()> {
-        if let Some(url) = &self.smtp_url {
-            smtp_relay(url).map_err(|e| anyhow::anyhow!("smtp_url unusable: {e}"))?;
-        }
-        for (name, c) in &self.channels {
-            anyhow::ensure!(
-                c.payment_secs > 0 && c.payment_secs < c.hold_secs,
-                "channel {name}: payment_secs ({}) must be > 0 and shorter than hold_secs ({})",
-                c.payment_secs,
-                c.hold_secs
-            );
-        }
-        anyhow::ensure!(
-            self.channels.contains_key(&self.default_channel),
-            "default_channel {:?} is not in channels",
-            self.default_channel
-        );
-        anyhow::ensure!(
-            self.max_holds_per_visitor >= 1,
-            "max_holds_per_visitor must be >= 1"
-        );
-        anyhow::ensure!(
-            self.jwks_refresh_secs >= 1,
-            "jwks_refresh_secs must be >= 1 (a revoked key is refused within one interval)"
-        );
-        anyhow::ensure!(
-            self.max_clock_skew_secs <= 600,
-            "max_clock_skew_secs must be <= 600 (10 minutes); run time sync (chrony, systemd-timesyncd)"
-        );
-        for (name, url) in [
-            ("jwks_url", &self.jwks_url),
-            ("gateway_url", &self.gateway_url),
-            ("public_url", &self.public_url),
-            ("waiting_room_url", &self.waiting_room_url),
-        ] {
-            anyhow::ensure!(
-                url.starts_with("http://") || url.starts_with("https://"),
-                "{name} must be an absolute http(s) URL"
-            );
-        }
-        anyhow::ensure!(
-            self.max_seats_per_hold >= 1,
-            "max_seats_per_hold must be >= 1"
-        );
-        anyhow::ensure!(!self.shows.is_empty(), "at least one show is required");
-        let mut ids = std::collections::HashSet::new();
-        for s in &self.shows {
-            anyhow::ensure!(valid_show_id(&s.id), "invalid show id {:?}", s.id);
-            anyhow::ensure!(ids.insert(&s.id), "duplicate show id {:?}", s.id);
-            s.venue
-                .validate()
-                .map_err(|e| anyhow::anyhow!("show {}: {e}", s.id))?;
-        }
-        anyhow::ensure!(
-            !self.admin_token.expose().is_empty(),
-            "admin_token must be set"
-        );
-        anyhow::ensure!(
-            !self.gateway_secret.expose().is_empty(),
-            "gateway_secret must be set"
-        );
-        anyhow::ensure!(
-            !self.webhook_secrets.is_empty()
-                && self.webhook_secrets.iter().all(|s| !s.expose().is_empty()),
-            "at least one non-empty webhook secret is required"
-        );
-        Backend::of_url(&self.database_url)?;
-        Ok(())
+        Ok(Invalid::check("booking core", self.problems())?)
     }
 
     /// Whether a show with this id is configured.
@@ -311,7 +261,7 @@ impl Backend {
             Ok(Self::Postgres)
         } else {
             anyhow::bail!(
-                "database_url must start with sqlite: or postgres:// (got {}:)",
+                "database_url: must start with sqlite: or postgres:// (got {}:)",
                 url.split(':').next().unwrap_or("")
             )
         }
@@ -376,6 +326,38 @@ mod tests {
                 payment_secs: 480,
             },
         );
-        assert!(c.validate().is_err());
+        let err = c.validate().expect_err("refused").to_string();
+        assert!(
+            err.contains("channels.slow.payment_secs (480) must be shorter than channels.slow.hold_secs (480)"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn example_config_parses_and_validates() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config.example.json");
+        // The example holds no secret (none has a default): the environment gives them.
+        let env = [
+            ("BOOKING_ADMIN_TOKEN", "an-admin-token-of-32-characters!"),
+            ("BOOKING_GATEWAY_SECRET", "gateway-hmac-key"),
+            ("BOOKING_GATEWAY_CLIENT_SECRET", "gateway-client-secret"),
+            ("BOOKING_WEBHOOK_SECRETS", "webhook-key"),
+        ]
+        .map(|(k, v)| (k.to_owned(), v.to_owned()));
+        let c = Config::load(Some(&path), env).expect("loads");
+        assert_eq!(c.channels, Channel::defaults());
+        assert_eq!(
+            (c.leeway_secs, c.max_clock_skew_secs, c.jwks_refresh_secs),
+            (0, 30, 60)
+        );
+        assert_eq!(c.gateway_timeout, Duration::from_secs(5));
+        assert_eq!(c.shows[0].venue.capacity(), 21_875);
+        assert_eq!(c.webhook_secrets.len(), 1);
+        assert!(c
+            .static_dir
+            .expect("static_dir")
+            .join("book.html")
+            .is_file());
+        assert_eq!(format!("{:?}", c.admin_token), "Secret(***)");
     }
 }

@@ -1,9 +1,11 @@
 //! Shared by every service of the sale: the clock that tests control, RFC 9457 problem+json
-//! error bodies, and a secret wrapper whose `Debug` hides the value.
+//! error bodies, a secret wrapper whose `Debug` hides the value, and the start-up check's
+//! error that lists every configuration problem.
 //!
 //! Must not touch: any store, any HTTP client. Pure helpers only.
 
 pub mod clock;
+pub mod config;
 pub mod problem;
 pub mod prometheus;
 pub mod secret;

@@ -1,8 +1,69 @@
 //! Builds each service's `Config` from the launcher's options and the wiring (URLs and shared
-//! secrets of the other services).
+//! secrets of the other services), and checks all three before anything starts.
 
 use super::{StackOptions, Wiring};
+use sale_common::config::Invalid;
 use sale_common::Secret;
+
+/// The three services' configurations, every one checked; the error lists every problem of
+/// every service, each line naming the field and its rule (`admin_token: at least 16
+/// characters (got 5)`), instead of a service that does not come up.
+pub(crate) fn checked(
+    opts: &StackOptions,
+    w: &Wiring<'_>,
+) -> anyhow::Result<(
+    gateway_sim::Config,
+    waiting_room::Config,
+    booking_core::Config,
+)> {
+    let gw = gateway(opts, w);
+    let wr = waiting_room(opts, w);
+    let bc = booking(opts, w);
+    let mut refused = Vec::new();
+    let mut note = |service: &str, r: anyhow::Result<()>| match r {
+        Ok(()) => {}
+        // Already says whose configuration it is.
+        Err(e) if e.is::<Invalid>() => refused.push(e.to_string()),
+        Err(e) => refused.push(format!("{service}: {e:#}")),
+    };
+    note("payment gateway simulator", gw.validate());
+    note(
+        "waiting room",
+        wr.as_ref().map_err(clone_err).and_then(|c| c.validate()),
+    );
+    note(
+        "booking core",
+        bc.as_ref().map_err(clone_err).and_then(|c| c.validate()),
+    );
+    anyhow::ensure!(
+        refused.is_empty(),
+        "nothing was started, the configuration is refused.\n{}",
+        refused.join("\n")
+    );
+    Ok((gw, wr?, bc?))
+}
+
+fn clone_err(e: &anyhow::Error) -> anyhow::Error {
+    anyhow::anyhow!("{e:#}")
+}
+
+/// Writes `secret` to `dir/name`, readable by this user only; returns the path.
+pub(crate) fn write_secret(
+    dir: &std::path::Path,
+    name: &str,
+    secret: &str,
+) -> anyhow::Result<std::path::PathBuf> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = dir.join(name);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)?;
+    writeln!(f, "{secret}")?;
+    Ok(path)
+}
 
 /// The gateway simulator: checkout links point at its own public URL.
 pub(crate) fn gateway(_opts: &StackOptions, w: &Wiring<'_>) -> gateway_sim::Config {

@@ -8,6 +8,10 @@ use serde::Deserialize;
 use std::net::IpAddr;
 use std::path::PathBuf;
 
+mod rules;
+
+pub use rules::MIN_TOKEN_CHARS;
+
 /// One event as configured at start-up (created in the store unless it exists already).
 #[derive(Debug, Clone, Deserialize)]
 pub struct EventConfig {
@@ -347,64 +351,22 @@ impl Config {
 
     /// Reads a JSON configuration file.
     pub fn from_file(path: &std::path::Path) -> anyhow::Result<Self> {
-        let text = std::fs::read_to_string(path)?;
-        Ok(serde_json::from_str(&text)?)
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            anyhow::anyhow!("cannot read the configuration file {}: {e}", path.display())
+        })?;
+        serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
     }
 
-    /// Checks values that would otherwise fail later, at the first fan.
+    /// Checks every value against its rule ([`Config::problems`]) before anything starts, all
+    /// problems at once, each naming its field.
+    ///
+    /// # Errors
+    /// A [`sale_common::config::Invalid`] listing every problem.
     pub fn validate(&self) -> anyhow::Result<()> {
-        anyhow::ensure!(
-            self.admin_token.expose().len() >= 16,
-            "admin_token: at least 16 chars"
-        );
-        anyhow::ensure!(
-            self.join_hmac_key.expose().len() >= 32,
-            "join_hmac_key: at least 32 bytes"
-        );
-        anyhow::ensure!(
-            self.join_hmac_previous_keys
-                .iter()
-                .all(|k| k.expose().len() >= 32),
-            "join_hmac_previous_keys: at least 32 bytes each"
-        );
-        anyhow::ensure!(
-            self.identity_token_key
-                .as_ref()
-                .is_none_or(|k| k.expose().len() >= 32),
-            "identity_token_key: at least 32 bytes"
-        );
-        anyhow::ensure!(self.tick_ms > 0, "tick_ms must be > 0");
-        anyhow::ensure!(
-            self.max_clock_skew_secs <= 600,
-            "max_clock_skew_secs: at most 600 (10 minutes); run time sync (chrony, systemd-timesyncd)"
-        );
-        anyhow::ensure!(
-            self.status_throttle_ms > 0,
-            "status_throttle_ms must be > 0"
-        );
-        anyhow::ensure!(
-            self.join_rate_per_sec > 0 && self.join_burst > 0,
-            "join rate/burst > 0"
-        );
-        anyhow::ensure!(
-            self.fan_rate_per_sec > 0 && self.fan_burst > 0,
-            "fan rate/burst > 0"
-        );
-        anyhow::ensure!(
-            self.silence_grace_ms > self.heartbeat_interval_ms,
-            "silence_grace_ms must exceed heartbeat_interval_ms"
-        );
-        if let Some(t) = &self.service_token {
-            anyhow::ensure!(t.expose().len() >= 16, "service_token: at least 16 chars");
-        }
-        for e in &self.events {
-            anyhow::ensure!(
-                e.admit_rate.is_finite() && e.admit_rate > 0.0,
-                "event {}: admit_rate must be > 0",
-                e.id
-            );
-        }
-        Ok(())
+        Ok(sale_common::config::Invalid::check(
+            "waiting room",
+            self.problems(),
+        )?)
     }
 }
 
@@ -424,5 +386,34 @@ mod tests {
         );
         assert_eq!(c.events[0].admission_ttl_secs, 600);
         assert_eq!(format!("{:?}", c.admin_token), "Secret(***)");
+    }
+
+    #[test]
+    fn every_problem_names_its_field_and_rule() {
+        let mut c = Config::demo("demo", 0, "http://127.0.0.1:8081");
+        c.admin_token = Secret::new("short");
+        c.join_hmac_key = Secret::new("k");
+        c.tick_ms = 0;
+        c.silence_grace_ms = c.heartbeat_interval_ms;
+        c.events.push(c.events[0].clone());
+        c.events[0].admit_rate = 0.0;
+        c.events[0].booking_url = "booking".into();
+        c.store = StoreConfig::Redis {
+            url: "localhost:6379".into(),
+        };
+        let err = c.validate().expect_err("refused").to_string();
+        for line in [
+            "invalid waiting room configuration, 8 problems:",
+            "- admin_token: at least 16 characters (got 5)",
+            "- join_hmac_key: at least 32 bytes (got 1)",
+            "- tick_ms: must be > 0",
+            "- silence_grace_ms (10000) must exceed heartbeat_interval_ms (10000)",
+            "- events[0].admit_rate: must be > 0 (got 0)",
+            "- events[0].booking_url: must be an absolute http(s) URL (got \"booking\")",
+            "- events[1].id: \"demo\" is used by an earlier event",
+            "- store.url: must start with redis://",
+        ] {
+            assert!(err.contains(line), "missing {line:?} in:\n{err}");
+        }
     }
 }

@@ -1,0 +1,126 @@
+//! `ticket-sale up` checks every service's configuration before it binds anything (issue 12
+//! item 8): a short admin token is named as such, not reported as a service that did not answer;
+//! and `up` says where the webhook secret is without printing a secret it chose itself.
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use sale_common::testsupport::free_port;
+
+#[test]
+fn up_with_a_short_admin_token_names_admin_token_before_binding() {
+    // The three ports are taken: an `up` that bound first would fail on them instead.
+    let taken: Vec<TcpListener> = (0..3)
+        .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind"))
+        .collect();
+    let addr = |i: usize| taken[i].local_addr().expect("addr").to_string();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(env!("CARGO_BIN_EXE_ticket-sale"))
+        .current_dir(dir.path())
+        .args(["up", "--admin-token", "short"])
+        .args(["--waiting-room", &addr(0), "--booking", &addr(1)])
+        .args(["--gateway", &addr(2)])
+        .env_remove("SALE_ADMIN_TOKEN")
+        .output()
+        .expect("run ticket-sale up");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "must fail: {stderr}");
+    for line in [
+        "nothing was started, the configuration is refused.",
+        "invalid waiting room configuration, 1 problem:\n  - admin_token: at least 16 characters (got 5)",
+        "invalid booking core configuration, 1 problem:\n  - admin_token: at least 16 characters (got 5)",
+    ] {
+        assert!(stderr.contains(line), "missing {line:?} in:\n{stderr}");
+    }
+    assert!(!stderr.contains("healthz"), "{stderr}");
+    assert!(
+        !stderr.contains("in use"),
+        "bound before checking: {stderr}"
+    );
+    assert!(
+        !dir.path().join("sale.db").exists(),
+        "no database is created either"
+    );
+}
+
+/// `up` prints the path of the webhook secret (and of its random admin token), never the
+/// secrets; the file's key signs webhooks the booking core accepts.
+#[tokio::test]
+async fn up_prints_where_the_webhook_secret_is_and_not_the_secret() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let [wr, bc, gw] = [free_port(), free_port(), free_port()];
+    let mut up = Command::new(env!("CARGO_BIN_EXE_ticket-sale"))
+        .current_dir(dir.path())
+        .args(["up", "--database", "sqlite::memory:"])
+        .args(["--waiting-room", &format!("127.0.0.1:{wr}")])
+        .args(["--booking", &format!("127.0.0.1:{bc}")])
+        .args(["--gateway", &format!("127.0.0.1:{gw}")])
+        .env_remove("SALE_ADMIN_TOKEN")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start ticket-sale up");
+    let mut printed = String::new();
+    let mut lines = BufReader::new(up.stdout.take().expect("stdout")).lines();
+    let start = Instant::now();
+    while !printed.contains("press Ctrl-C") {
+        assert!(start.elapsed() < Duration::from_secs(60), "{printed}");
+        let line = lines.next().expect("a line").expect("utf-8");
+        printed.push_str(&line);
+        printed.push('\n');
+    }
+    let path_after = |label: &str| -> std::path::PathBuf {
+        let line = printed
+            .lines()
+            .find(|l| l.starts_with(label))
+            .unwrap_or_else(|| panic!("no {label:?} line in:\n{printed}"));
+        let rest = line.split(" in ").nth(1).expect("in PATH");
+        rest.split(' ').next().expect("path").into()
+    };
+    let secret_file = path_after("webhook secret:");
+    let secret = std::fs::read_to_string(&secret_file).expect("read");
+    let secret = secret.trim();
+    let admin = std::fs::read_to_string(path_after("admin token:")).expect("read");
+    assert_eq!(secret.len(), 32, "a random key");
+    assert!(!printed.contains(secret), "the key is printed:\n{printed}");
+    assert!(
+        !printed.contains(admin.trim()),
+        "the token is printed:\n{printed}"
+    );
+
+    let body = br#"{"id":"evt_x","type":"payment.completed","created":0,"data":{"payment_id":"pay_unknown"}}"#;
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs() as i64;
+    let c = reqwest::Client::new();
+    let post = |key: Vec<u8>| {
+        let c = c.clone();
+        async move {
+            c.post(format!("http://127.0.0.1:{bc}/payment/webhook"))
+                .header(
+                    gateway_sim::webhooks::HEADER,
+                    gateway_sim::webhooks::signature_header(&[&key], t, body),
+                )
+                .header("content-type", "application/json")
+                .body(body.as_slice())
+                .send()
+                .await
+                .expect("webhook")
+                .status()
+        }
+    };
+    assert_eq!(post(b"not-the-key".to_vec()).await, 401);
+    let accepted = post(secret.as_bytes().to_vec()).await;
+    assert_ne!(accepted, 401, "the file's key signs accepted webhooks");
+    // SIGTERM: `up` drains and removes its secret files.
+    let term = Command::new("kill")
+        .args(["-TERM", &up.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(term.success());
+    assert!(up.wait().expect("wait").success());
+    assert!(!secret_file.exists(), "the secret file outlived up");
+}
