@@ -351,6 +351,7 @@ mod tests {
             (0, 30, 60)
         );
         assert_eq!(c.gateway_timeout, Duration::from_secs(5));
+        assert_eq!(c.drain_secs, sale_common::shutdown::DEFAULT_DRAIN_SECS);
         assert_eq!(c.shows[0].venue.capacity(), 21_875);
         assert_eq!(c.webhook_secrets.len(), 1);
         assert!(c

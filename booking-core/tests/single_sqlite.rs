@@ -8,12 +8,25 @@ use std::time::{Duration, Instant};
 use sale_common::testsupport::free_port;
 
 fn start(db: &str, port: u16) -> Child {
+    let public = format!("http://127.0.0.1:{port}");
     Command::new(env!("CARGO_BIN_EXE_booking-core"))
         .args(["--listen", &format!("127.0.0.1:{port}")])
-        .args(["--database-url", db])
-        .args(["--jwks-url", "http://127.0.0.1:9/.well-known/jwks.json"])
-        .args(["--gateway-secret", "b11-gateway-secret"])
-        .args(["--admin-token", "b11-admin-token-0123456789"])
+        // The whole configuration from the environment, no file (booking-core/README.md).
+        .envs([
+            ("BOOKING_DATABASE_URL", db),
+            ("BOOKING_JWKS_URL", "http://127.0.0.1:9/.well-known/jwks.json"),
+            ("BOOKING_WAITING_ROOM_URL", "http://127.0.0.1:9"),
+            ("BOOKING_GATEWAY_URL", "http://127.0.0.1:9"),
+            ("BOOKING_PUBLIC_URL", &public),
+            (
+                "BOOKING_SHOWS",
+                r#"[{"id": "demo", "venue": {"sections": [{"name": "A", "price_cents": 1000}], "rows": 2, "seats_per_row": 5}}]"#,
+            ),
+            ("BOOKING_GATEWAY_SECRET", "b11-gateway-secret"),
+            ("BOOKING_GATEWAY_CLIENT_SECRET", "b11-gateway-secret"),
+            ("BOOKING_WEBHOOK_SECRETS", "b11-gateway-secret"),
+            ("BOOKING_ADMIN_TOKEN", "b11-admin-token-0123456789"),
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
