@@ -103,6 +103,9 @@ pub struct FanOutcome {
     pub joined_at_ms: Option<u64>,
     /// Joined after the sale opened (a late arrival).
     pub late_arrival: bool,
+    /// The join answer carried no queue number: the fan really joined the pre-queue (a fan
+    /// meant to join early can arrive after opening on a loaded machine).
+    pub prequeued: bool,
     /// When the fan saw its turn come (ms since start): after the last status document that
     /// showed the cursor below its number, and before the first that showed it reached.
     pub turn_window_ms: Option<(u64, u64)>,
@@ -180,6 +183,7 @@ pub async fn run_fan(
             Ok((s, body, _)) if s.is_success() => {
                 token = body["join_token"].as_str().map(str::to_owned);
                 out.joined_at_ms = Some(started.elapsed().as_millis() as u64);
+                out.prequeued = body["queue_number"].is_null();
                 break;
             }
             Ok((s, _, h)) if s == StatusCode::TOO_MANY_REQUESTS || s.is_server_error() => {

@@ -106,13 +106,15 @@ pub fn admission_order(fans: &[FanOutcome]) -> Option<Check> {
     })
 }
 
-/// Pre-queue shuffle: among fans who joined before opening, join time must not predict queue
-/// number: |τ| below four standard errors of τ under independence.
+/// Pre-queue shuffle: among fans who joined before opening (their join answer carried no queue
+/// number), join time must not predict queue number: |τ| below four standard errors of τ under
+/// independence. Fans meant to join early who arrived after opening (a starved machine) are
+/// numbered in join order by design and are left out.
 /// `None` (printed as SKIP) with fewer than 30 pre-queued fans: too few to say anything.
 pub fn shuffle(fans: &[FanOutcome]) -> Option<Check> {
     let pts: Vec<(f64, f64)> = fans
         .iter()
-        .filter(|f| !f.late_arrival)
+        .filter(|f| !f.late_arrival && f.prequeued)
         .filter_map(|f| Some((f.joined_at_ms? as f64, f.queue_number? as f64)))
         .collect();
     let name = "pre-queue shuffle: join order does not predict queue number";
