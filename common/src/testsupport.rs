@@ -143,3 +143,5 @@ pub mod postgres;
 pub use postgres::PostgresServer;
 pub mod moto;
 pub use moto::MotoServer;
+pub mod redis_cluster;
+pub use redis_cluster::RedisCluster;

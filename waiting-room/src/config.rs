@@ -52,10 +52,16 @@ impl EventConfig {
 pub enum StoreConfig {
     /// In-process store (single node).
     Memory,
-    /// Redis at `url` (`redis://host:port/`).
+    /// One Redis server at `url` (`redis://host:port/`).
     Redis {
         /// Connection URL.
         url: String,
+    },
+    /// A Redis Cluster reached through `urls` (`redis://host:port`, one or more of its nodes;
+    /// the client discovers the rest and follows slot moves and failovers).
+    RedisCluster {
+        /// Seed nodes.
+        urls: Vec<String>,
     },
 }
 
@@ -415,5 +421,28 @@ mod tests {
         ] {
             assert!(err.contains(line), "missing {line:?} in:\n{err}");
         }
+    }
+
+    #[test]
+    fn store_forms_parse() {
+        let one: StoreConfig =
+            serde_json::from_str(r#"{"kind": "redis", "url": "redis://127.0.0.1:6379/"}"#)
+                .expect("one server");
+        assert!(matches!(one, StoreConfig::Redis { .. }));
+        let cluster: StoreConfig = serde_json::from_str(
+            r#"{"kind": "redis_cluster", "urls": ["redis://127.0.0.1:7000", "redis://127.0.0.1:7001"]}"#,
+        )
+        .expect("cluster");
+        assert!(matches!(&cluster, StoreConfig::RedisCluster { urls } if urls.len() == 2));
+        let mut c = Config::demo("demo", 0, "http://127.0.0.1:8081");
+        c.store = cluster;
+        assert!(c.problems().is_empty(), "{:?}", c.problems());
+        c.store = StoreConfig::RedisCluster {
+            urls: vec!["127.0.0.1:7000".into()],
+        };
+        assert_eq!(
+            c.problems(),
+            ["store.urls[0]: must start with redis:// or rediss:// (got \"127.0.0.1:7000\")"]
+        );
     }
 }

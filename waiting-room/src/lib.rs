@@ -35,13 +35,15 @@ use std::time::Duration;
 use store::{memory::MemoryStore, redis::RedisStore, QueueStore};
 use tokio::sync::watch;
 
-/// Opens the configured store: in-memory, or Redis (fails fast when Redis is not reachable).
+/// Opens the configured store: in-memory, one Redis server or a Redis Cluster (fails fast when
+/// Redis is not reachable or a master may evict keys).
 pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn QueueStore>> {
+    let timeout = Duration::from_millis(config.store_timeout_ms);
     Ok(match &config.store {
         StoreConfig::Memory => Arc::new(MemoryStore::new()),
-        StoreConfig::Redis { url } => {
-            let timeout = Duration::from_millis(config.store_timeout_ms);
-            Arc::new(RedisStore::connect(url, timeout).await?)
+        StoreConfig::Redis { url } => Arc::new(RedisStore::connect(url, timeout).await?),
+        StoreConfig::RedisCluster { urls } => {
+            Arc::new(RedisStore::connect_cluster(urls, timeout).await?)
         }
     })
 }

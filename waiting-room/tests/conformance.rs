@@ -1,6 +1,8 @@
 //! One conformance suite for every queue-store backend (STYLE.md rule 3): each rule is a
-//! generic async fn over `Arc<dyn QueueStore>`, run against the in-memory store and against a
-//! real `redis-server` started on a free port.
+//! generic async fn over `Arc<dyn QueueStore>`, run against the in-memory store, against a
+//! real `redis-server` started on a free port, and against a real Redis Cluster (3 masters +
+//! 3 replicas, one per test binary, each rule on its own event so its keys land in their own
+//! slot). `conformance/cluster.rs` adds a slot migration and a master failover mid-suite.
 
 use futures::future::join_all;
 use std::collections::HashSet;
@@ -15,6 +17,8 @@ use waiting_room::store::{memory::MemoryStore, redis::RedisStore, Advance, Queue
 
 #[path = "conformance/capacity.rs"]
 mod capacity;
+#[path = "conformance/cluster.rs"]
+mod cluster;
 #[path = "conformance/fairness.rs"]
 mod fairness;
 #[path = "conformance/liveness.rs"]
@@ -61,8 +65,36 @@ async fn advance(s: &Store, n: u64, max_active: u64, now_s: i64, grace: u64) -> 
         .expect("advance")
 }
 
+tokio::task_local! {
+    /// The event a rule runs on: `demo`, or the rule's own event on the shared cluster.
+    static EVENT: EventId;
+}
+
 fn ev() -> EventId {
-    EventId::parse("demo").expect("id")
+    EVENT
+        .try_with(EventId::clone)
+        .unwrap_or_else(|_| EventId::parse("demo").expect("id"))
+}
+
+/// A short event id of its own per rule (FNV-1a of the name): rules share one cluster.
+fn event_for(rule: &str) -> EventId {
+    let h = rule.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+    });
+    EventId::parse(&format!("c{:08x}", h as u32)).expect("id")
+}
+
+/// The Redis Cluster this test binary shares (started on first use, stopped with the process).
+fn shared_cluster() -> &'static sale_common::testsupport::RedisCluster {
+    static CLUSTER: std::sync::OnceLock<sale_common::testsupport::RedisCluster> =
+        std::sync::OnceLock::new();
+    CLUSTER.get_or_init(sale_common::testsupport::RedisCluster::start)
+}
+
+async fn cluster_store(urls: &[String]) -> RedisStore {
+    RedisStore::connect_cluster(urls, Duration::from_secs(2))
+        .await
+        .expect("connect to the redis cluster")
 }
 
 async fn create(s: &Store, max_active: u64) {
@@ -128,9 +160,9 @@ async fn case_w05_thousand_identical_joins(s: Store) {
     assert_eq!(join(&s, &VisitorId::random()).await, Some(1));
     let v = VisitorId::random();
     let tasks = (0..1000).map(|_| {
-        let (s, v) = (s.clone(), v.clone());
+        let (s, v, e) = (s.clone(), v.clone(), ev());
         tokio::spawn(async move {
-            s.join(&ev(), &v, NOW * 1000, REJOIN)
+            s.join(&e, &v, NOW * 1000, REJOIN)
                 .await
                 .expect("join")
                 .queue_number
@@ -343,7 +375,7 @@ async fn paused_holds_the_cursor(s: Store) {
 }
 
 async fn owner_lock_has_one_holder(s: Store) {
-    let k = "wr:{demo}:admitter";
+    let k = &waiting_room::store::redis::admitter_lock_key(&ev());
     assert!(s.try_lock(k, "a", 5000).await.expect("lock"));
     assert!(!s.try_lock(k, "b", 5000).await.expect("lock"));
     assert!(!s.renew_lock(k, "b", 5000).await.expect("renew"));
@@ -373,6 +405,17 @@ macro_rules! conformance {
                         .await
                         .expect("connect to redis");
                     super::$rule(super::Arc::new(store)).await;
+                }
+            )*
+        }
+        mod redis_cluster_backend {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $rule() {
+                    let urls = super::shared_cluster().urls();
+                    let store = super::cluster_store(&urls).await;
+                    let event = super::event_for(stringify!($rule));
+                    super::EVENT.scope(event, super::$rule(super::Arc::new(store))).await;
                 }
             )*
         }

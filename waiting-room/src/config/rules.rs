@@ -23,15 +23,7 @@ impl Config {
         self.timing_rules(&mut p);
         self.limit_rules(&mut p);
         self.event_rules(&mut p);
-        if let StoreConfig::Redis { url } = &self.store {
-            let schemes = ["redis://", "rediss://", "redis+unix://", "unix://"];
-            if !schemes.iter().any(|s| url.starts_with(s)) {
-                p.push(
-                    "store.url: must start with redis://, rediss://, redis+unix:// or unix://"
-                        .into(),
-                );
-            }
-        }
+        self.store_rules(&mut p);
         for (name, v) in [("issuer", &self.issuer), ("audience", &self.audience)] {
             if v.is_empty() {
                 p.push(format!("{name}: must not be empty"));
@@ -48,6 +40,33 @@ impl Config {
             p.push("s3_bucket: must not be empty when set".into());
         }
         p
+    }
+
+    fn store_rules(&self, p: &mut Vec<String>) {
+        match &self.store {
+            StoreConfig::Memory => {}
+            StoreConfig::Redis { url } => {
+                let schemes = ["redis://", "rediss://", "redis+unix://", "unix://"];
+                if !schemes.iter().any(|s| url.starts_with(s)) {
+                    p.push(
+                        "store.url: must start with redis://, rediss://, redis+unix:// or unix://"
+                            .into(),
+                    );
+                }
+            }
+            StoreConfig::RedisCluster { urls } => {
+                if urls.is_empty() {
+                    p.push("store.urls: at least one cluster node".into());
+                }
+                for (i, url) in urls.iter().enumerate() {
+                    if !url.starts_with("redis://") && !url.starts_with("rediss://") {
+                        p.push(format!(
+                            "store.urls[{i}]: must start with redis:// or rediss:// (got {url:?})"
+                        ));
+                    }
+                }
+            }
+        }
     }
 
     fn secret_rules(&self, p: &mut Vec<String>) {

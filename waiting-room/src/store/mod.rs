@@ -1,7 +1,8 @@
 //! The queue store: one trait, two backends (in-memory, the embedded default; Redis for many
 //! nodes), one conformance suite (`tests/conformance.rs`). DESIGN.md "State and its one owner":
 //! every multi-key change is one atomic step — one `Mutex` critical section in memory, one Lua
-//! script on Redis, where every key of an event shares the `{event}` hash tag.
+//! script on Redis (one server or a Redis Cluster), where every key of an event shares the
+//! `{event}` hash tag and every key a script touches is declared in its `KEYS`.
 //!
 //! **Queue numbers** are integers from an atomic counter, stored as integer strings in a hash
 //! (visitor → number), never as sorted-set scores, so order is the order joins were applied and

@@ -17,7 +17,7 @@ const CHI2_CRITICAL: f64 = 20.515;
 pub async fn prequeue_shuffle_is_uniform(s: Store) {
     let mut first = [0usize; SLOTS];
     for i in 0..OPENINGS {
-        let id = EventId::parse(&format!("fair-{i}")).expect("id");
+        let id = EventId::parse(&format!("{}-fair-{i}", ev())).expect("id");
         let meta = EventMeta {
             id: id.clone(),
             state: EventState::Prequeue,

@@ -29,9 +29,19 @@ local function bump_gen(meta)
   if now > g then g = now end
   redis.call('HSET', meta, 'gen', string.format('%d', g))
 end
--- Number -> visitor lives in buckets of 100 numbers: KEYS[byn] .. ':' .. floor(k / 100), each a
--- small hash Redis keeps as a listpack (~40 B per fan instead of ~96 B as one entry of a big
--- hash table). The bucket keys share the event's {hash tag}, so they sit in its cluster slot.
-local function byn_key(base, k)
-  return base .. ':' .. string.format('%d', math.floor(tonumber(k) / 100))
+-- Number -> visitor lives in buckets of 100 numbers (`…:byn:{k div 100}`), each a small hash
+-- Redis keeps as a listpack (~40 B per fan instead of ~96 B as one entry of a big hash table).
+-- A script touches only the bucket keys its caller declared, in KEYS from index `first` on
+-- (numbers.rs works out which): Redis Cluster checks declared keys only, so a derived key could
+-- sit on the far side of a half-migrated slot. The buckets share the event's {hash tag}.
+local function buckets(first)
+  local t = {}
+  for i = first, #KEYS do
+    t[tonumber(string.match(KEYS[i], ':(%d+)$'))] = KEYS[i]
+  end
+  return t
+end
+-- The declared bucket key of number k, or nil (the script then stops before it).
+local function byn(t, k)
+  return t[math.floor(tonumber(k) / 100)]
 end

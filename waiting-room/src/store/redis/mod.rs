@@ -1,26 +1,41 @@
-//! Redis queue store for many waiting-room nodes. Every multi-key change is one Lua script
-//! (`*.lua` beside this file); reads of several keys use one `MULTI` pipeline. Every key of an
-//! event carries the `{event}` hash tag (`wr:{demo}:meta`, …) so one event lives in one
-//! Redis Cluster slot. Connections go through `ConnectionManager` (it reconnects) with
-//! response and connection timeouts (DEPENDENCIES.md).
+//! Redis queue store for many waiting-room nodes, on one server or on a Redis Cluster
+//! (`conn.rs`: `ConnectionManager` or the `redis` crate's cluster connection, both with
+//! response and connection timeouts, DEPENDENCIES.md). Every multi-key change is one Lua script
+//! (`*.lua` beside this file, called by `script.rs`); reads of several keys use one `MULTI`
+//! pipeline or a read-only script. Every key of an event carries the `{event}` hash tag
+//! (`wr:{demo}:meta`, …) so one event lives in one cluster slot, and every script declares in
+//! `KEYS` every key it touches — the number buckets too (`numbers.rs` says how the caller
+//! knows which) — so the cluster can route it and check the slot's migration state.
 //!
 //! Keys per event: `meta` hash (state, knobs, `counter` = last number handed out, `cursor`,
 //! `shuffle_next`, `admitted_total`, `max_active_seen`, `skipped_total`, `ended_total`, `win` =
 //! ready window, `edge` = last number inside it); `num` hash visitor → number;
 //! `byn:{k div 100}` hashes number → visitor in buckets of 100 numbers (small hashes stay
 //! listpacks: ~40 B per fan instead of ~96 B in one big hash); `pre` set (pre-queue); `adm` hash
-//! visitor → `"jti iat exp"`; `jti` hash jti → visitor; `live` sorted set member → expiry (epoch s; members are visitors or
-//! `inv:{number}` invitations); `hb` sorted set of fans in the ready window → last sign of life
-//! (epoch ms); `gone` hash skipped visitor → skipped-at ms (or `r` once back); `back` list of
-//! returning fans; `audit` list of JSON entries. Plus the global set `wr:events`.
+//! visitor → `"jti iat exp"`; `jti` hash jti → visitor; `live` sorted set member → expiry (epoch
+//! s; members are visitors or `inv:{number}` invitations); `hb` sorted set of fans in the ready
+//! window → last sign of life (epoch ms); `gone` hash skipped visitor → skipped-at ms (or `r`
+//! once back); `back` list of returning fans; `audit` list of JSON entries; `admitter` owner-token
+//! lock; `status:throttle` and `status:latch`. Plus the registry set `wr:events` (its own slot:
+//! listing events reads one key, no `SCAN` over every master).
+//!
+//! Replication is asynchronous: a write acknowledged by a master can be lost when its replica
+//! takes over. Scripts return once the master applied them; a join or claim that must survive a
+//! failover would wait for replication after its script (`Conn` is the place: one call after
+//! `invoke_async`), which this backend does not do yet (issue 11 item 5).
 
+mod conn;
 mod latch;
+mod numbers;
 mod parse;
 mod queue;
+mod script;
 
 pub use latch::{status_latch_key, status_throttle_key};
 
+use conn::Conn;
 use parse::{err, key, parse_meta, parse_u64, state_of};
+use script::Lua;
 
 use super::{Advance, QueueStore, StoreError, StoreResult, AUDIT_KEEP};
 use crate::domain::{
@@ -28,36 +43,36 @@ use crate::domain::{
     Figures, Heartbeat, JoinOutcome, Position, SessionEnd, SessionRef, VisitorId,
 };
 use async_trait::async_trait;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{AsyncCommands, Script};
+use redis::AsyncCommands;
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const EVENTS_KEY: &str = "wr:events";
 
 #[derive(Debug)]
 struct Scripts {
-    join: Script,
-    begin_open: Script,
-    open_chunk: Script,
-    advance: Script,
-    claim: Script,
-    create: Script,
-    transition: Script,
-    status_latch: Script,
-    set_fields: Script,
-    lock: Script,
-    heartbeat: Script,
-    end_session: Script,
-    position: Script,
-    figures: Script,
+    join: Lua,
+    begin_open: Lua,
+    open_chunk: Lua,
+    advance: Lua,
+    claim: Lua,
+    create: Lua,
+    transition: Lua,
+    status_latch: Lua,
+    set_fields: Lua,
+    lock: Lua,
+    heartbeat: Lua,
+    end_session: Lua,
+    position: Lua,
+    figures: Lua,
 }
 
 /// Helpers shared by several scripts (prepended).
 const LIB: &str = include_str!("lib.lua");
 
-fn with_lib(body: &str) -> Script {
-    Script::new(&format!("{LIB}\n{body}"))
+fn with_lib(body: &str) -> Lua {
+    Lua::new(format!("{LIB}\n{body}"))
 }
 
 /// Scripts that keep the queue moving (advance, claim, heartbeat, transitions, locks, session
@@ -68,30 +83,48 @@ fn with_lib(body: &str) -> Script {
 const ALLOW_OOM: &str = "#!lua flags=allow-oom";
 
 /// Reads run at the memory cap as well (Redis refuses every command queued in a `MULTI` there).
-fn read_only(body: &str) -> Script {
-    Script::new(&format!("#!lua flags=no-writes\n{body}"))
+fn read_only(body: &str) -> Lua {
+    Lua::new(format!("#!lua flags=no-writes\n{body}"))
 }
 
-fn moving(body: &str) -> Script {
-    Script::new(&format!("{ALLOW_OOM}\n{body}"))
+fn moving(body: &str) -> Lua {
+    Lua::new(format!("{ALLOW_OOM}\n{body}"))
 }
 
-fn moving_with_lib(body: &str) -> Script {
-    Script::new(&format!("{ALLOW_OOM}\n{LIB}\n{body}"))
+fn moving_with_lib(body: &str) -> Lua {
+    Lua::new(format!("{ALLOW_OOM}\n{LIB}\n{body}"))
 }
 
 /// The only eviction policy a queue may run under (case W14): any other silently deletes events.
 pub const REQUIRED_EVICTION_POLICY: &str = "noeviction";
 
-/// `maxmemory_policy` from `INFO memory` (works where `CONFIG GET` is disabled, as on managed
-/// Redis services).
-pub async fn eviction_policy(conn: &mut ConnectionManager) -> redis::RedisResult<String> {
-    let info: String = redis::cmd("INFO").arg("memory").query_async(conn).await?;
-    Ok(info
-        .lines()
-        .find_map(|l| l.strip_prefix("maxmemory_policy:"))
-        .map(|p| p.trim().to_owned())
-        .unwrap_or_default())
+/// `maxmemory_policy` from `INFO memory` of every master (one server: of it), as (node,
+/// policy) pairs (`INFO` works where `CONFIG GET` is disabled, as on managed Redis services).
+async fn eviction_policies(conn: &mut Conn) -> redis::RedisResult<Vec<(String, String)>> {
+    let infos = conn.info_of_masters("memory").await?;
+    Ok(infos
+        .into_iter()
+        .map(|(node, info)| {
+            let policy = info
+                .lines()
+                .find_map(|l| l.strip_prefix("maxmemory_policy:"))
+                .map(|p| p.trim().to_owned())
+                .unwrap_or_default();
+            (node, policy)
+        })
+        .collect())
+}
+
+/// The first master whose policy is not `noeviction`, as an operator's message (case W14).
+async fn check_eviction_policy(conn: &mut Conn) -> redis::RedisResult<Result<(), String>> {
+    let policies = eviction_policies(conn).await?;
+    Ok(
+        match policies.iter().find(|(_, p)| p != REQUIRED_EVICTION_POLICY) {
+            None => Ok(()),
+            Some((node, p)) if node.is_empty() => Err(wrong_policy(p)),
+            Some((node, p)) => Err(format!("{} (master {node})", wrong_policy(p))),
+        },
+    )
 }
 
 fn wrong_policy(policy: &str) -> String {
@@ -104,8 +137,10 @@ fn wrong_policy(policy: &str) -> String {
 /// The Redis backend.
 #[derive(Clone)]
 pub struct RedisStore {
-    conn: ConnectionManager,
-    scripts: std::sync::Arc<Scripts>,
+    conn: Conn,
+    scripts: Arc<Scripts>,
+    /// Per event, the next queue number this process expects a join to hand out (numbers.rs).
+    hints: Arc<Mutex<HashMap<String, u64>>>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -115,23 +150,27 @@ impl std::fmt::Debug for RedisStore {
 }
 
 impl RedisStore {
-    /// Connects (fails fast when Redis is not reachable). `timeout` bounds each command and
-    /// each connection attempt; after a drop the manager reconnects in the background (attempts
-    /// ≤ 500 ms apart) while requests fail fast.
+    /// Connects to one server (fails fast when Redis is not reachable). `timeout` bounds each
+    /// command and each connection attempt; after a drop the manager reconnects in the
+    /// background while requests fail fast.
     pub async fn connect(url: &str, timeout: Duration) -> anyhow::Result<Self> {
-        let client = redis::Client::open(url)?;
-        let cfg = ConnectionManagerConfig::new()
-            .set_response_timeout(timeout)
-            .set_connection_timeout(timeout)
-            .set_number_of_retries(2)
-            // redis-rs hands `factor` to backon as a multiplier on a 1 s minimum: the default
-            // (100) makes the second reconnect attempt wait a minute. Reconnect every ≤ 500 ms
-            // instead, so service resumes promptly when Redis comes back.
-            .set_factor(2)
-            .set_max_delay(500);
-        let mut conn = ConnectionManager::new_with_config(client, cfg).await?;
-        let policy = eviction_policy(&mut conn).await?;
-        anyhow::ensure!(policy == REQUIRED_EVICTION_POLICY, wrong_policy(&policy));
+        Self::start(Conn::single(url, timeout).await?).await
+    }
+
+    /// Connects to a Redis Cluster through any of `urls` (`redis://host:port`, one or more
+    /// nodes; the others are discovered). Every master must run `noeviction`.
+    pub async fn connect_cluster(urls: &[String], timeout: Duration) -> anyhow::Result<Self> {
+        anyhow::ensure!(
+            !urls.is_empty(),
+            "a Redis Cluster store needs at least one url"
+        );
+        Self::start(Conn::cluster(urls, timeout).await?).await
+    }
+
+    async fn start(mut conn: Conn) -> anyhow::Result<Self> {
+        if let Err(msg) = check_eviction_policy(&mut conn).await? {
+            anyhow::bail!(msg);
+        }
         let scripts = Scripts {
             join: with_lib(include_str!("join.lua")),
             begin_open: moving_with_lib(include_str!("begin_open.lua")),
@@ -150,7 +189,8 @@ impl RedisStore {
         };
         Ok(Self {
             conn,
-            scripts: std::sync::Arc::new(scripts),
+            scripts: Arc::new(scripts),
+            hints: Arc::default(),
         })
     }
 
@@ -173,21 +213,14 @@ impl RedisStore {
 
 #[async_trait]
 impl QueueStore for RedisStore {
-    /// `PING`, and the eviction policy still `noeviction` (an operator may change it at run
-    /// time: `/readyz` then answers 503, and `wr_store_eviction_policy_ok` drops to 0).
+    /// `PING` (on a cluster: every master, through `INFO`), and the eviction policy still
+    /// `noeviction` on every master (an operator may change it at run time: `/readyz` then
+    /// answers 503, and `wr_store_eviction_policy_ok` drops to 0).
     async fn ping(&self) -> StoreResult<()> {
         let mut conn = self.conn.clone();
-        let _: String = redis::cmd("PING")
-            .query_async(&mut conn)
-            .await
-            .map_err(err)?;
-        let policy = eviction_policy(&mut conn).await.map_err(err)?;
-        let ok = policy == REQUIRED_EVICTION_POLICY;
-        metrics::gauge!("wr_store_eviction_policy_ok").set(if ok { 1.0 } else { 0.0 });
-        if !ok {
-            return Err(StoreError::Unavailable(wrong_policy(&policy)));
-        }
-        Ok(())
+        let checked = check_eviction_policy(&mut conn).await.map_err(err)?;
+        metrics::gauge!("wr_store_eviction_policy_ok").set(if checked.is_ok() { 1.0 } else { 0.0 });
+        checked.map_err(StoreError::Unavailable)
     }
 
     async fn create_event(&self, meta: &EventMeta) -> StoreResult<bool> {
@@ -333,16 +366,7 @@ impl QueueStore for RedisStore {
     }
 
     async fn open_chunk(&self, event: &EventId, max: u64, _seed: u64) -> StoreResult<u64> {
-        self.scripts
-            .open_chunk
-            .key(key(event, "meta"))
-            .key(key(event, "pre"))
-            .key(key(event, "num"))
-            .key(key(event, "byn"))
-            .arg(max)
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(err)
+        self.number_chunk(event, max).await
     }
 
     async fn advance_cursor(&self, event: &EventId, p: &AdvanceParams) -> StoreResult<Advance> {

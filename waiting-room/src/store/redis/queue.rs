@@ -1,51 +1,19 @@
-//! The Redis backend's queue operations with liveness: join, heartbeat, advance, claim, session
-//! end, figures and the audit trail. Each multi-key change is one Lua script (beside this file);
-//! the trait impl in `mod.rs` delegates here.
+//! The Redis backend's queue operations with liveness that touch no number bucket: heartbeat,
+//! claim, session end, figures and the audit trail (join and advance are in `numbers.rs`). Each
+//! multi-key change is one Lua script (beside this file); the trait impl in `mod.rs` delegates
+//! here.
 
 use super::parse::{bad, err, key, opt_number, parse_admission, parse_meta, parse_u64, state_of};
 use super::{RedisStore, AUDIT_KEEP};
 use crate::domain::{
-    AdmissionTerms, AdvanceParams, AuditEntry, ClaimOutcome, EventId, Figures, Heartbeat,
-    JoinOutcome, Place, SessionEnd, SessionRef, VisitorId,
+    AdmissionTerms, AuditEntry, ClaimOutcome, EventId, Figures, Heartbeat, Place, SessionEnd,
+    SessionRef, VisitorId,
 };
-use crate::store::{Advance, StoreError, StoreResult};
+use crate::store::{StoreError, StoreResult};
 use redis::AsyncCommands;
 use std::collections::HashMap;
 
 impl RedisStore {
-    pub(super) async fn join_fan(
-        &self,
-        event: &EventId,
-        visitor: &VisitorId,
-        now_ms: i64,
-        rejoin_ms: u64,
-    ) -> StoreResult<JoinOutcome> {
-        let r: Vec<String> = self
-            .scripts
-            .join
-            .key(key(event, "meta"))
-            .key(key(event, "num"))
-            .key(key(event, "pre"))
-            .key(key(event, "byn"))
-            .key(key(event, "hb"))
-            .key(key(event, "gone"))
-            .key(key(event, "back"))
-            .arg(visitor.as_str())
-            .arg(now_ms)
-            .arg(rejoin_ms)
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(err)?;
-        match r.as_slice() {
-            [s, _] if s == "missing" => Err(StoreError::NotFound),
-            [s, n] => Ok(JoinOutcome {
-                queue_number: opt_number(n)?,
-                state: state_of(s)?,
-            }),
-            _ => Err(bad("join")),
-        }
-    }
-
     pub(super) async fn heartbeat_fan(
         &self,
         event: &EventId,
@@ -56,12 +24,7 @@ impl RedisStore {
         let r: Vec<String> = self
             .scripts
             .heartbeat
-            .key(key(event, "meta"))
-            .key(key(event, "num"))
-            .key(key(event, "hb"))
-            .key(key(event, "gone"))
-            .key(key(event, "back"))
-            .key(key(event, "adm"))
+            .on(event, &["meta", "num", "hb", "gone", "back", "adm"])
             .arg(visitor.as_str())
             .arg(now_ms)
             .arg(rejoin_ms)
@@ -80,38 +43,6 @@ impl RedisStore {
         }
     }
 
-    pub(super) async fn advance(&self, event: &EventId, p: &AdvanceParams) -> StoreResult<Advance> {
-        let (cursor, moved, skipped, returned): (i64, i64, i64, i64) = self
-            .scripts
-            .advance
-            .key(key(event, "meta"))
-            .key(key(event, "live"))
-            .key(key(event, "byn"))
-            .key(key(event, "hb"))
-            .key(key(event, "gone"))
-            .key(key(event, "back"))
-            .key(key(event, "num"))
-            .arg(p.n)
-            .arg(p.max_active)
-            .arg(p.now_ms)
-            .arg(p.invite_grace_secs)
-            .arg(p.liveness.silence_ms)
-            .arg(p.liveness.ready_window)
-            .arg(p.liveness.scan_limit)
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(err)?;
-        if cursor < 0 {
-            return Err(StoreError::NotFound);
-        }
-        Ok(Advance {
-            cursor: cursor as u64,
-            moved: moved as u64,
-            skipped: skipped as u64,
-            returned: returned as u64,
-        })
-    }
-
     pub(super) async fn claim_fan(
         &self,
         event: &EventId,
@@ -124,14 +55,10 @@ impl RedisStore {
         let r: Vec<String> = self
             .scripts
             .claim
-            .key(key(event, "meta"))
-            .key(key(event, "num"))
-            .key(key(event, "adm"))
-            .key(key(event, "live"))
-            .key(key(event, "hb"))
-            .key(key(event, "gone"))
-            .key(key(event, "back"))
-            .key(key(event, "jti"))
+            .on(
+                event,
+                &["meta", "num", "adm", "live", "hb", "gone", "back", "jti"],
+            )
             .arg(visitor.as_str())
             .arg(now_ms)
             .arg(terms.ttl_secs)
@@ -170,11 +97,7 @@ impl RedisStore {
         let (h, pre, active, silent, returning): (HashMap<String, String>, u64, u64, u64, u64) =
             self.scripts
                 .figures
-                .key(key(event, "meta"))
-                .key(key(event, "pre"))
-                .key(key(event, "live"))
-                .key(key(event, "hb"))
-                .key(key(event, "back"))
+                .on(event, &["meta", "pre", "live", "hb", "back"])
                 .arg(now)
                 .arg(dead_before)
                 .invoke_async(&mut self.conn.clone())
@@ -214,10 +137,7 @@ impl RedisStore {
         let r: String = self
             .scripts
             .end_session
-            .key(key(event, "meta"))
-            .key(key(event, "adm"))
-            .key(key(event, "live"))
-            .key(key(event, "jti"))
+            .on(event, &["meta", "adm", "live", "jti"])
             .arg(kind)
             .arg(id)
             .arg(now)
