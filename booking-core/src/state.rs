@@ -15,7 +15,7 @@ use sale_common::SharedClock;
 use crate::config::Config;
 use crate::door::Verifier;
 use crate::gateway::{Gateway, TokenStore};
-use crate::inventory::{caps, hotq, seatmap};
+use crate::inventory::{caps, hotq, inflight, seatmap};
 use crate::outbox::Outbox;
 use crate::{db, telemetry};
 
@@ -41,6 +41,8 @@ pub struct AppState {
     pub seatmaps: Arc<seatmap::SeatMaps>,
     /// The per-show hold queues of the hottest shows ([`hotq`]).
     pub hold_queues: Arc<hotq::HoldQueues>,
+    /// Hold requests in flight here, by visitor and `Idempotency-Key` ([`inflight`]).
+    pub in_flight: Arc<inflight::InFlight>,
 }
 
 impl AppState {
@@ -81,6 +83,7 @@ impl AppState {
             reads,
             seatmaps: Arc::default(),
             hold_queues,
+            in_flight: Arc::default(),
         })
     }
 

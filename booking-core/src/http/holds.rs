@@ -17,6 +17,7 @@ use crate::door::Admission;
 use crate::error::{clip, rejection, ApiError, ApiResult};
 use crate::inventory::claim::{self, unprocessable, Ask, Timing};
 use crate::inventory::holds::{self, Hold};
+use crate::inventory::inflight::{self, Entry};
 use crate::payments;
 use crate::state::AppState;
 use crate::telemetry;
@@ -177,16 +178,26 @@ pub async fn create_hold(
     let ask = ask_of(body, state.config.max_seats_per_hold)?;
     telemetry::hold_attempt(&show, ask.kind());
     let now = state.clock.now_ms();
-    // A replay of a stored answer is not a new request: it does not count against the limit.
     let hash = ask.request_hash(&show, &channel);
-    if let Some(answer) = claim::stored_answer(&state.db, &adm.sub, &key, &hash).await? {
-        telemetry::replay(&show);
-        return Ok((answer.status, Json(answer.body)).into_response());
-    }
-    if let Err(wait) = state
-        .limiter
-        .check(&adm.jti, state.config.hold_rate_per_min, now)
-    {
+    // Identical requests (same visitor, key and body) in flight here: one runs, the others wait
+    // for it and replay its stored answer; a replay is not a new request and never counts
+    // against the rate limit or the caps (case B12).
+    let _owner = loop {
+        if let Some(answer) = claim::stored_answer(&state.db, &adm.sub, &key, &hash).await? {
+            telemetry::replay(&show);
+            return Ok((answer.status, Json(answer.body)).into_response());
+        }
+        match state.in_flight.enter(&adm.sub, &key) {
+            Entry::Owner(owner) => break owner,
+            Entry::Wait(rx) => {
+                if !inflight::wait(rx, IN_FLIGHT_WAIT).await {
+                    return Err(claim::concurrent_request().into());
+                }
+            }
+        }
+    };
+    let per_min = state.config.hold_rate_per_min;
+    if let Err(wait) = state.limiter.check(&adm.jti, per_min, now) {
         telemetry::hold_refused(&show, 429, "hold-rate-limited");
         return Err(Problem::new(
             StatusCode::TOO_MANY_REQUESTS,
@@ -213,6 +224,11 @@ pub async fn create_hold(
         claim::create(&state.db, &req, now).await
     };
     match created {
+        Ok(answer) if answer.replayed => {
+            // Another node's identical request won while this one waited on the key's row.
+            state.limiter.give_back(&adm.jti, per_min);
+            Ok((answer.status, Json(answer.body)).into_response())
+        }
         Ok(answer) => {
             telemetry::hold_created(&show, kind);
             Ok((answer.status, Json(answer.body)).into_response())
@@ -231,6 +247,9 @@ pub async fn create_hold(
         Err(e) => Err(e),
     }
 }
+
+/// How long an identical request waits for the one in flight before `409 concurrent-request`.
+const IN_FLIGHT_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 fn secs_to_ms(secs: u64) -> i64 {
     i64::try_from(secs).unwrap_or(i64::MAX / 2000) * 1000

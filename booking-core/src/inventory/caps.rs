@@ -104,6 +104,15 @@ impl RateLimiter {
         *at = now_ms;
         Ok(())
     }
+
+    /// Returns the token a request took for `key` when it turned out to be a replay of an
+    /// earlier identical request (a replay never counts against the limit).
+    pub fn give_back(&self, key: &str, per_min: u32) {
+        let mut map = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((tokens, _)) = map.get_mut(key) {
+            *tokens = (*tokens + 1.0).min(f64::from(per_min));
+        }
+    }
 }
 
 #[cfg(test)]

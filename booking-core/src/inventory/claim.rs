@@ -103,6 +103,8 @@ pub struct HoldAnswer {
     pub status: StatusCode,
     /// Body.
     pub body: Value,
+    /// The stored answer of an earlier identical request (not a new hold).
+    pub replayed: bool,
 }
 
 fn conflict(kind: &'static str, title: &str) -> Problem {
@@ -138,7 +140,9 @@ pub async fn create_in(
 ) -> ApiResult<Result<HoldAnswer, Lost>> {
     let hash = r.ask.request_hash(r.show, r.channel);
     let tx = &mut *tx;
-    if let Some(answer) = replay(tx, r, &hash).await? {
+    // The key's row first: an identical request in another transaction waits on it (on
+    // PostgreSQL, the unique index) and replays the stored 201 once this one commits (case B12).
+    if let Some(answer) = take_key(tx, r, &hash, now_ms).await? {
         telemetry::replay(r.show);
         return Ok(Ok(answer));
     }
@@ -208,29 +212,30 @@ pub async fn create_in(
         body["pool"] = pool.clone().into();
         body["quantity"] = (*quantity).into();
     }
-    // Replaces a stored refusal of the same request; never a stored 201 (a concurrent
-    // duplicate, answered 409 `concurrent-request` after the rollback).
-    let stored = sqlx::query("INSERT INTO idempotency (visitor_id, key, request_hash, status, body, created_at) VALUES ($1, $2, $3, 201, $4, $5) \
-         ON CONFLICT (visitor_id, key) DO UPDATE SET request_hash = excluded.request_hash, status = 201, body = excluded.body, created_at = excluded.created_at \
-         WHERE idempotency.status <> 201")
-        .bind(&r.adm.sub).bind(r.key).bind(&hash).bind(body.to_string()).bind(now_ms)
-        .execute(&mut **tx).await?;
+    let stored = sqlx::query(
+        "UPDATE idempotency SET status = 201, body = $1 WHERE visitor_id = $2 AND key = $3 AND status = $4",
+    )
+    .bind(body.to_string())
+    .bind(&r.adm.sub)
+    .bind(r.key)
+    .bind(IN_FLIGHT)
+    .execute(&mut **tx)
+    .await?;
     if stored.rows_affected() == 0 {
-        return Err(
-            conflict("concurrent-request", "The same request is being processed")
-                .retry_after(1)
-                .into(),
-        );
+        return Err(concurrent_request().into());
     }
     Ok(Ok(HoldAnswer {
         status: StatusCode::CREATED,
         body,
+        replayed: false,
     }))
 }
 
 /// Status stored for a refused request (only its hash matters: the refusal is recomputed on
 /// retry, but the key cannot be reused with another request).
 const REFUSED: i64 = 409;
+/// Status of a key taken by a transaction that has not ended (only that transaction sees it).
+const IN_FLIGHT: i64 = 0;
 
 /// Records that `(visitor, key)` was refused for the request hashed `hash` (no-op when the
 /// key already has a stored row).
@@ -270,8 +275,32 @@ pub async fn stored_answer(
     answer_of(stored, hash)
 }
 
-/// The stored answer of `(visitor, key)`, or 422 when the key came with another request.
-async fn replay(tx: &mut Tx<'_>, r: &Request<'_>, hash: &str) -> ApiResult<Option<HoldAnswer>> {
+/// Takes `(visitor, key)` for this request in `tx`: a new row, or a stored refusal of the same
+/// request, becomes [`IN_FLIGHT`] (`None`: go on). Otherwise the stored answer is replayed, or
+/// 422 when the key came with another request. A concurrent transaction that took the key
+/// first makes this one wait until it ends.
+async fn take_key(
+    tx: &mut Tx<'_>,
+    r: &Request<'_>,
+    hash: &str,
+    now_ms: i64,
+) -> ApiResult<Option<HoldAnswer>> {
+    let taken: Option<i64> = sqlx::query_scalar(
+        "INSERT INTO idempotency (visitor_id, key, request_hash, status, body, created_at) VALUES ($1, $2, $3, $4, '', $5) \
+         ON CONFLICT (visitor_id, key) DO UPDATE SET status = excluded.status, created_at = excluded.created_at \
+         WHERE idempotency.status = $6 AND idempotency.request_hash = excluded.request_hash RETURNING status",
+    )
+    .bind(&r.adm.sub)
+    .bind(r.key)
+    .bind(hash)
+    .bind(IN_FLIGHT)
+    .bind(now_ms)
+    .bind(REFUSED)
+    .fetch_optional(&mut **tx)
+    .await?;
+    if taken.is_some() {
+        return Ok(None);
+    }
     let stored: Option<(String, i64, String)> = sqlx::query_as(
         "SELECT request_hash, status, body FROM idempotency WHERE visitor_id = $1 AND key = $2",
     )
@@ -280,6 +309,13 @@ async fn replay(tx: &mut Tx<'_>, r: &Request<'_>, hash: &str) -> ApiResult<Optio
     .fetch_optional(&mut **tx)
     .await?;
     answer_of(stored, hash)
+}
+
+/// 409 `concurrent-request`: an identical request is being processed; retry for its answer.
+pub fn concurrent_request() -> Problem {
+    conflict("concurrent-request", "The same request is being processed")
+        .detail("a request with this Idempotency-Key is in flight; retry to get its answer")
+        .retry_after(1)
 }
 
 /// A stored `(hash, status, body)` against this request's hash: replay, 422, or `None` (no
@@ -300,10 +336,17 @@ fn answer_of(stored: Option<(String, i64, String)>, hash: &str) -> ApiResult<Opt
     if st == REFUSED {
         return Ok(None);
     }
+    if st == IN_FLIGHT {
+        return Err(concurrent_request().into());
+    }
     let status =
         StatusCode::from_u16(u16::try_from(st).unwrap_or(201)).unwrap_or(StatusCode::CREATED);
     let body = serde_json::from_str(&body).map_err(anyhow::Error::from)?;
-    Ok(Some(HoldAnswer { status, body }))
+    Ok(Some(HoldAnswer {
+        status,
+        body,
+        replayed: true,
+    }))
 }
 
 /// Inventory that was not there: what the 409 reports fresh availability for.

@@ -249,3 +249,39 @@ pub async fn release_in(
     db::audit(tx, now_ms, &show, hold_id, "released", actor, reason).await?;
     Ok(true)
 }
+
+/// Keeps a HELD hold's inventory until `until_ms` (epoch ms) when all of it is still the hold's:
+/// every seat still held by it (lapsed or not, but not taken by another hold) and its pool
+/// units still counted. Moves the hold's deadline, its seats' and its cap slots' to `until_ms`
+/// and returns true; false (nothing changed) when something is gone. On PostgreSQL the seats
+/// and the pool row are locked first, so a claim of a lapsed seat waits and then sees the new
+/// deadline. The reconciler uses this before executing an approved payment at the deadline
+/// (case B13).
+pub async fn keep(tx: &mut db::Tx<'_>, pg: bool, h: &Hold, until_ms: i64) -> sqlx::Result<bool> {
+    crate::inventory::seatmap::touch();
+    let seats: Vec<String> =
+        sqlx::query_scalar("SELECT seat_id FROM hold_seats WHERE hold_id = $1 ORDER BY seat_id")
+            .bind(&h.id)
+            .fetch_all(&mut **tx)
+            .await?;
+    db::lock_seats(tx, pg, &h.show_id, &seats).await?;
+    let kept =
+        sqlx::query("UPDATE seats SET hold_expires_at = $1 WHERE hold_id = $2 AND status = 'held'")
+            .bind(until_ms)
+            .bind(&h.id)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected();
+    if kept != seats.len() as u64
+        || !crate::inventory::pools::counted(tx, pg, &h.show_id, &h.id).await?
+    {
+        return Ok(false);
+    }
+    sqlx::query("UPDATE holds SET expires_at = $1 WHERE id = $2 AND status = 'HELD'")
+        .bind(until_ms)
+        .bind(&h.id)
+        .execute(&mut **tx)
+        .await?;
+    crate::inventory::caps::extend_slots(tx, &h.id, until_ms).await?;
+    Ok(true)
+}

@@ -6,6 +6,8 @@
 //! - [`holds`]: the guarded seat claim and release, a hold's view, the seat map query;
 //! - [`best`]: best available N together; [`pools`]: general-admission counters;
 //! - [`caps`]: per-admission and per-visitor caps inside the claiming transaction, rate limit;
+//! - [`inflight`]: identical hold requests in flight in this process (one runs, the others wait
+//!   and replay its answer);
 //! - [`seatmap`]: the cached seat-map snapshots (three views per show);
 //! - [`hotq`]: the per-show hold queue of the hottest shows;
 //! - [`waitlist`]: fans waiting for a released seat, offered it as a new hold.
@@ -20,6 +22,7 @@ pub mod caps;
 pub mod claim;
 pub mod holds;
 pub mod hotq;
+pub mod inflight;
 pub mod pools;
 pub mod seatmap;
 pub mod waitlist;

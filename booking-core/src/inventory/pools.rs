@@ -111,6 +111,16 @@ pub async fn of_hold(tx: &mut Tx<'_>, hold_id: &str) -> sqlx::Result<Option<(Str
         .await
 }
 
+/// Whether the hold's pool units still count (the pool row locked first on PostgreSQL, so a
+/// reclaim waits); true for holds without a pool part.
+pub async fn counted(tx: &mut Tx<'_>, pg: bool, show: &str, hold_id: &str) -> sqlx::Result<bool> {
+    let Some((pool, _, _)) = of_hold(tx, hold_id).await? else {
+        return Ok(true);
+    };
+    lock_pool(tx, pg, show, &pool).await?;
+    Ok(matches!(of_hold(tx, hold_id).await?, Some((_, _, 1))))
+}
+
 /// Release: the hold's units stop counting, in the caller's transaction (the one that changed
 /// the hold's status).
 pub async fn release(tx: &mut Tx<'_>, pg: bool, show: &str, hold_id: &str) -> sqlx::Result<()> {

@@ -70,19 +70,15 @@ pub async fn settle(state: &AppState, hold: &Hold, actor: Actor) -> ApiResult<Se
             Err(e) => return Ok(Settlement::Unknown(e.to_string())),
         }
     }
-    let owner = now < hold.expires_at
-        && sqlx::query(
-            "UPDATE holds SET executing_at = $1 WHERE id = $2 AND status = 'HELD' AND payment_id = $3 \
-             AND (executing_at IS NULL OR executing_at < $4)",
-        )
-        .bind(now)
-        .bind(&hold.id)
-        .bind(pid)
-        .bind(now - EXECUTE_STALE_MS)
-        .execute(&state.db)
-        .await?
-        .rows_affected()
-            == 1;
+    let owner = if now < hold.expires_at {
+        let mut tx = state.db.begin().await?;
+        let owner = take_execute(&mut tx, hold, pid, now).await?;
+        tx.commit().await?;
+        owner
+    } else {
+        // Only the reconciler gets here past the deadline, and only for an approved payment.
+        actor == Actor::Reconciler && keep_to_execute(state, hold, pid, now).await?
+    };
     let answer = if owner {
         let executed = match state.gateway.execute(pid).await {
             Ok(s) => Ok(s),
@@ -111,6 +107,53 @@ pub async fn settle(state: &AppState, hold: &Hold, actor: Actor) -> ApiResult<Se
         Ok(s) => finish(state, hold, actor, s).await,
         Err(e) => Ok(Settlement::Unknown(e.to_string())),
     }
+}
+
+/// The owner lock on executing `hold`'s payment (the callback's and the reconciler's): one
+/// conditional update of `executing_at`, won by one caller while the hold is HELD with this
+/// payment; a claim older than [`EXECUTE_STALE_MS`] is abandoned and may be taken again.
+async fn take_execute(tx: &mut db::Tx<'_>, hold: &Hold, pid: &str, now: i64) -> sqlx::Result<bool> {
+    let n = sqlx::query(
+        "UPDATE holds SET executing_at = $1 WHERE id = $2 AND status = 'HELD' AND payment_id = $3 \
+         AND (executing_at IS NULL OR executing_at < $4)",
+    )
+    .bind(now)
+    .bind(&hold.id)
+    .bind(pid)
+    .bind(now - EXECUTE_STALE_MS)
+    .execute(&mut **tx)
+    .await?
+    .rows_affected();
+    Ok(n == 1)
+}
+
+/// Case B13: at or past the deadline the gateway says approved (the fan paid; the callback was
+/// lost). Releasing would sell the seat again while the payment can still complete, so the
+/// reconciler takes the same owner lock as the callback and, in the same transaction, keeps the
+/// hold's seats for the execute ([`holds::keep`]: the seats, not a lapsed copy another fan has
+/// taken since). False when another caller executes or the seats are gone (the hold is then
+/// released as before: the approved payment is never executed, so no money is taken).
+async fn keep_to_execute(state: &AppState, hold: &Hold, pid: &str, now: i64) -> ApiResult<bool> {
+    let pg = db::backend(&state.db) == db::Backend::Postgres;
+    let mut tx = state.db.begin().await?;
+    if !take_execute(&mut tx, hold, pid, now).await?
+        || !holds::keep(&mut tx, pg, hold, now + EXECUTE_STALE_MS).await?
+    {
+        tx.rollback().await?;
+        return Ok(false);
+    }
+    db::audit(
+        &mut tx,
+        now,
+        &hold.show_id,
+        &hold.id,
+        "execute-after-deadline",
+        Actor::Reconciler,
+        "approved at the deadline: executed, seats kept",
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(true)
 }
 
 /// Turns the gateway's answer into a [`Settlement`], confirming a completed payment.
