@@ -1,5 +1,6 @@
-//! Payment-gateway simulator: a real HTTP server with create, execute, query, void and refund, a
-//! checkout page a fan can click in a browser, access tokens from a rate-limited grant endpoint,
+//! Payment-gateway simulator: a real HTTP server with create, execute, query, void and refunds
+//! (partial, by amount, idempotent by key), a checkout page a fan can click in a browser, a
+//! console endpoint that refunds or disputes a payment outside the shop, access tokens from a rate-limited grant endpoint,
 //! signed webhooks, and fault injection per payment or global (API.md, "Payment-gateway
 //! simulator").
 //!
@@ -11,6 +12,7 @@
 pub mod auth;
 pub mod checkout;
 pub mod config;
+pub mod console;
 pub mod faults;
 pub mod payments;
 pub mod store;
@@ -68,6 +70,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/payments/{payment}/void", post(payments::void))
         .route("/v1/payments/{payment}/refund", post(payments::refund))
         .route("/v1/sim/payments", get(payments::list))
+        .route("/v1/sim/payments/{payment}/refund", post(console::refund))
+        .route("/v1/sim/payments/{payment}/dispute", post(console::dispute))
         .route(
             "/v1/faults",
             post(faults::set_faults).get(faults::get_faults),

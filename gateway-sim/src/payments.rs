@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::faults::Faults;
-use crate::store::{ExecuteOutcome, Payment, PaymentStatus};
+use crate::store::{ExecuteOutcome, Payment, PaymentStatus, RefundRefused};
 use crate::AppState;
 
 /// Body of `POST /v1/payments`.
@@ -48,7 +48,7 @@ async fn gate(state: &AppState, headers: &HeaderMap, faults: Faults) -> Result<(
     Ok(())
 }
 
-fn unknown(id: &str) -> Problem {
+pub(crate) fn unknown(id: &str) -> Problem {
     Problem::not_found(format!("payment {id}"))
 }
 
@@ -125,7 +125,7 @@ pub async fn execute(
     Ok(Json(state_body(&p)))
 }
 
-fn not_allowed(status: PaymentStatus, kind: &'static str, title: &str) -> Problem {
+pub(crate) fn not_allowed(status: PaymentStatus, kind: &'static str, title: &str) -> Problem {
     Problem::new(StatusCode::CONFLICT, kind, title)
         .detail(format!("payment is {status:?}").to_lowercase())
         .with("status", serde_json::to_value(status).unwrap_or_default())
@@ -143,24 +143,69 @@ pub async fn void(
     Ok(Json(state_body(&p)))
 }
 
-/// `POST /v1/payments/{id}/refund` (header `Idempotency-Key`) → `{refund_id, status:"refunded",
-/// amount_cents}`; one refund per payment, so a retry answers the same refund; 409 when the
-/// payment is not completed.
+/// Body of a refund (optional: no body refunds all that is left).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RefundBody {
+    /// Cents to refund (1 to what is left).
+    #[serde(default)]
+    pub amount_cents: Option<i64>,
+}
+
+/// The refund body, when there is one.
+pub fn refund_body(raw: &[u8]) -> Result<RefundBody, Problem> {
+    if raw.iter().all(u8::is_ascii_whitespace) {
+        return Ok(RefundBody::default());
+    }
+    serde_json::from_slice(raw).map_err(|e| Problem::bad_request(format!("refund body: {e}")))
+}
+
+/// Refunds `amount` of payment `id` under `key` → `{refund_id, status, amount_cents,
+/// refunded_cents}` (the payment's status; the refund's amount; the sum so far).
+pub fn do_refund(
+    state: &AppState,
+    id: &str,
+    key: &str,
+    amount: Option<i64>,
+) -> Result<Json<Value>, Problem> {
+    match state
+        .store
+        .refund(id, key, amount)
+        .ok_or_else(|| unknown(id))?
+    {
+        Ok((r, p)) => Ok(Json(json!({"refund_id": r.refund_id, "status": p.status,
+            "amount_cents": r.amount_cents, "refunded_cents": p.refunded_cents}))),
+        Err(RefundRefused::Status(s)) => {
+            Err(not_allowed(s, "not-completed", "Payment not completed"))
+        }
+        Err(RefundRefused::TooMuch { left }) => Err(Problem::new(
+            StatusCode::CONFLICT,
+            "refund-too-large",
+            "Refund larger than what is left",
+        )
+        .with("refundable_cents", left)),
+    }
+}
+
+/// `POST /v1/payments/{id}/refund` (header `Idempotency-Key`, body `{"amount_cents"?}`) → the
+/// refund; the same key answers the same refund; 409 when the payment is not completed or the
+/// amount is more than what is left.
 pub async fn refund(
     State(state): State<AppState>,
     headers: HeaderMap,
     Path(id): Path<String>,
+    body: axum::body::Bytes,
 ) -> Result<Json<Value>, Problem> {
     gate(&state, &headers, state.store.faults_for(&id)).await?;
-    if headers.get("idempotency-key").is_none() {
+    let Some(key) = headers
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .filter(|k| !k.is_empty())
+    else {
         return Err(Problem::bad_request("Idempotency-Key header required"));
-    }
-    match state.store.refund(&id).ok_or_else(|| unknown(&id))? {
-        Ok(p) => Ok(Json(
-            json!({"refund_id": p.refund_id, "status": p.status, "amount_cents": p.amount_cents}),
-        )),
-        Err(s) => Err(not_allowed(s, "not-completed", "Payment not completed")),
-    }
+    };
+    let b = refund_body(&body)?;
+    do_refund(&state, &id, key, b.amount_cents)
 }
 
 /// `GET /v1/sim/payments`: every payment (simulator back office, no token; for load-test

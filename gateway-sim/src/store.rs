@@ -1,7 +1,9 @@
 //! Payments and their state machine: `created` → `approved` (fan clicked Pay) → `completed`
 //! (merchant executed, or by itself after the deadline under the late-success fault) →
-//! `refunded`; or `cancelled` (fan or merchant void) / `failed` / `expired`. Every change queues
-//! a webhook event for the dispatcher ([`crate::webhooks`]).
+//! `refunded` (refunds by amount, each under its own idempotency key, until nothing is left) or
+//! `disputed` (a chargeback); or `cancelled` (fan or merchant void) / `failed` / `expired`.
+//! Every change queues a webhook event for the dispatcher ([`crate::webhooks`]), and so does
+//! every partial refund (`payment.refunded` while the payment stays `completed`).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -30,8 +32,34 @@ pub enum PaymentStatus {
     Failed,
     /// Not paid before `expires_at`.
     Expired,
-    /// Completed, then refunded.
+    /// Completed, then refunded in full (one refund or several partial ones).
     Refunded,
+    /// Completed, then charged back by the fan's bank (a dispute).
+    Disputed,
+}
+
+/// One refund of a payment.
+#[derive(Debug, Clone, Serialize)]
+pub struct Refund {
+    /// Gateway refund id (`re_<hex>`).
+    pub refund_id: String,
+    /// Amount refunded, cents.
+    pub amount_cents: i64,
+    /// The merchant's idempotency key (a retry with it answers this refund).
+    #[serde(skip)]
+    pub key: String,
+}
+
+/// Why a refund was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefundRefused {
+    /// The payment is not completed (or fully refunded, or disputed).
+    Status(PaymentStatus),
+    /// More than what is left to refund.
+    TooMuch {
+        /// Cents left to refund.
+        left: i64,
+    },
 }
 
 /// One payment held by the simulator.
@@ -44,9 +72,13 @@ pub struct Payment {
     /// Present once completed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub transaction_id: Option<String>,
-    /// Present once refunded.
+    /// The latest refund's id, once refunded (in part or in full).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refund_id: Option<String>,
+    /// Sum of the refunds, cents.
+    pub refunded_cents: i64,
+    /// Every refund, oldest first.
+    pub refunds: Vec<Refund>,
     /// Amount, cents.
     pub amount_cents: i64,
     /// Merchant reference (the hold id).
@@ -153,16 +185,23 @@ impl Store {
     }
 
     fn emit(&self, p: &Payment) {
+        let status = serde_json::to_value(p.status).unwrap_or_default();
+        self.emit_as(p, status.as_str().unwrap_or("unknown"));
+    }
+
+    /// Queues the event `payment.{kind}` about `p`.
+    fn emit_as(&self, p: &Payment, kind: &str) {
         let Some(url) = p.notify_url.clone() else {
             return;
         };
         let status = serde_json::to_value(p.status).unwrap_or_default();
         let event = json!({
             "id": format!("evt_{}", self.rng.hex_id(10)),
-            "type": format!("payment.{}", status.as_str().unwrap_or("unknown")),
+            "type": format!("payment.{kind}"),
             "created": self.clock.now_secs(),
             "data": {"payment_id": p.payment_id, "status": status, "transaction_id": p.transaction_id,
-                     "reference": p.reference, "amount_cents": p.amount_cents},
+                     "reference": p.reference, "amount_cents": p.amount_cents,
+                     "refund_id": p.refund_id, "refunded_cents": p.refunded_cents},
         });
         let faults = self.faults_for(&p.payment_id);
         lock(&self.events).push(Outgoing { event, url, faults });
@@ -222,6 +261,8 @@ impl Store {
             status: PaymentStatus::Created,
             transaction_id: None,
             refund_id: None,
+            refunded_cents: 0,
+            refunds: Vec::new(),
             amount_cents,
             reference,
             return_url,
@@ -304,23 +345,63 @@ impl Store {
                     ExecuteOutcome::Now(p.clone())
                 })
             }
-            PaymentStatus::Completed | PaymentStatus::Failed | PaymentStatus::Refunded => {
-                Ok(ExecuteOutcome::Now(p.clone()))
-            }
+            PaymentStatus::Completed
+            | PaymentStatus::Failed
+            | PaymentStatus::Refunded
+            | PaymentStatus::Disputed => Ok(ExecuteOutcome::Now(p.clone())),
             other => Err(other),
         })
     }
 
-    /// Refund of a completed payment; one per payment, so any retry answers the same refund.
-    pub fn refund(&self, id: &str) -> Option<Result<Payment, PaymentStatus>> {
+    /// Refund of `amount` cents of a completed payment (all that is left when `None`) under the
+    /// idempotency `key`: a retry with the key answers the same refund; the refunds together
+    /// never exceed the amount; the last cent makes the payment `refunded`. Every new refund
+    /// queues a `payment.refunded` event (also when the payment stays `completed`).
+    pub fn refund(
+        &self,
+        id: &str,
+        key: &str,
+        amount: Option<i64>,
+    ) -> Option<Result<(Refund, Payment), RefundRefused>> {
         let rid = format!("re_{}", self.rng.hex_id(10));
+        self.with(id, |p| {
+            if let Some(r) = p.refunds.iter().find(|r| r.key == key) {
+                return Ok((r.clone(), p.clone()));
+            }
+            if p.status != PaymentStatus::Completed {
+                return Err(RefundRefused::Status(p.status));
+            }
+            let left = p.amount_cents - p.refunded_cents;
+            let amount = amount.unwrap_or(left);
+            if amount <= 0 || amount > left {
+                return Err(RefundRefused::TooMuch { left });
+            }
+            let r = Refund {
+                refund_id: rid,
+                amount_cents: amount,
+                key: key.to_owned(),
+            };
+            p.refunds.push(r.clone());
+            p.refunded_cents += amount;
+            p.refund_id = Some(r.refund_id.clone());
+            if p.refunded_cents == p.amount_cents {
+                p.status = PaymentStatus::Refunded; // `with` queues payment.refunded
+            } else {
+                self.emit_as(p, "refunded");
+            }
+            Ok((r, p.clone()))
+        })
+    }
+
+    /// A chargeback (the simulator's console): `completed` → `disputed`, with a
+    /// `payment.disputed` event. `Err` carries the status that forbids it.
+    pub fn dispute(&self, id: &str) -> Option<Result<Payment, PaymentStatus>> {
         self.with(id, |p| match p.status {
             PaymentStatus::Completed => {
-                p.status = PaymentStatus::Refunded;
-                p.refund_id = Some(rid);
+                p.status = PaymentStatus::Disputed;
                 Ok(p.clone())
             }
-            PaymentStatus::Refunded => Ok(p.clone()),
+            PaymentStatus::Disputed => Ok(p.clone()),
             other => Err(other),
         })
     }

@@ -321,3 +321,95 @@ async fn late_success_completes_after_the_deadline_and_drop_sends_nothing() {
         .unwrap();
     assert_eq!(bad.status(), 400);
 }
+
+/// Partial refunds by amount, each under its own idempotency key (a retry answers the same
+/// refund), never more than the amount; the last cent makes the payment `refunded`. The
+/// console refunds or disputes outside the merchant, and every refund or dispute is a webhook.
+#[tokio::test]
+async fn partial_refunds_by_key_and_the_console_refunds_and_disputes() {
+    let s = start(|_| {}).await;
+    let t = s.token().await;
+    let completed = |id: String| {
+        let s = &s;
+        let t = &t;
+        async move {
+            s.http
+                .post(format!("{}/checkout/{id}/pay", s.url))
+                .send()
+                .await
+                .unwrap();
+            s.post(t, &format!("/v1/payments/{id}/execute")).await;
+            id
+        }
+    };
+    let id = completed(s.create(&t).await).await;
+    let refund = |key: &'static str, amount: Option<i64>| {
+        let (s, t, id) = (&s, &t, &id);
+        async move {
+            let mut r = s
+                .http
+                .post(format!("{}/v1/payments/{id}/refund", s.url))
+                .bearer_auth(t)
+                .header("Idempotency-Key", key);
+            if let Some(a) = amount {
+                r = r.json(&json!({"amount_cents": a}));
+            }
+            let r = r.send().await.unwrap();
+            (r.status().as_u16(), r.json::<Value>().await.unwrap())
+        }
+    };
+    let (st, a) = refund("seat-1", Some(2000)).await;
+    assert_eq!(
+        (st, &a["status"], &a["amount_cents"]),
+        (200, &json!("completed"), &json!(2000))
+    );
+    let (_, again) = refund("seat-1", Some(2000)).await;
+    assert_eq!(again["refund_id"], a["refund_id"], "same key, same refund");
+    assert_eq!(s.status(&t, &id).await["refunded_cents"], 2000);
+    let (st, too) = refund("seat-2", Some(3001)).await;
+    assert_eq!((st, &too["refundable_cents"]), (409, &json!(3000)));
+    let (st, rest) = refund("rest", None).await;
+    assert_eq!(
+        (st, &rest["status"], &rest["amount_cents"]),
+        (200, &json!("refunded"), &json!(3000))
+    );
+    assert_eq!(refund("more", Some(1)).await.0, 409);
+    let events = s.events(4).await;
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| e.1["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "payment.refunded").count(),
+        2,
+        "one event per refund: {kinds:?}"
+    );
+    // The console: a refund of part, then a chargeback of the rest; no token needed.
+    let id2 = completed(s.create(&t).await).await;
+    let r: Value = s
+        .http
+        .post(format!("{}/v1/sim/payments/{id2}/refund", s.url))
+        .json(&json!({"amount_cents": 1000}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (&r["status"], &r["refunded_cents"]),
+        (&json!("completed"), &json!(1000))
+    );
+    let d = s
+        .http
+        .post(format!("{}/v1/sim/payments/{id2}/dispute", s.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(d.status(), 200);
+    assert_eq!(s.status(&t, &id2).await["status"], "disputed");
+    let events = s.events(8).await;
+    assert!(events
+        .iter()
+        .any(|e| e.1["type"] == "payment.disputed" && e.1["data"]["payment_id"] == id2.as_str()));
+}
