@@ -198,16 +198,6 @@ async fn case_b07_duplicate_webhook_one_change(b: Backend) {
     assert_eq!(h.seat_status("A-2-2").await, "sold");
 }
 
-async fn wait_for(h: &Harness, sql: &str, arg: &str, want: i64) {
-    for _ in 0..100 {
-        if h.count(sql, arg).await == want {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("{sql} with {arg} never reached {want}");
-}
-
 async fn case_b02_late_success_refund_or_retake(b: Backend) {
     let h = Harness::on_with(b, |c| Harness::small_venue(c, 4)).await;
     h.faults(json!({"late_success_rate": 1.0})).await;
@@ -231,20 +221,10 @@ async fn case_b02_late_success_refund_or_retake(b: Backend) {
     let (st, _) = h.hold(&h.token("h2"), "k", &["A-1-1"]).await;
     assert_eq!(st, 201);
     h.clock.advance_ms(31_000); // 9:01: the gateway completes both by itself and sends webhooks
-    wait_for(
-        &h,
-        "SELECT COUNT(*) FROM refunds WHERE hold_id = $1",
-        &h1,
-        1,
-    )
-    .await;
-    wait_for(
-        &h,
-        "SELECT COUNT(*) FROM bookings WHERE hold_id = $1",
-        &h3,
-        1,
-    )
-    .await;
+    h.wait_count("SELECT COUNT(*) FROM refunds WHERE hold_id = $1", &h1, 1)
+        .await;
+    h.wait_count("SELECT COUNT(*) FROM bookings WHERE hold_id = $1", &h3, 1)
+        .await;
     let ob = h.state.outbox();
     ob.step(h.clock.now_ms()).await.unwrap();
     ob.step(h.clock.now_ms()).await.unwrap();

@@ -7,6 +7,7 @@ mod support;
 use std::collections::HashSet;
 use std::time::Duration;
 
+use booking_core::PoolSpec;
 use booking_core::Reconciler;
 use sale_common::Clock;
 use serde_json::{json, Value};
@@ -15,6 +16,9 @@ use support::{Backend, Harness, ADMIN, GW_SECRET, SHOW};
 on_both!(
     case_b12_identical_concurrent_holds_answer_the_stored_201_or_concurrent_request,
     case_b13_approved_at_the_deadline_is_executed_once_never_released,
+    case_b14_refund_or_chargeback_at_the_gateway_cancels_once_waitlist_first,
+    operator_refunds_by_seat_then_in_full_and_cancels_without_refund,
+    pool_bookings_listed_and_the_waitlist_opens_per_kind,
 );
 
 async fn serve_another(h: &Harness) -> String {
@@ -203,4 +207,375 @@ async fn case_b13_approved_at_the_deadline_is_executed_once_never_released(b: Ba
         1,
         "{mails:?}"
     );
+}
+
+async fn admin_get(h: &Harness, path: &str) -> Value {
+    h.http
+        .get(format!("{}{path}", h.base))
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+async fn payment_of(h: &Harness, hold: &str) -> String {
+    sqlx::query_scalar("SELECT payment_id FROM holds WHERE id = $1")
+        .bind(hold)
+        .fetch_one(&h.state.db)
+        .await
+        .unwrap()
+}
+
+async fn booking_of(h: &Harness, hold: &str) -> String {
+    sqlx::query_scalar("SELECT id FROM bookings WHERE hold_id = $1")
+        .bind(hold)
+        .fetch_one(&h.state.db)
+        .await
+        .unwrap()
+}
+
+/// A signed gateway event like the simulator sends; returns the webhook's `result`.
+async fn event(h: &Harness, id: &str, kind: &str, pid: &str) -> String {
+    let raw =
+        json!({"id": id, "type": kind, "created": 0, "data": {"payment_id": pid}}).to_string();
+    let t = h.now_s();
+    let sig = booking_core::payments::webhook::sign(GW_SECRET.as_bytes(), t, raw.as_bytes());
+    let r = h
+        .http
+        .post(format!("{}/payment/webhook", h.base))
+        .header("Gateway-Signature", format!("t={t},v1={sig}"))
+        .body(raw)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let v: Value = r.json().await.unwrap();
+    v["result"].as_str().unwrap_or_default().to_owned()
+}
+
+async fn join_waitlist(h: &Harness, fan: &str, body: Option<Value>) -> (u16, Value) {
+    let mut r = h
+        .http
+        .post(format!("{}/api/shows/{SHOW}/waitlist", h.base))
+        .bearer_auth(h.token(fan));
+    if let Some(b) = body {
+        r = r.json(&b);
+    }
+    let r = r.send().await.unwrap();
+    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+}
+
+async fn console(h: &Harness, pid: &str, what: &str) {
+    let r = h
+        .http
+        .post(format!("{}/v1/sim/payments/{pid}/{what}", h.gw))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+}
+
+/// B14: a PAID booking is refunded in the gateway's console; the gateway's own
+/// `payment.refunded` webhook, confirmed by querying the gateway, cancels the booking, offers
+/// the seat to the waiting fan first, queues the fan's email and is audited. The same event
+/// again, another refunded event and a late `payment.completed` change nothing. A chargeback
+/// (`payment.disputed`) cancels the next booking and, with nobody waiting, the seat goes back
+/// to sale.
+async fn case_b14_refund_or_chargeback_at_the_gateway_cancels_once_waitlist_first(b: Backend) {
+    let h = Harness::on_with(b, |c| Harness::small_venue(c, 2)).await;
+    let first = h.buy("b14-first", "A-1-1").await;
+    let second = h.buy("b14-second", "A-1-2").await;
+    let (st, v) = join_waitlist(&h, "b14-waiting", None).await;
+    assert_eq!(st, 201, "sold out: the waitlist opens: {v}");
+    let pid = payment_of(&h, &first).await;
+    let booking = booking_of(&h, &first).await;
+    console(&h, &pid, "refund").await;
+    h.wait_count(
+        "SELECT COUNT(*) FROM bookings WHERE status = 'cancelled' AND id = $1",
+        &booking,
+        1,
+    )
+    .await;
+    let w: Value = h
+        .http
+        .get(format!("{}/api/shows/{SHOW}/waitlist", h.base))
+        .bearer_auth(h.token("b14-waiting"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(w["status"], "offered", "{w}");
+    assert_eq!(
+        h.seat_status("A-1-1").await,
+        "held",
+        "offered to the waiting fan"
+    );
+    // Twice, again, and out of order: nothing more happens.
+    for (id, kind) in [
+        ("evt_b14_a", "payment.refunded"),
+        ("evt_b14_a", "payment.refunded"),
+        ("evt_b14_b", "payment.refunded"),
+        ("evt_b14_c", "payment.completed"),
+    ] {
+        let result = event(&h, id, kind, &pid).await;
+        assert!(
+            ["unchanged", "duplicate"].contains(&result.as_str()),
+            "{id}: {result}"
+        );
+    }
+    // A chargeback of the second booking: nobody waits any more, the seat goes back to sale.
+    let pid2 = payment_of(&h, &second).await;
+    console(&h, &pid2, "dispute").await;
+    let booking2 = booking_of(&h, &second).await;
+    h.wait_count(
+        "SELECT COUNT(*) FROM bookings WHERE status = 'cancelled' AND id = $1",
+        &booking2,
+        1,
+    )
+    .await;
+    assert_eq!(h.seat_status("A-1-2").await, "free");
+    h.state.outbox().step(h.clock.now_ms()).await.unwrap();
+    for (hold, reason) in [(&first, "refunded at the gateway"), (&second, "dispute")] {
+        assert_eq!(
+            h.count(
+                "SELECT COUNT(*) FROM cancellations WHERE hold_id = $1",
+                hold
+            )
+            .await,
+            1
+        );
+        assert_eq!(
+            h.count(
+                "SELECT COUNT(*) FROM audit WHERE action = 'cancelled' AND hold_id = $1",
+                hold
+            )
+            .await,
+            1
+        );
+        let why: String = sqlx::query_scalar(
+            "SELECT reason FROM audit WHERE action = 'cancelled' AND hold_id = $1",
+        )
+        .bind(hold)
+        .fetch_one(&h.state.db)
+        .await
+        .unwrap();
+        assert!(why.contains(reason), "{why}");
+    }
+    let mails = h.mail_files();
+    assert_eq!(
+        mails
+            .iter()
+            .filter(|m| m.starts_with("cancellation-email-"))
+            .count(),
+        2,
+        "{mails:?}"
+    );
+    assert_eq!(h.stats().await["seats_sold_twice"], 0);
+}
+
+async fn cancel(h: &Harness, booking: &str, body: Value) -> (u16, Value) {
+    let r = h
+        .http
+        .post(format!("{}/admin/bookings/{booking}/cancel", h.base))
+        .bearer_auth(ADMIN)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+}
+
+/// Operators refund from the back office through the same code as B14: one seat of a two-seat
+/// booking (a partial gateway refund by amount under the cancellation's key; the seat to the
+/// waiting fan), then the rest (the payment fully refunded, the seat back to sale, the booking
+/// cancelled), each with the fan's email through the outbox; the gateway's own webhooks about
+/// these refunds change nothing. A cancel without refund leaves the money alone.
+async fn operator_refunds_by_seat_then_in_full_and_cancels_without_refund(b: Backend) {
+    let h = Harness::on_with(b, |c| Harness::small_venue(c, 3)).await;
+    let t = h.token("pair");
+    let (st, v) = h.hold(&t, "k", &["A-1-1", "A-1-2"]).await;
+    assert_eq!(st, 201, "{v}");
+    let pair = v["hold_id"].as_str().unwrap().to_owned();
+    let (_, back) = h.approve(&t, &pair).await;
+    h.http.get(back).send().await.unwrap();
+    let single = h.buy("single", "A-1-3").await;
+    assert_eq!(join_waitlist(&h, "waiting", None).await.0, 201);
+    let booking = booking_of(&h, &pair).await;
+    let pid = payment_of(&h, &pair).await;
+    let total = v["amount_cents"].as_i64().unwrap();
+    let (st, one) = cancel(&h, &booking, json!({"seats": ["A-1-2"], "operator": "ops"})).await;
+    assert_eq!(st, 200, "{one}");
+    assert_eq!(
+        (&one["refund"], &one["booking_status"]),
+        (&json!("pending"), &json!("active"))
+    );
+    assert!(one["offered_to_waitlist"].is_string(), "{one}");
+    let seat_price = one["amount_cents"].as_i64().unwrap();
+    assert!(seat_price > 0 && seat_price < total);
+    assert_eq!(
+        cancel(&h, &booking, json!({"seats": ["A-1-2"], "operator": "ops"}))
+            .await
+            .0,
+        409
+    );
+    assert_eq!(
+        cancel(&h, &booking, json!({"seats": ["B-9-9"], "operator": "ops"}))
+            .await
+            .0,
+        422
+    );
+    h.state.outbox().step(h.clock.now_ms()).await.unwrap();
+    let p = gateway_payment(&h, &pid).await;
+    assert_eq!(
+        (&p["status"], p["refunded_cents"].as_i64()),
+        (&json!("completed"), Some(seat_price))
+    );
+    let (st, rest) = cancel(
+        &h,
+        &booking,
+        json!({"operator": "ops", "reason": "fan moved away"}),
+    )
+    .await;
+    assert_eq!(st, 200, "{rest}");
+    assert_eq!(rest["amount_cents"].as_i64(), Some(total - seat_price));
+    assert_eq!(rest["booking_status"], "cancelled");
+    h.state.outbox().step(h.clock.now_ms()).await.unwrap();
+    let p = gateway_payment(&h, &pid).await;
+    assert_eq!(
+        (&p["status"], p["refunded_cents"].as_i64()),
+        (&json!("refunded"), Some(total))
+    );
+    assert_eq!(
+        h.seat_status("A-1-1").await,
+        "free",
+        "nobody else waits: back to sale"
+    );
+    // Without refund.
+    let b3 = booking_of(&h, &single).await;
+    let (st, none) = cancel(&h, &b3, json!({"operator": "ops", "refund": false})).await;
+    assert_eq!((st, &none["refund"]), (200, &json!("none")), "{none}");
+    tokio::time::sleep(Duration::from_millis(600)).await; // the gateway's refund webhooks
+    h.state.outbox().step(h.clock.now_ms()).await.unwrap();
+    assert_eq!(
+        gateway_payment(&h, &payment_of(&h, &single).await).await["status"],
+        "completed"
+    );
+    assert_eq!(
+        h.count(
+            "SELECT COUNT(*) FROM cancellations WHERE hold_id = $1",
+            &pair
+        )
+        .await,
+        2
+    );
+    assert_eq!(
+        h.count("SELECT COUNT(*) FROM alerts WHERE hold_id = $1", &pair)
+            .await,
+        0
+    );
+    assert_eq!(
+        h.count(
+            "SELECT COUNT(*) FROM cancellations WHERE refund = 'refunded' AND hold_id = $1",
+            &pair
+        )
+        .await,
+        2
+    );
+    let mails = h.mail_files();
+    assert_eq!(
+        mails
+            .iter()
+            .filter(|m| m.starts_with("cancellation-email-"))
+            .count(),
+        3,
+        "{mails:?}"
+    );
+    let list = admin_get(&h, &format!("/admin/shows/{SHOW}/bookings")).await;
+    let mine = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["booking_id"] == booking.as_str())
+        .unwrap();
+    assert_eq!(
+        (&mine["status"], &mine["cancelled_seats"]),
+        (&json!("cancelled"), &json!(["A-1-1", "A-1-2"]))
+    );
+    let r = h
+        .http
+        .post(format!("{}/admin/bookings/{booking}/cancel", h.base))
+        .json(&json!({"operator": "x"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    assert_eq!(
+        cancel(&h, "no-such-booking", json!({"operator": "ops"}))
+            .await
+            .0,
+        404
+    );
+    let page = h
+        .http
+        .get(format!("{}/office", h.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(page.text().await.unwrap().contains("/admin/bookings/"));
+}
+
+/// The bookings list includes pool bookings; the waitlist opens only when nothing of the kind
+/// the fan asked for is left (seats, or the asked pool's places); a cancelled pool booking's
+/// places go to the fan waiting for that pool.
+async fn pool_bookings_listed_and_the_waitlist_opens_per_kind(b: Backend) {
+    let h = Harness::on_with(b, |c| {
+        Harness::small_venue(c, 1);
+        c.shows[0].venue.pools.push(PoolSpec {
+            id: "FLOOR".into(),
+            price_cents: 3_000,
+            capacity: 2,
+        });
+    })
+    .await;
+    assert_eq!(
+        join_waitlist(&h, "early", Some(json!({"pool": "FLOOR"})))
+            .await
+            .0,
+        409
+    );
+    let t = h.token("floor");
+    let (st, v) = h
+        .hold_with(&t, "k", json!({"pool": "FLOOR", "quantity": 2}), &[])
+        .await;
+    assert_eq!(st, 201, "{v}");
+    let hold = v["hold_id"].as_str().unwrap().to_owned();
+    let (_, back) = h.approve(&t, &hold).await;
+    h.http.get(back).send().await.unwrap();
+    let (st, v) = join_waitlist(&h, "seat-fan", None).await;
+    assert_eq!(
+        (st, &v["type"]),
+        (409, &json!("/problems/seats-available")),
+        "a seat is free: {v}"
+    );
+    let (st, v) = join_waitlist(&h, "pool-fan", Some(json!({"pool": "FLOOR"}))).await;
+    assert_eq!(
+        (st, &v["pool"]),
+        (201, &json!("FLOOR")),
+        "the pool is sold out: {v}"
+    );
+    let list = admin_get(&h, &format!("/admin/shows/{SHOW}/bookings")).await;
+    assert_eq!(list[0]["pool"], "FLOOR", "{list}");
+    assert_eq!(list[0]["quantity"], 2);
+    let booking = list[0]["booking_id"].as_str().unwrap().to_owned();
+    let (st, c) = cancel(&h, &booking, json!({"operator": "ops"})).await;
+    assert_eq!((st, c["quantity"].as_i64()), (200, Some(2)), "{c}");
+    assert!(c["offered_to_waitlist"].is_string(), "{c}");
+    let drift = admin_get(&h, &format!("/admin/shows/{SHOW}/pools/drift")).await;
+    assert_eq!(drift["drifting"], 0, "{drift}");
 }

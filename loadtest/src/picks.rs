@@ -2,7 +2,7 @@
 //! together" in a section, or N places in a general-admission pool. The shares come from
 //! `rush --best-available-share` and `--pool-share`; a fan whose kind has nothing left takes
 //! what is (seats, then a pool). Also the back office's pool figures for the checks: a pool
-//! booking has no seats, so it is missing from `GET /admin/shows/{show}/bookings`.
+//! booking has no seats; the checks count it here and leave it out of the seat bookings.
 
 use crate::fan::Target;
 use rand::Rng;

@@ -347,6 +347,11 @@ async fn back_office(
         serde_json::Value::Array(v) => v,
         other => other["bookings"].as_array().cloned().unwrap_or_default(),
     };
+    // Pool bookings are listed too (with `pool`); the checks count them from the pool figures.
+    let bookings = bookings
+        .into_iter()
+        .filter(|b| b.get("pool").is_none())
+        .collect();
     Ok(BackOffice {
         stats,
         bookings,

@@ -31,8 +31,10 @@ pub enum PayStatus {
     Failed,
     /// Session ran out.
     Expired,
-    /// Completed, then refunded.
+    /// Completed, then refunded in full.
     Refunded,
+    /// Completed, then charged back (a dispute).
+    Disputed,
 }
 
 impl PayStatus {
@@ -64,6 +66,9 @@ pub struct PaymentState {
     /// Set when completed.
     #[serde(default)]
     pub transaction_id: Option<String>,
+    /// Refunded so far, cents (partial refunds leave the payment `completed`).
+    #[serde(default)]
+    pub refunded_cents: i64,
 }
 
 /// A failed gateway call.
@@ -241,15 +246,22 @@ impl Gateway {
         Ok(r.json().await?)
     }
 
-    /// Refunds a completed payment; `key` makes retries return the same refund.
-    pub async fn refund(&self, payment_id: &str, key: &str) -> Result<Refunded, GatewayError> {
-        let r = self
-            .send(
-                self.http
-                    .post(format!("{}/v1/payments/{payment_id}/refund", self.base))
-                    .header("Idempotency-Key", key),
-            )
-            .await?;
+    /// Refunds `amount_cents` of a completed payment (all that is left when `None`); `key` makes
+    /// retries return the same refund.
+    pub async fn refund(
+        &self,
+        payment_id: &str,
+        key: &str,
+        amount_cents: Option<i64>,
+    ) -> Result<Refunded, GatewayError> {
+        let mut req = self
+            .http
+            .post(format!("{}/v1/payments/{payment_id}/refund", self.base))
+            .header("Idempotency-Key", key);
+        if let Some(a) = amount_cents {
+            req = req.json(&json!({ "amount_cents": a }));
+        }
+        let r = self.send(req).await?;
         if !r.status().is_success() {
             return Err(GatewayError::Other(format!(
                 "refund answered {}",

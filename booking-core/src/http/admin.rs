@@ -76,7 +76,7 @@ pub async fn stats(
         .await?;
     let twice: i64 = sqlx::query_scalar(
         "SELECT COUNT(*) FROM (SELECT hs.seat_id FROM hold_seats hs JOIN holds h ON h.id = hs.hold_id \
-         WHERE h.status = 'PAID' AND h.show_id = $1 GROUP BY hs.seat_id HAVING COUNT(*) > 1) t",
+         WHERE h.status = 'PAID' AND h.show_id = $1 AND hs.cancelled_at IS NULL GROUP BY hs.seat_id HAVING COUNT(*) > 1) t",
     )
     .bind(&show)
     .fetch_one(db)
@@ -87,15 +87,29 @@ pub async fn stats(
     })))
 }
 
-/// `GET /admin/shows/{show}/bookings`: `[{booking_id, hold_id, visitor_id, seats}]`.
+/// One booking with its hold: id, hold, visitor, status, amount, pool and places (pool
+/// bookings).
+type BookingRow = (
+    String,
+    String,
+    String,
+    String,
+    i64,
+    Option<String>,
+    Option<i64>,
+);
+
+/// `GET /admin/shows/{show}/bookings`: every booking, seat or pool, oldest first:
+/// `[{booking_id, hold_id, visitor_id, status, amount_cents, seats, cancelled_seats,
+/// pool?, quantity?}]`.
 #[utoipa::path(
     get,
     path = "/admin/shows/{show}/bookings",
     tag = "admin",
-    summary = "Bookings, oldest first",
+    summary = "Bookings (seats and pool places), oldest first",
     params(("show" = String, Path, description = "show id")),
     responses(
-        (status = 200, description = "[{booking_id, hold_id, visitor_id, seats}]", body = Object),
+        (status = 200, description = "[{booking_id, hold_id, visitor_id, status: active/cancelled, amount_cents, seats, cancelled_seats, pool?, quantity?}]", body = Object),
         (status = 503, description = "database busy", body = ProblemDoc),
     ),
     security(("admin_token" = [])),
@@ -106,27 +120,43 @@ pub async fn bookings(
     headers: HeaderMap,
 ) -> ApiResult<Json<Value>> {
     admin(&state, &headers)?;
-    let rows: Vec<(String, String, String, String)> = sqlx::query_as(
-        "SELECT b.id, b.hold_id, b.visitor_id, hs.seat_id FROM bookings b \
-         JOIN hold_seats hs ON hs.hold_id = b.hold_id WHERE b.show_id = $1 \
-         ORDER BY b.created_at, b.id, hs.seat_id",
+    let rows: Vec<BookingRow> = sqlx::query_as(
+        "SELECT b.id, b.hold_id, b.visitor_id, b.status, h.amount_cents, hp.pool_id, hp.quantity \
+         FROM bookings b JOIN holds h ON h.id = b.hold_id \
+         LEFT JOIN hold_pools hp ON hp.hold_id = b.hold_id WHERE b.show_id = $1 ORDER BY b.created_at, b.id",
     )
     .bind(&show)
     .fetch_all(&state.db)
     .await?;
-    let mut out: Vec<Value> = Vec::new();
-    for (bid, hid, vid, seat) in rows {
-        match out.last_mut() {
-            Some(last) if last["booking_id"] == bid.as_str() => {
-                if let Some(a) = last["seats"].as_array_mut() {
-                    a.push(seat.into());
-                }
-            }
-            _ => out.push(
-                json!({"booking_id": bid, "hold_id": hid, "visitor_id": vid, "seats": [seat]}),
-            ),
+    let seats: Vec<(String, String, Option<i64>)> = sqlx::query_as(
+        "SELECT hs.hold_id, hs.seat_id, hs.cancelled_at FROM hold_seats hs JOIN bookings b ON b.hold_id = hs.hold_id \
+         WHERE b.show_id = $1 ORDER BY hs.seat_id",
+    )
+    .bind(&show)
+    .fetch_all(&state.db)
+    .await?;
+    let mut by_hold: std::collections::HashMap<&str, (Vec<&str>, Vec<&str>)> = Default::default();
+    for (hold, seat, cancelled) in &seats {
+        let e = by_hold.entry(hold.as_str()).or_default();
+        if cancelled.is_some() {
+            e.1.push(seat)
+        } else {
+            e.0.push(seat)
         }
     }
+    let out: Vec<Value> = rows
+        .iter()
+        .map(|(bid, hid, vid, st, amount, pool, qty)| {
+            let (live, gone) = by_hold.get(hid.as_str()).cloned().unwrap_or_default();
+            let mut v = json!({"booking_id": bid, "hold_id": hid, "visitor_id": vid, "status": st,
+                "amount_cents": amount, "seats": live, "cancelled_seats": gone});
+            if let Some(p) = pool {
+                v["pool"] = p.clone().into();
+                v["quantity"] = (*qty).into();
+            }
+            v
+        })
+        .collect();
     Ok(Json(Value::Array(out)))
 }
 

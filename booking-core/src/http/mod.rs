@@ -7,6 +7,7 @@
 //! from the database (counts, audit history): they decide nothing.
 
 pub mod admin;
+pub mod cancel;
 pub mod fan;
 pub mod history;
 pub mod holds;
@@ -55,6 +56,11 @@ pub fn router(state: AppState) -> Router {
         .route("/payment/webhook", post(webhook::receive))
         .route("/admin/shows/{show}/stats", get(admin::stats))
         .route("/admin/shows/{show}/bookings", get(admin::bookings))
+        .route(
+            "/admin/bookings/{booking}/cancel",
+            post(cancel::cancel_booking),
+        )
+        .route("/office", get(cancel::office_page))
         .route("/admin/shows/{show}/outbox", get(office::outbox))
         .route("/admin/shows/{show}/refunds", get(office::refunds))
         .route("/admin/alerts", get(office::alerts))

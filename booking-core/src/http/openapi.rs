@@ -14,7 +14,7 @@ use utoipa::openapi::security::{ApiKey, ApiKeyValue, Http, HttpAuthScheme, Secur
 use utoipa::openapi::{Content, HeaderBuilder, Ref, RefOr, Response};
 use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 
-use super::{admin, fan, history, holds, office, ops, waitlist, webhook};
+use super::{admin, cancel, fan, history, holds, office, ops, waitlist, webhook};
 
 /// An RFC 9457 problem document (`application/problem+json`), every error body. A problem
 /// may carry more members (`waiting_room`, `availability`, `hold_id`, `max_holds`, …; API.md).
@@ -148,11 +148,12 @@ impl Modify for Problems {
         admin::stats, admin::bookings, admin::drift, admin::oversell,
         admin::hold_queue, admin::set_hold_queue,
         office::outbox, office::refunds, office::alerts,
+        cancel::cancel_booking, cancel::office_page,
         history::holds, history::seat, history::hold,
     ),
     components(schemas(
         ProblemDoc, fan::SessionForm, holds::HoldBody, holds::BestBody,
-        admin::OversellBody, admin::QueueSwitch,
+        admin::OversellBody, admin::QueueSwitch, cancel::CancelBody, waitlist::JoinBody,
     )),
     modifiers(&Schemes, &Problems),
     tags(

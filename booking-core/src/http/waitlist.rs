@@ -9,21 +9,35 @@ use serde_json::Value;
 
 use super::fan::fan;
 use super::openapi::ProblemDoc;
-use crate::error::ApiResult;
+use crate::error::{clip, ApiResult};
+use crate::inventory::waitlist;
 use crate::state::AppState;
 
-/// `POST /api/shows/{show}/waitlist`: 201 with the fan's entry (200 when already on it); 409
-/// `seats-available` while a seat is free — hold it instead.
+/// Body of a waitlist join (optional: no body waits for seats).
+#[derive(Debug, Default, serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JoinBody {
+    /// Wait for places in this general-admission pool instead of seats.
+    #[serde(default)]
+    pool: Option<String>,
+}
+
+/// `POST /api/shows/{show}/waitlist` (`{"pool"?}`): 201 with the fan's entry (200 when already
+/// on it); the waitlist opens only when nothing of the kind the fan asked for is left: 409
+/// `seats-available` while a seat is free, `places-available` while the asked pool has places.
 #[utoipa::path(
     post,
     path = "/api/shows/{show}/waitlist",
     tag = "fan",
-    summary = "Join a sold-out show's waitlist",
+    summary = "Join a sold-out show's (or pool's) waitlist",
     params(("show" = String, Path, description = "show id (the admission's event)")),
+    request_body(content = JoinBody, description = "optional; {pool} waits for that pool's places, else seats"),
     responses(
-        (status = 201, description = "{show, status: waiting, position, joined_at}", body = Object),
+        (status = 201, description = "{show, status: waiting, position, joined_at, pool?}", body = Object),
         (status = 200, description = "already on it: the entry", body = Object),
-        (status = 409, description = "seats-available (with available): hold a free seat instead", body = ProblemDoc),
+        (status = 400, description = "invalid-body", body = ProblemDoc),
+        (status = 404, description = "no such pool", body = ProblemDoc),
+        (status = 409, description = "seats-available / places-available (with available): hold instead", body = ProblemDoc),
         (status = 503, description = "database busy", body = ProblemDoc),
     ),
     security(("admission_token" = []), ("admission_cookie" = [])),
@@ -32,24 +46,43 @@ pub async fn join(
     State(state): State<AppState>,
     Path(show): Path<String>,
     headers: HeaderMap,
+    body: axum::body::Bytes,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let adm = fan(&state, &headers, Some(&show)).await?;
+    let body: JoinBody = if body.iter().all(u8::is_ascii_whitespace) {
+        JoinBody::default()
+    } else {
+        serde_json::from_slice(&body).map_err(|e| {
+            Problem::new(StatusCode::BAD_REQUEST, "invalid-body", "Invalid body")
+                .detail(e.to_string())
+        })?
+    };
     let now = state.clock.now_ms();
-    if let Some(v) = crate::inventory::waitlist::status(&state.db, &show, &adm.sub).await? {
+    if let Some(v) = waitlist::status(&state.db, &show, &adm.sub).await? {
         return Ok((StatusCode::OK, Json(v)));
     }
-    let free = crate::inventory::waitlist::free_seats(&state.db, &show, now).await?;
+    let (free, kind, what) = match &body.pool {
+        Some(pool) => {
+            let Some(n) = waitlist::free_places(&state.db, &show, pool, now).await? else {
+                return Err(Problem::not_found(format!("pool {}", clip(pool))).into());
+            };
+            (n, "places-available", "places are available in this pool")
+        }
+        None => {
+            let n = waitlist::free_seats(&state.db, &show, now).await?;
+            (n, "seats-available", "seats are available")
+        }
+    };
     if free > 0 {
-        return Err(Problem::new(
-            StatusCode::CONFLICT,
-            "seats-available",
-            "Seats are available",
-        )
-        .detail("the waitlist is for sold-out shows; hold a free seat instead")
-        .with("available", free)
-        .into());
+        return Err(Problem::new(StatusCode::CONFLICT, kind, "Still available")
+            .detail(format!(
+                "the waitlist opens when nothing is left; {what}: hold instead"
+            ))
+            .with("available", free)
+            .into());
     }
-    let v = crate::inventory::waitlist::join(&state.db, &show, &adm.sub, &adm.jti, now).await?;
+    let pool = body.pool.as_deref();
+    let v = waitlist::join(&state.db, &show, &adm.sub, &adm.jti, pool, now).await?;
     Ok((StatusCode::CREATED, Json(v)))
 }
 
@@ -73,7 +106,7 @@ pub async fn status(
     headers: HeaderMap,
 ) -> ApiResult<Json<Value>> {
     let adm = fan(&state, &headers, Some(&show)).await?;
-    match crate::inventory::waitlist::status(&state.db, &show, &adm.sub).await? {
+    match waitlist::status(&state.db, &show, &adm.sub).await? {
         Some(v) => Ok(Json(v)),
         None => Err(Problem::not_found("waitlist entry").into()),
     }

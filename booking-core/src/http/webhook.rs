@@ -70,6 +70,8 @@ pub async fn receive(
             .unwrap_or("")
             .to_lowercase(),
         Handled::Duplicate => "duplicate".to_owned(),
+        Handled::Cancelled => "cancelled".to_owned(),
+        Handled::Unchanged => "unchanged".to_owned(),
     };
     Ok(Json(json!({"received": true, "result": result})))
 }

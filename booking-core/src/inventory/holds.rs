@@ -240,10 +240,14 @@ pub async fn release_in(
         .bind(hold_id)
         .execute(&mut **tx)
         .await?;
+    let pool = crate::inventory::pools::of_hold(tx, hold_id).await?;
     crate::inventory::pools::release(tx, pg, &show, hold_id).await?;
     crate::inventory::caps::free_slots(tx, hold_id).await?;
     crate::outbox::notify::session_end(tx, &show, &jti, now_ms).await?;
     crate::inventory::waitlist::offer(tx, pg, &show, hold_id, &seats, now_ms).await?;
+    if let Some((pool, qty, 1)) = pool {
+        crate::inventory::waitlist::offer_pool(tx, pg, &show, hold_id, &pool, qty, now_ms).await?;
+    }
     metrics::counter!("bc_holds_released_total", "show" => show.clone(), "actor" => actor.as_str())
         .increment(1);
     db::audit(tx, now_ms, &show, hold_id, "released", actor, reason).await?;

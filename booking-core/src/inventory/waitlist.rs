@@ -24,23 +24,26 @@ pub const OFFER_TIMING: Timing = Timing {
 /// Live holds per visitor when offering (`Config::max_holds_per_visitor`'s default).
 pub const OFFER_VISITOR_CAP: u32 = 2;
 
-/// Joins `visitor` (with admission `jti`) to the waitlist of `show`; idempotent. Returns the
+/// Joins `visitor` (with admission `jti`) to the waitlist of `show`, for seats or for places in
+/// `pool`; idempotent. Returns the
 /// fan's row as JSON (see [`status`]).
 pub async fn join(
     db: &Db,
     show: &str,
     visitor: &str,
     jti: &str,
+    pool: Option<&str>,
     now_ms: i64,
 ) -> sqlx::Result<Value> {
     sqlx::query(
-        "INSERT INTO waitlist (show_id, visitor_id, admission_jti, joined_at) VALUES ($1, $2, $3, $4) \
+        "INSERT INTO waitlist (show_id, visitor_id, admission_jti, joined_at, pool_id) VALUES ($1, $2, $3, $4, $5) \
          ON CONFLICT (show_id, visitor_id) DO NOTHING",
     )
     .bind(show)
     .bind(visitor)
     .bind(jti)
     .bind(now_ms)
+    .bind(pool)
     .execute(db)
     .await?;
     Ok(status(db, show, visitor).await?.unwrap_or(Value::Null))
@@ -49,17 +52,20 @@ pub async fn join(
 /// The fan's waitlist entry: `status` (waiting, offered, lapsed, skipped), `position` (1 = next,
 /// while waiting) and the offered `hold_id`; `None` when the fan never joined.
 pub async fn status(db: &Db, show: &str, visitor: &str) -> sqlx::Result<Option<Value>> {
-    let row: Option<(String, i64, Option<String>)> = sqlx::query_as(
-        "SELECT status, joined_at, hold_id FROM waitlist WHERE show_id = $1 AND visitor_id = $2",
+    let row: Option<(String, i64, Option<String>, Option<String>)> = sqlx::query_as(
+        "SELECT status, joined_at, hold_id, pool_id FROM waitlist WHERE show_id = $1 AND visitor_id = $2",
     )
     .bind(show)
     .bind(visitor)
     .fetch_optional(db)
     .await?;
-    let Some((st, joined, hold)) = row else {
+    let Some((st, joined, hold, pool)) = row else {
         return Ok(None);
     };
     let mut v = json!({"show": show, "status": st, "joined_at": joined / 1000});
+    if let Some(p) = pool {
+        v["pool"] = p.into();
+    }
     if st == "waiting" {
         let ahead: i64 = sqlx::query_scalar(
             "SELECT COUNT(*) FROM waitlist WHERE show_id = $1 AND status = 'waiting' AND joined_at < $2",
@@ -76,6 +82,21 @@ pub async fn status(db: &Db, show: &str, visitor: &str) -> sqlx::Result<Option<V
     Ok(Some(v))
 }
 
+/// Places of `pool` free now (lapsed holds count free); `None` for an unknown pool. Joining a
+/// pool's waitlist is for a sold-out pool only.
+pub async fn free_places(
+    db: &Db,
+    show: &str,
+    pool: &str,
+    now_ms: i64,
+) -> sqlx::Result<Option<i64>> {
+    let pools = crate::inventory::pools::availability(db, show, now_ms).await?;
+    Ok(pools
+        .iter()
+        .find(|p| p["id"] == pool)
+        .and_then(|p| p["available"].as_i64()))
+}
+
 /// Seats of `show` free now (lapsed holds count free): joining is for sold-out shows only.
 pub async fn free_seats(db: &Db, show: &str, now_ms: i64) -> sqlx::Result<i64> {
     sqlx::query_scalar(
@@ -88,8 +109,8 @@ pub async fn free_seats(db: &Db, show: &str, now_ms: i64) -> sqlx::Result<i64> {
 }
 
 /// In the transaction that released `released` (whose seats were just freed): ends that hold's
-/// own offer row, then offers `seats` to the first waiting fan who can take them. Returns the
-/// new hold's id, if any.
+/// own offer row, then offers `seats` to the first fan waiting for seats who can take them.
+/// Returns the new hold's id, if any.
 pub async fn offer(
     tx: &mut Tx<'_>,
     pg: bool,
@@ -105,21 +126,65 @@ pub async fn offer(
     if seats.is_empty() {
         return Ok(None);
     }
+    offer_to(
+        tx,
+        pg,
+        show,
+        released,
+        None,
+        Ask::Seats(seats.to_vec()),
+        now_ms,
+    )
+    .await
+}
+
+/// The same for `quantity` places of `pool` freed by `released`: offered to the first fan
+/// waiting for that pool.
+pub async fn offer_pool(
+    tx: &mut Tx<'_>,
+    pg: bool,
+    show: &str,
+    released: &str,
+    pool: &str,
+    quantity: i64,
+    now_ms: i64,
+) -> sqlx::Result<Option<String>> {
+    let Ok(quantity) = u32::try_from(quantity) else {
+        return Ok(None);
+    };
+    let ask = Ask::Pool {
+        pool: pool.to_owned(),
+        quantity,
+    };
+    offer_to(tx, pg, show, released, Some(pool), ask, now_ms).await
+}
+
+/// Offers `ask` to the first fan waiting for that kind (`pool`, or seats when `None`).
+async fn offer_to(
+    tx: &mut Tx<'_>,
+    pg: bool,
+    show: &str,
+    released: &str,
+    pool: Option<&str>,
+    ask: Ask,
+    now_ms: i64,
+) -> sqlx::Result<Option<String>> {
     let lock = if pg { " FOR UPDATE SKIP LOCKED" } else { "" };
     let next_sql = format!(
         "SELECT visitor_id, admission_jti FROM waitlist WHERE show_id = $1 AND status = 'waiting' \
-         ORDER BY joined_at, visitor_id LIMIT 1{lock}"
+         AND COALESCE(pool_id, '') = $2 ORDER BY joined_at, visitor_id LIMIT 1{lock}"
     );
     loop {
         let next: Option<(String, String)> = sqlx::query_as(&next_sql)
             .bind(show)
+            .bind(pool.unwrap_or(""))
             .fetch_optional(&mut **tx)
             .await?;
         let Some((visitor, jti)) = next else {
             return Ok(None);
         };
         let (state, hold) =
-            try_offer(tx, pg, show, released, seats, &visitor, &jti, now_ms).await?;
+            try_offer(tx, pg, show, released, ask.clone(), &visitor, &jti, now_ms).await?;
         sqlx::query(
             "UPDATE waitlist SET status = $1, hold_id = $2 WHERE show_id = $3 AND visitor_id = $4",
         )
@@ -148,7 +213,7 @@ async fn try_offer(
     pg: bool,
     show: &str,
     released: &str,
-    seats: &[String],
+    ask: Ask,
     visitor: &str,
     jti: &str,
     now_ms: i64,
@@ -167,7 +232,7 @@ async fn try_offer(
     let r = Request {
         adm: &adm,
         show,
-        ask: Ask::Seats(seats.to_vec()),
+        ask,
         key: &key,
         channel: "web",
         timing: OFFER_TIMING,

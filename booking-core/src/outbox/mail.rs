@@ -97,6 +97,7 @@ pub fn subject(kind: &str) -> &str {
     match kind {
         "confirmation-email" => "Your tickets are booked",
         "refund-notice" => "Your payment was refunded: the seats were no longer available",
+        "cancellation-email" => "Your booking was cancelled",
         other => other,
     }
 }

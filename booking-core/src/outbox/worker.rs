@@ -4,7 +4,9 @@
 //! at once), then: emails (`confirmation-email`, `refund-notice`) are written to the mail
 //! directory as `{kind}-{ref_id}.eml` (a retry rewrites the same file: still one email);
 //! `refund` calls the gateway with the idempotent key `refund-{hold_id}`, records the refund and
-//! queues the fan's `refund-notice` in one transaction; `session-end` and `sold-out` are posted
+//! queues the fan's `refund-notice` in one transaction; `booking-refund` (an operator's refund of
+//! a cancellation) refunds its amount under the cancellation's id as the idempotency key, then
+//! queues the fan's `cancellation-email`; `session-end` and `sold-out` are posted
 //! to the waiting room's internal API ([`super::notify`]); emails go through [`super::mail`].
 
 use std::sync::Arc;
@@ -108,6 +110,10 @@ impl Outbox {
                     .refund(id, &ref_id, &payload, now_ms)
                     .await
                     .map(|()| out.refunds += 1),
+                "booking-refund" => self
+                    .booking_refund(id, &ref_id, &payload, now_ms)
+                    .await
+                    .map(|()| out.refunds += 1),
                 notify::SESSION_END | notify::SOLD_OUT => self
                     .notice(id, &kind, &payload, now_ms)
                     .await
@@ -194,7 +200,7 @@ impl Outbox {
         let pid = payload["payment_id"].as_str().unwrap_or_default();
         let r = self
             .gateway
-            .refund(pid, &format!("refund-{hold_id}"))
+            .refund(pid, &format!("refund-{hold_id}"), None)
             .await?;
         let mut tx = self.db.begin().await?;
         let show: Option<String> = sqlx::query_scalar(
@@ -218,6 +224,59 @@ impl Outbox {
                 "refunded",
                 Actor::Reconciler,
                 &r.refund_id,
+            )
+            .await?;
+        }
+        self.mark_sent(&mut tx, id, now_ms).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// An operator's refund of a cancellation (`ref_id` = the cancellation id, also the gateway
+    /// refund's idempotency key): `amount_cents` back at the gateway, then the fan's
+    /// `cancellation-email`, in one transaction with the refund recorded and audited.
+    async fn booking_refund(
+        &self,
+        id: i64,
+        cancel_id: &str,
+        payload: &Value,
+        now_ms: i64,
+    ) -> anyhow::Result<()> {
+        let pid = payload["payment_id"].as_str().unwrap_or_default();
+        let amount = payload["amount_cents"].as_i64();
+        let r = self.gateway.refund(pid, cancel_id, amount).await?;
+        let mut tx = self.db.begin().await?;
+        let row: Option<(String, String)> = sqlx::query_as(
+            "UPDATE cancellations SET refund = 'refunded', refund_id = $1, done_at = $2 \
+             WHERE id = $3 AND refund = 'pending' RETURNING show_id, hold_id",
+        )
+        .bind(&r.refund_id)
+        .bind(now_ms)
+        .bind(cancel_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if let Some((show, hold)) = row {
+            let mut mail = payload.clone();
+            mail["refund"] = "refunded".into();
+            mail["refund_id"] = r.refund_id.clone().into();
+            enqueue(
+                &mut tx,
+                cancel_id,
+                "cancellation-email",
+                &show,
+                &mail,
+                now_ms,
+            )
+            .await?;
+            let why = format!("{} cents, {}", amount.unwrap_or_default(), r.refund_id);
+            db::audit(
+                &mut tx,
+                now_ms,
+                &show,
+                &hold,
+                "refunded",
+                Actor::Operator,
+                &why,
             )
             .await?;
         }

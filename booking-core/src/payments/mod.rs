@@ -4,13 +4,15 @@
 //! timeout, and the fan's release of a hold whose payment is dead.
 //!
 //! The rest of the payment side lives beside this file: [`confirm`] (the one HELD→PAID update,
-//! late success and the refund it queues), [`webhook`] (the gateway's signed notifications),
+//! late success and the refund it queues), [`cancel`] (a booking cancelled in full or by seat:
+//! refunded or charged back at the gateway, or by an operator, with the refund it asks for), [`webhook`] (the gateway's signed notifications),
 //! [`reconciler`] (the only releaser after a payment attempt) with its extension [`ladder`] and
 //! the [`late`]-success sweep. The gateway client is `crate::gateway`, one layer down.
 //!
 //! Layer: above `state` (the service state these take), `inventory`, `outbox`, `gateway`, `db`;
 //! below `http`.
 
+pub mod cancel;
 pub mod confirm;
 pub mod ladder;
 pub mod late;
@@ -86,6 +88,7 @@ pub async fn settle(state: &AppState, hold: &Hold, actor: Actor) -> ApiResult<Se
             Err(GatewayError::Refused(Some(st))) => Ok(PaymentState {
                 status: st,
                 transaction_id: None,
+                refunded_cents: 0,
             }),
             Err(e) => Err(e),
         };
@@ -164,12 +167,17 @@ async fn finish(
     st: PaymentState,
 ) -> ApiResult<Settlement> {
     match st.status {
-        PayStatus::Completed | PayStatus::Refunded => {
+        PayStatus::Completed | PayStatus::Refunded | PayStatus::Disputed => {
             let pid = hold.payment_id.as_deref().unwrap_or_default();
             let txn = st
                 .transaction_id
                 .unwrap_or_else(|| format!("unknown-{pid}"));
-            let c = confirm_paid(&state.db, hold, &txn, actor, state.clock.now_ms(), None).await?;
+            let now = state.clock.now_ms();
+            let c = confirm_paid(&state.db, hold, &txn, actor, now, None).await?;
+            if c.is_paid() && cancel::money_back(st.status) {
+                // Paid, then refunded or charged back at the gateway: the booking ends (B14).
+                cancel::at_gateway(&state.db, &hold.id, st.status, None, now).await?;
+            }
             Ok(Settlement::Paid(c))
         }
         s if s.is_dead() => Ok(Settlement::Dead(s)),
@@ -386,6 +394,7 @@ pub async fn release_by_fan(state: &AppState, hold: &Hold) -> ApiResult<Value> {
             Ok(PaymentState {
                 status: PayStatus::Completed,
                 transaction_id,
+                ..
             }) => {
                 let txn = transaction_id.unwrap_or_else(|| format!("unknown-{pid}"));
                 confirm_paid(

@@ -4,6 +4,8 @@
 //! timestamp more than the tolerance (300 s) away from now is refused. A correctly signed
 //! delivery is always answered 200: the event only prompts a gateway query, the transaction id
 //! is compared, and the event id is de-duplicated in the same transaction as the state change.
+//! A payment the gateway says was refunded or charged back cancels its booking
+//! ([`crate::payments::cancel`], case B14).
 
 use hmac::{Hmac, Mac};
 use serde::Deserialize;
@@ -14,6 +16,7 @@ use crate::db::Actor;
 use crate::error::ApiResult;
 use crate::gateway::PayStatus;
 use crate::inventory::holds;
+use crate::payments::cancel::{self, Cancelled};
 use crate::payments::confirm::{self, confirm_paid, Confirm};
 use crate::state::AppState;
 
@@ -119,6 +122,10 @@ pub enum Handled {
     Confirmed(Confirm),
     /// This event id was processed before.
     Duplicate,
+    /// Refunded or charged back at the gateway: the booking was cancelled now (case B14).
+    Cancelled,
+    /// Refunded or charged back, and the booking was cancelled before: nothing changed.
+    Unchanged,
 }
 
 /// Processes one correctly signed delivery.
@@ -144,7 +151,8 @@ pub async fn handle(state: &AppState, body: &[u8]) -> ApiResult<Handled> {
         }
     };
     let now = state.clock.now_ms();
-    if gw.status != PayStatus::Completed && gw.status != PayStatus::Refunded {
+    let money_back = cancel::money_back(gw.status);
+    if gw.status != PayStatus::Completed && !money_back {
         let mut tx = state.db.begin().await?;
         let fresh = confirm::record_event(&mut tx, &ev.id, &ev.data.payment_id, now).await?;
         tx.commit().await?;
@@ -161,9 +169,62 @@ pub async fn handle(state: &AppState, body: &[u8]) -> ApiResult<Handled> {
         tracing::warn!(event = %ev.id, "webhook transaction id differs from the gateway's; ignored");
         return Ok(Handled::Mismatch);
     }
+    if money_back {
+        // Refunded or charged back at the gateway (case B14), whatever event reported it and in
+        // whatever order: a hold not PAID yet is confirmed first, then its booking cancelled
+        // once, with the event id recorded in the cancelling transaction.
+        if hold.status != "PAID" {
+            confirm_paid(&state.db, &hold, &txn, Actor::Webhook, now, None).await?;
+        }
+        let done = cancel::at_gateway(&state.db, &hold.id, gw.status, Some(&ev.id), now).await?;
+        return Ok(match done {
+            Cancelled::DuplicateEvent => Handled::Duplicate,
+            Cancelled::Nothing => Handled::Unchanged,
+            Cancelled::Done(_) => Handled::Cancelled,
+        });
+    }
+    if gw.refunded_cents > 0 {
+        partial_at_gateway(state, &hold, gw.refunded_cents, now).await?;
+    }
     let c = confirm_paid(&state.db, &hold, &txn, Actor::Webhook, now, Some(&ev.id)).await?;
     Ok(match c {
         Confirm::DuplicateEvent => Handled::Duplicate,
         c => Handled::Confirmed(c),
     })
+}
+
+/// Part of a payment was refunded and the payment is still completed: if the shop did not ask
+/// for all of it (its cancellations' refunds), someone refunded at the gateway's console and
+/// nothing says which seats; an operator is alerted once per hold.
+async fn partial_at_gateway(
+    state: &AppState,
+    hold: &holds::Hold,
+    refunded: i64,
+    now: i64,
+) -> ApiResult<()> {
+    let ours: i64 = sqlx::query_scalar(
+        "SELECT CAST(COALESCE(SUM(amount_cents), 0) AS BIGINT) FROM cancellations \
+         WHERE hold_id = $1 AND refund IN ('pending', 'refunded')",
+    )
+    .bind(&hold.id)
+    .fetch_one(&state.db)
+    .await?;
+    if refunded <= ours {
+        return Ok(());
+    }
+    let msg = format!(
+        "{refunded} cents refunded at the gateway, {ours} asked by the shop: check the booking's seats"
+    );
+    sqlx::query(
+        "INSERT INTO alerts (at, show_id, hold_id, kind, message) VALUES ($1, $2, $3, 'refund-at-gateway', $4) \
+         ON CONFLICT (hold_id) DO NOTHING",
+    )
+    .bind(now)
+    .bind(&hold.show_id)
+    .bind(&hold.id)
+    .bind(&msg)
+    .execute(&state.db)
+    .await?;
+    tracing::warn!(hold = %hold.id, %msg, "partial refund made at the gateway");
+    Ok(())
 }

@@ -226,6 +226,18 @@ impl Harness {
             .unwrap()
     }
 
+    /// Waits (at most 5 s) until `sql` with `$1` = `arg` counts `want` rows (webhooks arrive
+    /// on their own time).
+    pub async fn wait_count(&self, sql: &str, arg: &str, want: i64) {
+        for _ in 0..100 {
+            if self.count(sql, arg).await == want {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        panic!("{sql} with {arg} never reached {want}");
+    }
+
     /// Emails written to the mail directory.
     pub fn mail_files(&self) -> Vec<String> {
         let mut v: Vec<String> = std::fs::read_dir(self.mail.path())
