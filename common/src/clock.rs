@@ -55,6 +55,15 @@ impl Clock for ManualClock {
 /// Shared handle to a clock, as stored in service state.
 pub type SharedClock = Arc<dyn Clock>;
 
+/// This host's wall clock in **seconds** since the Unix epoch, with fractions: the value the
+/// services export as `wr_clock_unix_seconds` / `bc_clock_unix_seconds` so an operator sees
+/// each host's skew against the scraper's clock (case W11).
+pub fn unix_now_secs_f64() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -70,13 +79,4 @@ mod tests {
         shared.set_ms(10_000);
         assert_eq!(c.now_ms(), 10_000);
     }
-}
-
-/// This host's wall clock in **seconds** since the Unix epoch, with fractions: the value the
-/// services export as `wr_clock_unix_seconds` / `bc_clock_unix_seconds` so an operator sees
-/// each host's skew against the scraper's clock (case W11).
-pub fn unix_now_secs_f64() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
 }

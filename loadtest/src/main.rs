@@ -39,8 +39,12 @@ enum Command {
     /// Runs 2,000 status pollers through nginx with and without conditional revalidation and
     /// prints the requests and bytes the origin served each way.
     Revalidate(revalidate::RevalidateArgs),
+    /// Join throughput of the queue store: one Redis, a Redis Cluster, and the cluster with the
+    /// failover guarantee (WAIT for a replica), in one run.
+    Joins(joins::JoinsArgs),
 }
 
+mod joins;
 mod order;
 mod picks;
 mod plots;
@@ -77,6 +81,7 @@ fn main() -> ExitCode {
             Command::Bench(args) => bench::run(args).await,
             Command::Calibrate(args) => calibrate::run(args).await,
             Command::Revalidate(args) => revalidate::run(args).await,
+            Command::Joins(args) => joins::run(args).await,
         }
     });
     match result {

@@ -143,6 +143,9 @@ fn default_s3_prefix() -> String {
 fn default_drain() -> u64 {
     sale_common::shutdown::DEFAULT_DRAIN_SECS
 }
+fn default_replication_timeout() -> u64 {
+    500
+}
 fn default_skew() -> u64 {
     DEFAULT_MAX_CLOCK_SKEW_SECS
 }
@@ -279,6 +282,26 @@ pub struct Config {
     /// differs.
     #[serde(default = "default_skew")]
     pub max_clock_skew_secs: u64,
+    /// Replicas that must confirm a join, a claim and the opening shuffle before the answer
+    /// (Redis `WAIT`, issue 11 item 5: a failover then loses no place anyone was told). `None`:
+    /// 1 for a Redis Cluster (each master has a replica), 0 for one server or memory.
+    #[serde(default)]
+    pub store_min_replicas: Option<u32>,
+    /// The longest wait for those replicas, **milliseconds** (default 500); past it the call
+    /// answers 503 + `Retry-After` and hands out nothing.
+    #[serde(default = "default_replication_timeout")]
+    pub store_replication_timeout_ms: u64,
+}
+
+impl Config {
+    /// The replication rule of the configured store ([`Config::store_min_replicas`]).
+    pub fn durability(&self) -> crate::store::redis::Durability {
+        let default = u32::from(matches!(self.store, StoreConfig::RedisCluster { .. }));
+        crate::store::redis::Durability {
+            min_replicas: self.store_min_replicas.unwrap_or(default),
+            timeout_ms: self.store_replication_timeout_ms,
+        }
+    }
 }
 
 impl Config {
@@ -331,6 +354,8 @@ impl Config {
             s3_prefix: default_s3_prefix(),
             drain_secs: default_drain(),
             max_clock_skew_secs: default_skew(),
+            store_min_replicas: None,
+            store_replication_timeout_ms: default_replication_timeout(),
         }
     }
 

@@ -41,10 +41,16 @@ pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn QueueStore>> 
     let timeout = Duration::from_millis(config.store_timeout_ms);
     Ok(match &config.store {
         StoreConfig::Memory => Arc::new(MemoryStore::new()),
-        StoreConfig::Redis { url } => Arc::new(RedisStore::connect(url, timeout).await?),
-        StoreConfig::RedisCluster { urls } => {
-            Arc::new(RedisStore::connect_cluster(urls, timeout).await?)
-        }
+        StoreConfig::Redis { url } => Arc::new(
+            RedisStore::connect(url, timeout)
+                .await?
+                .with_durability(config.durability()),
+        ),
+        StoreConfig::RedisCluster { urls } => Arc::new(
+            RedisStore::connect_cluster(urls, timeout)
+                .await?
+                .with_durability(config.durability()),
+        ),
     })
 }
 

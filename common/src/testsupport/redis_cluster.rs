@@ -20,6 +20,7 @@ const DEADLINE: Duration = Duration::from_secs(60);
 struct Node {
     child: Child,
     port: u16,
+    bus: u16,
 }
 
 /// A running 3 + 3 Redis Cluster.
@@ -103,7 +104,7 @@ impl RedisCluster {
             let child = spawn_node(port, bus, &dir).unwrap_or_else(|e| {
                 panic!("cannot start redis-server (install Debian's redis-server): {e}")
             });
-            nodes.push(Node { child, port });
+            nodes.push(Node { child, port, bus });
         }
         let watchdog = watchdog(&nodes, &dir);
         let cluster = Self {
@@ -166,6 +167,40 @@ impl RedisCluster {
             .iter()
             .map(|n| format!("redis://127.0.0.1:{}", n.port))
             .collect()
+    }
+
+    /// Sends `kill -{sig}` to the node on `port` (`STOP`/`CONT` to pause one, `KILL` to lose
+    /// it with whatever it had not replicated). Never ask a paused node anything.
+    pub fn signal(&self, port: u16, sig: &str) {
+        let node = self
+            .nodes
+            .iter()
+            .find(|n| n.port == port)
+            .expect("a node of this cluster");
+        let ok = Command::new("kill")
+            .args([format!("-{sig}"), node.child.id().to_string()])
+            .status()
+            .expect("kill")
+            .success();
+        assert!(ok, "kill -{sig} node {port}");
+    }
+
+    /// Starts the node on `port` again after it was killed: same ports, same node id (its
+    /// `nodes-P.conf`), so it rejoins the cluster, as a replica if its master role was taken
+    /// over. Waits until it answers `PING`.
+    pub fn restart(&mut self, port: u16) {
+        let dir = self.dir.clone();
+        let node = self
+            .nodes
+            .iter_mut()
+            .find(|n| n.port == port)
+            .expect("a node of this cluster");
+        let _ = node.child.kill();
+        let _ = node.child.wait();
+        node.child = spawn_node(node.port, node.bus, &dir).expect("restart redis-server");
+        poll("PING after restart", || {
+            cli(port, &["PING"]).trim() == "PONG"
+        });
     }
 
     /// Ports of the nodes started (alive or not).

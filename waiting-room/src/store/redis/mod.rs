@@ -20,17 +20,19 @@
 //! listing events reads one key, no `SCAN` over every master).
 //!
 //! Replication is asynchronous: a write acknowledged by a master can be lost when its replica
-//! takes over. Scripts return once the master applied them; a join or claim that must survive a
-//! failover would wait for replication after its script (`Conn` is the place: one call after
-//! `invoke_async`), which this backend does not do yet (issue 11 item 5).
+//! takes over. Joins, claims and the opening shuffle therefore answer only once
+//! [`Durability::min_replicas`] replicas confirmed them (`durable.rs`: `WAIT`, group-committed);
+//! unconfirmed, they answer 503 and hand out nothing (issue 11 item 5).
 
 mod conn;
+mod durable;
 mod latch;
 mod numbers;
 mod parse;
 mod queue;
 mod script;
 
+pub use durable::Durability;
 pub use latch::{status_latch_key, status_throttle_key};
 
 use conn::Conn;
@@ -141,6 +143,8 @@ pub struct RedisStore {
     scripts: Arc<Scripts>,
     /// Per event, the next queue number this process expects a join to hand out (numbers.rs).
     hints: Arc<Mutex<HashMap<String, u64>>>,
+    /// Replication waits of joins, claims and the shuffle (`durable.rs`).
+    acks: Arc<durable::Acks>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -191,7 +195,25 @@ impl RedisStore {
             conn,
             scripts: Arc::new(scripts),
             hints: Arc::default(),
+            acks: Arc::new(durable::Acks::new(Durability::OFF)),
         })
+    }
+
+    /// Joins, claims and the opening shuffle answer only once `d.min_replicas` replicas
+    /// confirmed them (default [`Durability::OFF`]; `open_store` sets 1 for a cluster).
+    pub fn with_durability(mut self, d: Durability) -> Self {
+        self.acks = Arc::new(durable::Acks::new(d));
+        self
+    }
+
+    /// The replication rule in force.
+    pub fn durability(&self) -> Durability {
+        self.acks.config()
+    }
+
+    /// After a write for `event`: waits for its replication (no-op when durability is off).
+    async fn replicated(&self, event: &EventId) -> StoreResult<()> {
+        self.acks.replicated(&self.conn, event).await
     }
 
     async fn set_fields(&self, event: &EventId, fields: &[(&str, String)]) -> StoreResult<()> {
@@ -318,7 +340,11 @@ impl QueueStore for RedisStore {
         now_ms: i64,
         rejoin_grace_ms: u64,
     ) -> StoreResult<JoinOutcome> {
-        self.join_fan(event, visitor, now_ms, rejoin_grace_ms).await
+        let out = self
+            .join_fan(event, visitor, now_ms, rejoin_grace_ms)
+            .await?;
+        self.replicated(event).await?;
+        Ok(out)
     }
 
     async fn heartbeat(
@@ -356,17 +382,22 @@ impl QueueStore for RedisStore {
     }
 
     async fn begin_open(&self, event: &EventId) -> StoreResult<u64> {
-        self.scripts
+        let n = self
+            .scripts
             .begin_open
             .key(key(event, "meta"))
             .key(key(event, "pre"))
             .invoke_async(&mut self.conn.clone())
             .await
-            .map_err(err)
+            .map_err(err)?;
+        self.replicated(event).await?;
+        Ok(n)
     }
 
     async fn open_chunk(&self, event: &EventId, max: u64, _seed: u64) -> StoreResult<u64> {
-        self.number_chunk(event, max).await
+        let left = self.number_chunk(event, max).await?;
+        self.replicated(event).await?;
+        Ok(left)
     }
 
     async fn advance_cursor(&self, event: &EventId, p: &AdvanceParams) -> StoreResult<Advance> {
@@ -382,8 +413,13 @@ impl QueueStore for RedisStore {
         new_jti: &str,
         rejoin_grace_ms: u64,
     ) -> StoreResult<ClaimOutcome> {
-        self.claim_fan(event, visitor, now_ms, terms, new_jti, rejoin_grace_ms)
-            .await
+        let out = self
+            .claim_fan(event, visitor, now_ms, terms, new_jti, rejoin_grace_ms)
+            .await?;
+        if matches!(out, ClaimOutcome::Admitted(_)) {
+            self.replicated(event).await?;
+        }
+        Ok(out)
     }
 
     async fn figures(
