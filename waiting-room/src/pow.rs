@@ -2,8 +2,9 @@
 //! challenges: `{event}.{exp}.{nonce}.{mac}` with an HMAC (join key) over the first three parts,
 //! so issuing one costs no store call. A join sends the challenge and a solution; it passes
 //! when SHA-256(`challenge` ‖ `:` ‖ `solution`) starts with `difficulty` zero bits. Each
-//! challenge is accepted once per node (a bounded in-memory replay cache until its expiry);
-//! across nodes a challenge could be spent once per node, which the short lifetime bounds.
+//! challenge is accepted once per node by a bounded in-memory replay cache (no store call), and
+//! once across every node by the join handler, which spends it in the store (`SET NX PX` until
+//! its expiry) after this check passed.
 //! Expected client cost: 2^difficulty hashes (see API.md for measured rates).
 
 use crate::domain::EventId;
@@ -109,14 +110,15 @@ impl Pow {
         (format!("{body}.{tag}"), exp)
     }
 
-    /// Checks a proof for `event` at `now` against `bits`, then spends the challenge.
+    /// Checks a proof for `event` at `now` against `bits`, then spends the challenge on this
+    /// node; returns the challenge's expiry (epoch **seconds**).
     pub fn verify(
         &self,
         event: &EventId,
         now: i64,
         bits: u32,
         proof: Option<(&str, &str)>,
-    ) -> Result<(), PowError> {
+    ) -> Result<i64, PowError> {
         let (challenge, solution) = proof.ok_or(PowError::Missing)?;
         let (body, tag) = challenge.rsplit_once('.').ok_or(PowError::Invalid)?;
         let expected = mac(&self.key, body);
@@ -141,7 +143,7 @@ impl Pow {
         if spent.len() >= REPLAY_CAP || spent.insert(challenge.to_owned(), exp).is_some() {
             return Err(PowError::Replayed);
         }
-        Ok(())
+        Ok(exp)
     }
 }
 
@@ -180,7 +182,10 @@ mod tests {
             pow.verify(&ev, 1000, 8, Some((&c, &wrong))),
             Err(PowError::Invalid)
         );
-        assert_eq!(pow.verify(&ev, 1000, 8, Some((&c, &s))), Ok(()));
+        assert_eq!(
+            pow.verify(&ev, 1000, 8, Some((&c, &s))),
+            Ok(1000 + CHALLENGE_TTL_SECS)
+        );
         assert_eq!(
             pow.verify(&ev, 1000, 8, Some((&c, &s))),
             Err(PowError::Replayed)

@@ -142,3 +142,43 @@ fn proof_of_work_cost_is_about_two_to_the_difficulty_hashes() {
         "mean {mean} far from 4096"
     );
 }
+
+/// A solved challenge is spent once across every node (issue 11 item 6): two nodes on one
+/// store, the second refuses the proof the first accepted, though its own replay cache never saw
+/// it.
+#[tokio::test]
+async fn a_challenge_is_spent_once_across_nodes() {
+    let clock: SharedClock = Arc::new(ManualClock::new(T0 * 1000));
+    let store = Arc::new(MemoryStore::new());
+    let cfg = Config::demo("demo", T0, "http://127.0.0.1:8081");
+    let peer: SocketAddr = "127.0.0.1:4000".parse().expect("addr");
+    let a = AppState::new(cfg.clone(), store.clone(), clock.clone())
+        .await
+        .expect("node a");
+    let node_a = router(a).layer(MockConnectInfo(peer));
+    let admin = [
+        ("authorization", "Bearer demo-admin-token"),
+        ("x-operator", "carol"),
+    ];
+    let patch = Some(json!({"pow_difficulty": 8}));
+    let (s, _) = call(&node_a, "PATCH", "/admin/events/demo", &admin, patch).await;
+    assert_eq!(s, StatusCode::OK);
+    let b = AppState::new(cfg, store, clock).await.expect("node b");
+    let node_b = router(b).layer(MockConnectInfo(peer));
+    let (_, c) = call(&node_a, "GET", "/api/events/demo/pow", &[], None).await;
+    let challenge = c["challenge"].as_str().expect("challenge").to_owned();
+    let (solution, _) = solve(&challenge, 8);
+    let proof = [
+        ("x-pow-challenge", challenge.as_str()),
+        ("x-pow-solution", solution.as_str()),
+    ];
+    let join = "/api/events/demo/join";
+    let (s, _) = call(&node_a, "POST", join, &proof, None).await;
+    assert_eq!(s, StatusCode::OK, "node a accepts the proof");
+    let (s, p) = call(&node_b, "POST", join, &proof, None).await;
+    assert_eq!(
+        (s, p["title"].as_str()),
+        (StatusCode::FORBIDDEN, Some("challenge already used")),
+        "node b refuses the same proof: {p}"
+    );
+}

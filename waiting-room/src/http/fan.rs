@@ -92,7 +92,7 @@ pub async fn join(
         (_, Some(identity)) => st.0.join_keys.identity_visitor(&event, &identity),
         (Some(v), None) => v,
         (None, None) => {
-            check_pow(&st, &event, req.headers())?;
+            check_pow(&st, &event, req.headers()).await?;
             VisitorId::random()
         }
     };
@@ -122,7 +122,11 @@ pub async fn join(
 
 /// A new join (no join token) must carry a proof of work when the event's difficulty (from the
 /// published status document: no store call) is above 0.
-fn check_pow(st: &AppState, event: &EventId, headers: &HeaderMap) -> Result<(), Problem> {
+///
+/// A challenge is spent once across every node: the node's own replay cache first (no store
+/// call), then one `SET NX PX` on `wr:{event}:pow:{mac}` for the challenge's remaining life
+/// (issue 11 item 6). A bad proof never reaches the store.
+async fn check_pow(st: &AppState, event: &EventId, headers: &HeaderMap) -> Result<(), Problem> {
     let bits = st.0.status.pow_bits(event).unwrap_or(0);
     if bits == 0 {
         return Ok(());
@@ -130,12 +134,27 @@ fn check_pow(st: &AppState, event: &EventId, headers: &HeaderMap) -> Result<(), 
     let h = |k: &str| headers.get(k).and_then(|v| v.to_str().ok());
     let proof = h("x-pow-challenge").zip(h("x-pow-solution"));
     let now = st.0.clock.now_secs();
-    st.0.pow.verify(event, now, bits, proof).map_err(|e| {
+    let refuse = |e: crate::pow::PowError| {
         crate::telemetry::rejected_token("pow", e.reason());
         Problem::new(StatusCode::FORBIDDEN, "pow-required", e.to_string())
             .detail("GET /api/events/{event}/pow, solve, send X-Pow-Challenge and X-Pow-Solution")
             .with("difficulty", bits)
-    })
+    };
+    let expires = st.0.pow.verify(event, now, bits, proof).map_err(refuse)?;
+    let challenge = proof.map(|(c, _)| c).unwrap_or_default();
+    let mac = challenge.rsplit_once('.').map_or(challenge, |(_, m)| m);
+    let key = format!("wr:{{{event}}}:pow:{mac}");
+    let ttl_ms = (expires - now).max(1) as u64 * 1000;
+    let first = bounded(
+        st.store_timeout(),
+        st.0.store.try_lock(&key, "spent", ttl_ms),
+    )
+    .await?;
+    if first {
+        Ok(())
+    } else {
+        Err(refuse(crate::pow::PowError::Replayed))
+    }
 }
 
 /// `GET /api/events/{event}/pow`: a fresh challenge and the current difficulty (no store call).
