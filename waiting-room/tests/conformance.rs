@@ -155,6 +155,29 @@ async fn rejoin_keeps_place(s: Store) {
     ));
 }
 
+/// A thousand different fans joining at once all get a place, 1..=1000 each once: joins in
+/// flight move the counter past any fixed window of declared number buckets (Redis Cluster
+/// needs every key declared), so the window grows with the joins in flight.
+async fn thousand_concurrent_joins_each_get_one_number(s: Store) {
+    open_with(&s, 10).await;
+    let tasks = (0..1000).map(|_| {
+        let (s, e) = (s.clone(), ev());
+        tokio::spawn(async move {
+            s.join(&e, &VisitorId::random(), NOW * 1000, REJOIN)
+                .await
+                .expect("join")
+                .queue_number
+                .expect("open: numbered")
+        })
+    });
+    let numbers: HashSet<u64> = join_all(tasks)
+        .await
+        .into_iter()
+        .map(|r| r.expect("task"))
+        .collect();
+    assert_eq!(numbers, (1..=1000).collect::<HashSet<u64>>());
+}
+
 async fn case_w05_thousand_identical_joins(s: Store) {
     open_with(&s, 10).await;
     assert_eq!(join(&s, &VisitorId::random()).await, Some(1));
@@ -425,6 +448,7 @@ macro_rules! conformance {
 conformance!(
     rejoin_keeps_place,
     case_w05_thousand_identical_joins,
+    thousand_concurrent_joins_each_get_one_number,
     case_w04_same_moment_joins_keep_join_order,
     prequeue_shuffle_numbers_everyone_once,
     cursor_never_passes_max_active,

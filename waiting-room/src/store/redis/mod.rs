@@ -145,6 +145,8 @@ pub struct RedisStore {
     hints: Arc<Mutex<HashMap<String, u64>>>,
     /// Replication waits of joins, claims and the shuffle (`durable.rs`).
     acks: Arc<durable::Acks>,
+    /// Joins of this process in flight (numbers.rs sizes the declared buckets by it).
+    joins_in_flight: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -196,6 +198,7 @@ impl RedisStore {
             scripts: Arc::new(scripts),
             hints: Arc::default(),
             acks: Arc::new(durable::Acks::new(Durability::OFF)),
+            joins_in_flight: Arc::default(),
         })
     }
 

@@ -5,12 +5,13 @@
 //! works out which buckets a call can touch and declares them; the script stops at the first
 //! number whose bucket is not declared (`byn` in `lib.lua` answers nil):
 //!
-//! - **join** declares the buckets of the next two hundred numbers after `hint`, the next
-//!   number this process expects for the event (from its last join reply). A join that would
-//!   hand out a number outside them writes nothing and answers `retry` with the number it
-//!   needs; the caller moves `hint` there and calls again (at most [`JOIN_ATTEMPTS`] times).
-//!   Under load the hint is a few numbers behind, so retries are rare and a join stays one
-//!   round trip.
+//! - **join** declares the buckets of the next numbers after `hint`, the next number this
+//!   process expects for the event (from its last join reply): at least two hundred, and two
+//!   per join of this process in flight (256 concurrent joins move the counter past a fixed
+//!   window before the last of them runs). A join that would hand out a number outside them
+//!   writes nothing and answers `retry` with the number it needs; the caller moves `hint`
+//!   there, doubles the span (other nodes' joins are not counted) and calls again (at most
+//!   [`JOIN_ATTEMPTS`] times). Retries are rare and a join stays one round trip.
 //! - **open_chunk** reads `shuffle_next` first and declares the buckets of the next `max`
 //!   numbers; a chunk that finds `shuffle_next` moved stops early and the opener calls again.
 //! - **advance** reads `cursor`, `counter` and `edge` first and declares the buckets of the
@@ -30,6 +31,23 @@ const BUCKET: u64 = 100;
 /// A join whose hint was stale retries with the number the script asked for; more than this
 /// many misses means hundreds of joins land between two calls: answer 503 rather than spin.
 pub(super) const JOIN_ATTEMPTS: usize = 4;
+
+/// One join in flight, counted in the store's `joins_in_flight` until dropped; `.0` is how
+/// many were in flight when it entered.
+struct InFlight<'a>(u64, &'a std::sync::atomic::AtomicU64);
+
+impl<'a> InFlight<'a> {
+    fn enter(counter: &'a std::sync::atomic::AtomicU64) -> Self {
+        let before = counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Self(before, counter)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.1.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
 
 /// The bucket key of bucket `b` (numbers `b*100 ..= b*100+99`).
 fn bucket_key(event: &EventId, b: u64) -> String {
@@ -66,12 +84,17 @@ impl RedisStore {
         rejoin_ms: u64,
     ) -> StoreResult<JoinOutcome> {
         let mut hint = self.join_hint(event);
+        // Joins in flight in this process move the counter while this one travels: declare
+        // enough buckets to cover them (two per in-flight join, at least two buckets), and
+        // twice as many after each retry (other nodes' joins are not counted here).
+        let in_flight = InFlight::enter(&self.joins_in_flight);
+        let mut span = (2 * BUCKET).max(2 * in_flight.0 + BUCKET);
         for _ in 0..JOIN_ATTEMPTS {
             let r: Vec<String> = self
                 .scripts
                 .join
                 .on(event, &["meta", "num", "pre", "hb", "gone", "back"])
-                .keys(buckets(hint, hint + 2 * BUCKET - 1).map(|b| bucket_key(event, b)))
+                .keys(buckets(hint, hint + span - 1).map(|b| bucket_key(event, b)))
                 .arg(visitor.as_str())
                 .arg(now_ms)
                 .arg(rejoin_ms)
@@ -83,6 +106,7 @@ impl RedisStore {
                 [s, n] if s == "retry" => {
                     hint = n.parse().map_err(|_| bad(n))?;
                     self.raise_hint(event, hint);
+                    span *= 2;
                 }
                 [s, n] => {
                     let queue_number = opt_number(n)?;
