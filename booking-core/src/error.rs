@@ -42,6 +42,14 @@ impl IntoResponse for ApiError {
                 Problem::unavailable("the booking database had a conflict; try again", 1)
                     .into_response()
             }
+            ApiError::Db(e) if connection_lost(&e) => {
+                // The database went away under the request (a restart, a failover): the
+                // transaction rolled back, or committed and only its answer was lost, which the
+                // retry finds (idempotency keys, guarded updates). Another connection will do.
+                tracing::warn!(error = %e, "database connection lost; client asked to retry");
+                Problem::unavailable("the booking database is restarting; try again", 1)
+                    .into_response()
+            }
             ApiError::Db(sqlx::Error::Database(e)) if e.code().as_deref() == Some("23505") => {
                 tracing::warn!(error = %e, "concurrent duplicate request");
                 Problem::new(
@@ -68,6 +76,19 @@ impl IntoResponse for ApiError {
 /// deadlock detected), answered 503 + Retry-After, never 500.
 fn retryable(code: Option<&str>) -> bool {
     matches!(code, Some("40001") | Some("40P01"))
+}
+
+/// The connection to the database broke (reset, closed) or the server is shutting down or
+/// starting (SQLSTATE class 08 connection exception, 57P01 admin shutdown, 57P02 crash
+/// shutdown, 57P03 cannot connect now): answered 503 + Retry-After, never 500.
+fn connection_lost(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Io(_) => true,
+        sqlx::Error::Database(d) => d
+            .code()
+            .is_some_and(|c| c.starts_with("08") || matches!(&*c, "57P01" | "57P02" | "57P03")),
+        _ => false,
+    }
 }
 
 /// Result alias for handlers and services.

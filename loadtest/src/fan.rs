@@ -119,7 +119,13 @@ pub struct FanOutcome {
     pub tabs_won: Option<usize>,
 }
 
-/// A timed HTTP call that records latency and status under `endpoint`.
+/// Times a fan waits in all for one call answered 503 + `Retry-After` before it takes the 503.
+const RETRY_LATER_FOR: Duration = Duration::from_secs(60);
+
+/// A timed HTTP call that records latency and status under `endpoint`. A 503 with
+/// `Retry-After` (the server's "come back later": a store failing over, a database restarting,
+/// a node draining) is waited out and sent again, as the fans' pages do, for up to a minute;
+/// each such answer is recorded apart from the server errors.
 pub async fn call(
     client: &Client,
     stats: &Stats,
@@ -127,21 +133,37 @@ pub async fn call(
     req: reqwest::RequestBuilder,
 ) -> anyhow::Result<(StatusCode, Value, reqwest::header::HeaderMap)> {
     let _ = client;
-    let _permit = permit(endpoint).await;
-    let t = Instant::now();
-    let res = req.send().await;
-    match res {
-        Ok(r) => {
-            let status = r.status();
-            let headers = r.headers().clone();
-            let bytes = r.bytes().await.unwrap_or_default();
-            stats.record(endpoint, t.elapsed(), Some(status.as_u16()));
-            let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-            Ok((status, json, headers))
-        }
-        Err(e) => {
-            stats.record(endpoint, t.elapsed(), None);
-            Err(e.into())
+    let give_up = Instant::now() + RETRY_LATER_FOR;
+    let mut req = req;
+    loop {
+        let again = req.try_clone();
+        let permit = permit(endpoint).await;
+        let t = Instant::now();
+        let res = req.send().await;
+        match res {
+            Ok(r) => {
+                let status = r.status();
+                let headers = r.headers().clone();
+                let bytes = r.bytes().await.unwrap_or_default();
+                let later = status == StatusCode::SERVICE_UNAVAILABLE
+                    && headers.contains_key(reqwest::header::RETRY_AFTER);
+                stats.record_answer(endpoint, t.elapsed(), Some(status.as_u16()), later);
+                drop(permit);
+                if let (true, Some(next)) = (later, again) {
+                    let pause = retry_after(&headers);
+                    if Instant::now() + pause < give_up {
+                        tokio::time::sleep(pause).await;
+                        req = next;
+                        continue;
+                    }
+                }
+                let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+                return Ok((status, json, headers));
+            }
+            Err(e) => {
+                stats.record(endpoint, t.elapsed(), None);
+                return Err(e.into());
+            }
         }
     }
 }
@@ -182,6 +204,9 @@ pub async fn run_fan(
         match call(&client, &stats, "join", client.post(&join_url)).await {
             Ok((s, body, _)) if s.is_success() => {
                 token = body["join_token"].as_str().map(str::to_owned);
+                if let Some(t) = &token {
+                    crate::chaos::seen::join(t, body["queue_number"].as_u64());
+                }
                 out.joined_at_ms = Some(started.elapsed().as_millis() as u64);
                 out.prequeued = body["queue_number"].is_null();
                 break;
@@ -210,6 +235,7 @@ pub async fn run_fan(
         }
     };
     out.queue_number = Some(number);
+    crate::chaos::seen::number(&token, number);
     let claim_url = format!("{wr}/api/events/{ev}/admission");
     let mut last_beat: Option<Instant> = None;
     let admission = loop {
@@ -257,6 +283,7 @@ pub async fn run_fan(
             c["iat"].as_i64().unwrap_or(0),
             c["exp"].as_i64().unwrap_or(0),
         ));
+        crate::chaos::seen::admission(&token, &c);
     }
     book(&client, &target, &stats, &adm, &mut out).await;
     out

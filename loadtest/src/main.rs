@@ -12,6 +12,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod behaviour;
 mod bench;
 mod calibrate;
+mod chaos;
 mod checks;
 mod fan;
 mod stats;

@@ -47,6 +47,17 @@ pub struct RushArgs {
     /// Seconds from start until the sale opens (with `--spawn`; default: enough to join everyone).
     #[arg(long)]
     opens_in: Option<u64>,
+    /// A cluster started by `infra/cluster/up --dir DIR`: the fans go through its CDN and its
+    /// booking-core balancer, the admin token and the gateway come from `DIR/state.json`. The
+    /// event is `--event`, else the first of `up --show`'s shows (created in the waiting room
+    /// now, opening in `--opens-in` s, with `--admit-rate`, `--max-active`, `--admission-ttl`),
+    /// else `up`'s own event while it is still in its pre-queue.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["spawn", "waiting_room", "booking"])]
+    cluster: Option<std::path::PathBuf>,
+    /// With `--cluster`: play a chaos schedule during the rush (`builtin`, or a JSON file of
+    /// `{"at_secs", "action"}` steps; see `loadtest/src/chaos.rs`) and add the chaos checks.
+    #[arg(long, value_name = "FILE|builtin", requires = "cluster")]
+    chaos: Option<String>,
     /// Waiting room URL (without `--spawn`).
     #[arg(long)]
     waiting_room: Option<String>,
@@ -59,6 +70,9 @@ pub struct RushArgs {
     /// Event id (= show id).
     #[arg(long, default_value = "rush")]
     event: String,
+    /// `--event` was given on the command line (set from the matches).
+    #[arg(skip)]
+    event_given: bool,
     /// `max_active` of the targeted event (without `--spawn`, for the check).
     #[arg(long)]
     expect_max_active: Option<u64>,
@@ -109,18 +123,46 @@ pub struct RushArgs {
     rehearsal: crate::rehearsal::RehearsalArgs,
 }
 
+pub mod cluster;
 mod profile;
 
 /// Fills the figures the command line left unset from `--profile`.
 pub fn apply_profile(args: &mut RushArgs, m: &clap::ArgMatches) {
+    args.event_given = matches!(
+        m.value_source("event"),
+        Some(clap::parser::ValueSource::CommandLine)
+    );
     profile::apply(args, m);
+}
+
+/// What `prepare` sets up: the spawned stack or the cluster, where the fans go, the admin
+/// token, the event's `max_active`, the gateway, and the seconds until the sale opens.
+struct Prepared {
+    stack: Option<ticket_sale::stack::Stack>,
+    cluster: Option<std::sync::Arc<cluster::Cluster>>,
+    target: Target,
+    admin_token: String,
+    max_active: u64,
+    gateway: Option<String>,
+    opens_in: u64,
 }
 
 /// Runs the rush; `Ok(true)` when every check passed.
 pub async fn run(args: RushArgs) -> anyhow::Result<bool> {
     let started = Instant::now();
-    let (stack, target, admin_token, max_active) = prepare(&args).await?;
-    let gateway = stack.as_ref().map(|s| s.gateway_url.clone());
+    let Prepared {
+        stack,
+        cluster,
+        target,
+        admin_token,
+        max_active,
+        gateway,
+        opens_in,
+    } = prepare(&args).await?;
+    let schedule = match &args.chaos {
+        Some(spec) => Some(crate::chaos::load(spec, opens_in)?),
+        None => None,
+    };
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .pool_max_idle_per_host(args.concurrency)
@@ -160,6 +202,17 @@ pub async fn run(args: RushArgs) -> anyhow::Result<bool> {
     let late = late_starts(&client, &target, &args).await;
     let barrier = Arc::new(tokio::sync::Barrier::new(args.fans - late.len()));
     let deadline = started + Duration::from_secs(args.timeout);
+    let chaos_ctx = cluster.clone().map(|c| crate::chaos::Ctx {
+        cluster: c,
+        client: client.clone(),
+        stats: stats.clone(),
+        event: target.event.clone(),
+        started,
+    });
+    let chaos = match (&chaos_ctx, schedule) {
+        (Some(ctx), Some(steps)) => Some(crate::chaos::spawn(ctx.clone(), steps)),
+        _ => None,
+    };
     let mut tasks = tokio::task::JoinSet::new();
     for i in fan::shuffled(args.fans) {
         let late_by = late.get(i).copied();
@@ -185,12 +238,27 @@ pub async fn run(args: RushArgs) -> anyhow::Result<bool> {
         p.abort();
     }
     let wall = started.elapsed();
+    // The schedule may outlast the fans: let it finish before anything is read back.
+    let chaos_report = match chaos {
+        Some(task) => {
+            let mut report = task.await?;
+            if let (false, Some(ctx)) = (report.failover.is_empty(), &chaos_ctx) {
+                let p = crate::chaos::probe(ctx).await;
+                report.failover.push(("at the end of the run".into(), p));
+            }
+            Some(report)
+        }
+        None => None,
+    };
     let office = back_office(&client, &target, &admin_token).await?;
     print_figures(&fans, &stats, wall);
     let mut results = checks::run(&fans, max_active, &office, stats.totals());
     results.extend(money_checks(&client, &target, &admin_token, gateway.as_deref()).await?);
     let samples = sampler.finish().await;
     results.extend(crate::rehearsal::checks(&fans, &samples, &office.stats));
+    if let (Some(report), Some(c)) = (&chaos_report, &cluster) {
+        results.extend(crate::chaos::checks(report, &c.store));
+    }
     let report_dir = args.rehearsal.report_dir();
     let timeline = crate::rehearsal::timeline(&fans, samples);
     let mut all = true;
@@ -214,13 +282,24 @@ pub async fn run(args: RushArgs) -> anyhow::Result<bool> {
     Ok(all)
 }
 
-async fn prepare(
-    args: &RushArgs,
-) -> anyhow::Result<(Option<ticket_sale::stack::Stack>, Target, String, u64)> {
-    let target = |wr: String, bc: String| Target {
+/// Sets the gateway simulator's fault rates from the flags.
+async fn set_faults(args: &RushArgs, gateway: &str) -> anyhow::Result<()> {
+    let faults = serde_json::json!({"fail_rate": args.fail_rate, "cancel_rate": args.cancel_rate,
+        "execute_timeout_rate": args.timeout_rate, "duplicate_webhook_rate": args.duplicate_webhook_rate});
+    reqwest::Client::new()
+        .post(format!("{gateway}/v1/faults"))
+        .json(&faults)
+        .send()
+        .await?
+        .error_for_status()?;
+    Ok(())
+}
+
+async fn prepare(args: &RushArgs) -> anyhow::Result<Prepared> {
+    let target_of = |wr: String, bc: String, event: String| Target {
         waiting_room: wr,
         booking: bc,
-        event: args.event.clone(),
+        event,
         poll_ms: args.poll_ms,
         pay_share: args.pay_share,
         cancel_share: args.cancel_share,
@@ -231,8 +310,47 @@ async fn prepare(
         },
         shared_status: None,
     };
+    let target = |wr: String, bc: String| target_of(wr, bc, args.event.clone());
+    let default_opens_in = args.opens_in.unwrap_or(2 + args.fans as u64 / 1500);
+    if let Some(dir) = &args.cluster {
+        let c = cluster::Cluster::load(dir)?;
+        let event = if args.event_given {
+            args.event.clone()
+        } else {
+            c.shows.first().cloned().unwrap_or_else(|| c.event.clone())
+        };
+        let client = reqwest::Client::new();
+        let new = cluster::NewEvent {
+            opens_in: default_opens_in,
+            admit_rate: args.admit_rate,
+            max_active: args.max_active,
+            admission_ttl: args.admission_ttl,
+        };
+        let (max_active, opens_at) = cluster::prepare_event(&client, &c, &event, new).await?;
+        set_faults(args, &c.gateway).await?;
+        cluster::wait_for_status(&client, &c, &event).await?;
+        let now = time::OffsetDateTime::now_utc().unix_timestamp();
+        let opens_in = (opens_at - now).max(0) as u64;
+        println!(
+            "cluster {}: fans through the CDN {}  booking {}  gateway {}  event {event} (store {}, sale opens in {opens_in} s)",
+            c.dir.display(),
+            c.cdn,
+            c.booking,
+            c.gateway,
+            c.store
+        );
+        return Ok(Prepared {
+            stack: None,
+            target: target_of(c.cdn.clone(), c.booking.clone(), event),
+            admin_token: c.admin_token.clone(),
+            max_active,
+            gateway: Some(c.gateway.clone()),
+            cluster: Some(std::sync::Arc::new(c)),
+            opens_in,
+        });
+    }
     if args.spawn {
-        let opens_in = args.opens_in.unwrap_or(2 + args.fans as u64 / 1500);
+        let opens_in = default_opens_in;
         let mut opts = ticket_sale::stack::StackOptions::local_random_ports();
         opts.redis_url = args.redis.clone();
         opts.seats = args.seats;
@@ -279,24 +397,25 @@ async fn prepare(
                 doc["state"]
             );
         }
-        let faults = serde_json::json!({"fail_rate": args.fail_rate, "cancel_rate": args.cancel_rate,
-            "execute_timeout_rate": args.timeout_rate, "duplicate_webhook_rate": args.duplicate_webhook_rate});
-        reqwest::Client::new()
-            .post(format!("{}/v1/faults", stack.gateway_url))
-            .json(&faults)
-            .send()
-            .await?
-            .error_for_status()?;
+        set_faults(args, &stack.gateway_url).await?;
         println!(
             "spawned: waiting room {}  booking {}  gateway {}  (sale opens in {opens_in} s)",
             stack.waiting_room_url, stack.booking_url, stack.gateway_url
         );
         let t = target(stack.waiting_room_url.clone(), stack.booking_url.clone());
         let token = stack.admin_token.clone();
-        return Ok((Some(stack), t, token, args.max_active));
+        return Ok(Prepared {
+            admin_token: token,
+            target: t,
+            max_active: args.max_active,
+            gateway: Some(stack.gateway_url.clone()),
+            stack: Some(stack),
+            cluster: None,
+            opens_in,
+        });
     }
     let (Some(wr), Some(bc)) = (args.waiting_room.clone(), args.booking.clone()) else {
-        anyhow::bail!("give --spawn, or --waiting-room URL and --booking URL");
+        anyhow::bail!("give --spawn, --cluster DIR, or --waiting-room URL and --booking URL");
     };
     let token = args
         .admin_token
@@ -305,7 +424,15 @@ async fn prepare(
     let max_active = args
         .expect_max_active
         .ok_or_else(|| anyhow::anyhow!("--expect-max-active is required without --spawn"))?;
-    Ok((None, target(wr, bc), token, max_active))
+    Ok(Prepared {
+        stack: None,
+        cluster: None,
+        target: target(wr, bc),
+        admin_token: token,
+        max_active,
+        gateway: None,
+        opens_in: 0,
+    })
 }
 
 async fn back_office(

@@ -11,8 +11,10 @@ use std::time::Duration;
 pub struct EndpointStats {
     /// Latency in microseconds, 1 µs .. 60 s, 3 significant figures.
     pub latency_us: Histogram<u64>,
-    /// Answers with a 5xx status or a transport error.
+    /// Answers with a 5xx status or a transport error, except 503 + `Retry-After`.
     pub server_errors: u64,
+    /// Answers 503 with `Retry-After`: the server asked to come back later (the fans do).
+    pub retry_later: u64,
     /// Answers with a 4xx status.
     pub client_errors: u64,
 }
@@ -22,6 +24,7 @@ impl EndpointStats {
         Self {
             latency_us: Histogram::new_with_bounds(1, 60_000_000, 3).expect("histogram bounds"),
             server_errors: 0,
+            retry_later: 0,
             client_errors: 0,
         }
     }
@@ -36,7 +39,19 @@ pub struct Stats {
 impl Stats {
     /// Records one call: its latency and its HTTP status (`None` = transport error).
     pub fn record(&self, endpoint: &'static str, took: Duration, status: Option<u16>) {
-        crate::timeline::record(endpoint, took, status);
+        self.record_answer(endpoint, took, status, false);
+    }
+
+    /// Like [`Stats::record`]; `retry_later`: the answer was 503 with `Retry-After`, counted
+    /// apart from the server errors (fans wait and send it again).
+    pub fn record_answer(
+        &self,
+        endpoint: &'static str,
+        took: Duration,
+        status: Option<u16>,
+        retry_later: bool,
+    ) {
+        crate::timeline::record(endpoint, took, status, retry_later);
         let mut map = self.inner.lock().expect("stats lock");
         let e = map.entry(endpoint).or_insert_with(EndpointStats::new);
         let us = u64::try_from(took.as_micros())
@@ -44,6 +59,7 @@ impl Stats {
             .clamp(1, 60_000_000);
         let _ = e.latency_us.record(us);
         match status {
+            Some(503) if retry_later => e.retry_later += 1,
             None => e.server_errors += 1,
             Some(s) if s >= 500 => e.server_errors += 1,
             Some(s) if s >= 400 => e.client_errors += 1,
@@ -51,11 +67,16 @@ impl Stats {
         }
     }
 
-    /// Total calls and total server errors over all endpoints.
-    pub fn totals(&self) -> (u64, u64) {
+    /// Total calls, server errors (503 + `Retry-After` excepted) and 503 + `Retry-After`
+    /// answers over all endpoints.
+    pub fn totals(&self) -> (u64, u64, u64) {
         let map = self.inner.lock().expect("stats lock");
-        map.values().fold((0, 0), |(n, e), s| {
-            (n + s.latency_us.len(), e + s.server_errors)
+        map.values().fold((0, 0, 0), |(n, e, r), s| {
+            (
+                n + s.latency_us.len(),
+                e + s.server_errors,
+                r + s.retry_later,
+            )
         })
     }
 
@@ -71,7 +92,7 @@ impl Stats {
                     "endpoint": name, "calls": h.len(), "calls_per_sec": h.len() as f64 / secs,
                     "p50_ms": ms(h.value_at_quantile(0.5)), "p99_ms": ms(h.value_at_quantile(0.99)),
                     "max_ms": ms(h.max()), "client_errors": s.client_errors,
-                    "server_errors": s.server_errors,
+                    "server_errors": s.server_errors, "retry_later_503": s.retry_later,
                 })
             })
             .collect()
@@ -114,7 +135,9 @@ mod tests {
         s.record("join", Duration::from_millis(3), Some(429));
         s.record("hold", Duration::from_millis(4), Some(503));
         s.record("hold", Duration::from_millis(4), None);
-        assert_eq!(s.totals(), (4, 2));
+        assert_eq!(s.totals(), (4, 2, 0));
+        s.record_answer("hold", Duration::from_millis(4), Some(503), true);
+        assert_eq!(s.totals(), (5, 2, 1));
         let t = s.table(Duration::from_secs(1));
         assert!(t.contains("join"));
         assert!(t.contains("hold"));

@@ -17,6 +17,39 @@ struct Call {
     endpoint: &'static str,
     status: u16,
     took_us: u32,
+    retry_later: bool,
+}
+
+/// One recorded call as the chaos checks read it: when it was sent and answered (ms since the
+/// origin), its endpoint and status (0 = transport error).
+#[derive(Debug, Clone, Copy)]
+pub struct CallSpan {
+    /// Sent, ms since the origin.
+    pub sent_ms: u64,
+    /// Answered (or failed), ms since the origin.
+    pub done_ms: u64,
+    /// Endpoint name.
+    pub endpoint: &'static str,
+    /// HTTP status, 0 for a transport error.
+    pub status: u16,
+    /// A 503 that carried `Retry-After`.
+    pub retry_later: bool,
+}
+
+/// Every call recorded so far (a copy; [`Timeline::series`] still gets them all).
+pub fn spans() -> Vec<CallSpan> {
+    CALLS
+        .lock()
+        .expect("timeline")
+        .iter()
+        .map(|c| CallSpan {
+            sent_ms: c.at_ms.saturating_sub(u64::from(c.took_us) / 1000),
+            done_ms: c.at_ms,
+            endpoint: c.endpoint,
+            status: c.status,
+            retry_later: c.retry_later,
+        })
+        .collect()
 }
 
 /// Sets the run's time origin (call once, before the fans start).
@@ -29,8 +62,9 @@ pub fn now_ms() -> u64 {
     T0.get().map_or(0, |t| t.elapsed().as_millis() as u64)
 }
 
-/// Records one HTTP call (`status` `None` = transport error, kept as 0).
-pub fn record(endpoint: &'static str, took: Duration, status: Option<u16>) {
+/// Records one HTTP call (`status` `None` = transport error, kept as 0; `retry_later`: a 503
+/// with `Retry-After`).
+pub fn record(endpoint: &'static str, took: Duration, status: Option<u16>, retry_later: bool) {
     if T0.get().is_none() {
         return;
     }
@@ -39,6 +73,7 @@ pub fn record(endpoint: &'static str, took: Duration, status: Option<u16>) {
         endpoint,
         status: status.unwrap_or(0),
         took_us: u32::try_from(took.as_micros()).unwrap_or(u32::MAX),
+        retry_later,
     };
     CALLS.lock().expect("timeline").push(c);
 }

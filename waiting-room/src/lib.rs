@@ -100,6 +100,9 @@ pub async fn run_admitters(state: AppState, mut stop: watch::Receiver<bool>) {
     let cfg = &state.0.config;
     let tick = Duration::from_millis(cfg.tick_ms);
     let lock_ttl_ms = (cfg.tick_ms * 30).max(3000);
+    // Which node runs each event's admitter, for operators and the chaos rehearsal (`loadtest
+    // rush --chaos` kills the holder with kill -9 and times the takeover against this TTL).
+    metrics::gauge!("wr_admitter_lock_ttl_seconds").set(lock_ttl_ms as f64 / 1000.0);
     let owner = uuid::Uuid::new_v4().to_string();
     let store = state.0.store.clone();
     let limit = state.store_timeout();
@@ -142,6 +145,11 @@ pub async fn run_admitters(state: AppState, mut stop: watch::Receiver<bool>) {
                 }
             };
             *held = matches!(tokio::time::timeout(limit, lock).await, Ok(Ok(true)));
+            metrics::gauge!("wr_admitter_lock_held", "event" => event.to_string()).set(if *held {
+                1.0
+            } else {
+                0.0
+            });
             if *held {
                 let now_ms = state.0.clock.now_ms();
                 match tokio::time::timeout(limit * 4, adm.step(now_ms)).await {
@@ -160,6 +168,7 @@ pub async fn run_admitters(state: AppState, mut stop: watch::Receiver<bool>) {
         if held {
             let key = store::redis::admitter_lock_key(&event);
             let _ = store.release_lock(&key, &owner).await;
+            metrics::gauge!("wr_admitter_lock_held", "event" => event.to_string()).set(0.0);
         }
     }
 }
