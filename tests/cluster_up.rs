@@ -7,39 +7,17 @@
 //! and joining meanwhile (no connection error, no 5xx), that the other `ctl` verbs work, and that
 //! SIGTERM to `up` stops every process it started (checked through its pid files).
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use sale_common::testsupport::cluster_up::{bin_dir_of, script};
+use sale_common::testsupport::ClusterUp;
+use std::path::Path;
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// `target/debug`: this test runs from `target/debug/deps/`.
-fn bin_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    let dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/debug")
-        .to_path_buf();
-    for bin in ["waiting-room", "booking-core", "gateway-sim"] {
-        assert!(
-            dir.join(bin).exists(),
-            "{} missing: `cargo test --workspace` builds it (or `cargo build --workspace --bins`)",
-            dir.join(bin).display()
-        );
-    }
-    dir
-}
-
-fn infra(script: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("infra/cluster")
-        .join(script)
-}
-
 /// `ctl DIR ARGS…`; panics with its output when it fails.
 fn ctl(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new(infra("ctl"))
+    let out = Command::new(script("ctl"))
         .arg(dir)
         .args(args)
         .output()
@@ -58,102 +36,6 @@ fn alive(pid: u32) -> bool {
         .ok()
         .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| !rest.starts_with('Z')))
         .unwrap_or(false)
-}
-
-/// The running `up`; on drop (a failed assertion) it is stopped like an operator would.
-struct Up {
-    child: Child,
-    dir: tempfile::TempDir,
-}
-
-impl Up {
-    fn start() -> Self {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let child = Command::new(infra("up"))
-            .arg("--dir")
-            .arg(dir.path())
-            .arg("--bin-dir")
-            .arg(bin_dir())
-            .args(["--opens-in", "3600"])
-            .stdout(std::fs::File::create(dir.path().join("up.out")).expect("up.out"))
-            .stderr(std::fs::File::create(dir.path().join("up.err")).expect("up.err"))
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("start infra/cluster/up");
-        Self { child, dir }
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn output(&self) -> String {
-        let read = |f: &str| std::fs::read_to_string(self.path().join(f)).unwrap_or_default();
-        format!("{}{}", read("up.out"), read("up.err"))
-    }
-
-    /// Waits for `state.json` (written once every node answers).
-    fn state(&mut self, limit: Duration) -> serde_json::Value {
-        let start = Instant::now();
-        loop {
-            if let Ok(text) = std::fs::read_to_string(self.path().join("state.json")) {
-                return serde_json::from_str(&text).expect("state.json parses");
-            }
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                panic!(
-                    "up exited with {status} before it was ready:\n{}",
-                    self.output()
-                );
-            }
-            assert!(
-                start.elapsed() < limit,
-                "up not ready within {limit:?}:\n{}",
-                self.output()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    fn pids(&self) -> Vec<(String, u32)> {
-        std::fs::read_dir(self.path().join("pids"))
-            .expect("pids/")
-            .flatten()
-            .filter_map(|e| {
-                let name = e
-                    .file_name()
-                    .to_string_lossy()
-                    .trim_end_matches(".pid")
-                    .to_owned();
-                let pid = std::fs::read_to_string(e.path())
-                    .ok()?
-                    .trim()
-                    .parse()
-                    .ok()?;
-                Some((name, pid))
-            })
-            .collect()
-    }
-}
-
-impl Drop for Up {
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = Command::new("kill")
-                .args(["-TERM", &self.child.id().to_string()])
-                .status();
-            let start = Instant::now();
-            while start.elapsed() < Duration::from_secs(60) {
-                if let Ok(Some(_)) = self.child.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let _ = Command::new(infra("ctl"))
-                .arg(self.path())
-                .arg("down")
-                .status();
-        }
-    }
 }
 
 /// What the clients saw during the rolling restarts.
@@ -229,7 +111,11 @@ async fn keep_polling(url: String, stop: Arc<AtomicBool>, tally: Arc<Tally>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn cluster_up_serves_every_entry_point_survives_rolling_restarts_and_stops_on_sigterm() {
-    let mut up = Up::start();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    // This test runs from target/debug/deps/; the binaries are in target/debug.
+    let exe = std::env::current_exe().expect("current_exe");
+    let bins = bin_dir_of(exe.parent().expect("deps"));
+    let mut up = ClusterUp::start(tmp.path(), &bins, &["--opens-in", "3600"]);
     let state = up.state(Duration::from_secs(120));
     let url = |k: &str| state["urls"][k].as_str().expect(k).to_owned();
     let event = state["event"].as_str().expect("event").to_owned();

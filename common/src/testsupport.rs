@@ -145,3 +145,5 @@ pub mod moto;
 pub use moto::MotoServer;
 pub mod redis_cluster;
 pub use redis_cluster::RedisCluster;
+pub mod cluster_up;
+pub use cluster_up::ClusterUp;

@@ -235,7 +235,6 @@ pub async fn run_fan(
         }
     };
     out.queue_number = Some(number);
-    crate::chaos::seen::number(&token, number);
     let claim_url = format!("{wr}/api/events/{ev}/admission");
     let mut last_beat: Option<Instant> = None;
     let admission = loop {
@@ -340,6 +339,9 @@ async fn wait_for_turn(
             if let Ok((s, body, _)) = call(client, stats, "position", req).await {
                 if s.is_success() {
                     number = body["queue_number"].as_u64();
+                    if let Some(n) = number {
+                        crate::chaos::seen::number(token, n);
+                    }
                 }
             }
         }

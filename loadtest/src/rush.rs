@@ -241,7 +241,12 @@ pub async fn run(args: RushArgs) -> anyhow::Result<bool> {
     // The schedule may outlast the fans: let it finish before anything is read back.
     let chaos_report = match chaos {
         Some(task) => {
+            println!("fans done after {:.1} s", started.elapsed().as_secs_f64());
             let mut report = task.await?;
+            println!(
+                "chaos schedule done after {:.1} s",
+                started.elapsed().as_secs_f64()
+            );
             if let (false, Some(ctx)) = (report.failover.is_empty(), &chaos_ctx) {
                 let p = crate::chaos::probe(ctx).await;
                 report.failover.push(("at the end of the run".into(), p));

@@ -1,113 +1,18 @@
-//! The chaos rehearsal, CI-sized (issue 11, item 8): starts `infra/cluster/up` (Redis Cluster,
-//! PostgreSQL, the gateway, 3 waiting-room and 2 booking-core nodes behind nginx) from the
+//! The chaos rehearsal, CI-sized (issue 11, item 8): starts `infra/cluster/up --store cluster`
+//! (Redis Cluster holding the queue, PostgreSQL, the gateway, 3 waiting-room and 2 booking-core
+//! nodes behind nginx) from the
 //! binaries `cargo test` built, then runs `loadtest rush --cluster DIR --profile ci --chaos
-//! builtin` against it: while 300 fans queue, hold and pay, every waiting-room and booking-core
-//! node is restarted one at a time, PostgreSQL restarts, the node holding the admitter lock is
-//! killed with kill -9 and a Redis master too. Every check must print PASS, the existing ones and
+//! builtin` against it: while 300 fans queue, hold and pay, the node holding the admitter lock
+//! is killed with kill -9, then the queue's Redis master, PostgreSQL restarts, and every
+//! waiting-room and booking-core node is restarted one at a time. Every check must print PASS, the existing ones and
 //! the chaos ones (nothing dropped by the rolling restart, takeover within 2 × the lock TTL, no
 //! number held twice and nobody admitted twice after the failover, server errors below 0.01%).
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-/// `target/debug`, where `cargo test` left every binary (loadtest's own among them).
-fn bin_dir() -> PathBuf {
-    let dir = Path::new(env!("CARGO_BIN_EXE_loadtest"))
-        .parent()
-        .expect("target/debug")
-        .to_path_buf();
-    for bin in ["waiting-room", "booking-core", "gateway-sim"] {
-        assert!(
-            dir.join(bin).exists(),
-            "{} missing: `cargo test --workspace` builds it (or `cargo build --workspace --bins`)",
-            dir.join(bin).display()
-        );
-    }
-    dir
-}
-
-fn infra(script: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../infra/cluster")
-        .join(script)
-}
-
-/// The running `up`; stopped with SIGTERM when dropped (also on a failed assertion).
-struct Up {
-    child: Child,
-    dir: PathBuf,
-}
-
-impl Up {
-    fn start(tmp: &Path, venue: &Path, store: &str) -> Self {
-        let dir = tmp.join("cluster");
-        let child = Command::new(infra("up"))
-            .arg("--dir")
-            .arg(&dir)
-            .arg("--bin-dir")
-            .arg(bin_dir())
-            .arg("--venue")
-            .arg(venue)
-            .args(["--store", store, "--opens-in", "3600", "--show", "chaos"])
-            // The CI profile's lifetimes (`--spawn` sets them itself) and no hold-rate limit
-            // for 300 fans behind one address.
-            .args(["--hold-ttl", "20", "--payment-session", "15"])
-            .args(["--hold-rate-per-min", "100000"])
-            .stdout(std::fs::File::create(tmp.join("up.out")).expect("up.out"))
-            .stderr(std::fs::File::create(tmp.join("up.err")).expect("up.err"))
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("start infra/cluster/up");
-        Self { child, dir }
-    }
-
-    fn output(&self) -> String {
-        let tmp = self.dir.parent().expect("tmp");
-        let read = |f: &str| std::fs::read_to_string(tmp.join(f)).unwrap_or_default();
-        format!("{}{}", read("up.out"), read("up.err"))
-    }
-
-    /// Waits until `state.json` is written (every node answers).
-    fn wait_ready(&mut self, limit: Duration) {
-        let start = Instant::now();
-        while !self.dir.join("state.json").exists() {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                panic!(
-                    "up exited with {status} before it was ready:\n{}",
-                    self.output()
-                );
-            }
-            assert!(
-                start.elapsed() < limit,
-                "up not ready within {limit:?}:\n{}",
-                self.output()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for Up {
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = Command::new("kill")
-                .args(["-TERM", &self.child.id().to_string()])
-                .status();
-            let start = Instant::now();
-            while start.elapsed() < Duration::from_secs(60) {
-                if let Ok(Some(_)) = self.child.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let _ = Command::new(infra("ctl"))
-                .arg(&self.dir)
-                .arg("down")
-                .status();
-        }
-    }
-}
+use sale_common::testsupport::cluster_up::bin_dir_of;
+use sale_common::testsupport::ClusterUp;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
 
 /// 100 seats in two sections (the CI profile's size).
 const VENUE: &str = r#"{"name": "Chaos 100", "rows": 5, "seats_per_row": 10,
@@ -117,11 +22,20 @@ fn chaos_rehearsal(store: &str) {
     let tmp = tempfile::tempdir().expect("tempdir");
     let venue = tmp.path().join("venue.json");
     std::fs::write(&venue, VENUE).expect("venue");
-    let mut up = Up::start(tmp.path(), &venue, store);
-    up.wait_ready(Duration::from_secs(150));
+    let bins = bin_dir_of(Path::new(env!("CARGO_BIN_EXE_loadtest")));
+    let venue = venue.to_str().expect("utf-8 path");
+    #[rustfmt::skip]
+    let args = [
+        "--store", store, "--venue", venue, "--opens-in", "3600", "--show", "chaos",
+        // The CI profile's lifetimes (`--spawn` sets them itself) and no hold-rate limit for
+        // 300 fans behind one address.
+        "--hold-ttl", "20", "--payment-session", "15", "--hold-rate-per-min", "100000",
+    ];
+    let mut up = ClusterUp::start(tmp.path(), &bins, &args);
+    up.state(Duration::from_secs(150));
     let out = Command::new(env!("CARGO_BIN_EXE_loadtest"))
         .args(["rush", "--cluster"])
-        .arg(&up.dir)
+        .arg(up.path())
         .args(["--profile", "ci", "--chaos", "builtin", "--no-report"])
         .output()
         .expect("run loadtest rush");
@@ -157,7 +71,9 @@ fn chaos_rehearsal(store: &str) {
     assert!(lines.len() >= 15, "every check printed:\n{stdout}");
 }
 
+/// The queue on the Redis Cluster (`up --store cluster`): the Redis failover hits the queue's
+/// own master.
 #[test]
 fn chaos_rehearsal_on_the_cluster_passes_every_check() {
-    chaos_rehearsal("single");
+    chaos_rehearsal("cluster");
 }
