@@ -245,6 +245,16 @@ pub async fn run_fan(
             Ok((s, _, h)) if s == StatusCode::TOO_MANY_REQUESTS || s.is_server_error() => {
                 pause = retry_after(&h);
             }
+            Ok((s, body, _))
+                if s == StatusCode::CONFLICT
+                    && body["type"].as_str().is_some_and(|t| {
+                        t.ends_with("event-sold_out") || t.ends_with("event-closed")
+                    }) =>
+            {
+                // The sale ended while this fan waited for its claim: nothing left to claim.
+                out.gave_up = Some(format!("claim: {}", body["type"].as_str().unwrap_or("")));
+                return out;
+            }
             Ok((s, body, _)) if s == StatusCode::CONFLICT => {
                 // Not (yet) our turn, e.g. skipped as silent: say we are here, then retry.
                 let doc = serde_json::json!({"ready_window": u64::MAX, "heartbeat_interval_ms": 0,
