@@ -16,6 +16,7 @@ use tokio::sync::Barrier;
 on_both!(
     pool_counter_race_exactly_capacity_winners,
     pool_expiry_release_drift_and_oversell,
+    pool_holds_on_the_last_places_never_oversell,
 );
 
 async fn with_pool(b: Backend, capacity: u32) -> Harness {
@@ -55,30 +56,29 @@ async fn drift(h: &Harness) -> Value {
         .unwrap()
 }
 
-async fn pool_counter_race_exactly_capacity_winners(b: Backend) {
-    let h = with_pool(b, 10).await;
-    // Without the guard: read `taken`, pause (barrier), write `taken + 1` if it fitted.
+/// The race without the guard: `fans` tasks each read the counter, pause (barrier), and
+/// increment it when it looked free. Returns how many incremented.
+async fn read_then_write(h: &Harness, fans: usize) -> usize {
     let (db, winners, barrier) = (
         h.state.db.clone(),
         Arc::new(AtomicUsize::new(0)),
-        Arc::new(Barrier::new(20)),
+        Arc::new(Barrier::new(fans)),
     );
-    let tasks: Vec<_> = (0..20)
+    let tasks: Vec<_> = (0..fans)
         .map(|_| {
             let (db, winners, barrier) = (db.clone(), winners.clone(), barrier.clone());
             tokio::spawn(async move {
-                let taken: i64 = sqlx::query_scalar(
-                    "SELECT taken FROM pools WHERE show_id = 'demo' AND pool_id = 'FLOOR'",
+                let (taken, cap): (i64, i64) = sqlx::query_as(
+                    "SELECT taken, capacity + oversell FROM pools WHERE show_id = 'demo' AND pool_id = 'FLOOR'",
                 )
                 .fetch_one(&db)
                 .await
                 .unwrap();
                 barrier.wait().await;
-                if taken < 10 {
+                if taken < cap {
                     sqlx::query(
-                        "UPDATE pools SET taken = $1 WHERE show_id = 'demo' AND pool_id = 'FLOOR'",
+                        "UPDATE pools SET taken = taken + 1 WHERE show_id = 'demo' AND pool_id = 'FLOOR'",
                     )
-                    .bind(taken + 1)
                     .execute(&db)
                     .await
                     .unwrap();
@@ -90,8 +90,45 @@ async fn pool_counter_race_exactly_capacity_winners(b: Backend) {
     for t in tasks {
         t.await.unwrap();
     }
+    winners.load(Ordering::SeqCst)
+}
+
+/// `fans` concurrent pool holds of 1 place through the API: asserts exactly `winners` got 201,
+/// the others `409 pool-unavailable` with nothing left, and the pool counter at `taken` with no
+/// drift against the holds' rows.
+async fn concurrent_holds_sell_exactly(h: &Harness, fans: usize, winners: usize, taken: i64) {
+    let tokens: Vec<String> = (0..fans).map(|i| h.token(&format!("ga{i}"))).collect();
+    let tries = tokens.iter().map(|t| async move {
+        h.hold_with(t, "k", json!({"pool": "FLOOR", "quantity": 1}), &[])
+            .await
+    });
+    let results = futures::future::join_all(tries).await;
     assert_eq!(
-        winners.load(Ordering::SeqCst),
+        results.iter().filter(|r| r.0 == 201).count(),
+        winners,
+        "{results:?}"
+    );
+    for (st, body) in results.iter().filter(|r| r.0 != 201) {
+        assert_eq!(
+            (*st, body["type"].as_str()),
+            (409, Some("/problems/pool-unavailable")),
+            "{body}"
+        );
+        assert_eq!(body["availability"][0]["available"], 0, "{body}");
+    }
+    let d = drift(h).await;
+    assert_eq!(
+        (d["pools"][0]["taken"].as_i64(), d["drifting"].as_i64()),
+        (Some(taken), Some(0)),
+        "{d}"
+    );
+    assert_eq!(pool_json(h).await["available"], 0);
+}
+
+async fn pool_counter_race_exactly_capacity_winners(b: Backend) {
+    let h = with_pool(b, 10).await;
+    assert_eq!(
+        read_then_write(&h, 20).await,
         20,
         "unguarded: 20 fans for 10 places"
     );
@@ -100,32 +137,7 @@ async fn pool_counter_race_exactly_capacity_winners(b: Backend) {
         .await
         .unwrap();
     // With the conditional counter: exactly 10 of 20 concurrent fans win.
-    let tokens: Vec<String> = (0..20).map(|i| h.token(&format!("ga{i}"))).collect();
-    let tries = tokens.iter().map(|t| {
-        let h = &h;
-        async move {
-            h.hold_with(t, "k", json!({"pool": "FLOOR", "quantity": 1}), &[])
-                .await
-        }
-    });
-    let results = futures::future::join_all(tries).await;
-    assert_eq!(
-        results.iter().filter(|r| r.0 == 201).count(),
-        10,
-        "{results:?}"
-    );
-    for (st, body) in results.iter().filter(|r| r.0 != 201) {
-        assert_eq!(
-            (*st, body["type"].as_str()),
-            (409, Some("/problems/pool-unavailable"))
-        );
-        assert_eq!(body["availability"][0]["available"], 0, "{body}");
-    }
-    let d = drift(&h).await;
-    assert_eq!(
-        (d["pools"][0]["taken"].as_i64(), d["drifting"].as_i64()),
-        (Some(10), Some(0))
-    );
+    concurrent_holds_sell_exactly(&h, 20, 10, 10).await;
 }
 
 async fn pool_expiry_release_drift_and_oversell(b: Backend) {
@@ -232,4 +244,34 @@ async fn pool_expiry_release_drift_and_oversell(b: Backend) {
         (st, body["type"].as_str()),
         (422, Some("/problems/unknown-pool"))
     );
+}
+
+/// Issue 13 item 3: a pool hold claims its places with one short guarded update at the end of
+/// its transaction (no `SELECT … FOR UPDATE` on the pool row before). On the last 3 of 7
+/// places, 12 concurrent fans: a read-then-write claim (check the counter, pause, then
+/// increment) sells 12 of 3 places; the hold path sells exactly the 3 left, and the drift check
+/// (pool counter against the holds' rows) stays at zero.
+async fn pool_holds_on_the_last_places_never_oversell(b: Backend) {
+    let h = with_pool(b, 7).await;
+    let (st, first) = h
+        .hold_with(
+            &h.token("early"),
+            "k",
+            json!({"pool": "FLOOR", "quantity": 4}),
+            &[],
+        )
+        .await;
+    assert_eq!(st, 201, "{first}");
+    assert_eq!(
+        read_then_write(&h, 12).await,
+        12,
+        "unguarded: 12 fans for the last 3 places"
+    );
+    assert_eq!(drift(&h).await["pools"][0]["taken"], 16, "oversold by 9");
+    sqlx::query("UPDATE pools SET taken = 4")
+        .execute(&h.state.db)
+        .await
+        .unwrap();
+    // With the guarded update: exactly the 3 places left are sold, to 3 of the 12.
+    concurrent_holds_sell_exactly(&h, 12, 3, 7).await;
 }

@@ -120,6 +120,18 @@ pub async fn connect_reads(url: &str, writer: &Db) -> anyhow::Result<Db> {
         .await?)
 }
 
+/// Begins a transaction that will write. On SQLite it begins as a writer (`BEGIN IMMEDIATE`):
+/// the write lock is taken before the first read, so a transaction that read a snapshot never
+/// has to upgrade it into a write lock (in WAL mode an upgrade after another connection's commit
+/// fails at once with `SQLITE_BUSY_SNAPSHOT`, whatever the busy timeout); a second writer
+/// waits for the lock at `BEGIN` instead. On PostgreSQL, a plain `BEGIN`.
+pub async fn begin_write(db: &Db) -> sqlx::Result<Tx<'static>> {
+    match backend(db) {
+        Backend::Sqlite => db.begin_with("BEGIN IMMEDIATE").await,
+        Backend::Postgres => db.begin().await,
+    }
+}
+
 /// `$first, $first+1, …` for `n` values (IN lists).
 pub fn params(first: usize, n: usize) -> String {
     (first..first + n)
@@ -166,7 +178,7 @@ pub async fn seed_show(db: &Db, show: &ShowConfig) -> anyhow::Result<()> {
     if u64::try_from(have).unwrap_or(0) >= want {
         return Ok(());
     }
-    let mut tx = db.begin().await?;
+    let mut tx = begin_write(db).await?;
     sqlx::query("INSERT INTO shows (id, name) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING")
         .bind(&show.id)
         .bind(&show.name)

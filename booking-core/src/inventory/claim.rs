@@ -2,7 +2,9 @@
 //! `Idempotency-Key`, takes the caps' slots (one live hold per admission, a cap per visitor),
 //! claims the inventory with a guarded update (named seats, "best available N together", or
 //! pool units with the conditional counter), writes the hold, its audit row and the stored
-//! answer. Any refusal rolls everything back and is a specific problem: 409 with fresh
+//! answer. A pool's conditional counter update is the transaction's last statement, so the
+//! pool row is locked only from it to the commit. On SQLite the transaction begins as a writer
+//! (`BEGIN IMMEDIATE`, [`db::begin_write`]). Any refusal rolls everything back and is a specific problem: 409 with fresh
 //! availability when the inventory is taken.
 
 use axum::http::StatusCode;
@@ -115,7 +117,7 @@ fn conflict(kind: &'static str, title: &str) -> Problem {
 /// refusal is recomputed on retry.
 pub async fn create(db: &Db, r: &Request<'_>, now_ms: i64) -> ApiResult<HoldAnswer> {
     let pg = db::backend(db) == Backend::Postgres;
-    let mut tx = db.begin().await?;
+    let mut tx = db::begin_write(db).await?;
     match create_in(&mut tx, pg, r, now_ms).await? {
         Ok(answer) => {
             tx.commit().await?;
@@ -223,6 +225,14 @@ pub async fn create_in(
     .await?;
     if stored.rows_affected() == 0 {
         return Err(concurrent_request().into());
+    }
+    // A pool's places last: its one guarded update decides, and the pool row is locked only
+    // from here to the commit (issue 13 item 3: no hot row held across the transaction).
+    if let Ask::Pool { pool, quantity } = &r.ask {
+        let qty = i64::from(*quantity);
+        if !pools::claim(tx, pg, r.show, pool, qty, now_ms).await? {
+            return Ok(Err(Lost::Pool(pool.clone())));
+        }
     }
     Ok(Ok(HoldAnswer {
         status: StatusCode::CREATED,
@@ -421,11 +431,8 @@ async fn take_inventory(
             let Some(price) = price else {
                 return Err(unprocessable("unknown-pool", "Unknown pool").into());
             };
-            let qty = i64::from(*quantity);
-            if !pools::claim(tx, pg, r.show, pool, qty, now_ms).await? {
-                return Ok(Err(Lost::Pool(pool.clone())));
-            }
-            Ok(Ok((Vec::new(), price * qty)))
+            // The places are claimed by the last statement of the hold (see `create_in`).
+            Ok(Ok((Vec::new(), price * i64::from(*quantity))))
         }
         Ask::Best {
             section,

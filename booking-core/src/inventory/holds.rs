@@ -203,7 +203,7 @@ pub async fn release(
     now_ms: i64,
 ) -> sqlx::Result<bool> {
     let pg = db::backend(db) == Backend::Postgres;
-    let mut tx = db.begin().await?;
+    let mut tx = db::begin_write(db).await?;
     let done = release_in(&mut tx, pg, hold_id, actor, reason, now_ms).await?;
     tx.commit().await?;
     Ok(done)

@@ -191,7 +191,7 @@ pub type Outcome = ApiResult<Result<HoldAnswer, Lost>>;
 /// One transaction; each request in its own savepoint, kept only when it held.
 async fn apply(db: &Db, batch: &[Job]) -> sqlx::Result<Vec<Outcome>> {
     let pg = db::backend(db) == Backend::Postgres;
-    let mut tx = db.begin().await?;
+    let mut tx = db::begin_write(db).await?;
     let mut out = Vec::with_capacity(batch.len());
     for job in batch {
         let mut sp = sqlx::Acquire::begin(&mut *tx).await?;

@@ -9,8 +9,11 @@
 //! A release decrements in the transaction that changes the hold's status; a payment that
 //! arrives for a reclaimed hold claims again (or is refunded, case B02).
 //!
-//! Lock order on PostgreSQL, everywhere: the hold row, then the pool row (`FOR UPDATE`), then
-//! `hold_pools` rows, so claims, releases and confirmations never deadlock.
+//! Lock order on PostgreSQL: releases and confirmations take the hold row, then the pool row
+//! (`FOR UPDATE`), then `hold_pools` rows. A new hold takes no lock on the pool row until its
+//! last statement, the guarded increment (issue 13 item 3: no hot row held across the
+//! transaction); its own hold and `hold_pools` rows are new, so no one else waits on them, and a
+//! reclaim (only after a failed increment) locks the pool row before any `hold_pools` row.
 
 use serde_json::{json, Value};
 
@@ -57,8 +60,12 @@ async fn reclaim(tx: &mut Tx<'_>, show: &str, pool: &str, now_ms: i64) -> sqlx::
     Ok(n)
 }
 
-/// The guarded claim of `qty` units: lock, reclaim lapsed holds, one conditional increment.
-/// True when the units were taken (the caller then records its `hold_pools` row).
+/// The guarded claim of `qty` units: one short conditional increment, the only thing that
+/// decides (no `SELECT … FOR UPDATE` first, so the pool row is locked only from this update to
+/// the commit: a hold runs it as its last statement). Only when it fails are lapsed holds
+/// reclaimed, under the pool row's lock taken first (the lock order of releases), and the
+/// increment tried once more. True when the units were taken (the hold's `hold_pools` row may be
+/// written before or after, in the same transaction).
 pub async fn claim(
     tx: &mut Tx<'_>,
     pg: bool,
@@ -68,18 +75,30 @@ pub async fn claim(
     now_ms: i64,
 ) -> sqlx::Result<bool> {
     crate::inventory::seatmap::touch();
+    if take(tx, show, pool, qty).await? {
+        return Ok(true);
+    }
     lock_pool(tx, pg, show, pool).await?;
-    reclaim(tx, show, pool, now_ms).await?;
-    let n = sqlx::query(
-        "UPDATE pools SET taken = taken + $1 WHERE show_id = $2 AND pool_id = $3 \
-         AND taken + $1 <= capacity + oversell",
-    )
-    .bind(qty)
-    .bind(show)
-    .bind(pool)
-    .execute(&mut **tx)
-    .await?
-    .rows_affected();
+    if reclaim(tx, show, pool, now_ms).await? == 0 {
+        return Ok(false);
+    }
+    take(tx, show, pool, qty).await
+}
+
+/// SQL of the guarded increment (`$1` units, `$2` show, `$3` pool): also the statement the
+/// pool race test runs without its guard.
+pub const TAKE: &str = "UPDATE pools SET taken = taken + $1 WHERE show_id = $2 AND pool_id = $3 \
+     AND taken + $1 <= capacity + oversell";
+
+/// One conditional increment of `qty` units; true when they fitted.
+async fn take(tx: &mut Tx<'_>, show: &str, pool: &str, qty: i64) -> sqlx::Result<bool> {
+    let n = sqlx::query(TAKE)
+        .bind(qty)
+        .bind(show)
+        .bind(pool)
+        .execute(&mut **tx)
+        .await?
+        .rows_affected();
     Ok(n == 1)
 }
 
@@ -233,7 +252,7 @@ pub async fn set_oversell(
     now_ms: i64,
 ) -> sqlx::Result<bool> {
     crate::inventory::seatmap::touch();
-    let mut tx = db.begin().await?;
+    let mut tx = crate::db::begin_write(db).await?;
     let n = sqlx::query(
         "UPDATE pools SET oversell = $1, oversell_set_by = $2, oversell_set_at = $3 WHERE show_id = $4 AND pool_id = $5",
     )
