@@ -10,6 +10,7 @@
 mod gen;
 mod hotq;
 mod phases;
+mod raw;
 mod redis_mem;
 mod report;
 
@@ -63,6 +64,9 @@ pub struct BenchReport {
     pub figures: Vec<Figure>,
     /// Redis memory per queued fan.
     pub redis_memory: Option<redis_mem::MemFigure>,
+    /// The database's raw guarded-update-plus-insert transaction rate (the hold figures'
+    /// ceiling, DECISIONS "Booking core").
+    pub raw_db: Option<raw::RawFigure>,
     /// Figures not measured, with the reason.
     pub skipped: Vec<String>,
 }
@@ -131,6 +135,14 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<bool> {
             note,
         })
         .collect();
+    println!("measuring the database's raw guarded-update-plus-insert transactions…");
+    let raw_db = match raw::measure(args.database.as_deref(), duration).await {
+        Ok(r) => Some(r),
+        Err(e) => {
+            skipped.push(format!("raw database transactions: {e:#}"));
+            None
+        }
+    };
     let redis_memory = match memory(&args).await {
         Ok(m) => Some(m),
         Err(e) => {
@@ -151,6 +163,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<bool> {
         duration_secs: duration.as_secs(),
         figures,
         redis_memory,
+        raw_db,
         skipped,
     };
     println!("{}", report::table(&report));

@@ -23,6 +23,26 @@ pub fn table(r: &BenchReport) -> String {
     for f in &r.figures {
         out.push_str(&format!("  {}: {}\n", f.m.name, f.note));
     }
+    if let Some(raw) = &r.raw_db {
+        out.push_str(&format!(
+            "raw database: {:.0} transactions/s ({})\n",
+            raw.tps, raw.method
+        ));
+        for f in r
+            .figures
+            .iter()
+            .filter(|f| f.m.name.contains("hold") || f.m.name.contains("queue"))
+        {
+            out.push_str(&format!(
+                "  {}: {:.0} req/s = {:.2}x raw, {:.0} held/s = {:.2}x raw\n",
+                f.m.name,
+                f.m.rps,
+                f.m.rps / raw.tps.max(1e-9),
+                f.m.ok_rps,
+                f.m.ok_rps / raw.tps.max(1e-9)
+            ));
+        }
+    }
     match &r.redis_memory {
         Some(m) => out.push_str(&format!(
             "redis memory: {:.1} bytes per queued fan ({} fans, used_memory {} → {} bytes; store joins {:.0}/s)\n  how: {}\n",
