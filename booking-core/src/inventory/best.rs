@@ -130,7 +130,9 @@ pub async fn take(
             metrics::counter!("bc_best_available_retries_total").increment(1);
             continue;
         }
-        let n = holds::claim(tx, show, &ids, hold_id, expires_at, now_ms).await?;
+        let n = holds::claim(tx, show, &ids, hold_id, expires_at, now_ms)
+            .await?
+            .len() as u64;
         if n == ids.len() as u64 {
             let amount = block.iter().map(|&i| free[i].3).sum();
             return Ok(Some((ids, amount)));

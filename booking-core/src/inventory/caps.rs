@@ -19,6 +19,12 @@ pub const JTI: &str = "jti";
 /// Scope of the per-visitor cap.
 pub const VISITOR: &str = "visitor";
 
+/// The upsert of a slot row (`$1`–`$5`: scope, owner, slot, hold, live until): a slot whose
+/// hold is no longer live at `$6` (now) is taken over.
+const ON_FREE_SLOT: &str =
+    "ON CONFLICT (scope, owner, slot) DO UPDATE SET hold_id = excluded.hold_id, \
+     live_until = excluded.live_until WHERE hold_slots.live_until <= $6";
+
 /// Takes one of the `cap` slots of `(scope, owner)` for `hold_id` until `live_until` (epoch
 /// ms). False when every slot belongs to a live hold: the caller refuses the hold.
 pub async fn take_slot(
@@ -31,25 +37,52 @@ pub async fn take_slot(
     now_ms: i64,
 ) -> sqlx::Result<bool> {
     for slot in 0..i64::from(cap) {
-        let n = sqlx::query(
-            "INSERT INTO hold_slots (scope, owner, slot, hold_id, live_until) VALUES ($1, $2, $3, $4, $5) \
-             ON CONFLICT (scope, owner, slot) DO UPDATE SET hold_id = excluded.hold_id, \
-             live_until = excluded.live_until WHERE hold_slots.live_until <= $6",
-        )
-        .bind(scope)
-        .bind(owner)
-        .bind(slot)
-        .bind(hold_id)
-        .bind(live_until)
-        .bind(now_ms)
-        .execute(&mut **tx)
-        .await?
-        .rows_affected();
-        if n == 1 {
+        let row = (scope, owner, slot, hold_id, live_until);
+        if upsert_slot(tx, "VALUES ($1, $2, $3, $4, $5)", row, now_ms).await? {
             return Ok(true);
         }
     }
     Ok(false)
+}
+
+/// The one slot of the one-live-hold-per-admission cap ([`JTI`]) for `hold_id`, taken only
+/// while the admission's session has not ended (`admissions_ended`): the cap and the
+/// ended-admission check in one statement. False when the admission ended or its slot belongs
+/// to a live hold (the caller tells which apart, on this refusal path only).
+pub async fn take_admission_slot(
+    tx: &mut Tx<'_>,
+    jti: &str,
+    hold_id: &str,
+    live_until: i64,
+    now_ms: i64,
+) -> sqlx::Result<bool> {
+    let source = "SELECT $1, $2, $3, $4, $5 \
+                  WHERE NOT EXISTS (SELECT 1 FROM admissions_ended WHERE jti = $2)";
+    upsert_slot(tx, source, (JTI, jti, 0, hold_id, live_until), now_ms).await
+}
+
+/// Inserts the slot row `(scope, owner, slot, hold, live until)` given by `source` (the `$1`–`$5`
+/// values, or a `SELECT` of them), or takes over the slot when its hold is no longer live at
+/// `now_ms`. True when the slot is this hold's.
+async fn upsert_slot(
+    tx: &mut Tx<'_>,
+    source: &str,
+    (scope, owner, slot, hold_id, live_until): (&str, &str, i64, &str, i64),
+    now_ms: i64,
+) -> sqlx::Result<bool> {
+    let n = sqlx::query(&format!(
+        "INSERT INTO hold_slots (scope, owner, slot, hold_id, live_until) {source} {ON_FREE_SLOT}"
+    ))
+    .bind(scope)
+    .bind(owner)
+    .bind(slot)
+    .bind(hold_id)
+    .bind(live_until)
+    .bind(now_ms)
+    .execute(&mut **tx)
+    .await?
+    .rows_affected();
+    Ok(n == 1)
 }
 
 /// Frees every slot `hold_id` holds (its hold was released or paid).

@@ -148,12 +148,13 @@ pub async fn create_in(
         telemetry::replay(r.show);
         return Ok(Ok(answer));
     }
-    if crate::outbox::notify::admission_ended(tx, &r.adm.jti).await? {
-        return Err(admission_ended().into());
-    }
     let hold_id = uuid::Uuid::now_v7().to_string();
     let expires_at = now_ms + r.timing.hold_ttl_ms;
-    if !caps::take_slot(tx, caps::JTI, &r.adm.jti, 1, &hold_id, expires_at, now_ms).await? {
+    // The admission's slot, taken only while its session has not ended (one statement).
+    if !caps::take_admission_slot(tx, &r.adm.jti, &hold_id, expires_at, now_ms).await? {
+        if crate::outbox::notify::admission_ended(tx, &r.adm.jti).await? {
+            return Err(admission_ended().into());
+        }
         let live: Option<String> = sqlx::query_scalar(
             "SELECT hold_id FROM hold_slots WHERE scope = $1 AND owner = $2 AND slot = 0",
         )
@@ -178,33 +179,10 @@ pub async fn create_in(
         Err(lost) => return Ok(Err(lost)),
     };
     let payment_expires_at = now_ms + r.timing.payment_session_ms;
-    sqlx::query("INSERT INTO holds (id, show_id, visitor_id, admission_jti, status, amount_cents, expires_at, payment_expires_at, created_at, channel) VALUES ($1, $2, $3, $4, 'HELD', $5, $6, $7, $8, $9)")
-        .bind(&hold_id).bind(r.show).bind(&r.adm.sub).bind(&r.adm.jti).bind(amount).bind(expires_at).bind(payment_expires_at).bind(now_ms).bind(r.channel)
-        .execute(&mut **tx).await?;
-    if !seats.is_empty() {
-        // One statement for every seat of the hold (was one per seat).
-        let values: Vec<String> = (0..seats.len())
-            .map(|i| format!("($1, $2, ${})", 3 + i))
-            .collect();
-        let sql = format!(
-            "INSERT INTO hold_seats (hold_id, show_id, seat_id) VALUES {}",
-            values.join(", ")
-        );
-        let mut q = sqlx::query(&sql).bind(&hold_id).bind(r.show);
-        for s in &seats {
-            q = q.bind(s);
-        }
-        q.execute(&mut **tx).await?;
-    }
     let what = match &r.ask {
-        Ask::Pool { pool, quantity } => {
-            pools::attach(tx, &hold_id, r.show, pool, i64::from(*quantity)).await?;
-            format!("{pool} x{quantity}")
-        }
+        Ask::Pool { pool, quantity } => format!("{pool} x{quantity}"),
         _ => seats.join(","),
     };
-    let reason = format!("{what} ({})", r.channel);
-    db::audit(tx, now_ms, r.show, &hold_id, "held", Actor::Api, &reason).await?;
     let mut body = json!({
         "hold_id": hold_id, "show": r.show, "seats": seats, "status": "HELD",
         "expires_at": expires_at / 1000, "payment_expires_at": payment_expires_at / 1000,
@@ -214,16 +192,21 @@ pub async fn create_in(
         body["pool"] = pool.clone().into();
         body["quantity"] = (*quantity).into();
     }
-    let stored = sqlx::query(
-        "UPDATE idempotency SET status = 201, body = $1 WHERE visitor_id = $2 AND key = $3 AND status = $4",
-    )
-    .bind(body.to_string())
-    .bind(&r.adm.sub)
-    .bind(r.key)
-    .bind(IN_FLIGHT)
-    .execute(&mut **tx)
-    .await?;
-    if stored.rows_affected() == 0 {
+    let hold = NewHold {
+        id: &hold_id,
+        amount,
+        expires_at,
+        payment_expires_at,
+        seats: &seats,
+        reason: format!("{what} ({})", r.channel),
+        body: body.to_string(),
+    };
+    let stored = if pg {
+        write_hold_pg(tx, r, &hold, now_ms).await?
+    } else {
+        write_hold(tx, r, &hold, now_ms).await?
+    };
+    if !stored {
         return Err(concurrent_request().into());
     }
     // A pool's places last: its one guarded update decides, and the pool row is locked only
@@ -239,6 +222,136 @@ pub async fn create_in(
         body,
         replayed: false,
     }))
+}
+
+/// What [`create_in`] writes once the inventory is claimed (or, for a pool, before its
+/// guarded update): the hold row, its seats or pool row, the audit row, the stored answer.
+struct NewHold<'a> {
+    id: &'a str,
+    amount: i64,
+    expires_at: i64,
+    payment_expires_at: i64,
+    seats: &'a [String],
+    reason: String,
+    body: String,
+}
+
+/// Binds `$1`–`$9` of [`INSERT_HOLD`] to a query (plain or scalar).
+macro_rules! bind_hold {
+    ($q:expr, $r:expr, $h:expr, $now:expr) => {
+        $q.bind($h.id)
+            .bind($r.show)
+            .bind(&$r.adm.sub)
+            .bind(&$r.adm.jti)
+            .bind($h.amount)
+            .bind($h.expires_at)
+            .bind($h.payment_expires_at)
+            .bind($now)
+            .bind($r.channel)
+    };
+}
+
+/// SQL of the `holds` row (`$1`–`$9`: id, show, visitor, jti, amount, expires, payment
+/// expires, created, channel).
+const INSERT_HOLD: &str = "INSERT INTO holds (id, show_id, visitor_id, admission_jti, status, amount_cents, expires_at, payment_expires_at, created_at, channel) VALUES ($1, $2, $3, $4, 'HELD', $5, $6, $7, $8, $9)";
+/// SQL of the pool part (`$1` hold, `$2` show, then pool and quantity at the given numbers).
+fn insert_hold_pool(pool: usize) -> String {
+    format!(
+        "INSERT INTO hold_pools (hold_id, show_id, pool_id, quantity, counted) VALUES ($1, $2, ${pool}, ${}, 1)",
+        pool + 1
+    )
+}
+/// SQL of the seats of a hold (`$1` hold, `$2` show, the seats from `$first`).
+fn insert_hold_seats(first: usize, n: usize) -> String {
+    let values: Vec<String> = (first..first + n)
+        .map(|i| format!("($1, $2, ${i})"))
+        .collect();
+    format!(
+        "INSERT INTO hold_seats (hold_id, show_id, seat_id) VALUES {}",
+        values.join(", ")
+    )
+}
+/// SQL that stores the 201 on the key's in-flight row (`$1` body, `$2` visitor, `$3` key, `$4`
+/// the in-flight status).
+const STORE_ANSWER: &str =
+    "UPDATE idempotency SET status = 201, body = $1 WHERE visitor_id = $2 AND key = $3 AND status = $4";
+
+/// SQLite: the hold, its seats or pool row, the audit row and the stored answer, one statement
+/// each (in process: no round trips to save). False when the key's row is no longer in flight.
+async fn write_hold(
+    tx: &mut Tx<'_>,
+    r: &Request<'_>,
+    h: &NewHold<'_>,
+    now_ms: i64,
+) -> ApiResult<bool> {
+    bind_hold!(sqlx::query(INSERT_HOLD), r, h, now_ms)
+        .execute(&mut **tx)
+        .await?;
+    if !h.seats.is_empty() {
+        let sql = insert_hold_seats(3, h.seats.len());
+        let mut q = sqlx::query(&sql).bind(h.id).bind(r.show);
+        for s in h.seats {
+            q = q.bind(s);
+        }
+        q.execute(&mut **tx).await?;
+    }
+    if let Ask::Pool { pool, quantity } = &r.ask {
+        sqlx::query(&insert_hold_pool(3))
+            .bind(h.id)
+            .bind(r.show)
+            .bind(pool)
+            .bind(i64::from(*quantity))
+            .execute(&mut **tx)
+            .await?;
+    }
+    db::audit(tx, now_ms, r.show, h.id, "held", Actor::Api, &h.reason).await?;
+    let stored = sqlx::query(STORE_ANSWER)
+        .bind(&h.body)
+        .bind(&r.adm.sub)
+        .bind(r.key)
+        .bind(IN_FLIGHT)
+        .execute(&mut **tx)
+        .await?;
+    Ok(stored.rows_affected() == 1)
+}
+
+/// PostgreSQL: [`write_hold`] in one round trip, a data-modifying CTE (every part runs; the
+/// foreign keys are checked at the end of the statement). False when the key's row is no
+/// longer in flight (the caller rolls back the rest).
+async fn write_hold_pg(
+    tx: &mut Tx<'_>,
+    r: &Request<'_>,
+    h: &NewHold<'_>,
+    now_ms: i64,
+) -> ApiResult<bool> {
+    // $1–$9 the hold, $10 reason, $11 body, $12 key, $13 in-flight status, then the seats or
+    // the pool and quantity.
+    let part = match &r.ask {
+        Ask::Pool { .. } => insert_hold_pool(14),
+        _ if !h.seats.is_empty() => insert_hold_seats(14, h.seats.len()),
+        _ => "SELECT 1".to_owned(),
+    };
+    let sql = format!(
+        "WITH h AS ({INSERT_HOLD}), p AS ({part}), \
+         a AS (INSERT INTO audit (at, show_id, hold_id, action, actor, reason) VALUES ($8, $2, $1, 'held', '{}', $10)), \
+         i AS (UPDATE idempotency SET status = 201, body = $11 WHERE visitor_id = $3 AND key = $12 AND status = $13 RETURNING 1) \
+         SELECT CAST(COUNT(*) AS BIGINT) FROM i",
+        Actor::Api.as_str()
+    );
+    let mut q = bind_hold!(sqlx::query_scalar::<_, i64>(&sql), r, h, now_ms)
+        .bind(&h.reason)
+        .bind(&h.body)
+        .bind(r.key)
+        .bind(IN_FLIGHT);
+    match &r.ask {
+        Ask::Pool { pool, quantity } => q = q.bind(pool).bind(i64::from(*quantity)),
+        _ => {
+            for s in h.seats {
+                q = q.bind(s);
+            }
+        }
+    }
+    Ok(q.fetch_one(&mut **tx).await? == 1)
 }
 
 /// Status stored for a refused request (only its hash matters: the refusal is recomputed on
@@ -412,13 +525,14 @@ async fn take_inventory(
 ) -> ApiResult<Result<(Vec<String>, i64), Lost>> {
     match &r.ask {
         Ask::Seats(seats) => {
-            let prices = prices(tx, r.show, seats).await?;
             db::lock_seats(tx, pg, r.show, seats).await?;
-            let claimed = holds::claim(tx, r.show, seats, hold_id, expires_at, now_ms).await?;
-            if claimed != seats.len() as u64 {
+            let prices = holds::claim(tx, r.show, seats, hold_id, expires_at, now_ms).await?;
+            if prices.len() != seats.len() {
+                // Unknown seats are a 422 (this read runs only on the refusal path).
+                check_known(tx, r.show, seats).await?;
                 return Ok(Err(Lost::Seats(seats.clone())));
             }
-            Ok(Ok((seats.clone(), prices)))
+            Ok(Ok((seats.clone(), prices.iter().sum())))
         }
         Ask::Pool { pool, quantity } => {
             let price: Option<i64> = sqlx::query_scalar(
@@ -450,13 +564,13 @@ async fn take_inventory(
     }
 }
 
-/// Sum of the seats' prices, or 422 `unknown-seat`.
-async fn prices(tx: &mut Tx<'_>, show: &str, seats: &[String]) -> ApiResult<i64> {
+/// 422 `unknown-seat` when some of the seats do not exist.
+async fn check_known(tx: &mut Tx<'_>, show: &str, seats: &[String]) -> ApiResult<()> {
     let sql = format!(
-        "SELECT seat_id, price_cents FROM seats WHERE show_id = $1 AND seat_id IN ({})",
+        "SELECT seat_id FROM seats WHERE show_id = $1 AND seat_id IN ({})",
         db::params(2, seats.len())
     );
-    let mut q = sqlx::query_as::<_, (String, i64)>(&sql).bind(show);
+    let mut q = sqlx::query_scalar::<_, String>(&sql).bind(show);
     for s in seats {
         q = q.bind(s);
     }
@@ -464,14 +578,14 @@ async fn prices(tx: &mut Tx<'_>, show: &str, seats: &[String]) -> ApiResult<i64>
     if known.len() != seats.len() {
         let unknown: Vec<String> = seats
             .iter()
-            .filter(|s| !known.iter().any(|k| &k.0 == *s))
+            .filter(|s| !known.contains(s))
             .map(|s| crate::error::clip(s))
             .collect();
         return Err(unprocessable("unknown-seat", "Unknown seat")
             .with("seats", json!(unknown))
             .into());
     }
-    Ok(known.iter().map(|k| k.1).sum())
+    Ok(())
 }
 
 /// 409 `admission-ended`: the admission's session was ended (the fan left, or its hold was

@@ -168,7 +168,8 @@ pub fn normalise_seats(mut seats: Vec<String>, max: usize) -> Result<Vec<String>
     Ok(seats)
 }
 
-/// The guarded claim: one UPDATE that takes only free or lapsed seats. Returns rows changed.
+/// The guarded claim: one UPDATE that takes only free or lapsed seats. Returns the price of
+/// each seat it took (`RETURNING price_cents`: the hold's amount without a read of the seats).
 pub async fn claim(
     tx: &mut db::Tx<'_>,
     show: &str,
@@ -176,20 +177,23 @@ pub async fn claim(
     hold_id: &str,
     expires_at: i64,
     now_ms: i64,
-) -> sqlx::Result<u64> {
+) -> sqlx::Result<Vec<i64>> {
     crate::inventory::seatmap::touch();
     let sql = format!(
         "UPDATE seats SET status = 'held', hold_id = $1, hold_expires_at = $2 \
          WHERE show_id = $3 AND seat_id IN ({}) \
-         AND (status = 'free' OR (status = 'held' AND hold_expires_at <= ${}))",
+         AND (status = 'free' OR (status = 'held' AND hold_expires_at <= ${})) RETURNING price_cents",
         db::params(4, seats.len()),
         4 + seats.len()
     );
-    let mut q = sqlx::query(&sql).bind(hold_id).bind(expires_at).bind(show);
+    let mut q = sqlx::query_scalar(&sql)
+        .bind(hold_id)
+        .bind(expires_at)
+        .bind(show);
     for s in seats {
         q = q.bind(s);
     }
-    Ok(q.bind(now_ms).execute(&mut **tx).await?.rows_affected())
+    q.bind(now_ms).fetch_all(&mut **tx).await
 }
 
 /// Releases a HELD hold: hold → RELEASED, and its seats → free only where this hold still holds

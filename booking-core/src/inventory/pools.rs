@@ -102,26 +102,6 @@ async fn take(tx: &mut Tx<'_>, show: &str, pool: &str, qty: i64) -> sqlx::Result
     Ok(n == 1)
 }
 
-/// Records that `hold_id` counts `qty` units of `pool` (after a successful [`claim`]).
-pub async fn attach(
-    tx: &mut Tx<'_>,
-    hold_id: &str,
-    show: &str,
-    pool: &str,
-    qty: i64,
-) -> sqlx::Result<()> {
-    sqlx::query(
-        "INSERT INTO hold_pools (hold_id, show_id, pool_id, quantity, counted) VALUES ($1, $2, $3, $4, 1)",
-    )
-    .bind(hold_id)
-    .bind(show)
-    .bind(pool)
-    .bind(qty)
-    .execute(&mut **tx)
-    .await?;
-    Ok(())
-}
-
 /// The pool part of a hold: (pool id, quantity, counted).
 pub async fn of_hold(tx: &mut Tx<'_>, hold_id: &str) -> sqlx::Result<Option<(String, i64, i64)>> {
     sqlx::query_as("SELECT pool_id, quantity, counted FROM hold_pools WHERE hold_id = $1")
