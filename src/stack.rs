@@ -264,7 +264,7 @@ pub async fn start(opts: StackOptions) -> anyhow::Result<Stack> {
     let (tx, stop) = stopper();
     stops.push(tx);
     tasks.push(tokio::spawn(booking_core::serve(bc_l, bc_cfg, stop)));
-    let stack = Stack {
+    let mut stack = Stack {
         waiting_room_url: wr_url,
         booking_url: bc_url,
         gateway_url: gw_url,
@@ -276,7 +276,7 @@ pub async fn start(opts: StackOptions) -> anyhow::Result<Stack> {
         tasks,
         _tmp: tmp,
     };
-    wait_healthy(&stack).await?;
+    wait_healthy(&mut stack).await?;
     Ok(stack)
 }
 
@@ -294,10 +294,35 @@ pub(crate) struct Wiring<'a> {
     pub status_dir: &'a std::path::Path,
 }
 
-async fn wait_healthy(s: &Stack) -> anyhow::Result<()> {
-    for url in [&s.waiting_room_url, &s.booking_url, &s.gateway_url] {
+/// Waits until each service answers `/healthz`; a service that stops while starting (its
+/// database is in use by another process, unreachable, …) fails start-up with its own error,
+/// not a timeout.
+async fn wait_healthy(s: &mut Stack) -> anyhow::Result<()> {
+    let urls = [
+        s.waiting_room_url.clone(),
+        s.booking_url.clone(),
+        s.gateway_url.clone(),
+    ];
+    for url in &urls {
         let mut ok = false;
         for _ in 0..100 {
+            // The tasks were started gateway, waiting room, booking core.
+            let names = [
+                "the gateway simulator",
+                "the waiting room",
+                "the booking core",
+            ];
+            for (i, t) in s.tasks.iter_mut().enumerate() {
+                if t.is_finished() {
+                    let why = match t.await {
+                        Ok(Ok(())) => anyhow::anyhow!("it stopped"),
+                        Ok(Err(e)) => e,
+                        Err(e) => anyhow::anyhow!("it panicked: {e}"),
+                    };
+                    let name = names.get(i).copied().unwrap_or("a service");
+                    return Err(why.context(format!("{name} could not start")));
+                }
+            }
             if let Ok(mut stream) =
                 tokio::net::TcpStream::connect(url.trim_start_matches("http://")).await
             {

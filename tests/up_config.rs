@@ -124,3 +124,53 @@ async fn up_prints_where_the_webhook_secret_is_and_not_the_secret() {
     assert!(up.wait().expect("wait").success());
     assert!(!secret_file.exists(), "the secret file outlived up");
 }
+
+/// A service that stops while starting fails `up` with its own error, not "healthz did not
+/// answer" (found by a newcomer: a second `up` on the same `sale.db` only said that).
+#[test]
+fn a_second_up_on_the_same_sale_db_says_the_database_is_in_use() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ports = |p: [u16; 3]| {
+        [
+            "--waiting-room".to_owned(),
+            format!("127.0.0.1:{}", p[0]),
+            "--booking".to_owned(),
+            format!("127.0.0.1:{}", p[1]),
+            "--gateway".to_owned(),
+            format!("127.0.0.1:{}", p[2]),
+        ]
+    };
+    let first_ports = [free_port(), free_port(), free_port()];
+    let mut first = Command::new(env!("CARGO_BIN_EXE_ticket-sale"))
+        .current_dir(dir.path())
+        .arg("up")
+        .args(ports(first_ports))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("first up");
+    let start = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", first_ports[1])).is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "first up never listened"
+        );
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    let second = Command::new(env!("CARGO_BIN_EXE_ticket-sale"))
+        .current_dir(dir.path())
+        .arg("up")
+        .args(ports([free_port(), free_port(), free_port()]))
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .expect("second up");
+    let _ = first.kill();
+    let _ = first.wait();
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(!second.status.success());
+    assert!(
+        stderr.contains("the booking core could not start")
+            && stderr.contains("in use by another booking-core process"),
+        "{stderr}"
+    );
+}

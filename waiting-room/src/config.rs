@@ -429,17 +429,21 @@ mod tests {
         c.events.push(c.events[0].clone());
         c.events[0].admit_rate = 0.0;
         c.events[0].booking_url = "booking".into();
+        c.events[1].admit_rate = 2_000_000.0;
+        c.events[1].max_active = 0;
         c.store = StoreConfig::Redis {
             url: "localhost:6379".into(),
         };
         let err = c.validate().expect_err("refused").to_string();
         for line in [
-            "invalid waiting room configuration, 8 problems:",
+            "invalid waiting room configuration, 10 problems:",
             "- admin_token: at least 16 characters (got 5)",
             "- join_hmac_key: at least 32 bytes (got 1)",
             "- tick_ms: must be > 0",
             "- silence_grace_ms (10000) must exceed heartbeat_interval_ms (10000)",
-            "- events[0].admit_rate: must be > 0 (got 0)",
+            "- events[0].admit_rate: must be in (0, 1000000] fans per second (got 0)",
+            "- events[1].admit_rate: must be in (0, 1000000] fans per second (got 2000000)",
+            "- events[1].max_active: must be >= 1",
             "- events[0].booking_url: must be an absolute http(s) URL (got \"booking\")",
             "- events[1].id: \"demo\" is used by an earlier event",
             "- store.url: must start with redis://",

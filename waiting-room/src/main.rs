@@ -208,9 +208,17 @@ async fn admin(base: &str, token: &str, operator: &str, action: Action) -> anyho
     let client = reqwest::Client::new();
     let req = match action {
         Action::Figures => client.get(base),
-        Action::SetRate { rate } => client
-            .patch(base)
-            .json(&serde_json::json!({"admit_rate": rate})),
+        Action::SetRate { rate } => {
+            // JSON has no NaN or infinity: serde would send `null`, which the API reads as
+            // "no change" and answers 200.
+            anyhow::ensure!(
+                rate.is_finite() && rate > 0.0,
+                "set-rate: the rate must be a number > 0 (got {rate})"
+            );
+            client
+                .patch(base)
+                .json(&serde_json::json!({"admit_rate": rate}))
+        }
         Action::SetMaxActive { max_active } => client
             .patch(base)
             .json(&serde_json::json!({"max_active": max_active})),

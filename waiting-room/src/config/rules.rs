@@ -144,14 +144,21 @@ impl Config {
                     e.id.as_str()
                 ));
             }
-            if !(e.admit_rate.is_finite() && e.admit_rate > 0.0) {
+            // The same ranges as the admin API's (API.md "Events").
+            if !(e.admit_rate.is_finite() && e.admit_rate > 0.0 && e.admit_rate <= 1_000_000.0) {
                 p.push(format!(
-                    "events[{i}].admit_rate: must be > 0 (got {})",
+                    "events[{i}].admit_rate: must be in (0, 1000000] fans per second (got {})",
                     e.admit_rate
                 ));
             }
-            if e.admission_ttl_secs == 0 {
-                p.push(format!("events[{i}].admission_ttl_secs: must be > 0"));
+            if e.max_active == 0 {
+                p.push(format!("events[{i}].max_active: must be >= 1"));
+            }
+            if !(1..=86_400).contains(&e.admission_ttl_secs) {
+                p.push(format!(
+                    "events[{i}].admission_ttl_secs: must be in 1..=86400 (got {})",
+                    e.admission_ttl_secs
+                ));
             }
             if !is_http_url(&e.booking_url) {
                 p.push(format!(
