@@ -154,7 +154,7 @@ pub struct Config {
     /// Shows on sale.
     pub shows: Vec<ShowConfig>,
     /// Shows whose holds go through the per-show hold queue from start-up (the hottest shows,
-    /// seed 002; `crate::inventory::hotq`); switchable at run time by `POST /admin/shows/{show}/hold-queue`.
+    /// seed 002; the hold queue in `inventory/hotq.rs`); switchable at run time by `POST /admin/shows/{show}/hold-queue`.
     pub queued_shows: Vec<String>,
     /// Bearer token of `/admin/*`. No default.
     pub admin_token: Secret,

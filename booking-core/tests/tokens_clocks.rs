@@ -153,7 +153,6 @@ async fn case_w09_a_key_that_left_the_jwks_is_refused_within_one_refresh() {
     v.verify(&tb, Some("demo"))
         .await
         .expect("B still passes on the stale set");
-    assert!(v.stale_for().expect("fetched once") >= Duration::ZERO);
     refresher.abort();
 }
 

@@ -178,8 +178,6 @@ impl JoinKeys {
     }
 }
 
-pub use crate::signer::{jwk_thumbprint, AdmissionSigner};
-
 /// A fresh admission-token id.
 pub fn new_jti() -> String {
     uuid::Builder::from_random_bytes(rand::random())

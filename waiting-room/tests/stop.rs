@@ -84,8 +84,8 @@ fn signal(pid: u32, sig: &str) {
     assert!(ok, "kill -{sig} {pid}");
 }
 
-/// One HTTP/1.1 request on its own connection; the status code of the answer.
-async fn call(port: u16, method: &str, path: &str, auth: Option<&str>) -> std::io::Result<u16> {
+/// One HTTP/1.1 request on its own connection; the whole raw answer.
+async fn raw(port: u16, method: &str, path: &str, auth: Option<&str>) -> std::io::Result<String> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).await?;
     let auth = auth.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
     let req = format!(
@@ -94,7 +94,12 @@ async fn call(port: u16, method: &str, path: &str, auth: Option<&str>) -> std::i
     s.write_all(req.as_bytes()).await?;
     let mut buf = Vec::new();
     s.read_to_end(&mut buf).await?;
-    let text = String::from_utf8_lossy(&buf);
+    Ok(String::from_utf8_lossy(&buf).into_owned())
+}
+
+/// The status code of one request's answer.
+async fn call(port: u16, method: &str, path: &str, auth: Option<&str>) -> std::io::Result<u16> {
+    let text = raw(port, method, path, auth).await?;
     text.split(' ')
         .nth(1)
         .and_then(|c| c.parse().ok())
@@ -102,16 +107,7 @@ async fn call(port: u16, method: &str, path: &str, auth: Option<&str>) -> std::i
 }
 
 async fn body_of(port: u16, method: &str, path: &str) -> String {
-    let mut s = TcpStream::connect(("127.0.0.1", port))
-        .await
-        .expect("connect");
-    let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    );
-    s.write_all(req.as_bytes()).await.expect("write");
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf).await.expect("read");
-    String::from_utf8_lossy(&buf).into_owned()
+    raw(port, method, path, None).await.expect("answer")
 }
 
 /// Polls `cond` every 20 ms until it holds or `limit` passes.

@@ -14,11 +14,12 @@ pub mod transitions;
 use crate::config::Config;
 use crate::domain::{EventId, Figures, VisitorId};
 use crate::ratelimit::Limits;
+use crate::signer::AdmissionSigner;
 use crate::status::{
     Intervals, LatchedPublisher, PublishRules, StatusBoard, StatusDoc, StatusPublisher,
 };
 use crate::store::QueueStore;
-use crate::tokens::{AdmissionSigner, JoinKeys, TokenError};
+use crate::tokens::{JoinKeys, TokenError};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
