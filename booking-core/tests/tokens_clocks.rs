@@ -322,9 +322,19 @@ async fn case_b10_a_restarted_gateway_gets_a_new_token_and_payments_go_through()
         .await
         .expect("same port");
     let (_stop, _task) = gateway(l, &gw);
-    create(state.gateway.clone(), "after-gateway-restart")
-        .await
-        .expect("the refused token is dropped and re-granted once");
+    // The client may still hold a pooled connection to the stopped process: that first send
+    // can fail in transport (seen once in CI) before any answer. A transport error is not the
+    // token path under test, so it is sent again once; a refused token must still be re-granted.
+    let first = create(state.gateway.clone(), "after-gateway-restart").await;
+    let paid = match first {
+        Err(booking_core::gateway::GatewayError::Other(e))
+            if e.contains("error sending request") =>
+        {
+            create(state.gateway.clone(), "after-gateway-restart-again").await
+        }
+        other => other,
+    };
+    paid.expect("the refused token is dropped and re-granted once");
 
     // The whole sale restarts on the same sale.db: a new process reads the stored token.
     let l = {
