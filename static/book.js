@@ -1,8 +1,11 @@
 // The booking page: the admission token travels only in the HttpOnly cookie set by POST /session.
 // Seat map, a hold with an Idempotency-Key (a retry of the same click replays the same answer),
-// a countdown to the hold deadline, and payment on the gateway's checkout page. The countdown
-// counts from the server's clock (clock.js: the booking core's Date headers), not the device's
-// (case W15).
+// the hold's one deadline (`pay_by`: the last moment to start paying, counted on the server's
+// clock from clock.js, never the device's, case W15), and payment on the gateway's checkout page.
+// Every state has a way forward: a cancelled or failed payment can be paid again (a new attempt
+// that names the one it replaces) or released; the page rebuilds itself from the hold on a
+// reload and on Back (pageshow from the back/forward cache); each end (time up, released, payment
+// failed, admission over) says what happened and offers the next step. Strings: i18n.js.
 (function () {
   "use strict";
   const params = new URLSearchParams(location.search);
@@ -10,11 +13,32 @@
   const $ = (id) => document.getElementById(id);
   const selected = new Set();
   const MAX = 4;
+  const DEAD = { cancelled: "payment_cancelled", failed: "payment_failed_again", expired: "payment_expired_note" };
   let holdKey = sessionStorage.getItem("hold-key:" + show) || crypto.randomUUID();
   let timer = null;
 
   function problem(body, fallback) {
     return (body && (body.detail || body.title)) || fallback;
+  }
+
+  function showError(text) { $("error").hidden = false; $("error").textContent = text; }
+  function clearError() { $("error").hidden = true; $("error").textContent = ""; }
+  function stopTimer() { if (timer) clearInterval(timer); timer = null; }
+
+  // The page's state: one of the sections, its headline and tab title; focus moves to the headline.
+  function only(section, headKey, tabKey) {
+    for (const id of ["picker", "held", "outcome"]) $(id).hidden = id !== section;
+    $("headline").textContent = T(headKey);
+    document.title = T(tabKey);
+  }
+
+  function focusHeadline() { $("headline").focus(); }
+
+  function rememberHold(id) {
+    if (id) sessionStorage.setItem("hold:" + show, id);
+    else sessionStorage.removeItem("hold:" + show);
+    const q = "?show=" + show + (id ? "&hold=" + encodeURIComponent(id) : "");
+    history.replaceState(null, "", location.pathname + q);
   }
 
   async function call(method, path, body, extra) {
@@ -23,13 +47,54 @@
     const res = await ServerClock.fetch(path, { method, headers, body: body ? JSON.stringify(body) : undefined, credentials: "same-origin", cache: "no-store" });
     let json = null;
     try { json = await res.json(); } catch (_) { json = null; }
-    if (res.status === 401) {
-      $("error").hidden = false;
-      $("error").textContent = "Your admission is missing or has expired.";
-      if (json && json.waiting_room) $("back-link").href = json.waiting_room + "/?event=" + show;
-      $("back").hidden = false;
-    }
+    if (res.status === 401) admissionOver(json);
     return { res, json };
+  }
+
+  // An end state with its next step: `action` is {key, run} (a button) or {key, href} (a link).
+  function outcome(kind, textKey, action) {
+    stopTimer();
+    clearError();
+    only("outcome", kind + "_h1", "tab_" + kind);
+    $("outcome").dataset.kind = kind;
+    $("message").textContent = "";
+    $("outcome-text").textContent = T(textKey);
+    const button = $("outcome-action"), link = $("outcome-link");
+    button.hidden = !action.run;
+    link.hidden = !action.href;
+    if (action.run) { button.textContent = T(action.key); button.disabled = false; button.onclick = action.run; }
+    if (action.href) { link.textContent = T(action.key); link.href = action.href; }
+    focusHeadline();
+  }
+
+  function admissionOver(json) {
+    const wr = (json && json.waiting_room) || "";
+    outcome("admission_over", "admission_over_text", { key: "rejoin", href: wr + "/?event=" + show });
+  }
+
+  async function chooseAgain(holdId) {
+    if (holdId) {
+      const { res, json } = await call("DELETE", "/api/holds/" + holdId);
+      if (res.status === 401) return;
+      if (res.status === 409 && json && json.type === "/problems/hold-paid") { location.assign("/confirmation.html?hold=" + holdId); return; }
+    }
+    rememberHold(null);
+    selected.clear();
+    await loadMap();
+  }
+
+  function timeUp(h) {
+    outcome("over", "over_text", { key: "choose_again", run: () => chooseAgain(h.hold_id) });
+  }
+
+  function released(h) {
+    const failed = h.payment && h.payment.gateway_status === "failed";
+    outcome(failed ? "failed" : "released", failed ? "failed_text" : "released_text",
+      { key: "choose_again", run: () => chooseAgain(null) });
+  }
+
+  function seatLabel(s) {
+    return T("seat_label", { section: s.section, row: s.row, number: s.number, status: T("seat_" + s.status) });
   }
 
   function renderMap(map) {
@@ -54,14 +119,14 @@
         b.id = "seat-" + s.id;
         b.textContent = s.number;
         b.disabled = s.status !== "free";
-        b.setAttribute("aria-label", "Section " + s.section + " row " + s.row + " seat " + s.number + ", " + s.status);
+        b.setAttribute("aria-label", seatLabel(s));
         b.setAttribute("aria-pressed", selected.has(s.id) ? "true" : "false");
         b.onclick = () => toggle(s.id, b);
         row.appendChild(b);
       }
       box.appendChild(row);
     }
-    $("message").textContent = map.available + " of " + map.capacity + " seats available.";
+    $("message").textContent = T("seats_available", { n: map.available, total: map.capacity });
   }
 
   function toggle(id, b) {
@@ -73,29 +138,74 @@
   }
 
   async function loadMap() {
+    stopTimer();
     const { res, json } = await call("GET", "/api/shows/" + show + "/seats");
-    if (!res.ok) { $("message").textContent = problem(json, "Could not load the seat map."); return; }
-    $("picker").hidden = false;
+    if (res.status === 401) return;
+    only("picker", "book_h1", "tab_book");
+    $("pick-hint").textContent = T("pick_up_to", { n: MAX });
+    if (!res.ok) { $("message").textContent = problem(json, T("map_failed")); return; }
+    $("hold").disabled = selected.size === 0;
     renderMap(json);
   }
 
+  // Device-clock time of a server moment (epoch s), for "until 20:41:07".
+  function localTime(serverSecs) {
+    return new Date(serverSecs * 1000 - ServerClock.offsetMs()).toLocaleTimeString(window.LANG || "en");
+  }
+
   function showHold(h) {
-    $("picker").hidden = true;
-    $("held").hidden = false;
+    const payBy = h.pay_by || h.payment_expires_at || h.expires_at;
+    if (ServerClock.nowSecs() >= payBy) { timeUp(h); return; }
+    only("held", "held_h1", "tab_held");
     $("held-seats").textContent = h.seats.join(", ");
-    $("message").textContent = "Seats held.";
-    if (timer) clearInterval(timer);
-    const tickDown = () => {
-      const left = Math.max(0, h.expires_at - ServerClock.nowSecs());
-      $("countdown").textContent = Math.floor(left / 60) + " min " + Math.floor(left % 60) + " s";
+    $("message").textContent = "";
+    const dead = h.payment && DEAD[h.payment.gateway_status];
+    $("payment-note").hidden = !dead;
+    $("payment-note").textContent = dead ? T(dead) : "";
+    const pay = $("pay");
+    pay.textContent = T(dead ? "pay_again" : "pay_now");
+    pay.disabled = false;
+    $("release").disabled = false;
+    $("deadline-at").textContent = T("deadline_at", { time: localTime(payBy) });
+    // Warn a minute before (a third of the time left for a short window).
+    const warnAt = Math.min(60, Math.max(3, Math.floor((payBy - ServerClock.nowSecs()) / 3)));
+    stopTimer();
+    const tick = () => {
+      const left = payBy - ServerClock.nowSecs();
+      if (left <= 0) { timeUp(h); return; }
+      $("countdown").textContent = ServerClock.format(Math.ceil(left));
+      const warn = $("deadline-warning");
+      if (left <= warnAt && warn.hidden) {
+        warn.textContent = T("deadline_warning", { left: ServerClock.format(warnAt) });
+        warn.hidden = false;
+      } else if (left > warnAt) {
+        warn.hidden = true;
+      }
     };
-    tickDown();
-    timer = setInterval(tickDown, 1000);
-    $("pay").onclick = async () => {
-      $("pay").disabled = true;
-      const { res, json } = await call("POST", "/api/holds/" + h.hold_id + "/pay");
-      if (!res.ok) { $("pay").disabled = false; $("error").hidden = false; $("error").textContent = problem(json, "Payment could not start."); return; }
-      location.assign(json.checkout_url);
+    tick();
+    timer = setInterval(tick, 250);
+    pay.onclick = async () => {
+      pay.disabled = true;
+      clearError();
+      const body = dead ? { replaces: h.payment_id } : null;
+      const { res, json } = await call("POST", "/api/holds/" + h.hold_id + "/pay", body);
+      if (res.ok) { location.assign(json.checkout_url); return; }
+      if (res.status === 401) return;
+      const type = json && json.type;
+      if (type === "/problems/hold-paid") { location.assign("/confirmation.html?hold=" + h.hold_id); return; }
+      if (type === "/problems/payment-session-over") { timeUp(h); return; }
+      if (type === "/problems/hold-not-held") { await start(); return; }
+      pay.disabled = false;
+      showError(problem(json, T("pay_failed")));
+    };
+    $("release").onclick = async () => {
+      $("release").disabled = true;
+      const { res, json } = await call("DELETE", "/api/holds/" + h.hold_id);
+      if (res.status === 401) return;
+      if (res.ok) { rememberHold(null); selected.clear(); await loadMap(); focusHeadline(); return; }
+      if (json && json.type === "/problems/hold-paid") { location.assign("/confirmation.html?hold=" + h.hold_id); return; }
+      $("release").disabled = false;
+      showError(problem(json, T("release_failed")));
     };
   }
 
@@ -106,25 +216,36 @@
     const { res, json } = await call("POST", "/api/shows/" + show + "/holds", { seats }, { "Idempotency-Key": holdKey });
     sessionStorage.removeItem("hold-key:" + show);
     holdKey = crypto.randomUUID();
+    if (res.status === 401) return;
     if (res.status === 201 || res.status === 200) {
-      sessionStorage.setItem("hold:" + show, json.hold_id);
-      showHold(json);
+      clearError();
+      rememberHold(json.hold_id);
+      await start();
+      focusHeadline();
       return;
     }
-    $("error").hidden = false;
-    $("error").textContent = res.status === 409 ? "Someone was faster for some of those seats. The map is updated: please pick again." : problem(json, "The seats could not be held.");
+    showError(res.status === 409 ? T("lost_race") : problem(json, T("hold_failed")));
     selected.clear();
     await loadMap();
   };
 
-  (async function start() {
-    const existing = params.get("hold") || sessionStorage.getItem("hold:" + show);
+  // Builds the page from the server's view of the fan's hold (first load, reload, Back).
+  async function start() {
+    applyI18n("tab_book");
+    const existing = new URLSearchParams(location.search).get("hold") || sessionStorage.getItem("hold:" + show);
     if (existing) {
       const { res, json } = await call("GET", "/api/holds/" + existing);
-      if (res.ok && json.status === "HELD" && json.expires_at > ServerClock.nowSecs()) { showHold(json); return; }
-      if (res.ok && json.status === "PAID") { location.assign("/confirmation.html?hold=" + existing); return; }
-      sessionStorage.removeItem("hold:" + show);
+      if (res.status === 401) return;
+      if (res.ok && json.status === "PAID") { location.replace("/confirmation.html?hold=" + existing); return; }
+      if (res.ok && json.status === "HELD") { rememberHold(existing); showHold(json); return; }
+      if (res.ok && json.status === "RELEASED") { rememberHold(existing); released(json); return; }
+      rememberHold(null);
     }
     await loadMap();
-  })();
+  }
+
+  // Back from the checkout may restore this page from the back/forward cache with a disabled
+  // button and a stale countdown: read the hold again.
+  window.addEventListener("pageshow", (e) => { if (e.persisted) start(); });
+  start();
 })();

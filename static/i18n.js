@@ -1,4 +1,4 @@
-// Fan-page strings in English and French, chosen from the browser's languages (navigator.languages).
+// Fan-page strings (waiting, booking and confirmation pages) in English and French, chosen from the browser's languages (navigator.languages).
 // Usage: T("key", {n: 3}) and elements with data-i18n="key" filled by applyI18n().
 (function () {
   "use strict";
@@ -25,7 +25,59 @@
       closed: "The sale is closed.",
       sold_out: "Sold out. Thank you for waiting.",
       console_opens_in: "Opens in",
-      min: "min", s: "s"
+      min: "min", s: "s",
+      tab_wait: "Waiting room",
+      // The booking page (book.html).
+      tab_book: "Choose your seats",
+      tab_held: "Seats held",
+      tab_over: "Time is up",
+      tab_released: "Seats released",
+      tab_failed: "Payment failed",
+      tab_admission_over: "Admission over",
+      book_h1: "Choose your seats",
+      loading_map: "Loading the seat map…",
+      map_failed: "Could not load the seat map.",
+      pick_up_to: "Pick up to {n} seats, then hold them while you pay.",
+      seat_map: "Seat map",
+      hold_selected: "Hold selected seats",
+      seats_available: "{n} of {total} seats available.",
+      seat_label: "Section {section} row {row} seat {number}, {status}",
+      seat_free: "free", seat_held: "held", seat_sold: "sold",
+      lost_race: "Someone was faster for some of those seats. The map is updated: please pick again.",
+      hold_failed: "The seats could not be held.",
+      held_h1: "Seats held",
+      your_seats: "Your seats:",
+      pay_within: "Start paying within",
+      deadline_at: "(until {time})",
+      deadline_warning: "Hurry: less than {left} left to start paying. After that the seats are released.",
+      pay_now: "Pay now",
+      pay_again: "Pay again",
+      release: "Release and choose other seats",
+      payment_cancelled: "Your payment was cancelled. Your seats are still held: you can pay again, or release them and choose others.",
+      payment_failed_again: "Your payment did not go through. Your seats are still held: you can pay again, or release them and choose others.",
+      payment_expired_note: "Your payment session ran out before it was completed.",
+      pay_failed: "Payment could not start.",
+      release_failed: "The seats could not be released yet. Please try again.",
+      over_h1: "Time is up",
+      over_text: "The last moment to start paying has passed, so these seats will be released. You can choose seats again.",
+      released_h1: "Seats released",
+      released_text: "Your hold ended and the seats went back on sale. You can choose seats again while your admission lasts.",
+      failed_h1: "Payment failed",
+      failed_text: "The payment did not go through and the seats were released. You can choose seats again while your admission lasts.",
+      choose_again: "Choose seats again",
+      admission_over_h1: "Your admission has ended",
+      admission_over_text: "Your time on the booking page is over. Join the waiting room again to get a new place in line.",
+      rejoin: "Join the waiting room again",
+      // The confirmation page (confirmation.html).
+      tab_confirm: "Your booking",
+      checking_payment: "Checking your payment…",
+      confirmed_h1: "Booking confirmed",
+      confirmed_text: "Seats {seats} are yours. Booking reference: {ref}. A confirmation email is on its way.",
+      not_completed_h1: "Payment not completed",
+      not_completed_text: "Your seats are still held until the deadline. You can try paying again.",
+      back_to_hold: "Back to your seats",
+      unconfirmed_h1: "We could not confirm your booking yet",
+      unconfirmed_text: "If you paid, you will receive an email as soon as the payment is confirmed."
     },
     fr: {
       title: "Vous êtes dans la salle d'attente",
@@ -49,7 +101,57 @@
       closed: "La vente est terminée.",
       sold_out: "Complet. Merci d'avoir patienté.",
       console_opens_in: "Ouverture dans",
-      min: "min", s: "s"
+      min: "min", s: "s",
+      tab_wait: "Salle d'attente",
+      tab_book: "Choisissez vos places",
+      tab_held: "Places réservées",
+      tab_over: "Temps écoulé",
+      tab_released: "Places libérées",
+      tab_failed: "Paiement refusé",
+      tab_admission_over: "Accès terminé",
+      book_h1: "Choisissez vos places",
+      loading_map: "Chargement du plan de salle…",
+      map_failed: "Impossible de charger le plan de salle.",
+      pick_up_to: "Choisissez jusqu'à {n} places, puis réservez-les le temps de payer.",
+      seat_map: "Plan de salle",
+      hold_selected: "Réserver les places choisies",
+      seats_available: "{n} places disponibles sur {total}.",
+      seat_label: "Section {section} rang {row} place {number}, {status}",
+      seat_free: "libre", seat_held: "réservée", seat_sold: "vendue",
+      lost_race: "Quelqu'un a été plus rapide pour certaines de ces places. Le plan est à jour : choisissez à nouveau.",
+      hold_failed: "Les places n'ont pas pu être réservées.",
+      held_h1: "Places réservées",
+      your_seats: "Vos places :",
+      pay_within: "Commencez le paiement dans",
+      deadline_at: "(jusqu'à {time})",
+      deadline_warning: "Vite : il reste moins de {left} pour commencer le paiement. Ensuite, les places sont libérées.",
+      pay_now: "Payer maintenant",
+      pay_again: "Payer à nouveau",
+      release: "Libérer et choisir d'autres places",
+      payment_cancelled: "Votre paiement a été annulé. Vos places sont toujours réservées : vous pouvez payer à nouveau, ou les libérer et en choisir d'autres.",
+      payment_failed_again: "Votre paiement n'a pas abouti. Vos places sont toujours réservées : vous pouvez payer à nouveau, ou les libérer et en choisir d'autres.",
+      payment_expired_note: "Votre session de paiement a expiré avant la fin du paiement.",
+      pay_failed: "Le paiement n'a pas pu démarrer.",
+      release_failed: "Les places n'ont pas encore pu être libérées. Veuillez réessayer.",
+      over_h1: "Temps écoulé",
+      over_text: "Le dernier moment pour commencer le paiement est passé : ces places vont être libérées. Vous pouvez choisir à nouveau.",
+      released_h1: "Places libérées",
+      released_text: "Votre réservation a pris fin et les places sont remises en vente. Vous pouvez choisir à nouveau tant que votre accès dure.",
+      failed_h1: "Paiement refusé",
+      failed_text: "Le paiement n'a pas abouti et les places ont été libérées. Vous pouvez choisir à nouveau tant que votre accès dure.",
+      choose_again: "Choisir à nouveau",
+      admission_over_h1: "Votre accès est terminé",
+      admission_over_text: "Votre temps sur la page de réservation est écoulé. Revenez dans la salle d'attente pour obtenir une nouvelle place dans la file.",
+      rejoin: "Revenir dans la salle d'attente",
+      tab_confirm: "Votre réservation",
+      checking_payment: "Vérification de votre paiement…",
+      confirmed_h1: "Réservation confirmée",
+      confirmed_text: "Les places {seats} sont à vous. Référence de réservation : {ref}. Un e-mail de confirmation est en route.",
+      not_completed_h1: "Paiement non terminé",
+      not_completed_text: "Vos places restent réservées jusqu'à l'échéance. Vous pouvez réessayer de payer.",
+      back_to_hold: "Retour à vos places",
+      unconfirmed_h1: "Nous n'avons pas encore pu confirmer votre réservation",
+      unconfirmed_text: "Si vous avez payé, vous recevrez un e-mail dès que le paiement sera confirmé."
     }
   };
   const wanted = (navigator.languages && navigator.languages.length ? navigator.languages : [navigator.language || "en"]);
@@ -61,11 +163,13 @@
   window.LANG = lang;
   window.T = function (key, vars) {
     let s = (STRINGS[lang] && STRINGS[lang][key]) || STRINGS.en[key] || key;
-    for (const k in (vars || {})) s = s.replace("{" + k + "}", vars[k]);
+    for (const k in (vars || {})) s = s.split("{" + k + "}").join(vars[k]);
     return s;
   };
-  window.applyI18n = function () {
+  // Fills data-i18n elements; `titleKey` names the tab title's string (every page has one).
+  window.applyI18n = function (titleKey) {
     document.documentElement.lang = lang;
+    if (titleKey) document.title = T(titleKey);
     for (const el of document.querySelectorAll("[data-i18n]")) el.textContent = T(el.dataset.i18n);
     for (const el of document.querySelectorAll("[data-i18n-label]")) el.setAttribute("aria-label", T(el.dataset.i18nLabel));
   };

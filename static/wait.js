@@ -164,7 +164,7 @@
   }
 
   (async function start() {
-    applyI18n();
+    applyI18n("tab_wait");
     try {
       const j = await join();
       $("state").textContent = T("placed");

@@ -83,7 +83,6 @@ async fn case_w15_booking_page_hold_timer_from_the_server_clock() {
     let _one = support::browser::ONE_AT_A_TIME.lock().await;
     let stack = stack_with("demo", 0).await;
     let driver = Driver::start();
-    let http = reqwest::Client::new();
     for skew in SKEWS {
         let url = format!("{}/?event=demo", stack.waiting_room_url);
         let (c, _profile) = open_skewed(&driver, skew, url).await;
@@ -106,20 +105,26 @@ async fn case_w15_booking_page_hold_timer_from_the_server_clock() {
             .expect("hold");
         let shown = wait_text(&c, "#held:not([hidden]) #countdown", "min", 20).await;
         let now = unix_now();
-        // The truth: the newest hold's deadline from the back office (epoch ms).
-        let holds: serde_json::Value = http
-            .get(format!("{}/admin/shows/demo/holds", stack.booking_url))
-            .bearer_auth(&stack.admin_token)
-            .send()
+        // The truth: the server's one deadline for this hold (the last moment to start paying,
+        // issue 18 item 2), read with the fan's own cookie.
+        let hold: serde_json::Value = c
+            .execute_async(
+                "const done = arguments[0];
+                 const id = new URLSearchParams(location.search).get('hold');
+                 fetch('/api/holds/' + id, {credentials: 'same-origin', cache: 'no-store'})
+                   .then((r) => r.json()).then(done, (e) => done(String(e)));",
+                vec![],
+            )
             .await
-            .expect("holds")
-            .json()
-            .await
-            .expect("json");
-        let expires_ms = holds["holds"][0]["expires_at"]
+            .expect("read the hold");
+        let pay_by = hold["pay_by"]
             .as_f64()
-            .unwrap_or_else(|| panic!("a hold in the back office: {holds}"));
-        assert_close("hold timer", skew, &shown, expires_ms / 1000.0 - now);
+            .unwrap_or_else(|| panic!("the hold names its deadline: {hold}"));
+        assert!(
+            pay_by < hold["expires_at"].as_f64().unwrap_or(0.0),
+            "the last moment to start paying comes before the hold's end: {hold}"
+        );
+        assert_close("hold timer", skew, &shown, pay_by - now);
         shot(&c, &format!("w15-hold-{skew:+}")).await;
         c.close().await.ok();
     }

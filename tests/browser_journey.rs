@@ -57,17 +57,8 @@ async fn a_fan_books_a_seat_in_a_real_browser() {
     support::browser::hold_pay_and_confirm(&c, &stack.gateway_url, "03").await;
 
     // The back office agrees: exactly one booking.
-    let bookings: serde_json::Value = reqwest::Client::new()
-        .get(format!("{}/admin/shows/demo/bookings", stack.booking_url))
-        .bearer_auth(&stack.admin_token)
-        .send()
-        .await
-        .expect("bookings")
-        .json()
-        .await
-        .expect("json");
-    let n = bookings.as_array().map(Vec::len).unwrap_or(0);
-    assert_eq!(n, 1, "one booking in the back office: {bookings}");
+    let n = support::browser::demo_bookings(&stack.booking_url, &stack.admin_token).await;
+    assert_eq!(n, 1, "one booking in the back office");
 
     c.close().await.ok();
     stack.shutdown().await;

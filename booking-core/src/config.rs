@@ -35,9 +35,19 @@ pub struct Channel {
     pub hold_secs: u64,
     /// Payment session from hold creation, seconds, shorter than `hold_secs` (web: 420).
     pub payment_secs: u64,
+    /// The least time a checkout at the gateway takes, seconds, shorter than `payment_secs`
+    /// (default 60): a payment starts no later than this before the session ends, and that
+    /// moment (or the hold's end, if earlier) is the fan's one deadline (DECISIONS).
+    #[serde(default = "Channel::default_min_checkout_secs")]
+    pub min_checkout_secs: u64,
 }
 
 impl Channel {
+    /// 60 s: the gateway's page, a card and its check.
+    pub fn default_min_checkout_secs() -> u64 {
+        60
+    }
+
     /// `web` 480/420 s (seed 000) and `app` 600/540 s (the app keeps the fan a little longer
     /// for its in-app wallet step).
     pub fn defaults() -> BTreeMap<String, Channel> {
@@ -47,6 +57,7 @@ impl Channel {
                 Channel {
                     hold_secs: 480,
                     payment_secs: 420,
+                    min_checkout_secs: 60,
                 },
             ),
             (
@@ -54,6 +65,7 @@ impl Channel {
                 Channel {
                     hold_secs: 600,
                     payment_secs: 540,
+                    min_checkout_secs: 60,
                 },
             ),
         ])
@@ -324,11 +336,16 @@ mod tests {
             Channel {
                 hold_secs: 480,
                 payment_secs: 480,
+                min_checkout_secs: 480,
             },
         );
         let err = c.validate().expect_err("refused").to_string();
         assert!(
             err.contains("channels.slow.payment_secs (480) must be shorter than channels.slow.hold_secs (480)"),
+            "{err}"
+        );
+        assert!(
+            err.contains("channels.slow.min_checkout_secs (480) must be shorter than channels.slow.payment_secs (480)"),
             "{err}"
         );
     }

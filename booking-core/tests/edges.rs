@@ -131,20 +131,10 @@ async fn hold_expiry(h: &Harness, hold: &str) -> i64 {
 }
 
 async fn gateway_payment(h: &Harness, pid: &str) -> Value {
-    let all: Value = h
-        .http
-        .get(format!("{}/v1/sim/payments", h.gw))
-        .send()
+    h.sim_payments()
         .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    all.as_array()
-        .unwrap()
-        .iter()
+        .into_iter()
         .find(|p| p["payment_id"] == pid)
-        .cloned()
         .unwrap()
 }
 

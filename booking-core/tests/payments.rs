@@ -209,10 +209,12 @@ async fn cancel_leaves_hold_then_fan_or_reconciler_releases(b: Backend) {
         "held",
         "the callback never releases"
     );
-    let out = booking_core::Reconciler::new(h.state.clone())
-        .step(h.clock.now_ms() + 3 * 60 * 1000)
-        .await
-        .unwrap();
+    // The fan may pay again until the last moment to start paying (420 s − 60 s): kept till then.
+    let rec = booking_core::Reconciler::new(h.state.clone());
+    let out = rec.step(h.clock.now_ms() + 3 * 60 * 1000).await.unwrap();
+    assert_eq!(out.released, 0, "{out:?}");
+    assert_eq!(h.seat_status("A-4-1").await, "held");
+    let out = rec.step(h.clock.now_ms() + 6 * 60 * 1000).await.unwrap();
     assert_eq!(out.released, 1, "{out:?}");
     assert_eq!(h.seat_status("A-4-1").await, "free");
     let r = h

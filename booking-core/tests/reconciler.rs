@@ -1,5 +1,6 @@
 //! The reconciler step by step with a controlled clock, on SQLite and PostgreSQL: a failed
-//! payment is released in one cycle, a gateway that never answers gets three extensions and
+//! payment is released in one cycle once no new attempt can start (before that the fan may pay
+//! again), a gateway that never answers gets three extensions and
 //! then an alert with the seat kept (B03); 8 holds per batch and the time budget; one
 //! reconciler across two processes (lease); ten processes asking for a gateway token at once
 //! make one grant call (seed 000 Challenge 3).
@@ -77,6 +78,12 @@ async fn case_b03_failure_releases_uncertainty_extends_then_alerts(b: Backend) {
     )
     .await;
     let rec = Reconciler::new(h.state.clone());
+    // Before the last moment to start paying (420 s session − 60 s checkout) the fan may still
+    // pay again: the failed payment's hold is left; from that moment it is released.
+    h.clock.advance_ms(3 * 60_000);
+    let out = rec.step(h.clock.now_ms()).await.unwrap();
+    assert_eq!(out.released, 0, "the fan may still pay again: {out:?}");
+    assert_eq!(h.seat_status("A-1-1").await, "held");
     h.clock.advance_ms(3 * 60_000);
     let out = rec.step(h.clock.now_ms()).await.unwrap();
     assert_eq!(out.released, 1, "{out:?}");

@@ -31,17 +31,96 @@ impl Drop for Driver {
 }
 
 pub async fn connect(driver: &Driver, profile: &std::path::Path) -> fantoccini::Client {
-    let mut caps = serde_json::Map::new();
-    caps.insert(
-        "goog:chromeOptions".into(),
-        serde_json::json!({
-            "binary": "/usr/bin/chromium",
-            "args": ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                     "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                     "--disable-dev-shm-usage", "--window-size=1000,1400",
-                     format!("--user-data-dir={}", profile.display())]
-        }),
+    connect_with(driver, profile, None, "en").await
+}
+
+/// The two sizes a fan's page is tried at (issue 18): a laptop window (1280×800) and a phone,
+/// which is Chromium's mobile emulation (390×844 CSS pixels, DPR 3, touch, a mobile user agent),
+/// not only a narrow window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Viewport {
+    Laptop,
+    Phone,
+}
+
+impl Viewport {
+    /// Both sizes, laptop first.
+    pub const BOTH: [Viewport; 2] = [Viewport::Laptop, Viewport::Phone];
+
+    /// `laptop` or `phone`, for screenshot names.
+    pub fn name(self) -> &'static str {
+        match self {
+            Viewport::Laptop => "laptop",
+            Viewport::Phone => "phone",
+        }
+    }
+}
+
+/// A Chromium at `viewport` whose languages are `lang` first (`navigator.languages` and
+/// `Accept-Language`, e.g. `fr`); checks both took effect on a blank page.
+pub async fn open(
+    driver: &Driver,
+    viewport: Viewport,
+    lang: &str,
+) -> (fantoccini::Client, tempfile::TempDir) {
+    let profile = tempfile::tempdir().expect("profile dir");
+    let c = connect_with(driver, profile.path(), Some(viewport), lang).await;
+    c.goto("about:blank").await.expect("blank page");
+    let seen: serde_json::Value = c
+        .execute(
+            "return [navigator.languages[0] || navigator.language, screen.width, window.devicePixelRatio, navigator.maxTouchPoints];",
+            vec![],
+        )
+        .await
+        .expect("read the browser's settings");
+    assert!(
+        seen[0].as_str().unwrap_or_default().starts_with(lang),
+        "browser languages: {seen}"
     );
+    if viewport == Viewport::Phone {
+        assert_eq!(
+            (seen[1].as_i64(), seen[2].as_f64()),
+            (Some(390), Some(3.0)),
+            "mobile emulation: {seen}"
+        );
+        assert!(seen[3].as_i64().unwrap_or(0) > 0, "touch emulated: {seen}");
+    }
+    (c, profile)
+}
+
+async fn connect_with(
+    driver: &Driver,
+    profile: &std::path::Path,
+    viewport: Option<Viewport>,
+    lang: &str,
+) -> fantoccini::Client {
+    let size = match viewport {
+        None => "--window-size=1000,1400",
+        Some(Viewport::Laptop) => "--window-size=1280,800",
+        // The emulated device sets the page's size; the window only has to hold it.
+        Some(Viewport::Phone) => "--window-size=500,1000",
+    };
+    let accept = if lang == "en" {
+        "en-US,en".to_owned()
+    } else {
+        format!("{lang},en;q=0.5")
+    };
+    let mut opts = serde_json::json!({
+        "binary": "/usr/bin/chromium",
+        "args": ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage", size, format!("--lang={lang}"),
+                 format!("--user-data-dir={}", profile.display())],
+        "prefs": {"intl.accept_languages": accept}
+    });
+    if viewport == Some(Viewport::Phone) {
+        opts["mobileEmulation"] = serde_json::json!({
+            "deviceMetrics": {"width": 390, "height": 844, "pixelRatio": 3.0, "touch": true, "mobile": true},
+            "userAgent": "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0 Mobile Safari/537.36"
+        });
+    }
+    let mut caps = serde_json::Map::new();
+    caps.insert("goog:chromeOptions".into(), opts);
     let url = format!("http://127.0.0.1:{}", driver.1);
     for _ in 0..100 {
         if let Ok(c) = ClientBuilder::native()
@@ -234,4 +313,18 @@ pub fn shown_secs(text: &str) -> Option<f64> {
         any = true;
     }
     any.then_some(secs)
+}
+
+/// How many bookings the back office lists for the show `demo`.
+pub async fn demo_bookings(booking_url: &str, admin_token: &str) -> usize {
+    let v: serde_json::Value = reqwest::Client::new()
+        .get(format!("{booking_url}/admin/shows/demo/bookings"))
+        .bearer_auth(admin_token)
+        .send()
+        .await
+        .expect("bookings")
+        .json()
+        .await
+        .expect("json");
+    v.as_array().map(Vec::len).unwrap_or(0)
 }

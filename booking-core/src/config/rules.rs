@@ -154,6 +154,12 @@ impl Config {
                     c.payment_secs, c.hold_secs
                 ));
             }
+            if c.min_checkout_secs >= c.payment_secs {
+                p.push(format!(
+                    "channels.{name}.min_checkout_secs ({}) must be shorter than channels.{name}.payment_secs ({})",
+                    c.min_checkout_secs, c.payment_secs
+                ));
+            }
         }
         if !self.channels.contains_key(&self.default_channel) {
             let names: Vec<&str> = self.channels.keys().map(String::as_str).collect();

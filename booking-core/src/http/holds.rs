@@ -263,7 +263,7 @@ fn secs_to_ms(secs: u64) -> i64 {
     summary = "The fan's hold",
     params(("hold" = String, Path, description = "hold id (the fan's own; another's is 404)")),
     responses(
-        (status = 200, description = "{hold_id, show, seats, status: HELD/PAID/RELEASED, expires_at, payment_id?, booking_id?}", body = Object),
+        (status = 200, description = "{hold_id, show, seats, status: HELD/PAID/RELEASED, expires_at, payment_expires_at, pay_by (the last moment to start paying, epoch s), amount_cents, payment_id?, payment? {attempt, gateway_status: null or cancelled/failed/expired}, booking_id?}", body = Object),
         (status = 404, description = "no such hold for this fan", body = ProblemDoc),
         (status = 503, description = "database busy", body = ProblemDoc),
     ),
@@ -276,7 +276,21 @@ pub async fn get_hold(
 ) -> ApiResult<Json<Value>> {
     let adm = fan(&state, &headers, None).await?;
     let h = own_hold(&state, &adm, &id).await?;
-    Ok(Json(holds::view(&state.db, &h).await?))
+    let mut v = holds::view(&state.db, &h).await?;
+    v["pay_by"] = (payments::pay_by_ms(&state.config, &h) / 1000).into();
+    if let Some(a) = payments::attempts::view(&state.db, &h).await? {
+        v["payment"] = a;
+    }
+    Ok(Json(v))
+}
+
+/// Optional body of `POST /api/holds/{hold}/pay`: pay again after a cancelled or failed payment.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PayBody {
+    /// The payment id this new attempt replaces (the hold's current one, which the gateway must
+    /// say can no longer complete).
+    replaces: String,
 }
 
 /// `POST /api/holds/{hold}/pay`.
@@ -284,15 +298,18 @@ pub async fn get_hold(
     post,
     path = "/api/holds/{hold}/pay",
     tag = "fan",
-    summary = "Create the hold's gateway payment (once; again while HELD → the same)",
+    summary = "Create the hold's gateway payment (once; again while HELD → the same), or pay again with {replaces}",
     params(("hold" = String, Path, description = "hold id (the fan's own; another's is 404)")),
+    request_body(content = Option<PayBody>, description = "none: the current payment (created once); {replaces: payment_id}: a new attempt after that payment was cancelled or failed (two calls replacing the same attempt make one)"),
     responses(
-        (status = 200, description = "{payment_id, checkout_url}", body = Object),
+        (status = 200, description = "{payment_id, checkout_url, attempt}", body = Object),
+        (status = 400, description = "invalid-body: not JSON or an unknown member", body = ProblemDoc),
         (status = 404, description = "no such hold for this fan", body = ProblemDoc),
-        (status = 409, description = "hold-paid, hold-not-held (hold_status), payment-session-over, payment-in-progress (Retry-After)", body = ProblemDoc,
+        (status = 409, description = "hold-paid, hold-not-held (hold_status), payment-session-over (pay_by), payment-in-progress (Retry-After: being created, or the replaced payment may still complete)", body = ProblemDoc,
             headers(("Retry-After" = u64, description = "payment-in-progress only"))),
+        (status = 422, description = "unknown-attempt: replaces names no payment of this hold", body = ProblemDoc),
         (status = 502, description = "gateway-unavailable: the payment could not be created", body = ProblemDoc),
-        (status = 503, description = "database busy", body = ProblemDoc),
+        (status = 503, description = "gateway-unavailable: the replaced payment could not be voided yet; database busy", body = ProblemDoc),
     ),
     security(("admission_token" = []), ("admission_cookie" = [])),
 )]
@@ -300,10 +317,18 @@ pub async fn pay(
     State(state): State<AppState>,
     Path(id): Path<String>,
     headers: HeaderMap,
+    body: axum::body::Bytes,
 ) -> ApiResult<Json<Value>> {
     let adm = fan(&state, &headers, None).await?;
     let h = own_hold(&state, &adm, &id).await?;
-    Ok(Json(payments::start(&state, &h).await?))
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Json(payments::start(&state, &h).await?));
+    }
+    let again: PayBody = serde_json::from_slice(&body)
+        .map_err(|e| rejection(StatusCode::BAD_REQUEST, "body", &e.to_string()))?;
+    Ok(Json(
+        payments::attempts::pay_again(&state, &h, &again.replaces).await?,
+    ))
 }
 
 /// `DELETE /api/holds/{hold}`.

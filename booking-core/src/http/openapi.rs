@@ -152,7 +152,7 @@ impl Modify for Problems {
         history::holds, history::seat, history::hold,
     ),
     components(schemas(
-        ProblemDoc, fan::SessionForm, holds::HoldBody, holds::BestBody,
+        ProblemDoc, fan::SessionForm, holds::HoldBody, holds::BestBody, holds::PayBody,
         admin::OversellBody, admin::QueueSwitch, cancel::CancelBody, waitlist::JoinBody,
     )),
     modifiers(&Schemes, &Problems),

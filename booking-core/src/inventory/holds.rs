@@ -43,11 +43,13 @@ pub struct Hold {
     pub query_failures: i64,
     /// Extensions granted so far (at most 3, then an alert).
     pub extensions: i64,
+    /// Sales channel whose lifetimes the hold got (config `channels`).
+    pub channel: String,
 }
 
 /// Loads a hold by id.
 pub async fn load(db: &Db, id: &str) -> sqlx::Result<Option<Hold>> {
-    sqlx::query_as::<_, Hold>("SELECT id, show_id, visitor_id, admission_jti, status, amount_cents, expires_at, payment_expires_at, payment_id, payment_signature, checkout_url, executing_at, transaction_id, query_failures, extensions FROM holds WHERE id = $1")
+    sqlx::query_as::<_, Hold>("SELECT id, show_id, visitor_id, admission_jti, status, amount_cents, expires_at, payment_expires_at, payment_id, payment_signature, checkout_url, executing_at, transaction_id, query_failures, extensions, channel FROM holds WHERE id = $1")
         .bind(id)
         .fetch_optional(db)
         .await

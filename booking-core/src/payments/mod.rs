@@ -12,6 +12,7 @@
 //! Layer: above `state` (the service state these take), `inventory`, `outbox`, `gateway`, `db`;
 //! below `http`.
 
+pub mod attempts;
 pub mod cancel;
 pub mod confirm;
 pub mod ladder;
@@ -180,43 +181,112 @@ async fn finish(
             }
             Ok(Settlement::Paid(c))
         }
-        s if s.is_dead() => Ok(Settlement::Dead(s)),
+        s if s.is_dead() => {
+            if let Some(pid) = real_payment_id(hold) {
+                attempts::record_outcome(&state.db, pid, s).await?;
+            }
+            Ok(Settlement::Dead(s))
+        }
         s => Ok(Settlement::Pending(s)),
     }
 }
 
-/// `POST /api/holds/{hold}/pay`: creates the gateway payment once; again → the same one.
-/// A paid hold → `409 hold-paid`; a released one → `409 hold-not-held` (with `hold_status`).
-pub async fn start(state: &AppState, hold: &Hold) -> ApiResult<Value> {
+/// `409 hold-paid`.
+pub(crate) fn paid_problem() -> Problem {
+    Problem::new(StatusCode::CONFLICT, "hold-paid", "Hold is paid")
+        .detail("this hold is already paid: there is nothing left to pay")
+}
+
+/// `gateway-unavailable` with `Retry-After`, as `status` (502 on create, 503 on void).
+pub(crate) fn gateway_unavailable(status: StatusCode) -> Problem {
+    Problem::new(status, "gateway-unavailable", "Payment gateway unavailable").retry_after(2)
+}
+
+/// `422 unknown-attempt`: `replaces` names no payment attempt of this hold.
+pub(crate) fn unprocessable_attempt(pid: &str) -> crate::error::ApiError {
+    Problem::new(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "unknown-attempt",
+        "Unknown payment attempt",
+    )
+    .detail(format!(
+        "{} is not a payment of this hold",
+        crate::error::clip(pid)
+    ))
+    .into()
+}
+
+/// Whether a payment may start now: the hold is HELD (else `409 hold-paid` or `409
+/// hold-not-held` with `hold_status`) and its last moment to start paying has not passed (else
+/// `409 payment-session-over`).
+pub(crate) fn payable(state: &AppState, hold: &Hold) -> Result<(), Problem> {
     if hold.status == "PAID" {
-        return Err(
-            Problem::new(StatusCode::CONFLICT, "hold-paid", "Hold is paid")
-                .detail("this hold is already paid: there is nothing left to pay")
-                .into(),
-        );
-    }
-    if let (Some(pid), Some(url)) = (real_payment_id(hold), hold.checkout_url.as_deref()) {
-        if hold.status == "HELD" {
-            return Ok(json!({"payment_id": pid, "checkout_url": url}));
-        }
+        return Err(paid_problem());
     }
     if hold.status != "HELD" {
         // `status` in a problem body is the HTTP code (RFC 9457): the hold's goes elsewhere.
         return Err(
             Problem::new(StatusCode::CONFLICT, "hold-not-held", "Hold is not held")
-                .with("hold_status", hold.status.clone())
-                .into(),
+                .with("hold_status", hold.status.clone()),
         );
     }
-    let now = state.clock.now_ms();
-    if now >= hold.payment_expires_at {
+    let pay_by = pay_by_ms(&state.config, hold);
+    if state.clock.now_ms() >= pay_by {
         return Err(Problem::new(
             StatusCode::CONFLICT,
             "payment-session-over",
             "Payment session is over",
         )
-        .into());
+        .detail("the last moment to start paying for this hold has passed")
+        .with("pay_by", pay_by / 1000));
     }
+    Ok(())
+}
+
+/// The fan's one deadline for `hold`, epoch ms (DECISIONS "Tokens, capacity and clocks"): the
+/// earliest of the hold's end and the payment session's last useful start (its end minus the
+/// channel's `min_checkout_secs`). The admission's end does not cut it short: paying needs a
+/// live hold, not a live admission.
+pub fn pay_by_ms(config: &crate::config::Config, hold: &Hold) -> i64 {
+    let min_checkout = config
+        .channels
+        .get(&hold.channel)
+        .map_or(crate::config::Channel::default_min_checkout_secs(), |c| {
+            c.min_checkout_secs
+        });
+    let last_start = hold.payment_expires_at.saturating_sub(
+        i64::try_from(min_checkout)
+            .unwrap_or(0)
+            .saturating_mul(1000),
+    );
+    last_start.min(hold.expires_at)
+}
+
+/// The hold's current attempt as the pay call answers it: `{payment_id, checkout_url, attempt}`.
+pub(crate) async fn current_answer(state: &AppState, hold: &Hold) -> ApiResult<Value> {
+    let (Some(pid), Some(url)) = (real_payment_id(hold), hold.checkout_url.as_deref()) else {
+        return Err(Problem::new(
+            StatusCode::CONFLICT,
+            "payment-in-progress",
+            "Payment is being created",
+        )
+        .retry_after(1)
+        .into());
+    };
+    let attempt = attempts::current(&state.db, pid)
+        .await?
+        .map_or(1, |(n, _)| n);
+    Ok(json!({"payment_id": pid, "checkout_url": url, "attempt": attempt}))
+}
+
+/// `POST /api/holds/{hold}/pay`: creates the gateway payment once; again → the same one (also
+/// when it died: paying again is [`attempts::pay_again`], which names the attempt it replaces).
+/// A paid hold → `409 hold-paid`; a released one → `409 hold-not-held` (with `hold_status`).
+pub async fn start(state: &AppState, hold: &Hold) -> ApiResult<Value> {
+    if hold.status == "HELD" && real_payment_id(hold).is_some() && hold.checkout_url.is_some() {
+        return current_answer(state, hold).await;
+    }
+    payable(state, hold)?;
     let token = format!("pending:{}", uuid::Uuid::new_v4());
     let claimed = sqlx::query(
         "UPDATE holds SET payment_id = $1 WHERE id = $2 AND status = 'HELD' AND payment_id IS NULL",
@@ -235,6 +305,18 @@ pub async fn start(state: &AppState, hold: &Hold) -> ApiResult<Value> {
         .retry_after(1)
         .into());
     }
+    create_at_gateway(state, hold, &token).await
+}
+
+/// Creates the payment at the gateway for a hold whose `payment_id` was claimed as `token`
+/// (`pending:…`), then stores it as the hold's current attempt. A failed create gives the claim
+/// back (`payment_id` NULL: the fan may start again) and answers `502 gateway-unavailable`.
+pub(crate) async fn create_at_gateway(
+    state: &AppState,
+    hold: &Hold,
+    token: &str,
+) -> ApiResult<Value> {
+    let now = state.clock.now_ms();
     let return_url = format!("{}/payment/callback", state.config.public_base());
     let notify_url = format!("{}/payment/webhook", state.config.public_base());
     let created = state
@@ -253,16 +335,10 @@ pub async fn start(state: &AppState, hold: &Hold) -> ApiResult<Value> {
             tracing::warn!(error = %e, hold = %hold.id, "payment create failed");
             sqlx::query("UPDATE holds SET payment_id = NULL WHERE id = $1 AND payment_id = $2")
                 .bind(&hold.id)
-                .bind(&token)
+                .bind(token)
                 .execute(&state.db)
                 .await?;
-            return Err(Problem::new(
-                StatusCode::BAD_GATEWAY,
-                "gateway-unavailable",
-                "Payment gateway unavailable",
-            )
-            .retry_after(2)
-            .into());
+            return Err(gateway_unavailable(StatusCode::BAD_GATEWAY).into());
         }
     };
     let mut tx = state.db.begin().await?;
@@ -271,9 +347,17 @@ pub async fn start(state: &AppState, hold: &Hold) -> ApiResult<Value> {
         .bind(&created.signature)
         .bind(&created.checkout_url)
         .bind(&hold.id)
-        .bind(&token)
+        .bind(token)
         .execute(&mut *tx)
         .await?;
+    let attempt = attempts::record_created(
+        &mut tx,
+        &hold.id,
+        &created.payment_id,
+        &created.signature,
+        now,
+    )
+    .await?;
     db::audit(
         &mut tx,
         now,
@@ -285,7 +369,9 @@ pub async fn start(state: &AppState, hold: &Hold) -> ApiResult<Value> {
     )
     .await?;
     tx.commit().await?;
-    Ok(json!({"payment_id": created.payment_id, "checkout_url": created.checkout_url}))
+    Ok(
+        json!({"payment_id": created.payment_id, "checkout_url": created.checkout_url, "attempt": attempt}),
+    )
 }
 
 /// hex HMAC-SHA256(secret, payment_id), the gateway's per-payment signature.
@@ -330,24 +416,10 @@ pub async fn callback(
         }
     };
     let Some(hold) = hold else {
-        return Err(
-            Problem::new(StatusCode::NOT_FOUND, "unknown-payment", "Unknown payment")
-                .detail("this payment was not issued by the booking core")
-                .into(),
-        );
+        return superseded_callback(state, payment_id, signature).await;
     };
     let stored = hold.payment_signature.clone().unwrap_or_default();
-    let expected = expected_signature(state.config.gateway_secret.expose(), payment_id);
-    let ok_stored: bool = stored.as_bytes().ct_eq(signature.as_bytes()).into();
-    let ok_hmac: bool = expected.as_bytes().ct_eq(signature.as_bytes()).into();
-    if !(ok_stored && ok_hmac) {
-        return Err(Problem::new(
-            StatusCode::BAD_REQUEST,
-            "bad-signature",
-            "Bad payment signature",
-        )
-        .into());
-    }
+    check_signature(state, payment_id, &stored, signature)?;
     let back = CallbackOutcome::Back {
         show: hold.show_id.clone(),
         hold: hold.id.clone(),
@@ -369,6 +441,83 @@ pub async fn callback(
         Settlement::Paid(c) if c.is_paid() => Ok(CallbackOutcome::Confirmed(hold.id)),
         _ => Ok(back),
     }
+}
+
+/// Both the stored signature and the HMAC must match `signature` (constant time), else `400
+/// bad-signature`.
+fn check_signature(
+    state: &AppState,
+    payment_id: &str,
+    stored: &str,
+    signature: &str,
+) -> Result<(), Problem> {
+    let expected = expected_signature(state.config.gateway_secret.expose(), payment_id);
+    let ok_stored: bool = stored.as_bytes().ct_eq(signature.as_bytes()).into();
+    let ok_hmac: bool = expected.as_bytes().ct_eq(signature.as_bytes()).into();
+    if ok_stored && ok_hmac {
+        Ok(())
+    } else {
+        Err(Problem::new(
+            StatusCode::BAD_REQUEST,
+            "bad-signature",
+            "Bad payment signature",
+        ))
+    }
+}
+
+/// A callback from an attempt the hold no longer uses (an old checkout tab): verified like any
+/// other, then the browser goes back to the hold's page; nothing is settled (the reconciler voids
+/// superseded attempts). A payment id the booking core never issued is `404 unknown-payment`.
+async fn superseded_callback(
+    state: &AppState,
+    payment_id: &str,
+    signature: &str,
+) -> ApiResult<CallbackOutcome> {
+    let old = if payment_id.starts_with("pending:") {
+        None
+    } else {
+        attempts::superseded(&state.db, payment_id).await?
+    };
+    let Some((hold_id, stored)) = old else {
+        return Err(
+            Problem::new(StatusCode::NOT_FOUND, "unknown-payment", "Unknown payment")
+                .detail("this payment was not issued by the booking core")
+                .into(),
+        );
+    };
+    check_signature(state, payment_id, &stored, signature)?;
+    let Some(hold) = holds::load(&state.db, &hold_id).await? else {
+        return Err(Problem::not_found(format!("hold {hold_id}")).into());
+    };
+    if hold.status == "PAID" {
+        return Ok(CallbackOutcome::Confirmed(hold.id));
+    }
+    Ok(CallbackOutcome::Back {
+        show: hold.show_id,
+        hold: hold.id,
+    })
+}
+
+/// The fan asked to end payment `pid` (a release, or paying again) and the gateway answered the
+/// void with completed: the fan paid after all, so the hold is confirmed (the caller answers
+/// `409 hold-paid`).
+pub(crate) async fn paid_on_void(
+    state: &AppState,
+    hold: &Hold,
+    pid: &str,
+    transaction_id: Option<String>,
+) -> ApiResult<()> {
+    let txn = transaction_id.unwrap_or_else(|| format!("unknown-{pid}"));
+    confirm_paid(
+        &state.db,
+        hold,
+        &txn,
+        Actor::Api,
+        state.clock.now_ms(),
+        None,
+    )
+    .await?;
+    Ok(())
 }
 
 /// `DELETE /api/holds/{hold}`: the fan cancels on the booking page. A hold with no payment is
@@ -396,16 +545,7 @@ pub async fn release_by_fan(state: &AppState, hold: &Hold) -> ApiResult<Value> {
                 transaction_id,
                 ..
             }) => {
-                let txn = transaction_id.unwrap_or_else(|| format!("unknown-{pid}"));
-                confirm_paid(
-                    &state.db,
-                    hold,
-                    &txn,
-                    Actor::Api,
-                    state.clock.now_ms(),
-                    None,
-                )
-                .await?;
+                paid_on_void(state, hold, pid, transaction_id).await?;
                 return conflict("hold-paid", "Hold is paid");
             }
             Ok(_) => {

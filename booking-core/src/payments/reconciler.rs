@@ -3,20 +3,24 @@
 //! lease with an owner token). Each [`Reconciler::step`] takes HELD holds within 6 minutes of
 //! their deadline or past it, most overdue first, 8 at a time, within a 45 s budget, and asks
 //! the gateway: completed → PAID (and email); cancelled, failed, expired, or not completed after
-//! the deadline → release (guarded); pending before the deadline → leave; the query failing
+//! the deadline → release (guarded; a cancelled or failed payment only once no new attempt can
+//! start, [`crate::payments::pay_by_ms`], so the fan may pay again until then); pending before
+//! the deadline → leave; the query failing
 //! three times → extend the hold by 10 minutes, at most three times, then raise an alert and keep
 //! the seat (see [`crate::payments::ladder`]). Holds past their deadline with no payment are released
 //! without asking anyone. Each step then runs the late-payment sweep over released holds
-//! ([`crate::payments::late`]).
+//! ([`crate::payments::late`]) and voids superseded payment attempts
+//! ([`crate::payments::attempts`]); it acts on a hold's current attempt only.
 
 use std::time::{Duration, Instant};
 
 use crate::db::{lease, Actor};
 use crate::error::ApiResult;
 use crate::inventory::holds::{self, Hold};
+use crate::payments::attempts::{self, VoidOutcome};
 use crate::payments::ladder::{self, Ladder};
 use crate::payments::late::{self, LateOutcome};
-use crate::payments::{settle, Settlement};
+use crate::payments::{pay_by_ms, settle, Settlement};
 use crate::state::AppState;
 use crate::telemetry;
 
@@ -52,6 +56,8 @@ pub struct Outcome {
     pub batches: usize,
     /// The late-payment sweep over released holds ([`crate::payments::late`]).
     pub late: LateOutcome,
+    /// Superseded payment attempts voided at the gateway ([`attempts::void_superseded`]).
+    pub superseded: VoidOutcome,
 }
 
 /// Runs reconciliation steps under the single-instance lease.
@@ -129,6 +135,9 @@ impl Reconciler {
         if started.elapsed() < self.budget {
             out.late = late::sweep(&self.state, now_ms).await?;
         }
+        if started.elapsed() < self.budget {
+            out.superseded = attempts::void_superseded(&self.state, now_ms).await?;
+        }
         let oldest: Option<i64> = sqlx::query_scalar(
             "SELECT MIN(expires_at) FROM holds WHERE status = 'HELD' AND expires_at <= $1",
         )
@@ -143,7 +152,7 @@ impl Reconciler {
             started.elapsed().as_secs_f64(),
             oldest.map_or(0, |t| now_ms - t),
         );
-        if out.examined > 0 || out.late.examined > 0 {
+        if out.examined > 0 || out.late.examined > 0 || out.superseded.examined > 0 {
             tracing::info!(?out, "reconciler step");
         }
         Ok(out)
@@ -169,6 +178,11 @@ impl Reconciler {
         match settle(&self.state, h, Actor::Reconciler).await? {
             Settlement::Paid(c) if c.is_paid() => Ok(Did::Paid),
             Settlement::Paid(_) => Ok(Did::Released),
+            // The fan may pay again (a new attempt) until the last moment to start paying:
+            // the seats are released only once no new attempt can start.
+            Settlement::Dead(_) if now_ms < pay_by_ms(&self.state.config, h) => {
+                Ok(Did::Left(Ladder::None))
+            }
             Settlement::Dead(s) => {
                 self.release(h, &format!("payment {s:?}").to_lowercase(), now_ms)
                     .await

@@ -276,6 +276,20 @@ impl Harness {
         (st, r.json().await.unwrap_or(Value::Null))
     }
 
+    /// Every payment the gateway simulator holds (`GET /v1/sim/payments`).
+    pub async fn sim_payments(&self) -> Vec<Value> {
+        let all: Value = self
+            .http
+            .get(format!("{}/v1/sim/payments", self.gw))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        all.as_array().cloned().unwrap_or_default()
+    }
+
     pub async fn stats(&self) -> Value {
         self.http
             .get(format!("{}/admin/shows/{SHOW}/stats", self.base))

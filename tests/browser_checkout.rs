@@ -1,0 +1,210 @@
+//! The checkout always has a way forward (issue 18 item 1), in a real headless Chromium at both
+//! sizes (laptop 1280×800, phone = Chromium's mobile emulation 390×844 DPR 3): a fan who cancels
+//! on the gateway's page is back on the hold with "Pay again" and "Release", pays again (a new
+//! payment attempt for the same hold) and books; a fan who presses Back on the checkout finds
+//! "Pay now" working and the same payment. Screenshots under `target/screenshots/`.
+
+mod support;
+
+use fantoccini::{Client, Locator};
+use std::time::{Duration, Instant};
+use support::browser::{open, shot, wait_text, Driver, Viewport, ONE_AT_A_TIME};
+use ticket_sale::stack::{self, DemoEvent, Stack, StackOptions};
+
+/// A stack whose event opens in 2 s and lets fans in fast, with the default channel lifetimes.
+async fn start_stack() -> Stack {
+    let mut opts = StackOptions::local_random_ports();
+    opts.event = DemoEvent {
+        id: "demo".into(),
+        opens_in_secs: 2,
+        admit_rate: 20.0,
+        max_active: 10,
+        admission_ttl_secs: 600,
+    };
+    stack::start(opts).await.expect("stack starts")
+}
+
+/// From the waiting page to the shown seat map.
+async fn admitted(c: &Client, s: &Stack) {
+    c.goto(&format!("{}/?event=demo", s.waiting_room_url))
+        .await
+        .expect("open waiting page");
+    c.wait()
+        .at_most(Duration::from_secs(60))
+        .for_element(Locator::Css("#seatmap .seat.free"))
+        .await
+        .expect("admitted and the seat map is shown");
+}
+
+async fn click(c: &Client, css: &str) {
+    c.find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("{css}: {e}"))
+        .click()
+        .await
+        .unwrap_or_else(|e| panic!("click {css}: {e}"));
+}
+
+/// Waits until the browser's URL starts with `prefix`; returns the URL.
+async fn at(c: &Client, prefix: &str, secs: u64) -> String {
+    let start = Instant::now();
+    loop {
+        let url = c.current_url().await.expect("url").to_string();
+        if url.starts_with(prefix) {
+            return url;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(secs),
+            "never reached {prefix} (at {url})"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits until the button `css` is shown and enabled; returns its text.
+async fn enabled(c: &Client, css: &str, secs: u64) -> String {
+    let start = Instant::now();
+    loop {
+        if let Ok(el) = c.find(Locator::Css(css)).await {
+            if el.is_displayed().await.unwrap_or(false) && el.is_enabled().await.unwrap_or(false) {
+                return el.text().await.unwrap_or_default();
+            }
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(secs),
+            "{css} never became enabled"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Holds the first free seat; returns the hold id from the page's URL.
+async fn hold_first_free(c: &Client) -> String {
+    click(c, "#seatmap .seat.free").await;
+    click(c, "#hold").await;
+    let held = wait_text(c, "#held:not([hidden]) #held-seats", "-", 20).await;
+    assert!(held.contains('-'), "held seats shown: {held}");
+    let url = c.current_url().await.expect("url");
+    let hold = url
+        .query_pairs()
+        .find(|(k, _)| k == "hold")
+        .map(|(_, v)| v.into_owned())
+        .expect("the hold is in the page's URL, so a reload finds it");
+    hold
+}
+
+async fn bookings(s: &Stack) -> usize {
+    support::browser::demo_bookings(&s.booking_url, &s.admin_token).await
+}
+
+async fn history_actions(s: &Stack, hold: &str) -> Vec<String> {
+    let v: serde_json::Value = reqwest::Client::new()
+        .get(format!("{}/admin/holds/{hold}/history", s.booking_url))
+        .bearer_auth(&s.admin_token)
+        .send()
+        .await
+        .expect("history")
+        .json()
+        .await
+        .expect("json");
+    v["history"]
+        .as_array()
+        .expect("history rows")
+        .iter()
+        .map(|r| r["action"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+async fn cancel_then_pay_again(v: Viewport) {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let s = start_stack().await;
+    let driver = Driver::start();
+    let (c, _profile) = open(&driver, v, "en").await;
+    let n = format!("cancel-again-{}", v.name());
+    admitted(&c, &s).await;
+    let hold = hold_first_free(&c).await;
+    shot(&c, &format!("{n}-01-held")).await;
+    click(&c, "#pay").await;
+    let first = at(&c, &s.gateway_url, 30).await;
+    shot(&c, &format!("{n}-02-checkout")).await;
+    click(&c, "#cancel").await;
+    // Back on the hold: told what happened, seats still held, two ways forward.
+    at(&c, &format!("{}/book.html", s.booking_url), 30).await;
+    let note = wait_text(&c, "#payment-note:not([hidden])", "cancelled", 30).await;
+    assert!(note.contains("still held"), "{note}");
+    assert_eq!(enabled(&c, "#pay", 10).await, "Pay again");
+    assert_eq!(
+        enabled(&c, "#release", 10).await,
+        "Release and choose other seats"
+    );
+    shot(&c, &format!("{n}-03-cancelled")).await;
+    // A reload rebuilds the same state from the server.
+    c.refresh().await.expect("reload");
+    wait_text(&c, "#payment-note:not([hidden])", "cancelled", 30).await;
+    assert_eq!(enabled(&c, "#pay", 10).await, "Pay again");
+    click(&c, "#pay").await;
+    let second = at(&c, &s.gateway_url, 30).await;
+    assert_ne!(
+        first, second,
+        "paying again opens a new payment, not the cancelled one"
+    );
+    shot(&c, &format!("{n}-04-checkout-again")).await;
+    click(&c, "#pay").await;
+    let headline = wait_text(&c, "#headline", "Booking confirmed", 30).await;
+    assert_eq!(headline, "Booking confirmed");
+    shot(&c, &format!("{n}-05-confirmed")).await;
+    assert_eq!(bookings(&s).await, 1);
+    let actions = history_actions(&s, &hold).await;
+    assert!(
+        actions.iter().any(|a| a == "payment-superseded"),
+        "the first attempt was superseded: {actions:?}"
+    );
+    c.close().await.ok();
+    s.shutdown().await;
+}
+
+async fn back_from_checkout(v: Viewport) {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let s = start_stack().await;
+    let driver = Driver::start();
+    let (c, _profile) = open(&driver, v, "en").await;
+    let n = format!("back-{}", v.name());
+    admitted(&c, &s).await;
+    hold_first_free(&c).await;
+    click(&c, "#pay").await;
+    let first = at(&c, &s.gateway_url, 30).await;
+    c.back().await.expect("Back");
+    at(&c, &format!("{}/book.html", s.booking_url), 30).await;
+    // "Pay now" works again at once (the page may come back from the back/forward cache).
+    assert_eq!(enabled(&c, "#held:not([hidden]) #pay", 10).await, "Pay now");
+    shot(&c, &format!("{n}-01-back-on-hold")).await;
+    click(&c, "#pay").await;
+    let again = at(&c, &s.gateway_url, 30).await;
+    assert_eq!(first, again, "the open payment is offered again");
+    click(&c, "#pay").await;
+    wait_text(&c, "#headline", "Booking confirmed", 30).await;
+    shot(&c, &format!("{n}-02-confirmed")).await;
+    assert_eq!(bookings(&s).await, 1);
+    c.close().await.ok();
+    s.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_then_pay_again_laptop() {
+    cancel_then_pay_again(Viewport::Laptop).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_then_pay_again_phone() {
+    cancel_then_pay_again(Viewport::Phone).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn back_from_checkout_laptop() {
+    back_from_checkout(Viewport::Laptop).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn back_from_checkout_phone() {
+    back_from_checkout(Viewport::Phone).await;
+}
