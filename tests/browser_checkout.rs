@@ -2,18 +2,27 @@
 //! sizes (laptop 1280×800, phone = Chromium's mobile emulation 390×844 DPR 3): a fan who cancels
 //! on the gateway's page is back on the hold with "Pay again" and "Release", pays again (a new
 //! payment attempt for the same hold) and books; a fan who presses Back on the checkout finds
-//! "Pay now" working and the same payment. Screenshots under `target/screenshots/`.
+//! "Pay now" working and the same payment. One honest deadline (item 2): with short channels
+//! (20 s hold, 15 s payment session, so 12 s to start paying) and a device clock 10 minutes off,
+//! the hold page counts down to the server's `pay_by`, warns before it, and says plainly when it
+//! has passed, offering to choose again. Screenshots under `target/screenshots/`.
 
 mod support;
 
 use fantoccini::{Client, Locator};
 use std::time::{Duration, Instant};
-use support::browser::{open, shot, wait_text, Driver, Viewport, ONE_AT_A_TIME};
+use support::browser::{
+    hold_on_page, open, shot, shown_secs, skew, unix_now, wait_text, Driver, Viewport,
+    ONE_AT_A_TIME,
+};
 use ticket_sale::stack::{self, DemoEvent, Stack, StackOptions};
 
 /// A stack whose event opens in 2 s and lets fans in fast, with the default channel lifetimes.
 async fn start_stack() -> Stack {
-    let mut opts = StackOptions::local_random_ports();
+    start_stack_with(StackOptions::local_random_ports()).await
+}
+
+async fn start_stack_with(mut opts: StackOptions) -> Stack {
     opts.event = DemoEvent {
         id: "demo".into(),
         opens_in_secs: 2,
@@ -187,6 +196,109 @@ async fn back_from_checkout(v: Viewport) {
     assert_eq!(bookings(&s).await, 1);
     c.close().await.ok();
     s.shutdown().await;
+}
+
+/// Whether `css` matches a displayed element.
+async fn shown(c: &Client, css: &str) -> bool {
+    match c.find(Locator::Css(css)).await {
+        Ok(el) => el.is_displayed().await.unwrap_or(false),
+        Err(_) => false,
+    }
+}
+
+/// Polls (every 100 ms) until `css` is displayed or the real clock reaches `deadline` (epoch
+/// s); returns the real time it was first seen.
+async fn seen_by(c: &Client, css: &str, deadline: f64) -> f64 {
+    loop {
+        if shown(c, css).await {
+            return unix_now();
+        }
+        assert!(unix_now() < deadline, "{css} was not shown by the deadline");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn deadline_reached_on_the_hold_page(v: Viewport) {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let mut opts = StackOptions::local_random_ports();
+    opts.hold_ttl_secs = 20;
+    opts.payment_session_secs = 15;
+    let s = start_stack_with(opts).await;
+    let driver = Driver::start();
+    let (c, _profile) = open(&driver, v, "en").await;
+    // The device clock is 10 minutes fast: only the server's clock can give the right time left.
+    skew(&driver, &c, 600).await;
+    let n = format!("deadline-{}", v.name());
+    admitted(&c, &s).await;
+    hold_first_free(&c).await;
+    let text = wait_text(&c, "#held:not([hidden]) #countdown", "s", 10).await;
+    let at = unix_now();
+    let h = hold_on_page(&c).await;
+    let pay_by = h["pay_by"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("pay_by: {h}"));
+    let payment_end = h["payment_expires_at"]
+        .as_f64()
+        .expect("payment_expires_at");
+    assert_eq!(
+        pay_by,
+        payment_end - 3.0,
+        "15 s session − 3 s checkout: {h}"
+    );
+    assert!(pay_by < h["expires_at"].as_f64().unwrap(), "{h}");
+    let left = shown_secs(&text).unwrap_or_else(|| panic!("a time left: {text:?}"));
+    assert!(
+        (left - (pay_by - at)).abs() <= 2.5,
+        "shown {left} s, the server's deadline is {:.1} s away",
+        pay_by - at
+    );
+    shot(&c, &format!("{n}-01-counting")).await;
+    // A warning before the deadline (a third of the 12 s: from 4 s left), still payable.
+    let warned = seen_by(&c, "#deadline-warning", pay_by + 1.0).await;
+    assert!(
+        warned < pay_by,
+        "warned {:.1} s after the deadline",
+        warned - pay_by
+    );
+    let warning = wait_text(&c, "#deadline-warning", "Hurry", 5).await;
+    assert!(warning.contains("released"), "{warning}");
+    assert!(shown(&c, "#pay").await, "still payable while warned");
+    shot(&c, &format!("{n}-02-warning")).await;
+    // At the deadline the page says so plainly and offers the next step.
+    let over = seen_by(&c, "#outcome[data-kind='over']", pay_by + 5.0).await;
+    assert!(
+        over >= pay_by - 1.0,
+        "time up shown {:.1} s early",
+        pay_by - over
+    );
+    assert_eq!(
+        wait_text(&c, "#headline", "Time is up", 5).await,
+        "Time is up"
+    );
+    let said = wait_text(&c, "#outcome-text", "passed", 5).await;
+    assert!(said.contains("choose seats again"), "{said}");
+    assert_eq!(c.title().await.expect("title"), "Time is up");
+    assert!(!shown(&c, "#pay").await, "no Pay button past the deadline");
+    shot(&c, &format!("{n}-03-time-up")).await;
+    click(&c, "#outcome-action").await;
+    c.wait()
+        .at_most(Duration::from_secs(20))
+        .for_element(Locator::Css("#picker:not([hidden]) #seatmap .seat.free"))
+        .await
+        .expect("the seat map is back to choose again");
+    shot(&c, &format!("{n}-04-choose-again")).await;
+    c.close().await.ok();
+    s.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deadline_reached_on_the_hold_page_laptop() {
+    deadline_reached_on_the_hold_page(Viewport::Laptop).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deadline_reached_on_the_hold_page_phone() {
+    deadline_reached_on_the_hold_page(Viewport::Phone).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

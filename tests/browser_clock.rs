@@ -107,16 +107,7 @@ async fn case_w15_booking_page_hold_timer_from_the_server_clock() {
         let now = unix_now();
         // The truth: the server's one deadline for this hold (the last moment to start paying,
         // issue 18 item 2), read with the fan's own cookie.
-        let hold: serde_json::Value = c
-            .execute_async(
-                "const done = arguments[0];
-                 const id = new URLSearchParams(location.search).get('hold');
-                 fetch('/api/holds/' + id, {credentials: 'same-origin', cache: 'no-store'})
-                   .then((r) => r.json()).then(done, (e) => done(String(e)));",
-                vec![],
-            )
-            .await
-            .expect("read the hold");
+        let hold = support::browser::hold_on_page(&c).await;
         let pay_by = hold["pay_by"]
             .as_f64()
             .unwrap_or_else(|| panic!("the hold names its deadline: {hold}"));

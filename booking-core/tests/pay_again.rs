@@ -2,7 +2,7 @@
 //! attempts per hold), on SQLite and PostgreSQL through a real gateway-sim: a new attempt for
 //! the same hold that books, the old checkout's callback sent back to the hold, the reconciler
 //! voiding the superseded attempt, bad input answered 4xx, and two pay-again calls naming the
-//! same old attempt making exactly one new attempt.
+//! same old attempt making exactly one new attempt; and a hold outliving its admission.
 
 mod support;
 
@@ -10,6 +10,7 @@ on_both!(
     cancel_then_pay_again_books_with_a_new_attempt,
     two_pay_again_calls_with_the_same_old_attempt_make_one,
     pay_again_refuses_what_it_cannot_do,
+    a_hold_outlives_the_admission_that_made_it,
 );
 
 use sale_common::Clock;
@@ -271,4 +272,60 @@ async fn pay_again_refuses_what_it_cannot_do(b: Backend) {
     assert_eq!(r.status(), 200);
     let (st, p) = pay(&h, &t, &hold, Some(json!({"replaces": old}))).await;
     assert_eq!((st, &p["type"]), (409, &json!("/problems/hold-not-held")));
+}
+
+/// DECISIONS: paying needs a live hold, not a live admission. The admission ends 60 s after the
+/// hold is made; the hold (payable until `pay_by`, 360 s) is still read, paid and released with
+/// that expired token, which opens nothing else: not the seat map's holds, not another hold.
+async fn a_hold_outlives_the_admission_that_made_it(b: Backend) {
+    let h = Harness::on(b).await;
+    let now = h.now_s();
+    let mut c = support::claims("late", SHOW, "jti-short", now);
+    c["exp"] = json!(now + 60);
+    let short = h.signer.sign(&c);
+    let (st, body) = h.hold(&short, "k", &["A-9-1"]).await;
+    assert_eq!(st, 201, "{body}");
+    let hold = body["hold_id"].as_str().unwrap().to_owned();
+    // A second hold of the same fan, made with another admission.
+    let other_token = h.token("late");
+    let (st, other) = h.hold(&other_token, "k2", &["A-9-2"]).await;
+    assert_eq!(st, 201, "{other}");
+    h.clock.advance_ms(61_000);
+    let me = h
+        .http
+        .get(format!("{}/api/me", h.base))
+        .bearer_auth(&short)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(me.status(), 401, "the admission itself is over");
+    let v = get_hold(&h, &short, &hold).await;
+    assert_eq!(v["status"], "HELD", "{v}");
+    let r = h
+        .http
+        .get(format!(
+            "{}/api/holds/{}",
+            h.base,
+            other["hold_id"].as_str().unwrap()
+        ))
+        .bearer_auth(&short)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401, "an expired token opens only its own holds");
+    let (st, p) = pay(&h, &short, &hold, None).await;
+    assert_eq!(
+        st, 200,
+        "paying needs a live hold, not a live admission: {p}"
+    );
+    let (st, again) = h.hold(&short, "k3", &["A-9-3"]).await;
+    assert_eq!(st, 401, "no new hold on an ended admission: {again}");
+    let r = h
+        .http
+        .delete(format!("{}/api/holds/{hold}", h.base))
+        .bearer_auth(&short)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "the fan can still let the seats go");
 }

@@ -244,6 +244,14 @@ pub async fn skewed_browser(
 ) -> (fantoccini::Client, tempfile::TempDir) {
     let profile = tempfile::tempdir().expect("profile dir");
     let c = connect(driver, profile.path()).await;
+    skew(driver, &c, offset_secs).await;
+    (c, profile)
+}
+
+/// Shifts the device clock of the browser `c` by `offset_secs` for every new document
+/// (chromedriver's CDP passthrough, `Page.addScriptToEvaluateOnNewDocument`), and checks the
+/// shift on a blank page.
+pub async fn skew(driver: &Driver, c: &fantoccini::Client, offset_secs: i64) {
     let session = c
         .session_id()
         .await
@@ -287,7 +295,6 @@ pub async fn skewed_browser(
         (off - offset_secs as f64).abs() < 5.0,
         "the device clock is {off:.1} s off, wanted {offset_secs} s"
     );
-    (c, profile)
 }
 
 /// The real time, epoch seconds.
@@ -327,4 +334,17 @@ pub async fn demo_bookings(booking_url: &str, admin_token: &str) -> usize {
         .await
         .expect("json");
     v.as_array().map(Vec::len).unwrap_or(0)
+}
+
+/// The server's view of the hold the booking page shows (`?hold=`), read with the fan's own cookie.
+pub async fn hold_on_page(c: &fantoccini::Client) -> serde_json::Value {
+    c.execute_async(
+        "const done = arguments[0];
+         const id = new URLSearchParams(location.search).get('hold');
+         fetch('/api/holds/' + id, {credentials: 'same-origin', cache: 'no-store'})
+           .then((r) => r.json()).then(done, (e) => done(String(e)));",
+        vec![],
+    )
+    .await
+    .expect("read the hold")
 }

@@ -190,6 +190,25 @@ impl Verifier {
         Ok(c)
     }
 
+    /// Like [`verify`](Self::verify) for any show, except that a token at or past its `exp` is
+    /// still accepted, with `true` beside it: a fan's hold outlives the admission that made it
+    /// (DECISIONS "Tokens, capacity and clocks": paying needs a live hold, not a live admission).
+    /// Key, signature, `iss`, `aud` and `nbf` are checked as always, so a revoked key's tokens
+    /// stay refused; the caller limits an expired token to the holds made with its `jti`.
+    pub async fn verify_for_hold(&self, token: &str) -> Result<(Admission, bool), DoorError> {
+        let hash = tokencache::TokenCache::hash(token);
+        let c = match self.cache.get(&hash) {
+            Some(c) => c,
+            None => self.verify_signature(token).await?.1,
+        };
+        let now = self.clock.now_secs();
+        if now < c.nbf.saturating_sub(self.leeway) {
+            return Err(DoorError::Expired);
+        }
+        let expired = now >= c.exp.saturating_add(self.leeway);
+        Ok((c, expired))
+    }
+
     /// Tokens whose signature is cached (metrics, tests).
     pub fn cached_tokens(&self) -> usize {
         self.cache.len()

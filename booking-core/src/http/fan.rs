@@ -21,7 +21,7 @@ use crate::payments::{self, CallbackOutcome};
 use crate::state::AppState;
 
 /// 401 `admission-required` pointing back to the waiting room (API.md).
-fn admission_required(state: &AppState, e: &DoorError) -> ApiError {
+pub(super) fn admission_required(state: &AppState, e: &DoorError) -> ApiError {
     Problem::unauthorized("admission-required", e.to_string())
         .with("waiting_room", state.config.waiting_room_url.clone())
         .into()
@@ -90,7 +90,16 @@ pub async fn session(
         .verify(&f.admission_token, Some(&f.show))
         .await
         .map_err(|e| admission_required(&state, &e))?;
-    let max_age = (adm.exp - state.clock.now_secs()).max(0);
+    // The cookie outlives the admission by the longest hold: the fan's own hold stays payable
+    // after the admission ends (DECISIONS), and the door accepts the expired token for it only.
+    let longest_hold = state
+        .config
+        .channels
+        .values()
+        .map(|c| i64::try_from(c.hold_secs).unwrap_or(i64::MAX / 2))
+        .max()
+        .unwrap_or(0);
+    let max_age = (adm.exp - state.clock.now_secs()).max(0) + longest_hold;
     let cookie = format!(
         "admission={}; HttpOnly; SameSite=Lax; Path=/; Max-Age={max_age}",
         f.admission_token

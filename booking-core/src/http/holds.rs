@@ -11,9 +11,9 @@ use sale_common::Problem;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::fan::{fan, known_show};
+use super::fan::{admission_required, fan, known_show};
 use super::openapi::ProblemDoc;
-use crate::door::Admission;
+use crate::door::{token_from_headers, Admission, DoorError};
 use crate::error::{clip, rejection, ApiError, ApiResult};
 use crate::inventory::claim::{self, unprocessable, Ask, Timing};
 use crate::inventory::holds::{self, Hold};
@@ -28,6 +28,24 @@ async fn own_hold(state: &AppState, adm: &Admission, id: &str) -> ApiResult<Hold
         Some(h) if h.visitor_id == adm.sub && h.show_id == adm.event => Ok(h),
         _ => Err(Problem::not_found(format!("hold {}", clip(id))).into()),
     }
+}
+
+/// The fan's own hold for the calls on one hold (read, pay, cancel). Paying needs a live hold,
+/// not a live admission (DECISIONS): an admission token past its `exp` still opens the holds made
+/// with it (same `jti`), and nothing else (401 `admission-required`).
+async fn hold_of_fan(state: &AppState, headers: &HeaderMap, id: &str) -> ApiResult<Hold> {
+    let token = token_from_headers(headers)
+        .ok_or_else(|| admission_required(state, &DoorError::Missing))?;
+    let (adm, expired) = state
+        .verifier
+        .verify_for_hold(&token)
+        .await
+        .map_err(|e| admission_required(state, &e))?;
+    let h = own_hold(state, &adm, id).await?;
+    if expired && h.admission_jti != adm.jti {
+        return Err(admission_required(state, &DoorError::Expired));
+    }
+    Ok(h)
 }
 
 /// Body of a hold request: exactly one of `seats`, `pool` (+ `quantity`), `best_available`.
@@ -274,8 +292,7 @@ pub async fn get_hold(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> ApiResult<Json<Value>> {
-    let adm = fan(&state, &headers, None).await?;
-    let h = own_hold(&state, &adm, &id).await?;
+    let h = hold_of_fan(&state, &headers, &id).await?;
     let mut v = holds::view(&state.db, &h).await?;
     v["pay_by"] = (payments::pay_by_ms(&state.config, &h) / 1000).into();
     if let Some(a) = payments::attempts::view(&state.db, &h).await? {
@@ -319,8 +336,7 @@ pub async fn pay(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> ApiResult<Json<Value>> {
-    let adm = fan(&state, &headers, None).await?;
-    let h = own_hold(&state, &adm, &id).await?;
+    let h = hold_of_fan(&state, &headers, &id).await?;
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(Json(payments::start(&state, &h).await?));
     }
@@ -351,7 +367,6 @@ pub async fn delete_hold(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> ApiResult<Json<Value>> {
-    let adm = fan(&state, &headers, None).await?;
-    let h = own_hold(&state, &adm, &id).await?;
+    let h = hold_of_fan(&state, &headers, &id).await?;
     Ok(Json(payments::release_by_fan(&state, &h).await?))
 }
