@@ -17,7 +17,9 @@
   let holdKey = sessionStorage.getItem("hold-key:" + show) || crypto.randomUUID();
   let timer = null;
 
+  // The server's problem details are in English: other languages get the page's own words.
   function problem(body, fallback) {
+    if (window.LANG !== "en") return fallback;
     return (body && (body.detail || body.title)) || fallback;
   }
 
@@ -139,6 +141,9 @@
 
   async function loadMap() {
     stopTimer();
+    // The map itself is public: ask the door first, so an ended admission is said at once.
+    const me = await call("GET", "/api/me");
+    if (me.res.status === 401) return;
     const { res, json } = await call("GET", "/api/shows/" + show + "/seats");
     if (res.status === 401) return;
     only("picker", "book_h1", "tab_book");

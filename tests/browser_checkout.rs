@@ -12,8 +12,8 @@ mod support;
 use fantoccini::{Client, Locator};
 use std::time::{Duration, Instant};
 use support::browser::{
-    hold_on_page, open, shot, shown_secs, skew, unix_now, wait_text, Driver, Viewport,
-    ONE_AT_A_TIME,
+    click, hold_on_page, open, shot, shown_secs, skew, unix_now, wait_text, wait_url, Driver,
+    Viewport, ONE_AT_A_TIME,
 };
 use ticket_sale::stack::{self, DemoEvent, Stack, StackOptions};
 
@@ -43,31 +43,6 @@ async fn admitted(c: &Client, s: &Stack) {
         .for_element(Locator::Css("#seatmap .seat.free"))
         .await
         .expect("admitted and the seat map is shown");
-}
-
-async fn click(c: &Client, css: &str) {
-    c.find(Locator::Css(css))
-        .await
-        .unwrap_or_else(|e| panic!("{css}: {e}"))
-        .click()
-        .await
-        .unwrap_or_else(|e| panic!("click {css}: {e}"));
-}
-
-/// Waits until the browser's URL starts with `prefix`; returns the URL.
-async fn at(c: &Client, prefix: &str, secs: u64) -> String {
-    let start = Instant::now();
-    loop {
-        let url = c.current_url().await.expect("url").to_string();
-        if url.starts_with(prefix) {
-            return url;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(secs),
-            "never reached {prefix} (at {url})"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 /// Waits until the button `css` is shown and enabled; returns its text.
@@ -134,11 +109,11 @@ async fn cancel_then_pay_again(v: Viewport) {
     let hold = hold_first_free(&c).await;
     shot(&c, &format!("{n}-01-held")).await;
     click(&c, "#pay").await;
-    let first = at(&c, &s.gateway_url, 30).await;
+    let first = wait_url(&c, &s.gateway_url, 30).await;
     shot(&c, &format!("{n}-02-checkout")).await;
     click(&c, "#cancel").await;
     // Back on the hold: told what happened, seats still held, two ways forward.
-    at(&c, &format!("{}/book.html", s.booking_url), 30).await;
+    wait_url(&c, &format!("{}/book.html", s.booking_url), 30).await;
     let note = wait_text(&c, "#payment-note:not([hidden])", "cancelled", 30).await;
     assert!(note.contains("still held"), "{note}");
     assert_eq!(enabled(&c, "#pay", 10).await, "Pay again");
@@ -152,7 +127,7 @@ async fn cancel_then_pay_again(v: Viewport) {
     wait_text(&c, "#payment-note:not([hidden])", "cancelled", 30).await;
     assert_eq!(enabled(&c, "#pay", 10).await, "Pay again");
     click(&c, "#pay").await;
-    let second = at(&c, &s.gateway_url, 30).await;
+    let second = wait_url(&c, &s.gateway_url, 30).await;
     assert_ne!(
         first, second,
         "paying again opens a new payment, not the cancelled one"
@@ -181,14 +156,14 @@ async fn back_from_checkout(v: Viewport) {
     admitted(&c, &s).await;
     hold_first_free(&c).await;
     click(&c, "#pay").await;
-    let first = at(&c, &s.gateway_url, 30).await;
+    let first = wait_url(&c, &s.gateway_url, 30).await;
     c.back().await.expect("Back");
-    at(&c, &format!("{}/book.html", s.booking_url), 30).await;
+    wait_url(&c, &format!("{}/book.html", s.booking_url), 30).await;
     // "Pay now" works again at once (the page may come back from the back/forward cache).
     assert_eq!(enabled(&c, "#held:not([hidden]) #pay", 10).await, "Pay now");
     shot(&c, &format!("{n}-01-back-on-hold")).await;
     click(&c, "#pay").await;
-    let again = at(&c, &s.gateway_url, 30).await;
+    let again = wait_url(&c, &s.gateway_url, 30).await;
     assert_eq!(first, again, "the open payment is offered again");
     click(&c, "#pay").await;
     wait_text(&c, "#headline", "Booking confirmed", 30).await;

@@ -1,8 +1,10 @@
 //! The checkout page a fan sees in the browser: amount, reference, a **Pay** and a **Cancel**
-//! button (plain HTML forms), and the 303 back to the merchant's `return_url`.
+//! button (plain HTML forms), and the 303 back to the merchant's `return_url`. In English or
+//! French, chosen the way the fan pages choose (the first of the browser's languages that the
+//! page has: here from `Accept-Language`).
 
 use axum::extract::{Path, State};
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 
 use crate::store::{Payment, PaymentStatus};
@@ -15,50 +17,178 @@ fn escape(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-fn not_found() -> Response {
+/// A language of the checkout page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lang {
+    /// English (the default).
+    En,
+    /// French.
+    Fr,
+}
+
+impl Lang {
+    /// The first language of `Accept-Language` (highest `q` first, then in order) that the page
+    /// has, else English.
+    pub fn of(headers: &HeaderMap) -> Lang {
+        let header = headers
+            .get(header::ACCEPT_LANGUAGE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        let mut wanted: Vec<(f32, usize, &str)> = header
+            .split(',')
+            .enumerate()
+            .filter_map(|(i, part)| {
+                let mut it = part.split(';');
+                let tag = it.next()?.trim();
+                let q = it
+                    .find_map(|p| p.trim().strip_prefix("q="))
+                    .and_then(|q| q.parse::<f32>().ok())
+                    .unwrap_or(1.0);
+                Some((q, i, tag))
+            })
+            .collect();
+        wanted.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        for (_, _, tag) in wanted {
+            match tag
+                .split('-')
+                .next()
+                .unwrap_or("")
+                .to_ascii_lowercase()
+                .as_str()
+            {
+                "fr" => return Lang::Fr,
+                "en" => return Lang::En,
+                _ => {}
+            }
+        }
+        Lang::En
+    }
+
+    fn code(self) -> &'static str {
+        match self {
+            Lang::En => "en",
+            Lang::Fr => "fr",
+        }
+    }
+
+    /// The page's words, in this language.
+    fn t(self, key: &str) -> &'static str {
+        let fr = self == Lang::Fr;
+        match key {
+            "title" if fr => "Paiement – simulateur de passerelle",
+            "title" => "Checkout – Gateway simulator",
+            "h1" if fr => "Paiement",
+            "h1" => "Checkout",
+            "amount" if fr => "Montant :",
+            "amount" => "Amount:",
+            "reference" if fr => "Référence :",
+            "reference" => "Reference:",
+            "payment" if fr => "Paiement n° :",
+            "payment" => "Payment:",
+            "pay" if fr => "Payer",
+            "pay" => "Pay",
+            "cancel" if fr => "Annuler",
+            "cancel" => "Cancel",
+            "unknown" if fr => "Paiement inconnu",
+            "unknown" => "Unknown payment",
+            "expired" if fr => "Ce paiement a expiré",
+            "expired" => "This payment has expired",
+            _ => "",
+        }
+    }
+
+    /// "This payment is cancelled." for a payment the fan can no longer act on.
+    fn state(self, st: PaymentStatus) -> String {
+        let name = format!("{st:?}").to_lowercase();
+        if self == Lang::En {
+            return format!("This payment is {name}.");
+        }
+        let fr = match st {
+            PaymentStatus::Created => "créé",
+            PaymentStatus::Approved => "approuvé",
+            PaymentStatus::Completed => "terminé",
+            PaymentStatus::Cancelled => "annulé",
+            PaymentStatus::Failed => "refusé",
+            PaymentStatus::Expired => "expiré",
+            PaymentStatus::Refunded => "remboursé",
+            PaymentStatus::Disputed => "contesté",
+        };
+        format!("Ce paiement est {fr}.")
+    }
+
+    /// An amount in euros: `€12.50` in English, `12,50 €` in French.
+    fn amount(self, cents: i64) -> String {
+        let (units, rest) = (cents / 100, cents % 100);
+        match self {
+            Lang::En => format!("€{units}.{rest:02}"),
+            Lang::Fr => format!("{units},{rest:02}\u{a0}€"),
+        }
+    }
+}
+
+fn page_of(lang: Lang, status: StatusCode, title: &str, body: &str) -> Response {
+    let html = format!(
+        "<!doctype html><html lang=\"{}\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <title>{title}</title></head>\n<body><main>{body}</main></body></html>",
+        lang.code()
+    );
     (
-        StatusCode::NOT_FOUND,
-        Html("<!doctype html><title>Unknown payment</title><h1>Unknown payment</h1>".to_string()),
+        status,
+        [
+            (header::CACHE_CONTROL, "private, no-store"),
+            (header::VARY, "Accept-Language"),
+        ],
+        Html(html),
     )
         .into_response()
 }
 
-/// `GET /checkout/{id}`: the checkout page.
-pub async fn page(State(state): State<AppState>, Path(id): Path<String>) -> Response {
-    let Some(p) = state.store.get(&id) else {
-        return not_found();
-    };
-    let id = escape(&p.payment_id);
-    let amount = format!("{}.{:02}", p.amount_cents / 100, p.amount_cents % 100);
-    let actions = if p.status == PaymentStatus::Created {
-        format!(
-            "<form method=\"post\" action=\"/checkout/{id}/pay\"><button id=\"pay\" type=\"submit\">Pay</button></form>\n\
-             <form method=\"post\" action=\"/checkout/{id}/cancel\"><button id=\"cancel\" type=\"submit\">Cancel</button></form>"
-        )
-    } else {
-        format!("<p id=\"state\">This payment is {:?}.</p>", p.status).to_lowercase()
-    };
-    let html = format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Checkout – Gateway simulator</title></head>\n\
-         <body><h1>Checkout</h1><p>Amount: <strong id=\"amount\">€{amount}</strong></p>\n\
-         <p>Reference: <code id=\"reference\">{}</code></p><p>Payment: <code>{id}</code></p>\n{actions}\n</body></html>",
-        escape(&p.reference)
-    );
-    ([(header::CACHE_CONTROL, "private, no-store")], Html(html)).into_response()
+fn not_found(lang: Lang) -> Response {
+    let t = lang.t("unknown");
+    page_of(lang, StatusCode::NOT_FOUND, t, &format!("<h1>{t}</h1>"))
 }
 
-fn back(state: &AppState, p: &Payment) -> Response {
+/// `GET /checkout/{id}`: the checkout page.
+pub async fn page(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let lang = Lang::of(&headers);
+    let Some(p) = state.store.get(&id) else {
+        return not_found(lang);
+    };
+    let id = escape(&p.payment_id);
+    let actions = if p.status == PaymentStatus::Created {
+        format!(
+            "<form method=\"post\" action=\"/checkout/{id}/pay\"><button id=\"pay\" type=\"submit\">{}</button></form>\n\
+             <form method=\"post\" action=\"/checkout/{id}/cancel\"><button id=\"cancel\" type=\"submit\">{}</button></form>",
+            lang.t("pay"),
+            lang.t("cancel")
+        )
+    } else {
+        format!("<p id=\"state\">{}</p>", lang.state(p.status))
+    };
+    let body = format!(
+        "<h1>{}</h1><p>{} <strong id=\"amount\">{}</strong></p>\n\
+         <p>{} <code id=\"reference\">{}</code></p><p>{} <code>{id}</code></p>\n{actions}",
+        lang.t("h1"),
+        lang.t("amount"),
+        lang.amount(p.amount_cents),
+        lang.t("reference"),
+        escape(&p.reference),
+        lang.t("payment"),
+    );
+    page_of(lang, StatusCode::OK, lang.t("title"), &body)
+}
+
+fn back(state: &AppState, p: &Payment, lang: Lang) -> Response {
     let status = match p.status {
         PaymentStatus::Approved | PaymentStatus::Completed => "success",
         PaymentStatus::Expired => {
-            return (
-                StatusCode::GONE,
-                Html(
-                    "<!doctype html><title>Expired</title><h1>This payment has expired</h1>"
-                        .to_string(),
-                ),
-            )
-                .into_response()
+            let t = lang.t("expired");
+            return page_of(lang, StatusCode::GONE, t, &format!("<h1>{t}</h1>"));
         }
         _ => "cancel",
     };
@@ -73,17 +203,49 @@ fn back(state: &AppState, p: &Payment) -> Response {
 }
 
 /// `POST /checkout/{id}/pay`: approve (unless expired), 303 back with `status=success`.
-pub async fn pay(State(state): State<AppState>, Path(id): Path<String>) -> Response {
+pub async fn pay(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let lang = Lang::of(&headers);
     match state.store.pay(&id) {
-        Some(p) => back(&state, &p),
-        None => not_found(),
+        Some(p) => back(&state, &p, lang),
+        None => not_found(lang),
     }
 }
 
 /// `POST /checkout/{id}/cancel`: cancel, 303 back with `status=cancel`.
-pub async fn cancel(State(state): State<AppState>, Path(id): Path<String>) -> Response {
+pub async fn cancel(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let lang = Lang::of(&headers);
     match state.store.cancel(&id) {
-        Some(p) => back(&state, &p),
-        None => not_found(),
+        Some(p) => back(&state, &p, lang),
+        None => not_found(lang),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lang(accept: &str) -> Lang {
+        let mut h = HeaderMap::new();
+        h.insert(header::ACCEPT_LANGUAGE, accept.parse().unwrap());
+        Lang::of(&h)
+    }
+
+    #[test]
+    fn the_first_language_the_page_has_wins() {
+        assert_eq!(lang("fr-FR,fr;q=0.9,en;q=0.8"), Lang::Fr);
+        assert_eq!(lang("de-DE,fr;q=0.7,en;q=0.9"), Lang::En);
+        assert_eq!(lang("de,fr;q=0.5"), Lang::Fr);
+        assert_eq!(lang("de"), Lang::En);
+        assert_eq!(lang(""), Lang::En);
+        assert_eq!(Lang::Fr.amount(1250), "12,50\u{a0}€");
+        assert_eq!(Lang::En.amount(1250), "€12.50");
     }
 }

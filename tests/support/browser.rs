@@ -188,20 +188,12 @@ pub static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new
 /// gateway simulator's checkout page, and waits for "Booking confirmed". Saves screenshots
 /// `{prefix}-held`, `{prefix}-checkout` and `{prefix}-confirmation`.
 pub async fn hold_pay_and_confirm(c: &fantoccini::Client, gateway_url: &str, prefix: &str) {
-    let click = |css: &'static str| async move {
-        c.find(Locator::Css(css))
-            .await
-            .unwrap_or_else(|e| panic!("{css}: {e}"))
-            .click()
-            .await
-            .unwrap_or_else(|e| panic!("click {css}: {e}"));
-    };
-    click("#seatmap .seat.free").await;
-    click("#hold").await;
+    click(c, "#seatmap .seat.free").await;
+    click(c, "#hold").await;
     let held = wait_text(c, "#held:not([hidden]) #held-seats", "-", 20).await;
     assert!(held.contains('-'), "held seats shown: {held}");
     shot(c, &format!("{prefix}-held")).await;
-    click("#pay").await;
+    click(c, "#pay").await;
     // The booking page's own button is also `#pay`: wait until the browser is at the gateway.
     let start = std::time::Instant::now();
     while !c
@@ -223,7 +215,7 @@ pub async fn hold_pay_and_confirm(c: &fantoccini::Client, gateway_url: &str, pre
         "checkout offers Cancel: {cancel}"
     );
     shot(c, &format!("{prefix}-checkout")).await;
-    click("#pay").await;
+    click(c, "#pay").await;
     let headline = wait_text(c, "#headline", "Booking confirmed", 30).await;
     shot(c, &format!("{prefix}-confirmation")).await;
     assert_eq!(headline, "Booking confirmed");
@@ -347,4 +339,31 @@ pub async fn hold_on_page(c: &fantoccini::Client) -> serde_json::Value {
     )
     .await
     .expect("read the hold")
+}
+
+/// Clicks the element matching `css` (it must be there).
+pub async fn click(c: &fantoccini::Client, css: &str) {
+    c.find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("{css}: {e}"))
+        .click()
+        .await
+        .unwrap_or_else(|e| panic!("click {css}: {e}"));
+}
+
+/// Waits (polling every 100 ms, at most `secs`) until the browser's URL starts with `prefix`;
+/// returns the URL.
+pub async fn wait_url(c: &fantoccini::Client, prefix: &str, secs: u64) -> String {
+    let start = std::time::Instant::now();
+    loop {
+        let url = c.current_url().await.expect("url").to_string();
+        if url.starts_with(prefix) {
+            return url;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(secs),
+            "never reached {prefix} (at {url})"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }

@@ -1,0 +1,198 @@
+//! Every fan page in French when the browser's first language is French (issue 18 item 7),
+//! chosen the way the waiting page chooses, tab titles included, at both sizes (laptop, and the
+//! phone's mobile emulation): the waiting page, the seat map, the hold, the gateway's checkout
+//! (from `Accept-Language`), the hold after a cancelled payment, the confirmation; on the phone
+//! also the page a fan sees once the admission is over. Screenshots under `target/screenshots/`.
+
+mod support;
+
+use fantoccini::{Client, Locator};
+use std::time::{Duration, Instant};
+use support::browser::{
+    click, open, shot, unix_now, wait_text, wait_url, Driver, Viewport, ONE_AT_A_TIME,
+};
+use ticket_sale::stack::{self, DemoEvent, Stack, StackOptions};
+
+/// How long an admission lasts in this test: enough for the journey, short enough to see it end.
+const ADMISSION_SECS: u64 = 45;
+
+async fn start_stack() -> Stack {
+    let mut opts = StackOptions::local_random_ports();
+    opts.event = DemoEvent {
+        id: "demo".into(),
+        opens_in_secs: 2,
+        admit_rate: 20.0,
+        max_active: 10,
+        admission_ttl_secs: ADMISSION_SECS,
+    };
+    stack::start(opts).await.expect("stack starts")
+}
+
+/// Waits until the tab title is `want` (the pages set it once they know their state).
+async fn title_is(c: &Client, want: &str) {
+    let start = Instant::now();
+    loop {
+        let t = c.title().await.expect("title");
+        if t == want {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "tab title {t:?}, wanted {want:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn page_lang(c: &Client) -> String {
+    c.execute("return document.documentElement.lang;", vec![])
+        .await
+        .expect("lang")
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+async fn french_on_every_page(v: Viewport) {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let s = start_stack().await;
+    let driver = Driver::start();
+    let (c, _profile) = open(&driver, v, "fr").await;
+    let n = format!("fr-{}", v.name());
+    c.goto(&format!("{}/?event=demo", s.waiting_room_url))
+        .await
+        .expect("open waiting page");
+    let admitted_at = unix_now();
+    // Waiting page (it may already be taking the fan on: then the booking page is checked).
+    if let Ok(t) = c.find(Locator::Css("#title")).await {
+        if let Ok(text) = t.text().await {
+            if !text.is_empty() {
+                assert_eq!(text, "Vous êtes dans la salle d'attente");
+                assert_eq!(c.title().await.expect("title"), "Salle d'attente");
+                shot(&c, &format!("{n}-01-waiting")).await;
+            }
+        }
+    }
+    // Seat map.
+    c.wait()
+        .at_most(Duration::from_secs(60))
+        .for_element(Locator::Css("#seatmap .seat.free"))
+        .await
+        .expect("admitted and the seat map is shown");
+    title_is(&c, "Choisissez vos places").await;
+    assert_eq!(page_lang(&c).await, "fr");
+    wait_text(&c, "#message", "places disponibles sur", 10).await;
+    assert_eq!(
+        wait_text(&c, "#hold", "Réserver", 5).await,
+        "Réserver les places choisies"
+    );
+    let label = c
+        .find(Locator::Css("#seatmap .seat.free"))
+        .await
+        .expect("seat")
+        .attr("aria-label")
+        .await
+        .expect("label")
+        .unwrap_or_default();
+    assert!(label.contains("rang") && label.contains("libre"), "{label}");
+    shot(&c, &format!("{n}-02-map")).await;
+    // Hold.
+    click(&c, "#seatmap .seat.free").await;
+    click(&c, "#hold").await;
+    title_is(&c, "Places réservées").await;
+    wait_text(&c, "#held", "Commencez le paiement dans", 10).await;
+    assert_eq!(wait_text(&c, "#pay", "Payer", 5).await, "Payer maintenant");
+    assert_eq!(
+        wait_text(&c, "#release", "Libérer", 5).await,
+        "Libérer et choisir d'autres places"
+    );
+    shot(&c, &format!("{n}-03-held")).await;
+    // The gateway's checkout, in French from Accept-Language.
+    click(&c, "#pay").await;
+    wait_url(&c, &s.gateway_url, 30).await;
+    title_is(&c, "Paiement – simulateur de passerelle").await;
+    assert_eq!(page_lang(&c).await, "fr");
+    assert_eq!(wait_text(&c, "#pay", "Payer", 5).await, "Payer");
+    assert_eq!(wait_text(&c, "#cancel", "Annuler", 5).await, "Annuler");
+    let amount = wait_text(&c, "#amount", "€", 5).await;
+    assert!(amount.contains(','), "a French amount: {amount}");
+    shot(&c, &format!("{n}-04-checkout")).await;
+    // Cancelled: back on the hold, told in French.
+    click(&c, "#cancel").await;
+    wait_url(&c, &format!("{}/book.html", s.booking_url), 30).await;
+    wait_text(&c, "#payment-note", "Votre paiement a été annulé", 20).await;
+    assert_eq!(wait_text(&c, "#pay", "Payer", 5).await, "Payer à nouveau");
+    shot(&c, &format!("{n}-05-cancelled")).await;
+    click(&c, "#pay").await;
+    wait_url(&c, &s.gateway_url, 30).await;
+    click(&c, "#pay").await;
+    // Confirmation.
+    let head = wait_text(&c, "#headline", "Réservation confirmée", 30).await;
+    assert_eq!(head, "Réservation confirmée");
+    title_is(&c, "Votre réservation").await;
+    let details = wait_text(&c, "#details", "sont à vous", 5).await;
+    assert!(details.contains("Référence de réservation"), "{details}");
+    shot(&c, &format!("{n}-06-confirmed")).await;
+    if v == Viewport::Phone {
+        admission_over_in_french(&c, &s, &n, admitted_at).await;
+    }
+    c.close().await.ok();
+    s.shutdown().await;
+}
+
+/// Once the admission is over, the booking page says so in French and offers the waiting room.
+/// Polls (a fresh page load each second) until the admission's end plus a margin.
+async fn admission_over_in_french(c: &Client, s: &Stack, n: &str, admitted_at: f64) {
+    let deadline = admitted_at + ADMISSION_SECS as f64 + 60.0;
+    loop {
+        c.execute("sessionStorage.clear();", vec![])
+            .await
+            .expect("forget the paid hold");
+        c.goto(&format!("{}/book.html?show=demo", s.booking_url))
+            .await
+            .expect("booking page");
+        let over = c
+            .wait()
+            .at_most(Duration::from_secs(5))
+            .for_element(Locator::Css(
+                "#outcome:not([hidden])[data-kind='admission_over'], #picker:not([hidden])",
+            ))
+            .await
+            .expect("the page shows a state");
+        if over.attr("id").await.ok().flatten().as_deref() == Some("outcome") {
+            break;
+        }
+        assert!(unix_now() < deadline, "the admission never ended");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    title_is(c, "Accès terminé").await;
+    assert_eq!(
+        wait_text(c, "#headline", "accès", 5).await,
+        "Votre accès est terminé"
+    );
+    let link = wait_text(c, "#outcome-link", "salle d'attente", 5).await;
+    assert_eq!(link, "Revenir dans la salle d'attente");
+    let href = c
+        .find(Locator::Css("#outcome-link"))
+        .await
+        .expect("link")
+        .attr("href")
+        .await
+        .expect("href")
+        .unwrap_or_default();
+    assert!(
+        href.starts_with(&s.waiting_room_url),
+        "back to the waiting room: {href}"
+    );
+    shot(c, &format!("{n}-07-admission-over")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn french_on_every_page_laptop() {
+    french_on_every_page(Viewport::Laptop).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn french_on_every_page_phone() {
+    french_on_every_page(Viewport::Phone).await;
+}
