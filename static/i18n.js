@@ -1,4 +1,4 @@
-// Fan-page strings (waiting, booking and confirmation pages) in English and French, chosen from the browser's languages (navigator.languages).
+// Page strings (waiting, booking and confirmation pages, the console's newer parts) in English and French, chosen from the browser's languages (navigator.languages).
 // Usage: T("key", {n: 3}) and elements with data-i18n="key" filled by applyI18n().
 (function () {
   "use strict";
@@ -77,7 +77,22 @@
       not_completed_text: "Your seats are still held until the deadline. You can try paying again.",
       back_to_hold: "Back to your seats",
       unconfirmed_h1: "We could not confirm your booking yet",
-      unconfirmed_text: "If you paid, you will receive an email as soon as the payment is confirmed."
+      unconfirmed_text: "If you paid, you will receive an email as soon as the payment is confirmed.",
+      // The operator console (console.html, console/*.js).
+      console_now: "now",
+      console_apply: "Apply",
+      console_keep: "Keep it as it is",
+      console_dismiss: "Dismiss",
+      console_rate: "admit rate",
+      console_max: "max_active",
+      console_pow: "PoW bits",
+      console_nothing: "Nothing to apply: type a new value first.",
+      console_applied: "Applied (the server now says): {what}.",
+      console_differs: "Not what was asked: {what}.",
+      console_confirm_close: "Close the sale of {event}? Fans are told at once and nobody else is let in.",
+      console_confirm_close_yes: "Yes, close the sale",
+      console_confirm_sold_out: "Mark {event} sold out? Fans are told at once and nobody else is let in.",
+      console_confirm_sold_out_yes: "Yes, it is sold out"
     },
     fr: {
       title: "Vous êtes dans la salle d'attente",
@@ -151,7 +166,21 @@
       not_completed_text: "Vos places restent réservées jusqu'à l'échéance. Vous pouvez réessayer de payer.",
       back_to_hold: "Retour à vos places",
       unconfirmed_h1: "Nous n'avons pas encore pu confirmer votre réservation",
-      unconfirmed_text: "Si vous avez payé, vous recevrez un e-mail dès que le paiement sera confirmé."
+      unconfirmed_text: "Si vous avez payé, vous recevrez un e-mail dès que le paiement sera confirmé.",
+      console_now: "actuel",
+      console_apply: "Appliquer",
+      console_keep: "Ne rien changer",
+      console_dismiss: "Fermer",
+      console_rate: "débit d'admission",
+      console_max: "max_active",
+      console_pow: "bits de preuve de travail",
+      console_nothing: "Rien à appliquer : saisissez d'abord une nouvelle valeur.",
+      console_applied: "Appliqué (selon le serveur) : {what}.",
+      console_differs: "Différent de la demande : {what}.",
+      console_confirm_close: "Fermer la vente de {event} ? Les fans sont prévenus aussitôt et plus personne n'entre.",
+      console_confirm_close_yes: "Oui, fermer la vente",
+      console_confirm_sold_out: "Déclarer {event} complet ? Les fans sont prévenus aussitôt et plus personne n'entre.",
+      console_confirm_sold_out_yes: "Oui, c'est complet"
     }
   };
   const wanted = (navigator.languages && navigator.languages.length ? navigator.languages : [navigator.language || "en"]);

@@ -1,0 +1,57 @@
+// The console's wiring: sign in and out, the once-a-second refresh that feeds every panel, and
+// the change hook (after a knob or a transition: refresh the figures, then the audit trail).
+import { $, api, session, text, use, who } from "./api.js";
+import * as figures from "./figures.js";
+import * as knobs from "./knobs.js";
+import * as actions from "./actions.js";
+import * as audit from "./audit.js";
+
+let timer = null;
+
+function showAll(f) {
+  figures.show(f);
+  knobs.show(f);
+  actions.show(f);
+}
+
+// A failed refresh is shown beside "updated" until the next good one: it is live status. Errors
+// of the operator's own changes go to the errors panel and stay (errors.js).
+async function tick() {
+  try {
+    showAll(await api("GET", ""));
+    text($("error"), "");
+  } catch (e) { text($("error"), e.message); }
+}
+
+async function afterChange(answer) {
+  if (answer) showAll(answer); else await tick();
+  await audit.refresh();
+}
+
+function start() {
+  $("login").hidden = true; $("main").hidden = false;
+  text($("who"), "operator " + who().operator);
+  text($("ev"), who().event);
+  tick(); audit.refresh().catch(() => {});
+  timer = setInterval(tick, 1000);
+}
+
+applyI18n();
+knobs.init(afterChange);
+actions.init(afterChange, () => who().event);
+
+$("login").addEventListener("submit", async (ev) => {
+  ev.preventDefault();
+  use({ token: $("token").value, operator: $("operator").value.trim(), event: $("event").value });
+  try {
+    await api("GET", "");
+    session.set(who());
+    start();
+  } catch (e) { text($("login-error"), e.message); use(null); }
+});
+
+$("logout").addEventListener("click", () => {
+  session.clear(); clearInterval(timer); location.reload();
+});
+
+if (who()) start();
