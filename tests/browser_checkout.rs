@@ -228,6 +228,7 @@ async fn deadline_reached_on_the_hold_page(v: Viewport) {
         pay_by - at
     );
     shot(&c, &format!("{n}-01-counting")).await;
+    support::browser::focus_visible(&c, 2).await;
     // A warning before the deadline (a third of the 12 s: from 4 s left), still payable.
     let warned = seen_by(&c, "#deadline-warning", pay_by + 1.0).await;
     assert!(
@@ -255,6 +256,7 @@ async fn deadline_reached_on_the_hold_page(v: Viewport) {
     assert_eq!(c.title().await.expect("title"), "Time is up");
     assert!(!shown(&c, "#pay").await, "no Pay button past the deadline");
     shot(&c, &format!("{n}-03-time-up")).await;
+    support::browser::focus_visible(&c, 1).await;
     click(&c, "#outcome-action").await;
     c.wait()
         .at_most(Duration::from_secs(20))

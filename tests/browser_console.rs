@@ -113,6 +113,24 @@ async fn console_keeps_typed_values(v: Viewport) {
     type_into(&c, "#operator", "ops-anna").await;
     click(&c, "#login button").await;
     wait_text(&c, "#live-rate", "20", 20).await;
+    // The accessibility check can fail: an image without a text alternative is reported.
+    c.execute(
+        "const i = document.createElement('img'); i.id = 'axe-probe'; i.src = 'x.png';
+         document.querySelector('main').append(i);",
+        vec![],
+    )
+    .await
+    .expect("add a probe");
+    let found = support::browser::axe_violations(&c).await;
+    assert!(
+        found
+            .iter()
+            .any(|v| v["id"] == "image-alt" && v["impact"] == "critical"),
+        "axe-core reports the probe: {found:?}"
+    );
+    c.execute("document.getElementById('axe-probe').remove();", vec![])
+        .await
+        .expect("remove the probe");
     assert_eq!(
         value_of(&c, "#k-rate").await,
         "",
@@ -185,6 +203,7 @@ async fn console_keeps_typed_values(v: Viewport) {
     .await;
     assert!(ask.contains("demo"), "{ask}");
     shot(&c, &format!("{n}-04-confirm-close")).await;
+    support::browser::focus_visible(&c, 2).await;
     click(&c, "#confirm-no").await;
     refreshes(&c, 1).await;
     assert_eq!(figures(&s).await["internal_state"], "prequeue");

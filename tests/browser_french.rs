@@ -96,6 +96,7 @@ async fn french_on_every_page(v: Viewport) {
         .unwrap_or_default();
     assert!(label.contains("rang") && label.contains("libre"), "{label}");
     shot(&c, &format!("{n}-02-map")).await;
+    support::browser::focus_visible(&c, 2).await;
     // Hold.
     click(&c, "#seatmap .seat.free").await;
     click(&c, "#hold").await;

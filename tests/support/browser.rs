@@ -141,9 +141,63 @@ pub fn shots_dir() -> std::path::PathBuf {
     dir
 }
 
+/// Saves a screenshot `target/screenshots/{name}.png` of the page in its current state, and
+/// checks that state with axe-core ([`axe`]).
 pub async fn shot(c: &fantoccini::Client, name: &str) {
     let png = c.screenshot().await.expect("screenshot");
     std::fs::write(shots_dir().join(format!("{name}.png")), png).expect("write screenshot");
+    axe(c, name).await;
+}
+
+/// The violations axe-core finds on the current page, as `[{id, impact, help, nodes}]`.
+pub async fn axe_violations(c: &fantoccini::Client) -> Vec<serde_json::Value> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/a11y/node_modules/axe-core/axe.min.js");
+    let source = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (scripts/install-test-deps installs axe-core with npm ci)",
+            path.display()
+        )
+    });
+    c.execute(&format!("{source}\n;return typeof axe;"), vec![])
+        .await
+        .expect("inject axe-core");
+    let found = c
+        .execute_async(
+            "const done = arguments[arguments.length - 1];
+             axe.run(document, {resultTypes: ['violations']}).then(
+               (r) => done(r.violations.map((v) => ({id: v.id, impact: v.impact, help: v.help,
+                 nodes: v.nodes.map((n) => n.target.join(' '))}))),
+               (e) => done('axe failed: ' + e));",
+            vec![],
+        )
+        .await
+        .expect("run axe-core");
+    match found {
+        serde_json::Value::Array(v) => v,
+        other => panic!("axe-core: {other}"),
+    }
+}
+
+/// Runs axe-core on the page (issue 18 item 8), writes its violations to
+/// `target/screenshots/axe/{name}.json` (the count per page is the closing note's figure) and
+/// fails on any serious or critical one.
+pub async fn axe(c: &fantoccini::Client, name: &str) {
+    let found = axe_violations(c).await;
+    let dir = shots_dir().join("axe");
+    std::fs::create_dir_all(&dir).expect("create target/screenshots/axe");
+    std::fs::write(
+        dir.join(format!("{name}.json")),
+        serde_json::to_string_pretty(&found).expect("json"),
+    )
+    .expect("write the axe report");
+    let bad: Vec<&serde_json::Value> = found
+        .iter()
+        .filter(|v| matches!(v["impact"].as_str(), Some("serious" | "critical")))
+        .collect();
+    if std::env::var_os("AXE_REPORT_ONLY").is_none() {
+        assert!(bad.is_empty(), "axe-core on {name}: {bad:#?}");
+    }
 }
 
 pub async fn text_of(c: &fantoccini::Client, css: &str) -> String {
@@ -366,4 +420,50 @@ pub async fn wait_url(c: &fantoccini::Client, prefix: &str, secs: u64) -> String
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Our own focus check (axe-core does not measure it; DECISIONS): presses Tab `tabs` times and
+/// asks, of every element that gets the keyboard focus, for a visible focus indicator (an outline
+/// at least 2 px wide) whose colour has at least 3:1 contrast with the background it is drawn on
+/// (the parent's, as the outline sits outside the element). Returns what was checked.
+pub async fn focus_visible(c: &fantoccini::Client, tabs: usize) -> Vec<serde_json::Value> {
+    let mut seen = Vec::new();
+    for _ in 0..tabs {
+        c.active_element()
+            .await
+            .expect("focused element")
+            .send_keys("\u{E004}")
+            .await
+            .expect("Tab");
+        let v: serde_json::Value = c
+            .execute(
+                "const el = document.activeElement;
+                 if (!el || el === document.body) return null;
+                 const rgb = (s) => (s.match(/[\\d.]+/g) || []).map(Number);
+                 const lum = (c) => { const [r, g, b] = c.slice(0, 3).map((v) => {
+                   v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); });
+                   return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
+                 let bg = el.parentElement, back = [255, 255, 255];
+                 while (bg) { const c = rgb(getComputedStyle(bg).backgroundColor);
+                   if (c.length >= 3 && (c.length < 4 || c[3] > 0)) { back = c; break; }
+                   bg = bg.parentElement; }
+                 const st = getComputedStyle(el), ring = rgb(st.outlineColor);
+                 const [a, b] = [lum(ring), lum(back)].sort((x, y) => y - x);
+                 return {el: el.id || el.tagName, style: st.outlineStyle,
+                         width: parseFloat(st.outlineWidth), contrast: (a + 0.05) / (b + 0.05)};",
+                vec![],
+            )
+            .await
+            .expect("read the focus ring");
+        if v.is_null() {
+            continue;
+        }
+        let ok = v["style"] != "none"
+            && v["width"].as_f64().unwrap_or(0.0) >= 2.0
+            && v["contrast"].as_f64().unwrap_or(0.0) >= 3.0;
+        assert!(ok, "focus indicator too faint or missing: {v}");
+        seen.push(v);
+    }
+    assert!(!seen.is_empty(), "Tab focused nothing");
+    seen
 }
