@@ -12,6 +12,7 @@
   const show = (params.get("show") || "demo").replace(/[^a-z0-9-]/g, "");
   const $ = (id) => document.getElementById(id);
   const selected = new Set();
+  const seatsById = new Map(); // the last map's seats, for prices and labels
   const MAX = 4;
   const DEAD = { cancelled: "payment_cancelled", failed: "payment_failed_again", expired: "payment_expired_note" };
   let holdKey = sessionStorage.getItem("hold-key:" + show) || crypto.randomUUID();
@@ -95,6 +96,20 @@
       { key: "choose_again", run: () => chooseAgain(null) });
   }
 
+  // An amount in the venue's currency (EUR until venue files name one), in the page's language.
+  function money(cents) {
+    return new Intl.NumberFormat(window.LANG || "en", { style: "currency", currency: "EUR" }).format(cents / 100);
+  }
+
+  // The sticky summary beside the Hold button: what is selected and what it costs.
+  function summarise() {
+    const ids = Array.from(selected).sort();
+    const total = ids.reduce((sum, id) => sum + ((seatsById.get(id) || {}).price_cents || 0), 0);
+    $("selection").textContent = ids.length === 0 ? T("selection_none")
+      : T("selection_some", { n: ids.length, seats: ids.join(", "), total: money(total) });
+    $("hold").disabled = ids.length === 0;
+  }
+
   function seatLabel(s) {
     return T("seat_label", { section: s.section, row: s.row, number: s.number, status: T("seat_" + s.status) });
   }
@@ -102,6 +117,12 @@
   function renderMap(map) {
     const box = $("seatmap");
     box.textContent = "";
+    seatsById.clear();
+    for (const s of map.seats) seatsById.set(s.id, s);
+    // A seat taken since it was picked is no longer selected; the others stay.
+    for (const id of Array.from(selected)) {
+      if (!seatsById.has(id) || seatsById.get(id).status !== "free") selected.delete(id);
+    }
     const rows = new Map();
     for (const s of map.seats) {
       const key = s.section + " " + s.row;
@@ -129,6 +150,7 @@
       box.appendChild(row);
     }
     $("message").textContent = T("seats_available", { n: map.available, total: map.capacity });
+    summarise();
   }
 
   function toggle(id, b) {
@@ -136,7 +158,7 @@
     else if (selected.size < MAX) selected.add(id);
     b.classList.toggle("selected", selected.has(id));
     b.setAttribute("aria-pressed", selected.has(id) ? "true" : "false");
-    $("hold").disabled = selected.size === 0;
+    summarise();
   }
 
   async function loadMap() {
@@ -149,7 +171,6 @@
     only("picker", "book_h1", "tab_book");
     $("pick-hint").textContent = T("pick_up_to", { n: MAX });
     if (!res.ok) { $("message").textContent = problem(json, T("map_failed")); return; }
-    $("hold").disabled = selected.size === 0;
     renderMap(json);
   }
 
@@ -163,6 +184,7 @@
     if (ServerClock.nowSecs() >= payBy) { timeUp(h); return; }
     only("held", "held_h1", "tab_held");
     $("held-seats").textContent = h.seats.join(", ");
+    $("held-total").textContent = money(h.amount_cents || 0);
     $("message").textContent = "";
     const dead = h.payment && DEAD[h.payment.gateway_status];
     $("payment-note").hidden = !dead;
@@ -224,9 +246,22 @@
     if (res.status === 401) return;
     if (res.status === 201 || res.status === 200) {
       clearError();
+      $("race").hidden = true;
+      selected.clear();
       rememberHold(json.hold_id);
       await start();
       focusHeadline();
+      return;
+    }
+    if (res.status === 409 && json && json.availability && !Array.isArray(json.availability)) {
+      // Lost a race for some seats: say which, keep the others, and show the fresh map in place.
+      const taken = seats.filter((id) => json.availability[id] && json.availability[id] !== "free");
+      const scroll = window.scrollY;
+      await loadMap();
+      window.scrollTo(0, scroll);
+      $("race").hidden = false;
+      $("race").textContent = T(taken.length === 1 ? "lost_one" : "lost_some", { seats: taken.join(", ") });
+      $("hold").focus();
       return;
     }
     showError(res.status === 409 ? T("lost_race") : problem(json, T("hold_failed")));

@@ -5,7 +5,9 @@
 //! "Pay now" working and the same payment. One honest deadline (item 2): with short channels
 //! (20 s hold, 15 s payment session, so 12 s to start paying) and a device clock 10 minutes off,
 //! the hold page counts down to the server's `pay_by`, warns before it, and says plainly when it
-//! has passed, offering to choose again. Screenshots under `target/screenshots/`.
+//! has passed, offering to choose again. A lost race (item 3): another fan takes one of two
+//! selected seats first; the page names it, keeps the other selected and shows the fresh map.
+//! Screenshots under `target/screenshots/`.
 
 mod support;
 
@@ -266,6 +268,140 @@ async fn deadline_reached_on_the_hold_page(v: Viewport) {
     shot(&c, &format!("{n}-04-choose-again")).await;
     c.close().await.ok();
     s.shutdown().await;
+}
+
+/// Another fan, through the API only: joins, sends heartbeats until its turn, claims the
+/// admission; returns the admission token. Polls every 200 ms for at most 60 s.
+async fn another_fan(s: &Stack) -> String {
+    let http = reqwest::Client::new();
+    let wr = &s.waiting_room_url;
+    let j: serde_json::Value = http
+        .post(format!("{wr}/api/events/demo/join"))
+        .send()
+        .await
+        .expect("join")
+        .json()
+        .await
+        .expect("join json");
+    let jt = j["join_token"].as_str().expect("join token").to_owned();
+    let start = Instant::now();
+    loop {
+        let r = http
+            .post(format!("{wr}/api/events/demo/admission"))
+            .bearer_auth(&jt)
+            .send()
+            .await
+            .expect("claim");
+        if r.status() == 200 {
+            let a: serde_json::Value = r.json().await.expect("admission json");
+            return a["admission_token"].as_str().expect("token").to_owned();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the other fan was never admitted: {}",
+            r.status()
+        );
+        let _ = http
+            .post(format!("{wr}/api/events/demo/heartbeat"))
+            .bearer_auth(&jt)
+            .send()
+            .await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn seat_ids(c: &Client, css: &str, n: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    for el in c
+        .find_all(Locator::Css(css))
+        .await
+        .expect("seats")
+        .iter()
+        .take(n)
+    {
+        let id = el.attr("id").await.expect("id").expect("a seat id");
+        out.push(id.trim_start_matches("seat-").to_owned());
+    }
+    out
+}
+
+async fn lost_race_keeps_the_other_seats(v: Viewport) {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let s = start_stack().await;
+    let driver = Driver::start();
+    let (c, _profile) = open(&driver, v, "en").await;
+    let n = format!("race-{}", v.name());
+    admitted(&c, &s).await;
+    let two = seat_ids(&c, "#seatmap .seat.free", 2).await;
+    for id in &two {
+        click(&c, &format!("#seat-{id}")).await;
+    }
+    let summary = wait_text(&c, "#selection", "2 selected", 5).await;
+    assert!(summary.contains("total €"), "a price total: {summary}");
+    shot(&c, &format!("{n}-01-selected")).await;
+    // The other fan takes the second seat first.
+    let token = another_fan(&s).await;
+    let r = reqwest::Client::new()
+        .post(format!("{}/api/shows/demo/holds", s.booking_url))
+        .bearer_auth(&token)
+        .header("Idempotency-Key", "other-fan")
+        .json(&serde_json::json!({"seats": [two[1]]}))
+        .send()
+        .await
+        .expect("the other fan's hold");
+    assert_eq!(r.status(), 201);
+    click(&c, "#hold").await;
+    let said = wait_text(&c, "#race:not([hidden])", &two[1], 20).await;
+    assert!(said.contains("still selected"), "{said}");
+    assert!(
+        !said.contains(&two[0]),
+        "only the taken seat is named: {said}"
+    );
+    let kept = c
+        .find(Locator::Css(&format!("#seat-{}", two[0])))
+        .await
+        .expect("kept seat");
+    assert_eq!(
+        kept.attr("aria-pressed").await.expect("pressed").as_deref(),
+        Some("true")
+    );
+    let taken = c
+        .find(Locator::Css(&format!("#seat-{}", two[1])))
+        .await
+        .expect("taken seat");
+    let class = taken
+        .attr("class")
+        .await
+        .expect("class")
+        .unwrap_or_default();
+    assert!(
+        class.contains("held"),
+        "the fresh map shows it held: {class}"
+    );
+    assert!(!taken.is_enabled().await.expect("enabled"));
+    wait_text(&c, "#selection", "1 selected", 5).await;
+    shot(&c, &format!("{n}-02-lost-one")).await;
+    click(&c, "#hold").await;
+    let held = wait_text(&c, "#held:not([hidden]) #held-seats", &two[0], 20).await;
+    assert_eq!(held, two[0]);
+    assert!(
+        !shown(&c, "#race").await,
+        "the lost race's message is gone after the success"
+    );
+    wait_text(&c, "#held-total", "€", 5).await;
+    shot(&c, &format!("{n}-03-held-the-other")).await;
+    c.close().await.ok();
+    s.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_race_keeping_the_other_seats_laptop() {
+    lost_race_keeps_the_other_seats(Viewport::Laptop).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_race_keeping_the_other_seats_phone() {
+    lost_race_keeps_the_other_seats(Viewport::Phone).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
