@@ -70,14 +70,41 @@
   async function claim() {
     const { res, body } = await api("/api/events/" + event + "/admission", { method: "POST" });
     if (res.status === 409) return null; // not yet: keep waiting
+    // The fan is told, and why, before being given a new place at the end of the line; the new
+    // place comes only when the fan asks for it.
     if (res.status === 410 && body && body.type === "/problems/admission-expired") {
-      // Not used in time: a new place at the end of the queue.
-      localStorage.removeItem(storeKey);
-      await join();
-      return null;
+      lapsed("lapsed_expired", body.expired_at);
+      return LAPSED;
+    }
+    if (res.status === 410 && body && body.type === "/problems/place-lost") {
+      lapsed("lapsed_lost");
+      return LAPSED;
     }
     if (!res.ok) throw new Error("claim failed: " + res.status);
     return body;
+  }
+
+  const LAPSED = "lapsed";
+  function lapsed(key, at) {
+    const time = at ? new Date(at * 1000 - ServerClock.offsetMs()).toLocaleTimeString(window.LANG || "en") : "";
+    $("lapsed-text").textContent = T(key, { time: time });
+    $("lapsed").hidden = false;
+    document.title = T("lapsed_title");
+    $("lapsed-title").focus();
+    $("rejoin").onclick = async function () {
+      $("rejoin").disabled = true;
+      localStorage.removeItem(storeKey);
+      firstCursor = null;
+      try {
+        const j = await join();
+        if (j.queue_number !== null && j.queue_number !== undefined) $("queue-number").textContent = j.queue_number;
+        $("lapsed").hidden = true;
+        document.title = T("tab_wait");
+      } finally {
+        $("rejoin").disabled = false;
+      }
+      tick();
+    };
   }
 
   function handOff(adm) {
@@ -152,6 +179,7 @@
           claiming = true;
           const adm = await claim();
           claiming = false;
+          if (adm === LAPSED) return; // waits for the fan's choice
           if (adm) { handOff(adm); return; }
         }
       }

@@ -7,6 +7,8 @@
 //! the hold page counts down to the server's `pay_by`, warns before it, and says plainly when it
 //! has passed, offering to choose again. A lost race (item 3): another fan takes one of two
 //! selected seats first; the page names it, keeps the other selected and shows the fresh map.
+//! An expired admission is told before rejoining (item 5): a fan back on the waiting page after
+//! the admission ended is told so, and why, and gets a new place only on asking for it.
 //! Screenshots under `target/screenshots/`.
 
 mod support;
@@ -392,6 +394,86 @@ async fn lost_race_keeps_the_other_seats(v: Viewport) {
     shot(&c, &format!("{n}-03-held-the-other")).await;
     c.close().await.ok();
     s.shutdown().await;
+}
+
+async fn expired_admission_told_before_rejoining(v: Viewport) {
+    let _one = ONE_AT_A_TIME.lock().await;
+    const TTL: u64 = 10;
+    let mut opts = StackOptions::local_random_ports();
+    opts.event = DemoEvent {
+        id: "demo".into(),
+        opens_in_secs: 2,
+        admit_rate: 20.0,
+        max_active: 10,
+        admission_ttl_secs: TTL,
+    };
+    let s = stack::start(opts).await.expect("stack starts");
+    let driver = Driver::start();
+    let (c, _profile) = open(&driver, v, "en").await;
+    let n = format!("lapsed-{}", v.name());
+    admitted(&c, &s).await;
+    // The fan leaves it there until the admission is over (the booking core's door says so).
+    let start = Instant::now();
+    loop {
+        let status = c
+            .execute_async(
+                "const done = arguments[0];
+                 fetch('/api/me', {credentials: 'same-origin', cache: 'no-store'})
+                   .then((r) => done(r.status), () => done(0));",
+                vec![],
+            )
+            .await
+            .expect("ask the door");
+        if status == 401 {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(TTL + 20),
+            "the admission never ended"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    c.goto(&format!("{}/?event=demo", s.waiting_room_url))
+        .await
+        .expect("back to the waiting page");
+    let told = wait_text(&c, "#lapsed:not([hidden]) #lapsed-text", "ended at", 30).await;
+    assert!(told.contains("new place at the end"), "{told}");
+    assert_eq!(c.title().await.expect("title"), "Your admission has ended");
+    let old: u64 = wait_text(&c, "#queue-number", "", 5)
+        .await
+        .parse()
+        .expect("the old number is still shown");
+    shot(&c, &format!("{n}-01-told")).await;
+    click(&c, "#rejoin").await;
+    let start = Instant::now();
+    let new = loop {
+        let shown_number: u64 = wait_text(&c, "#queue-number", "", 5)
+            .await
+            .parse()
+            .unwrap_or(old);
+        if shown_number != old && !shown(&c, "#lapsed").await {
+            break shown_number;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no new place after asking"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(new > old, "a new place at the end: {old} -> {new}");
+    shot(&c, &format!("{n}-02-new-place")).await;
+    c.close().await.ok();
+    s.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_admission_told_before_rejoining_laptop() {
+    expired_admission_told_before_rejoining(Viewport::Laptop).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_admission_told_before_rejoining_phone() {
+    expired_admission_told_before_rejoining(Viewport::Phone).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
