@@ -1,5 +1,5 @@
 // The waiting page: joins once (the join token lives in localStorage, never in a URL), follows the
-// public status document at the interval it names, shows people ahead = my number - cursor, and on
+// public status document at the interval it names, shows people ahead = my number - cursor - 1, and on
 // admission claims the admission token and hands it to the booking core with a form POST. The
 // countdown to opening counts from the server's clock (clock.js), not the device's (case W15).
 (function () {
@@ -121,12 +121,19 @@
   // An honest estimate: people ahead over the measured admission rate, shown as a range.
   // The status document's `wait` object gives the measured places per second with a low and a
   // high bound (API.md); the range shown is ahead / high .. ahead / low.
-  function showWait(status, ahead) {
+  // `toGo` is how far the cursor must move to reach this fan (queue number − cursor). While every
+  // booking place is taken (`active` at `max_active`) the cursor stands still whatever the
+  // measured speed says: the page says so and gives only a lower bound.
+  function showWait(status, toGo) {
     const w = status.wait || {};
     const high = w.high_places_per_sec || w.places_per_sec || status.admitted_per_sec || status.admit_rate || 0;
     const low = w.low_places_per_sec || high;
-    if (!(high > 0) || !(low > 0) || ahead === 0 || status.state !== "open") { $("wait-line").hidden = true; return; }
-    $("wait").textContent = T("wait_range", { lo: fmt(ahead / high), hi: fmt(ahead / low) });
+    const stalled = status.state === "open" && status.max_active > 0 && status.active >= status.max_active;
+    $("stalled").hidden = !(stalled && toGo > 0);
+    if (stalled && toGo > 0) $("stalled").textContent = T("wait_stalled", { max: status.max_active });
+    if (!(high > 0) || !(low > 0) || toGo === 0 || status.state !== "open") { $("wait-line").hidden = true; return; }
+    $("wait").textContent = stalled ? T("wait_at_least", { lo: fmt(toGo / high) })
+      : T("wait_range", { lo: fmt(toGo / high), hi: fmt(toGo / low) });
     $("wait-line").hidden = false;
   }
 
@@ -169,13 +176,15 @@
         $("queue-number").textContent = pos.queue_number;
         const cursor = Math.max(status.cursor || 0, pos.cursor || 0);
         if (firstCursor === null) firstCursor = cursor;
-        const ahead = Math.max(0, pos.queue_number - cursor);
-        $("ahead").textContent = ahead;
+        // The cursor is the last number let in: the people ahead are the numbers between it and
+        // this fan's (DECISIONS), and the cursor must move `toGo` places to reach this fan.
+        const toGo = Math.max(0, pos.queue_number - cursor);
+        $("ahead").textContent = Math.max(0, toGo - 1);
         const span = Math.max(1, pos.queue_number - firstCursor);
-        $("progress").value = Math.min(100, Math.round(100 * (1 - ahead / span)));
-        showWait(status, ahead);
-        heartbeat(status, ahead);
-        if ((ahead === 0 || pos.admitted) && !claiming && status.state === "open") {
+        $("progress").value = Math.min(100, Math.round(100 * (1 - toGo / span)));
+        showWait(status, toGo);
+        heartbeat(status, toGo);
+        if ((toGo === 0 || pos.admitted) && !claiming && status.state === "open") {
           claiming = true;
           const adm = await claim();
           claiming = false;

@@ -9,7 +9,8 @@
 //! selected seats first; the page names it, keeps the other selected and shows the fresh map.
 //! An expired admission is told before rejoining (item 5): a fan back on the waiting page after
 //! the admission ended is told so, and why, and gets a new place only on asking for it.
-//! Screenshots under `target/screenshots/`.
+//! The line told truthfully (item 5): people ahead exact, and a full `max_active` shown as a line
+//! standing still. Screenshots under `target/screenshots/`.
 
 mod support;
 
@@ -19,7 +20,7 @@ use support::browser::{
     click, hold_on_page, open, shot, shown_secs, skew, unix_now, wait_text, wait_url, Driver,
     Viewport, ONE_AT_A_TIME,
 };
-use ticket_sale::stack::{self, DemoEvent, Stack, StackOptions};
+use ticket_sale::stack::{self, Stack, StackOptions};
 
 /// A stack whose event opens in 2 s and lets fans in fast, with the default channel lifetimes.
 async fn start_stack() -> Stack {
@@ -27,13 +28,7 @@ async fn start_stack() -> Stack {
 }
 
 async fn start_stack_with(mut opts: StackOptions) -> Stack {
-    opts.event = DemoEvent {
-        id: "demo".into(),
-        opens_in_secs: 2,
-        admit_rate: 20.0,
-        max_active: 10,
-        admission_ttl_secs: 600,
-    };
+    opts.event = support::demo_event(2, 600);
     stack::start(opts).await.expect("stack starts")
 }
 
@@ -400,13 +395,7 @@ async fn expired_admission_told_before_rejoining(v: Viewport) {
     let _one = ONE_AT_A_TIME.lock().await;
     const TTL: u64 = 10;
     let mut opts = StackOptions::local_random_ports();
-    opts.event = DemoEvent {
-        id: "demo".into(),
-        opens_in_secs: 2,
-        admit_rate: 20.0,
-        max_active: 10,
-        admission_ttl_secs: TTL,
-    };
+    opts.event = support::demo_event(2, TTL);
     let s = stack::start(opts).await.expect("stack starts");
     let driver = Driver::start();
     let (c, _profile) = open(&driver, v, "en").await;
@@ -464,6 +453,59 @@ async fn expired_admission_told_before_rejoining(v: Viewport) {
     shot(&c, &format!("{n}-02-new-place")).await;
     c.close().await.ok();
     s.shutdown().await;
+}
+
+async fn a_full_booking_page_stalls_the_line_truthfully(v: Viewport) {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let mut opts = StackOptions::local_random_ports();
+    opts.event = support::demo_event(2, 600);
+    opts.event.max_active = 1;
+    let s = stack::start(opts).await.expect("stack starts");
+    // Another fan takes the one booking place and keeps it.
+    another_fan(&s).await;
+    let driver = Driver::start();
+    let (c, _profile) = open(&driver, v, "en").await;
+    let n = format!("stalled-{}", v.name());
+    c.goto(&format!("{}/?event=demo", s.waiting_room_url))
+        .await
+        .expect("waiting page");
+    let said = wait_text(&c, "#stalled:not([hidden])", "standing still", 30).await;
+    assert!(said.contains("all 1 places"), "{said}");
+    let number: u64 = wait_text(&c, "#queue-number", "", 5)
+        .await
+        .parse()
+        .expect("a number");
+    let doc: serde_json::Value = reqwest::get(format!("{}/status/demo.json", s.waiting_room_url))
+        .await
+        .expect("status")
+        .json()
+        .await
+        .expect("json");
+    let cursor = doc["cursor"].as_u64().expect("cursor");
+    let ahead: u64 = wait_text(&c, "#ahead", "", 5).await.parse().expect("ahead");
+    assert_eq!(
+        ahead,
+        number - cursor - 1,
+        "people ahead = number − cursor − 1 (number {number}, cursor {cursor})"
+    );
+    assert_eq!(
+        (number, cursor, ahead),
+        (2, 1, 0),
+        "next in line, nobody ahead"
+    );
+    shot(&c, &format!("{n}-01-stalled")).await;
+    c.close().await.ok();
+    s.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_booking_page_stalls_the_line_truthfully_laptop() {
+    a_full_booking_page_stalls_the_line_truthfully(Viewport::Laptop).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_booking_page_stalls_the_line_truthfully_phone() {
+    a_full_booking_page_stalls_the_line_truthfully(Viewport::Phone).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

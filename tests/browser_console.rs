@@ -10,18 +10,12 @@ mod support;
 use fantoccini::{Client, Locator};
 use std::time::{Duration, Instant};
 use support::browser::{click, open, shot, wait_text, Driver, Viewport, ONE_AT_A_TIME};
-use ticket_sale::stack::{self, DemoEvent, Stack, StackOptions};
+use ticket_sale::stack::{self, Stack, StackOptions};
 
 /// An event that opens in 10 minutes: it stays in the pre-queue for the whole test.
 async fn start_stack() -> Stack {
     let mut opts = StackOptions::local_random_ports();
-    opts.event = DemoEvent {
-        id: "demo".into(),
-        opens_in_secs: 600,
-        admit_rate: 20.0,
-        max_active: 10,
-        admission_ttl_secs: 600,
-    };
+    opts.event = support::demo_event(600, 600);
     stack::start(opts).await.expect("stack starts")
 }
 

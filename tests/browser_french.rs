@@ -11,20 +11,14 @@ use std::time::{Duration, Instant};
 use support::browser::{
     click, open, shot, unix_now, wait_text, wait_url, Driver, Viewport, ONE_AT_A_TIME,
 };
-use ticket_sale::stack::{self, DemoEvent, Stack, StackOptions};
+use ticket_sale::stack::{self, Stack, StackOptions};
 
 /// How long an admission lasts in this test: enough for the journey, short enough to see it end.
 const ADMISSION_SECS: u64 = 45;
 
 async fn start_stack() -> Stack {
     let mut opts = StackOptions::local_random_ports();
-    opts.event = DemoEvent {
-        id: "demo".into(),
-        opens_in_secs: 2,
-        admit_rate: 20.0,
-        max_active: 10,
-        admission_ttl_secs: ADMISSION_SECS,
-    };
+    opts.event = support::demo_event(2, ADMISSION_SECS);
     stack::start(opts).await.expect("stack starts")
 }
 

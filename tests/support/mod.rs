@@ -8,6 +8,18 @@ pub mod browser;
 use ticket_sale::cdn::Cdn;
 use ticket_sale::stack::{self, DemoEvent, StackOptions};
 
+/// The browser tests' event `demo`: opens in `opens_in_secs`, lets fans in fast (20/s, 10 at a
+/// time), admissions last `admission_ttl_secs`.
+pub fn demo_event(opens_in_secs: u64, admission_ttl_secs: u64) -> DemoEvent {
+    DemoEvent {
+        id: "demo".into(),
+        opens_in_secs,
+        admit_rate: 20.0,
+        max_active: 10,
+        admission_ttl_secs,
+    }
+}
+
 /// A stack with one event `id` opening in `opens_in_secs`, and nginx in front of the waiting room.
 pub async fn start_with_cdn(id: &str, opens_in_secs: u64, admit_rate: f64) -> (stack::Stack, Cdn) {
     let mut opts = StackOptions::local_random_ports();
