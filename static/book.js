@@ -111,7 +111,8 @@
   }
 
   function seatLabel(s) {
-    return T("seat_label", { section: s.section, row: s.row, number: s.number, status: T("seat_" + s.status) });
+    return T("seat_label", { section: s.section, row: s.row, number: s.number, status: T("seat_" + s.status) }) +
+      ", " + money(s.price_cents || 0);
   }
 
   function renderMap(map) {
@@ -143,6 +144,7 @@
         b.textContent = s.number;
         b.disabled = s.status !== "free";
         b.setAttribute("aria-label", seatLabel(s));
+        b.title = seatLabel(s);
         b.setAttribute("aria-pressed", selected.has(s.id) ? "true" : "false");
         b.onclick = () => toggle(s.id, b);
         row.appendChild(b);

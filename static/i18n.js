@@ -90,6 +90,7 @@
       not_completed_h1: "Payment not completed",
       not_completed_text: "Your seats are still held until the deadline. You can try paying again.",
       back_to_hold: "Back to your seats",
+      paid_total: "Total paid: {total}.",
       unconfirmed_h1: "We could not confirm your booking yet",
       unconfirmed_text: "If you paid, you will receive an email as soon as the payment is confirmed.",
       // The operator console (console.html, console/*.js).
@@ -193,6 +194,7 @@
       not_completed_h1: "Paiement non terminé",
       not_completed_text: "Vos places restent réservées jusqu'à l'échéance. Vous pouvez réessayer de payer.",
       back_to_hold: "Retour à vos places",
+      paid_total: "Total payé : {total}.",
       unconfirmed_h1: "Nous n'avons pas encore pu confirmer votre réservation",
       unconfirmed_text: "Si vous avez payé, vous recevrez un e-mail dès que le paiement sera confirmé.",
       console_now: "actuel",

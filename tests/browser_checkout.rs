@@ -135,6 +135,8 @@ async fn cancel_then_pay_again(v: Viewport) {
     click(&c, "#pay").await;
     let headline = wait_text(&c, "#headline", "Booking confirmed", 30).await;
     assert_eq!(headline, "Booking confirmed");
+    let details = wait_text(&c, "#details", "Total paid: €", 5).await;
+    assert!(details.contains(".00."), "the amount paid: {details}");
     shot(&c, &format!("{n}-05-confirmed")).await;
     assert_eq!(bookings(&s).await, 1);
     let actions = history_actions(&s, &hold).await;

@@ -13,12 +13,14 @@ use support::browser::{
 };
 use ticket_sale::stack::{self, Stack, StackOptions};
 
-/// How long an admission lasts in this test: enough for the journey, short enough to see it end.
-const ADMISSION_SECS: u64 = 45;
+/// How long an admission lasts in this test: enough to hold seats (the hold then outlives it),
+/// short enough to see it end.
+const ADMISSION_SECS: u64 = 25;
 
 async fn start_stack() -> Stack {
     let mut opts = StackOptions::local_random_ports();
-    opts.event = support::demo_event(2, ADMISSION_SECS);
+    // Opens in 4 s: time to see the waiting page before the fan is let in.
+    opts.event = support::demo_event(4, ADMISSION_SECS);
     stack::start(opts).await.expect("stack starts")
 }
 
@@ -56,18 +58,36 @@ async fn french_on_every_page(v: Viewport) {
     c.goto(&format!("{}/?event=demo", s.waiting_room_url))
         .await
         .expect("open waiting page");
-    let admitted_at = unix_now();
-    // Waiting page (it may already be taking the fan on: then the booking page is checked).
-    if let Ok(t) = c.find(Locator::Css("#title")).await {
-        if let Ok(text) = t.text().await {
-            if !text.is_empty() {
-                assert_eq!(text, "Vous êtes dans la salle d'attente");
-                assert_eq!(c.title().await.expect("title"), "Salle d'attente");
-                shot(&c, &format!("{n}-01-waiting")).await;
-            }
+    // Waiting page: title, heading and language read at once (the page moves on at opening).
+    let start = Instant::now();
+    let seen = loop {
+        let seen = c
+            .execute(
+                "return [location.pathname, document.documentElement.lang, document.title,
+                         (document.getElementById('title') || {}).textContent || ''];",
+                vec![],
+            )
+            .await
+            .expect("read the waiting page");
+        if seen[1] == "fr" || seen[0] != "/" {
+            break seen;
         }
-    }
+        assert!(start.elapsed() < Duration::from_secs(10), "{seen}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        seen,
+        serde_json::json!([
+            "/",
+            "fr",
+            "Salle d'attente",
+            "Vous êtes dans la salle d'attente"
+        ]),
+        "the waiting page in French, before the sale opens"
+    );
+    shot(&c, &format!("{n}-01-waiting")).await;
     // Seat map.
+    let admitted_at = unix_now();
     c.wait()
         .at_most(Duration::from_secs(60))
         .for_element(Locator::Css("#seatmap .seat.free"))
@@ -88,7 +108,10 @@ async fn french_on_every_page(v: Viewport) {
         .await
         .expect("label")
         .unwrap_or_default();
-    assert!(label.contains("rang") && label.contains("libre"), "{label}");
+    assert!(
+        label.contains("rang") && label.contains("libre") && label.contains("€"),
+        "{label}"
+    );
     shot(&c, &format!("{n}-02-map")).await;
     support::browser::focus_visible(&c, 2).await;
     // Hold.
@@ -127,6 +150,10 @@ async fn french_on_every_page(v: Viewport) {
     title_is(&c, "Votre réservation").await;
     let details = wait_text(&c, "#details", "sont à vous", 5).await;
     assert!(details.contains("Référence de réservation"), "{details}");
+    assert!(
+        details.contains("Total payé") && details.contains(",00") && details.contains('€'),
+        "the amount paid, in French: {details}"
+    );
     shot(&c, &format!("{n}-06-confirmed")).await;
     if v == Viewport::Phone {
         admission_over_in_french(&c, &s, &n, admitted_at).await;

@@ -7,7 +7,7 @@ mod support;
 
 use fantoccini::Locator;
 use std::time::Duration;
-use support::browser::{connect, shot, text_of, Driver};
+use support::browser::{connect, shot, Driver};
 use ticket_sale::stack::{self, DemoEvent, StackOptions};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -16,7 +16,8 @@ async fn a_fan_books_a_seat_in_a_real_browser() {
     let mut opts = StackOptions::local_random_ports();
     opts.event = DemoEvent {
         id: "demo".into(),
-        opens_in_secs: 3,
+        // Opens in 5 s: time to see the waiting page before the fan is let in.
+        opens_in_secs: 5,
         admit_rate: 20.0,
         max_active: 10,
         admission_ttl_secs: 600,
@@ -29,7 +30,16 @@ async fn a_fan_books_a_seat_in_a_real_browser() {
     c.goto(&format!("{}/?event=demo", stack.waiting_room_url))
         .await
         .expect("open waiting page");
-    let title = text_of(&c, "#title").await;
+    // Read at once: the page leaves for the booking core when the fan is let in.
+    let seen = c
+        .execute(
+            "return [location.pathname, (document.getElementById('title') || {}).textContent || ''];",
+            vec![],
+        )
+        .await
+        .expect("read the waiting page");
+    assert_eq!(seen[0], "/", "still on the waiting page: {seen}");
+    let title = seen[1].as_str().unwrap_or_default();
     assert!(
         title.contains("waiting room"),
         "waiting page title: {title}"
