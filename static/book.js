@@ -26,7 +26,7 @@
 
   function showError(text) { $("error").hidden = false; $("error").textContent = text; }
   function clearError() { $("error").hidden = true; $("error").textContent = ""; }
-  function stopTimer() { if (timer) clearInterval(timer); timer = null; }
+  function stopTimer() { if (timer) clearInterval(timer); timer = null; stopWaitlist(); }
 
   // The page's state: one of the sections, its headline and tab title; focus moves to the headline.
   function only(section, headKey, tabKey) {
@@ -163,6 +163,44 @@
     summarise();
   }
 
+  // Sold out for now: the next step is the waitlist. A fan on it sees their place, and an offer
+  // (a hold made for them when seats come back) opens the hold page; polled every 3 s.
+  let waitlistTimer = null;
+  function stopWaitlist() { if (waitlistTimer) clearTimeout(waitlistTimer); waitlistTimer = null; }
+
+  async function showWaitlist(soldOut) {
+    stopWaitlist();
+    // Only a sold-out map, or a fan who joined from this tab, asks about the waitlist.
+    if (!soldOut && !sessionStorage.getItem("waitlist:" + show)) { $("waitlist").hidden = true; return; }
+    const { res, json } = await call("GET", "/api/shows/" + show + "/waitlist");
+    if (res.status === 401) return;
+    const entry = res.ok ? json : null;
+    if (entry && entry.status === "offered" && entry.hold_id) {
+      sessionStorage.removeItem("waitlist:" + show);
+      rememberHold(entry.hold_id);
+      await start();
+      focusHeadline();
+      return;
+    }
+    const waiting = entry && entry.status === "waiting";
+    $("waitlist").hidden = !(waiting || soldOut);
+    $("waitlist-join").hidden = !!waiting || !soldOut;
+    if (waiting) $("waitlist-text").textContent = T("waitlist_waiting", { n: entry.position });
+    else if (soldOut) $("waitlist-text").textContent = T("waitlist_offer");
+    if (waiting) waitlistTimer = setTimeout(() => showWaitlist(soldOut), 3000);
+  }
+
+  $("waitlist-join").onclick = async () => {
+    $("waitlist-join").disabled = true;
+    const { res, json } = await call("POST", "/api/shows/" + show + "/waitlist");
+    $("waitlist-join").disabled = false;
+    if (res.status === 401) return;
+    if (res.status === 409 && json && json.type === "/problems/seats-available") { await loadMap(); return; }
+    if (!res.ok) { showError(problem(json, T("waitlist_failed"))); return; }
+    sessionStorage.setItem("waitlist:" + show, "1");
+    await showWaitlist(true);
+  };
+
   async function loadMap() {
     stopTimer();
     // The map itself is public: ask the door first, so an ended admission is said at once.
@@ -174,6 +212,7 @@
     $("pick-hint").textContent = T("pick_up_to", { n: MAX });
     if (!res.ok) { $("message").textContent = problem(json, T("map_failed")); return; }
     renderMap(json);
+    await showWaitlist(json.available === 0);
   }
 
   // Device-clock time of a server moment (epoch s), for "until 20:41:07".

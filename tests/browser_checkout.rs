@@ -10,7 +10,9 @@
 //! An expired admission is told before rejoining (item 5): a fan back on the waiting page after
 //! the admission ended is told so, and why, and gets a new place only on asking for it.
 //! The line told truthfully (item 5): people ahead exact, and a full `max_active` shown as a line
-//! standing still. Screenshots under `target/screenshots/`.
+//! standing still. Sold out, the next step is the waitlist (item 1): the fan joins it from the
+//! seat map and is taken to the seats when they come back. Screenshots under
+//! `target/screenshots/`.
 
 mod support;
 
@@ -508,6 +510,72 @@ async fn a_full_booking_page_stalls_the_line_truthfully_laptop() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_booking_page_stalls_the_line_truthfully_phone() {
     a_full_booking_page_stalls_the_line_truthfully(Viewport::Phone).await;
+}
+
+async fn sold_out_offers_the_waitlist(v: Viewport) {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let dir = tempfile::tempdir().expect("venue dir");
+    let venue = dir.path().join("two-seats.json");
+    std::fs::write(
+        &venue,
+        r#"{"name": "Two seats", "sections": [{"name": "A", "price_cents": 5000, "rows": [2]}]}"#,
+    )
+    .expect("write venue");
+    let mut opts = StackOptions::local_random_ports();
+    opts.event = support::demo_event(2, 600);
+    opts.venue = Some(venue);
+    let s = stack::start(opts).await.expect("stack starts");
+    // Another fan holds both seats.
+    let token = another_fan(&s).await;
+    let http = reqwest::Client::new();
+    let held: serde_json::Value = http
+        .post(format!("{}/api/shows/demo/holds", s.booking_url))
+        .bearer_auth(&token)
+        .header("Idempotency-Key", "both")
+        .json(&serde_json::json!({"seats": ["A-1-1", "A-1-2"]}))
+        .send()
+        .await
+        .expect("hold")
+        .json()
+        .await
+        .expect("json");
+    let other_hold = held["hold_id"].as_str().unwrap_or_else(|| panic!("{held}"));
+    let driver = Driver::start();
+    let (c, _profile) = open(&driver, v, "en").await;
+    let n = format!("waitlist-{}", v.name());
+    c.goto(&format!("{}/?event=demo", s.waiting_room_url))
+        .await
+        .expect("waiting page");
+    let offer = wait_text(&c, "#waitlist:not([hidden]) #waitlist-text", "waitlist", 60).await;
+    assert!(offer.contains("Every seat is taken"), "{offer}");
+    shot(&c, &format!("{n}-01-sold-out")).await;
+    click(&c, "#waitlist-join").await;
+    wait_text(&c, "#waitlist-text", "number 1 on the waitlist", 20).await;
+    assert!(!shown(&c, "#waitlist-join").await, "joined once");
+    shot(&c, &format!("{n}-02-waiting")).await;
+    // The other fan lets the seats go: they are held for this fan, and the page goes there.
+    let r = http
+        .delete(format!("{}/api/holds/{other_hold}", s.booking_url))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .expect("release");
+    assert_eq!(r.status(), 200);
+    let seats = wait_text(&c, "#held:not([hidden]) #held-seats", "A-1-", 20).await;
+    assert!(seats.contains("A-1-1"), "{seats}");
+    shot(&c, &format!("{n}-03-offered")).await;
+    c.close().await.ok();
+    s.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sold_out_offers_the_waitlist_laptop() {
+    sold_out_offers_the_waitlist(Viewport::Laptop).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sold_out_offers_the_waitlist_phone() {
+    sold_out_offers_the_waitlist(Viewport::Phone).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
