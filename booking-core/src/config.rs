@@ -35,17 +35,20 @@ pub struct Channel {
     pub hold_secs: u64,
     /// Payment session from hold creation, seconds, shorter than `hold_secs` (web: 420).
     pub payment_secs: u64,
-    /// The least time a checkout at the gateway takes, seconds, shorter than `payment_secs`
-    /// (default 60): a payment starts no later than this before the session ends, and that
-    /// moment (or the hold's end, if earlier) is the fan's one deadline (DECISIONS).
-    #[serde(default = "Channel::default_min_checkout_secs")]
-    pub min_checkout_secs: u64,
+    /// The least time a checkout at the gateway takes, seconds, shorter than `payment_secs`: a
+    /// payment starts no later than this before the session ends, and that moment (or the hold's
+    /// end, if earlier) is the fan's one deadline (DECISIONS). Unset: a minute, or a quarter of a
+    /// shorter session ([`Channel::min_checkout`]), so existing files with short sessions work.
+    #[serde(default)]
+    pub min_checkout_secs: Option<u64>,
 }
 
 impl Channel {
-    /// 60 s: the gateway's page, a card and its check.
-    pub fn default_min_checkout_secs() -> u64 {
-        60
+    /// The minimum checkout time in force, seconds: `min_checkout_secs`, else 60 s (the gateway's
+    /// page, a card and its check) or a quarter of a session shorter than 4 minutes.
+    pub fn min_checkout(&self) -> u64 {
+        self.min_checkout_secs
+            .unwrap_or_else(|| (self.payment_secs / 4).min(60))
     }
 
     /// `web` 480/420 s (seed 000) and `app` 600/540 s (the app keeps the fan a little longer
@@ -57,7 +60,7 @@ impl Channel {
                 Channel {
                     hold_secs: 480,
                     payment_secs: 420,
-                    min_checkout_secs: 60,
+                    min_checkout_secs: None,
                 },
             ),
             (
@@ -65,7 +68,7 @@ impl Channel {
                 Channel {
                     hold_secs: 600,
                     payment_secs: 540,
-                    min_checkout_secs: 60,
+                    min_checkout_secs: None,
                 },
             ),
         ])
@@ -329,6 +332,21 @@ mod tests {
     }
 
     #[test]
+    fn an_unset_minimum_checkout_fits_short_sessions() {
+        let mut c = cfg();
+        let short = Channel {
+            hold_secs: 20,
+            payment_secs: 15,
+            min_checkout_secs: None,
+        };
+        assert_eq!(short.min_checkout(), 3, "a quarter of a 15 s session");
+        assert_eq!(Channel::defaults()["web"].min_checkout(), 60);
+        c.channels.insert("short".into(), short);
+        c.validate()
+            .expect("a 15 s session needs no min_checkout_secs");
+    }
+
+    #[test]
     fn payment_session_must_end_before_hold() {
         let mut c = cfg();
         c.channels.insert(
@@ -336,7 +354,7 @@ mod tests {
             Channel {
                 hold_secs: 480,
                 payment_secs: 480,
-                min_checkout_secs: 480,
+                min_checkout_secs: Some(480),
             },
         );
         let err = c.validate().expect_err("refused").to_string();

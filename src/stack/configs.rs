@@ -136,8 +136,8 @@ pub(crate) fn booking(opts: &StackOptions, w: &Wiring<'_>) -> anyhow::Result<boo
         booking_core::Channel {
             hold_secs: opts.hold_ttl_secs,
             payment_secs: opts.payment_session_secs,
-            // A minute, or a quarter of a short session (the browser tests' 15 s → 3 s).
-            min_checkout_secs: (opts.payment_session_secs / 4).clamp(1, 60),
+            // Unset: a minute, or a quarter of a short session (the browser tests' 15 s → 3 s).
+            min_checkout_secs: None,
         },
     );
     cfg.service_token = Some(Secret::new(w.service_token));

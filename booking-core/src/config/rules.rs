@@ -154,10 +154,10 @@ impl Config {
                     c.payment_secs, c.hold_secs
                 ));
             }
-            if c.min_checkout_secs >= c.payment_secs {
+            if let Some(m) = c.min_checkout_secs.filter(|m| *m >= c.payment_secs) {
                 p.push(format!(
-                    "channels.{name}.min_checkout_secs ({}) must be shorter than channels.{name}.payment_secs ({})",
-                    c.min_checkout_secs, c.payment_secs
+                    "channels.{name}.min_checkout_secs ({m}) must be shorter than channels.{name}.payment_secs ({})",
+                    c.payment_secs
                 ));
             }
         }

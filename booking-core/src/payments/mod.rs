@@ -245,20 +245,18 @@ pub(crate) fn payable(state: &AppState, hold: &Hold) -> Result<(), Problem> {
 
 /// The fan's one deadline for `hold`, epoch ms (DECISIONS "Tokens, capacity and clocks"): the
 /// earliest of the hold's end and the payment session's last useful start (its end minus the
-/// channel's `min_checkout_secs`). The admission's end does not cut it short: paying needs a
+/// channel's minimum checkout time, `Channel::min_checkout`). The admission's end does not cut it short: paying needs a
 /// live hold, not a live admission.
 pub fn pay_by_ms(config: &crate::config::Config, hold: &Hold) -> i64 {
-    let min_checkout = config
+    // A channel no longer configured: the default minute.
+    let min_checkout_s = config
         .channels
         .get(&hold.channel)
-        .map_or(crate::config::Channel::default_min_checkout_secs(), |c| {
-            c.min_checkout_secs
-        });
-    let last_start = hold.payment_expires_at.saturating_sub(
-        i64::try_from(min_checkout)
-            .unwrap_or(0)
-            .saturating_mul(1000),
-    );
+        .map_or(60, crate::config::Channel::min_checkout);
+    let min_checkout_ms = i64::try_from(min_checkout_s)
+        .unwrap_or(0)
+        .saturating_mul(1000);
+    let last_start = hold.payment_expires_at.saturating_sub(min_checkout_ms);
     last_start.min(hold.expires_at)
 }
 
