@@ -206,6 +206,10 @@
     // The map itself is public: ask the door first, so an ended admission is said at once.
     const me = await call("GET", "/api/me");
     if (me.res.status === 401) return;
+    // The fan's turn, in plain words: how long the admission leaves to choose and hold seats.
+    const left = me.json && me.json.expires_at ? me.json.expires_at - ServerClock.nowSecs() : 0;
+    $("turn").hidden = !(left > 0);
+    if (left > 0) $("turn").textContent = T("your_turn", { left: ServerClock.format(left), time: localTime(me.json.expires_at) });
     const { res, json } = await call("GET", "/api/shows/" + show + "/seats");
     if (res.status === 401) return;
     only("picker", "book_h1", "tab_book");

@@ -333,6 +333,11 @@ async fn lost_race_keeps_the_other_seats(v: Viewport) {
     let (c, _profile) = open(&driver, v, "en").await;
     let n = format!("race-{}", v.name());
     admitted(&c, &s).await;
+    let turn = wait_text(&c, "#turn", "It's your turn: you have", 10).await;
+    assert!(
+        turn.contains(" min "),
+        "minutes left of the admission: {turn}"
+    );
     let two = seat_ids(&c, "#seatmap .seat.free", 2).await;
     for id in &two {
         click(&c, &format!("#seat-{id}")).await;

@@ -96,6 +96,7 @@ async fn french_on_every_page(v: Viewport) {
     title_is(&c, "Choisissez vos places").await;
     assert_eq!(page_lang(&c).await, "fr");
     wait_text(&c, "#message", "places disponibles sur", 10).await;
+    wait_text(&c, "#turn", "C'est votre tour", 10).await;
     assert_eq!(
         wait_text(&c, "#hold", "Réserver", 5).await,
         "Réserver les places choisies"
