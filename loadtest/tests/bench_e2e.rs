@@ -56,6 +56,12 @@ fn bench_writes_every_figure_above_zero() {
             assert!(v > 0.0, "{} {k} = {v}: {f}", f["name"]);
         }
     }
+    // The raw transaction through the typed pool and through sqlx `Any`, with their ratio.
+    let raw = &doc["raw_db"];
+    for k in ["tps", "any_tps", "any_over_typed"] {
+        assert!(raw[k].as_f64().unwrap_or(0.0) > 0.0, "raw_db {k}: {raw}");
+    }
+    assert!(stdout.contains("through sqlx Any"), "{stdout}");
     let mem = &doc["redis_memory"];
     assert!(mem["bytes_per_fan"].as_f64().unwrap_or(0.0) > 0.0, "{doc}");
     assert_eq!(mem["fans"], 20000, "{doc}");
