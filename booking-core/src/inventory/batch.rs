@@ -1,0 +1,168 @@
+//! A batch of seat holds applied set-based (issue 13 item 4): the per-show hold queue's worker
+//! hands its named-seat requests here, in batch order, inside its one transaction.
+//!
+//! One pass: each request's key and cap slots through [`claim::prepare`] (the code every hold
+//! runs), then ONE guarded update of every seat of the batch ([`holds::claim_many`]: the only
+//! thing that decides a seat), then the winners' rows with one insert per table and one update
+//! of their keys ([`claim::write_holds`]). Winners and losers are sorted in memory: a seat asked
+//! by two requests goes to the first in batch order (the later one loses at once), and a hold is
+//! all or nothing.
+//!
+//! A request lost at the guard, refused by its key or caps, or whose key was no longer in flight
+//! has written rows (its key, its slots, some seats) that its own rollback would have undone.
+//! So each pass runs in a savepoint: when it ended with such a request, that request's answer is
+//! final, the pass is rolled back and run again without it, so what commits is exactly what the
+//! winners' own transactions would have written. Each pass that rolls back settles at least one
+//! request; on PostgreSQL the batch's seats are locked in seat order first (case B05).
+
+use std::collections::HashMap;
+
+use crate::db::{self, Tx};
+use crate::error::ApiResult;
+use crate::inventory::claim::{self, Ask, Begun, HoldAnswer, Lost, NewHold, Prepared, Request};
+use crate::inventory::holds::{self, SeatAsk};
+
+/// A request's answer: held, refused with what was lost, or a problem/error.
+pub type Answer = ApiResult<Result<HoldAnswer, Lost>>;
+
+/// Applies `jobs` (each a named-seat request of one show and its `now`, epoch ms) in `tx`, in
+/// order. One answer per job. `Err` only when the transaction itself failed (the caller
+/// retries each request alone).
+pub async fn create_seats(
+    tx: &mut Tx<'_>,
+    pg: bool,
+    jobs: &[(Request<'_>, i64)],
+) -> sqlx::Result<Vec<Answer>> {
+    let mut done: Vec<Option<Answer>> = jobs.iter().map(|_| None).collect();
+    loop {
+        let mut sp = sqlx::Acquire::begin(&mut **tx).await?;
+        match pass(&mut sp, pg, jobs, &mut done).await? {
+            Pass::Commit(held) => {
+                sp.commit().await?;
+                for (i, answer) in held {
+                    done[i] = Some(Ok(Ok(answer)));
+                }
+                return Ok(done.into_iter().flatten().collect());
+            }
+            Pass::Again => {
+                metrics::counter!("bc_hold_queue_passes_rolled_back_total").increment(1);
+                sp.rollback().await?;
+            }
+        }
+    }
+}
+
+/// How a pass ended.
+enum Pass {
+    /// Keep it: these jobs held (every other job is settled in `done`).
+    Commit(Vec<(usize, HoldAnswer)>),
+    /// Roll it back and run again (new answers were settled in `done`).
+    Again,
+}
+
+/// One pass over the jobs not settled yet (see the module's doc).
+async fn pass(
+    tx: &mut Tx<'_>,
+    pg: bool,
+    jobs: &[(Request<'_>, i64)],
+    done: &mut [Option<Answer>],
+) -> sqlx::Result<Pass> {
+    // First in batch order takes a seat; a later job asking for one is lost (settled now: its
+    // seat goes to the earlier job, or the pass is run again without that one), and never
+    // prepared, so it writes nothing.
+    let mut owner: HashMap<&str, usize> = HashMap::new();
+    let mut claiming = Vec::new();
+    let mut outbid = Vec::new();
+    for (i, (r, _)) in jobs.iter().enumerate().filter(|(i, _)| done[*i].is_none()) {
+        let seats = seats_of(r);
+        if seats.iter().any(|s| owner.contains_key(s.as_str())) {
+            outbid.push(i);
+        } else {
+            owner.extend(seats.iter().map(|s| (s.as_str(), i)));
+            claiming.push(i);
+        }
+    }
+    let mut ready: Vec<(usize, Prepared)> = Vec::new();
+    for i in claiming {
+        let (r, now) = &jobs[i];
+        match claim::prepare(tx, r, *now).await {
+            Ok(Begun::Ready(p)) => ready.push((i, p)),
+            // A replay wrote nothing but held seats out of this pass's order; a refusal wrote
+            // its key or slots (or a statement failed, which on PostgreSQL aborts the rest of
+            // the pass). Either way: settle it, run the pass again without it.
+            other => {
+                done[i] = Some(other.map(|b| match b {
+                    Begun::Replay(a) => Ok(a),
+                    Begun::Ready(_) => unreachable!("matched above"),
+                }));
+                return Ok(Pass::Again);
+            }
+        }
+    }
+    let Some(show) = jobs.first().map(|(r, _)| r.show) else {
+        return Ok(Pass::Commit(Vec::new()));
+    };
+    let mut all: Vec<String> = owner.keys().map(|s| (*s).to_owned()).collect();
+    all.sort();
+    db::lock_seats(tx, pg, show, &all).await?;
+    let asks: Vec<SeatAsk<'_>> = ready
+        .iter()
+        .map(|(i, p)| SeatAsk {
+            hold_id: &p.hold_id,
+            expires_at: p.expires_at,
+            seats: seats_of(&jobs[*i].0),
+            now_ms: jobs[*i].1,
+        })
+        .collect();
+    let taken = holds::claim_many(tx, show, &asks).await?;
+    let mut amount: HashMap<&str, (usize, i64)> = HashMap::new();
+    for t in &taken {
+        let e = amount.entry(t.hold_id.as_str()).or_default();
+        (e.0, e.1) = (e.0 + 1, e.1 + t.price_cents);
+    }
+    let (mut winners, mut again) = (Vec::new(), false);
+    for (i, p) in &ready {
+        let (r, now) = &jobs[*i];
+        let seats = seats_of(r);
+        match amount.get(p.hold_id.as_str()) {
+            Some((n, cents)) if *n == seats.len() => {
+                winners.push((*i, NewHold::of(r, p, seats.to_vec(), *cents, *now)));
+            }
+            _ => (done[*i], again) = (Some(lost(r)), true),
+        }
+    }
+    if again {
+        // The outbid jobs are not settled: the seat they lost may be free in the next pass.
+        return Ok(Pass::Again);
+    }
+    let rows: Vec<(&Request<'_>, &NewHold)> =
+        winners.iter().map(|(i, h)| (&jobs[*i].0, h)).collect();
+    let stored = claim::write_holds(tx, pg, &rows).await?;
+    for ((i, _), ok) in winners.iter().zip(&stored) {
+        if !ok {
+            (done[*i], again) = (Some(Err(claim::concurrent_request().into())), true);
+        }
+    }
+    if again {
+        return Ok(Pass::Again);
+    }
+    for i in outbid {
+        done[i] = Some(lost(&jobs[i].0));
+    }
+    Ok(Pass::Commit(
+        winners.into_iter().map(|(i, h)| (i, h.answer())).collect(),
+    ))
+}
+
+/// The answer of a request that lost some of its seats.
+fn lost(r: &Request<'_>) -> Answer {
+    Ok(Err(Lost::Seats(seats_of(r).to_vec())))
+}
+
+/// The seats a named-seat request asks for (empty for any other ask).
+fn seats_of<'a>(r: &'a Request<'_>) -> &'a [String] {
+    match &r.ask {
+        Ask::Seats(s) => s,
+        _ => &[],
+    }
+}
