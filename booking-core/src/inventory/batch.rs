@@ -1,12 +1,13 @@
 //! A batch of seat holds applied set-based (issue 13 item 4): the per-show hold queue's worker
 //! hands its named-seat requests here, in batch order, inside its one transaction.
 //!
-//! One pass: each request's key and cap slots through [`claim::prepare`] (the code every hold
-//! runs), then ONE guarded update of every seat of the batch ([`holds::claim_many`]: the only
+//! One pass: the requests' keys and cap slots through [`claim::prepare_many`] (the code every
+//! hold runs, one statement per step for the whole batch), then ONE guarded update of every seat of the batch ([`holds::claim_many`]: the only
 //! thing that decides a seat), then the winners' rows with one insert per table and one update
 //! of their keys ([`claim::write_holds`]). Winners and losers are sorted in memory: a seat asked
 //! by two requests goes to the first in batch order (the later one loses at once), and a hold is
-//! all or nothing.
+//! all or nothing. A visitor's (or admission's) second request in a batch is left to a later
+//! pass, after the first one's key and slots, as two transactions would be.
 //!
 //! A request lost at the guard, refused by its key or caps, or whose key was no longer in flight
 //! has written rows (its key, its slots, some seats) that its own rollback would have undone.
@@ -15,7 +16,7 @@
 //! winners' own transactions would have written. Each pass that rolls back settles at least one
 //! request; on PostgreSQL the batch's seats are locked in seat order first (case B05).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::db::{self, Tx};
 use crate::error::ApiResult;
@@ -42,7 +43,10 @@ pub async fn create_seats(
                 for (i, answer) in held {
                     done[i] = Some(Ok(Ok(answer)));
                 }
-                return Ok(done.into_iter().flatten().collect());
+                // A visitor's second request of the batch was left for another pass.
+                if done.iter().all(Option::is_some) {
+                    return Ok(done.into_iter().flatten().collect());
+                }
             }
             Pass::Again => {
                 metrics::counter!("bc_hold_queue_passes_rolled_back_total").increment(1);
@@ -54,7 +58,7 @@ pub async fn create_seats(
 
 /// How a pass ended.
 enum Pass {
-    /// Keep it: these jobs held (every other job is settled in `done`).
+    /// Keep it: these jobs held (every other job it ran is settled in `done`).
     Commit(Vec<(usize, HoldAnswer)>),
     /// Roll it back and run again (new answers were settled in `done`).
     Again,
@@ -71,33 +75,38 @@ async fn pass(
     // seat goes to the earlier job, or the pass is run again without that one), and never
     // prepared, so it writes nothing.
     let mut owner: HashMap<&str, usize> = HashMap::new();
-    let mut claiming = Vec::new();
-    let mut outbid = Vec::new();
+    let mut fans: HashSet<&str> = HashSet::new();
+    let (mut claiming, mut outbid) = (Vec::new(), Vec::new());
     for (i, (r, _)) in jobs.iter().enumerate().filter(|(i, _)| done[*i].is_none()) {
         let seats = seats_of(r);
+        if fans.contains(r.adm.sub.as_str()) || fans.contains(r.adm.jti.as_str()) {
+            // A visitor's or admission's second request waits for the next pass (its key and
+            // cap slots are taken after the first one's, as two transactions would).
+            continue;
+        }
         if seats.iter().any(|s| owner.contains_key(s.as_str())) {
             outbid.push(i);
         } else {
             owner.extend(seats.iter().map(|s| (s.as_str(), i)));
+            fans.extend([r.adm.sub.as_str(), r.adm.jti.as_str()]);
             claiming.push(i);
         }
     }
+    let reqs: Vec<(&Request<'_>, i64)> =
+        claiming.iter().map(|i| (&jobs[*i].0, jobs[*i].1)).collect();
     let mut ready: Vec<(usize, Prepared)> = Vec::new();
-    for i in claiming {
-        let (r, now) = &jobs[i];
-        match claim::prepare(tx, r, *now).await {
-            Ok(Begun::Ready(p)) => ready.push((i, p)),
-            // A replay wrote nothing but held seats out of this pass's order; a refusal wrote
-            // its key or slots (or a statement failed, which on PostgreSQL aborts the rest of
-            // the pass). Either way: settle it, run the pass again without it.
-            other => {
-                done[i] = Some(other.map(|b| match b {
-                    Begun::Replay(a) => Ok(a),
-                    Begun::Ready(_) => unreachable!("matched above"),
-                }));
-                return Ok(Pass::Again);
-            }
+    let mut refused = false;
+    for (i, begun) in claiming.iter().zip(claim::prepare_many(tx, &reqs).await?) {
+        match begun {
+            Ok(Begun::Ready(p)) => ready.push((*i, p)),
+            // A replay wrote nothing but kept seats out of this pass's order; a refusal wrote
+            // its key or a slot. Either way: settled, and the pass runs again without it.
+            Ok(Begun::Replay(a)) => (done[*i], refused) = (Some(Ok(Ok(a))), true),
+            Err(e) => (done[*i], refused) = (Some(Err(e)), true),
         }
+    }
+    if refused {
+        return Ok(Pass::Again);
     }
     let Some(show) = jobs.first().map(|(r, _)| r.show) else {
         return Ok(Pass::Commit(Vec::new()));

@@ -19,11 +19,17 @@ pub const JTI: &str = "jti";
 /// Scope of the per-visitor cap.
 pub const VISITOR: &str = "visitor";
 
-/// The upsert of a slot row (`$1`–`$5`: scope, owner, slot, hold, live until): a slot whose
-/// hold is no longer live at `$6` (now) is taken over.
-const ON_FREE_SLOT: &str =
-    "ON CONFLICT (scope, owner, slot) DO UPDATE SET hold_id = excluded.hold_id, \
-     live_until = excluded.live_until WHERE hold_slots.live_until <= $6";
+/// One hold asking for a slot of its `owner` (an admission `jti` or a visitor) until
+/// `live_until` (epoch ms).
+#[derive(Debug, Clone, Copy)]
+pub struct SlotAsk<'a> {
+    /// The slot's owner in its scope.
+    pub owner: &'a str,
+    /// The hold that takes the slot.
+    pub hold_id: &'a str,
+    /// Until when, epoch ms.
+    pub live_until: i64,
+}
 
 /// Takes one of the `cap` slots of `(scope, owner)` for `hold_id` until `live_until` (epoch
 /// ms). False when every slot belongs to a live hold: the caller refuses the hold.
@@ -36,13 +42,37 @@ pub async fn take_slot(
     live_until: i64,
     now_ms: i64,
 ) -> sqlx::Result<bool> {
+    let ask = SlotAsk {
+        owner,
+        hold_id,
+        live_until,
+    };
+    Ok(take_slots(tx, scope, &[ask], cap, now_ms).await?[0])
+}
+
+/// [`take_slot`] for many holds at once (the hold queue's batch; owners distinct): slot 0 for
+/// every ask in one statement, then slot 1 for the asks still without one, and so on up to
+/// `cap`. Per ask, whether it got a slot.
+pub async fn take_slots(
+    tx: &mut Tx<'_>,
+    scope: &str,
+    asks: &[SlotAsk<'_>],
+    cap: u32,
+    now_ms: i64,
+) -> sqlx::Result<Vec<bool>> {
+    let mut got = vec![false; asks.len()];
     for slot in 0..i64::from(cap) {
-        let row = (scope, owner, slot, hold_id, live_until);
-        if upsert_slot(tx, "VALUES ($1, $2, $3, $4, $5)", row, now_ms).await? {
-            return Ok(true);
+        let want: Vec<usize> = (0..asks.len()).filter(|i| !got[*i]).collect();
+        if want.is_empty() {
+            break;
+        }
+        let rows: Vec<SlotAsk<'_>> = want.iter().map(|i| asks[*i]).collect();
+        let taken = upsert_slots(tx, scope, slot, &rows, "", now_ms).await?;
+        for i in want {
+            got[i] = taken.iter().any(|o| o == asks[i].owner);
         }
     }
-    Ok(false)
+    Ok(got)
 }
 
 /// The one slot of the one-live-hold-per-admission cap ([`JTI`]) for `hold_id`, taken only
@@ -56,33 +86,65 @@ pub async fn take_admission_slot(
     live_until: i64,
     now_ms: i64,
 ) -> sqlx::Result<bool> {
-    let source = "SELECT $1, $2, $3, $4, $5 \
-                  WHERE NOT EXISTS (SELECT 1 FROM admissions_ended WHERE jti = $2)";
-    upsert_slot(tx, source, (JTI, jti, 0, hold_id, live_until), now_ms).await
+    let ask = SlotAsk {
+        owner: jti,
+        hold_id,
+        live_until,
+    };
+    Ok(take_admission_slots(tx, &[ask], now_ms).await?[0])
 }
 
-/// Inserts the slot row `(scope, owner, slot, hold, live until)` given by `source` (the `$1`–`$5`
-/// values, or a `SELECT` of them), or takes over the slot when its hold is no longer live at
-/// `now_ms`. True when the slot is this hold's.
-async fn upsert_slot(
+/// [`take_admission_slot`] for many holds in one statement (owners = distinct `jti`s).
+pub async fn take_admission_slots(
     tx: &mut Tx<'_>,
-    source: &str,
-    (scope, owner, slot, hold_id, live_until): (&str, &str, i64, &str, i64),
+    asks: &[SlotAsk<'_>],
     now_ms: i64,
-) -> sqlx::Result<bool> {
-    let n = sqlx::query(&format!(
-        "INSERT INTO hold_slots (scope, owner, slot, hold_id, live_until) {source} {ON_FREE_SLOT}"
-    ))
-    .bind(scope)
-    .bind(owner)
-    .bind(slot)
-    .bind(hold_id)
-    .bind(live_until)
-    .bind(now_ms)
-    .execute(&mut **tx)
-    .await?
-    .rows_affected();
-    Ok(n == 1)
+) -> sqlx::Result<Vec<bool>> {
+    let ended = "AND NOT EXISTS (SELECT 1 FROM admissions_ended e WHERE e.jti = w.owner)";
+    let taken = upsert_slots(tx, JTI, 0, asks, ended, now_ms).await?;
+    Ok(asks
+        .iter()
+        .map(|a| taken.iter().any(|o| o == a.owner))
+        .collect())
+}
+
+/// Inserts slot `slot` of `(scope, owner)` for every ask (rows filtered by `and_where`), or
+/// takes it over where its hold is no longer live at `now_ms`. The owners that got the slot.
+async fn upsert_slots(
+    tx: &mut Tx<'_>,
+    scope: &str,
+    slot: i64,
+    asks: &[SlotAsk<'_>],
+    and_where: &str,
+    now_ms: i64,
+) -> sqlx::Result<Vec<String>> {
+    if asks.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut b = crate::db::Binds::default();
+    let (scope, slot, now) = (b.push(scope.to_owned()), b.push(slot), b.push(now_ms));
+    let rows: Vec<String> = asks
+        .iter()
+        .map(|a| {
+            format!(
+                "SELECT {scope} AS scope, {} AS owner, {slot} AS slot, {} AS hold_id, {} AS live_until",
+                b.push(a.owner.to_owned()),
+                b.push(a.hold_id.to_owned()),
+                b.push(a.live_until)
+            )
+        })
+        .collect();
+    // `WHERE true`: SQLite needs a WHERE before an upsert's ON CONFLICT after a SELECT.
+    let sql = format!(
+        "INSERT INTO hold_slots (scope, owner, slot, hold_id, live_until) \
+         SELECT scope, owner, slot, hold_id, live_until FROM ({}) AS w WHERE true {and_where} \
+         ON CONFLICT (scope, owner, slot) DO UPDATE SET hold_id = excluded.hold_id, \
+         live_until = excluded.live_until WHERE hold_slots.live_until <= {now} RETURNING owner",
+        rows.join(" UNION ALL ")
+    );
+    sqlx::query_scalar_with(&sql, b.args())
+        .fetch_all(&mut **tx)
+        .await
 }
 
 /// Frees every slot `hold_id` holds (its hold was released or paid).

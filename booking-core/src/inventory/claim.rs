@@ -188,40 +188,115 @@ pub enum Begun {
 /// is the refusal (422, `admission-ended`, `hold-exists`, `visitor-hold-cap`,
 /// `concurrent-request`); the caller rolls back what this wrote.
 pub async fn prepare(tx: &mut Tx<'_>, r: &Request<'_>, now_ms: i64) -> ApiResult<Begun> {
-    let hash = r.ask.request_hash(r.show, r.channel);
-    if let Some(answer) = take_key(tx, r, &hash, now_ms).await? {
-        telemetry::replay(r.show);
-        return Ok(Begun::Replay(answer));
+    prepare_many(tx, &[(r, now_ms)]).await?.remove(0)
+}
+
+/// [`prepare`] for many requests at once, each step one statement for all of them (the hold
+/// queue's batch): the keys, then the admission slots of those whose key was taken, then the
+/// visitor slots (one statement per slot number tried). The requests' visitors and admissions
+/// must be distinct. A cap slot whose hold lapsed is taken over only if it lapsed by the
+/// earliest `now` of the requests. Per request, as [`prepare`]; `Err` only for a failed
+/// statement.
+pub async fn prepare_many(
+    tx: &mut Tx<'_>,
+    reqs: &[(&Request<'_>, i64)],
+) -> sqlx::Result<Vec<ApiResult<Begun>>> {
+    let hashes: Vec<String> = reqs
+        .iter()
+        .map(|(r, _)| r.ask.request_hash(r.show, r.channel))
+        .collect();
+    let taken = take_keys(tx, reqs, &hashes).await?;
+    let mut out: Vec<Option<ApiResult<Begun>>> = reqs.iter().map(|_| None).collect();
+    for (i, (r, _)) in reqs.iter().enumerate().filter(|(i, _)| !taken[*i]) {
+        out[i] = Some(match stored_in(tx, r, &hashes[i]).await {
+            Ok(Some(answer)) => {
+                telemetry::replay(r.show);
+                Ok(Begun::Replay(answer))
+            }
+            // Neither taken nor stored: the row changed under us; the client retries.
+            Ok(None) => Err(concurrent_request().into()),
+            Err(e) => Err(e),
+        });
     }
-    let hold_id = uuid::Uuid::now_v7().to_string();
-    let expires_at = now_ms + r.timing.hold_ttl_ms;
-    if !caps::take_admission_slot(tx, &r.adm.jti, &hold_id, expires_at, now_ms).await? {
-        if crate::outbox::notify::admission_ended(tx, &r.adm.jti).await? {
-            return Err(admission_ended().into());
+    let now_ms = reqs.iter().map(|(_, n)| *n).min().unwrap_or(0);
+    let ready: Vec<(usize, Prepared)> = (0..reqs.len())
+        .filter(|i| out[*i].is_none())
+        .map(|i| {
+            let (r, now) = reqs[i];
+            let expires_at = now + r.timing.hold_ttl_ms;
+            let hold_id = uuid::Uuid::now_v7().to_string();
+            (
+                i,
+                Prepared {
+                    hold_id,
+                    expires_at,
+                },
+            )
+        })
+        .collect();
+    let asks: Vec<caps::SlotAsk<'_>> = ready
+        .iter()
+        .map(|(i, p)| slot_ask(reqs[*i].0, p, caps::JTI))
+        .collect();
+    let got = caps::take_admission_slots(tx, &asks, now_ms).await?;
+    let mut with_slot = Vec::new();
+    for ((i, p), ok) in ready.iter().zip(got) {
+        if ok {
+            with_slot.push((*i, p));
+        } else {
+            out[*i] = Some(Err(admission_refused(tx, &reqs[*i].0.adm.jti)
+                .await?
+                .into()));
         }
-        let live: Option<String> = sqlx::query_scalar(
-            "SELECT hold_id FROM hold_slots WHERE scope = $1 AND owner = $2 AND slot = 0",
-        )
-        .bind(caps::JTI)
-        .bind(&r.adm.jti)
-        .fetch_optional(&mut **tx)
-        .await?;
-        return Err(conflict("hold-exists", "You already hold seats")
-            .detail("one live hold per admission")
-            .with("hold_id", live)
-            .into());
     }
-    let (owner, cap) = (&r.adm.sub, r.visitor_cap);
-    if !caps::take_slot(tx, caps::VISITOR, owner, cap, &hold_id, expires_at, now_ms).await? {
-        return Err(conflict("visitor-hold-cap", "Too many live holds")
-            .detail(format!("a visitor may have {cap} live holds at once"))
-            .with("max_holds", cap)
-            .into());
+    // One cap per call: every request of one show's batch has the same.
+    let cap = reqs.first().map_or(1, |(r, _)| r.visitor_cap);
+    let asks: Vec<caps::SlotAsk<'_>> = with_slot
+        .iter()
+        .map(|(i, p)| slot_ask(reqs[*i].0, p, caps::VISITOR))
+        .collect();
+    let got = caps::take_slots(tx, caps::VISITOR, &asks, cap, now_ms).await?;
+    for ((i, p), ok) in with_slot.into_iter().zip(got) {
+        out[i] = Some(if ok {
+            Ok(Begun::Ready(p.clone()))
+        } else {
+            Err(conflict("visitor-hold-cap", "Too many live holds")
+                .detail(format!("a visitor may have {cap} live holds at once"))
+                .with("max_holds", cap)
+                .into())
+        });
     }
-    Ok(Begun::Ready(Prepared {
-        hold_id,
-        expires_at,
-    }))
+    Ok(out.into_iter().flatten().collect())
+}
+
+/// The cap slot a prepared request asks for in `scope` ([`caps::JTI`] or [`caps::VISITOR`]).
+fn slot_ask<'a>(r: &'a Request<'_>, p: &'a Prepared, scope: &str) -> caps::SlotAsk<'a> {
+    caps::SlotAsk {
+        owner: if scope == caps::JTI {
+            &r.adm.jti
+        } else {
+            &r.adm.sub
+        },
+        hold_id: &p.hold_id,
+        live_until: p.expires_at,
+    }
+}
+
+/// Why an admission's slot was refused: its session ended, or it holds a live hold.
+async fn admission_refused(tx: &mut Tx<'_>, jti: &str) -> sqlx::Result<Problem> {
+    if crate::outbox::notify::admission_ended(tx, jti).await? {
+        return Ok(admission_ended());
+    }
+    let live: Option<String> = sqlx::query_scalar(
+        "SELECT hold_id FROM hold_slots WHERE scope = $1 AND owner = $2 AND slot = 0",
+    )
+    .bind(caps::JTI)
+    .bind(jti)
+    .fetch_optional(&mut **tx)
+    .await?;
+    Ok(conflict("hold-exists", "You already hold seats")
+        .detail("one live hold per admission")
+        .with("hold_id", live))
 }
 
 /// A hold whose inventory is claimed (or, for a pool, about to be by its guarded update), as
@@ -438,32 +513,51 @@ pub async fn stored_answer(
     answer_of(stored, hash)
 }
 
-/// Takes `(visitor, key)` for this request in `tx`: a new row, or a stored refusal of the same
-/// request, becomes [`IN_FLIGHT`] (`None`: go on). Otherwise the stored answer is replayed, or
-/// 422 when the key came with another request. A concurrent transaction that took the key
-/// first makes this one wait until it ends.
-async fn take_key(
+/// Takes `(visitor, key)` of every request in `tx` (one statement): a new row, or a stored
+/// refusal of the same request (`hashes[i]`), becomes [`IN_FLIGHT`]. Per request, whether it
+/// was taken; if not, [`stored_in`] tells the stored answer or 422. A concurrent transaction
+/// that took a key first makes this one wait until it ends.
+async fn take_keys(
     tx: &mut Tx<'_>,
-    r: &Request<'_>,
-    hash: &str,
-    now_ms: i64,
-) -> ApiResult<Option<HoldAnswer>> {
-    let taken: Option<i64> = sqlx::query_scalar(
-        "INSERT INTO idempotency (visitor_id, key, request_hash, status, body, created_at) VALUES ($1, $2, $3, $4, '', $5) \
-         ON CONFLICT (visitor_id, key) DO UPDATE SET status = excluded.status, created_at = excluded.created_at \
-         WHERE idempotency.status = $6 AND idempotency.request_hash = excluded.request_hash RETURNING status",
-    )
-    .bind(&r.adm.sub)
-    .bind(r.key)
-    .bind(hash)
-    .bind(IN_FLIGHT)
-    .bind(now_ms)
-    .bind(REFUSED)
-    .fetch_optional(&mut **tx)
-    .await?;
-    if taken.is_some() {
-        return Ok(None);
+    reqs: &[(&Request<'_>, i64)],
+    hashes: &[String],
+) -> sqlx::Result<Vec<bool>> {
+    if reqs.is_empty() {
+        return Ok(Vec::new());
     }
+    let mut b = db::Binds::default();
+    let (in_flight, refused) = (b.push(IN_FLIGHT), b.push(REFUSED));
+    let rows: Vec<String> = reqs
+        .iter()
+        .zip(hashes)
+        .map(|((r, now), hash)| {
+            format!(
+                "({}, {}, {}, {in_flight}, '', {})",
+                b.push(r.adm.sub.clone()),
+                b.push(r.key.to_owned()),
+                b.push(hash.clone()),
+                b.push(*now)
+            )
+        })
+        .collect();
+    let sql = format!(
+        "INSERT INTO idempotency (visitor_id, key, request_hash, status, body, created_at) VALUES {} \
+         ON CONFLICT (visitor_id, key) DO UPDATE SET status = excluded.status, created_at = excluded.created_at \
+         WHERE idempotency.status = {refused} AND idempotency.request_hash = excluded.request_hash \
+         RETURNING visitor_id, key",
+        rows.join(", ")
+    );
+    let taken: Vec<(String, String)> = sqlx::query_as_with(&sql, b.args())
+        .fetch_all(&mut **tx)
+        .await?;
+    Ok(reqs
+        .iter()
+        .map(|(r, _)| taken.iter().any(|(v, k)| *v == r.adm.sub && k == r.key))
+        .collect())
+}
+
+/// The stored answer of a key [`take_keys`] did not take: replay, 422, or `None`.
+async fn stored_in(tx: &mut Tx<'_>, r: &Request<'_>, hash: &str) -> ApiResult<Option<HoldAnswer>> {
     let stored: Option<(String, i64, String)> = sqlx::query_as(
         "SELECT request_hash, status, body FROM idempotency WHERE visitor_id = $1 AND key = $2",
     )
