@@ -77,6 +77,17 @@
     if (!res.ok) { $("message").textContent = problem(json, "Could not load the seat map."); return; }
     $("picker").hidden = false;
     renderMap(json);
+    showMapAge(res.headers.get("Seat-Map-Age-Ms"));
+  }
+
+  // How old the map is (the server's snapshot, Seat-Map-Age-Ms): seats shown free may already
+  // be taken by a faster fan; the hold decides. English or French (i18n.js).
+  function showMapAge(ms) {
+    const age = Number(ms);
+    if (ms === null || !Number.isFinite(age)) { $("map-age").hidden = true; return; }
+    const secs = (age / 1000).toLocaleString(window.LANG || "en", { minimumFractionDigits: 1, maximumFractionDigits: 1 });
+    $("map-age").textContent = T("map_age", { s: secs });
+    $("map-age").hidden = false;
   }
 
   function showHold(h) {

@@ -25,6 +25,7 @@
       closed: "The sale is closed.",
       sold_out: "Sold out. Thank you for waiting.",
       console_opens_in: "Opens in",
+      map_age: "Seat map as of {s} s ago: the hold decides who gets a seat.",
       min: "min", s: "s"
     },
     fr: {
@@ -49,6 +50,7 @@
       closed: "La vente est terminée.",
       sold_out: "Complet. Merci d'avoir patienté.",
       console_opens_in: "Ouverture dans",
+      map_age: "Plan des places tel qu'il y a {s} s : la réservation décide qui obtient une place.",
       min: "min", s: "s"
     }
   };
