@@ -244,7 +244,7 @@ pub async fn sections(
 )]
 pub async fn leave(State(state): State<AppState>, headers: HeaderMap) -> ApiResult<Json<Value>> {
     let adm = fan(&state, &headers, None).await?;
-    let mut tx = state.db.begin().await?;
+    let mut tx = crate::db::begin_write(&state.db).await?;
     crate::outbox::notify::session_end(&mut tx, &adm.event, &adm.jti, state.clock.now_ms()).await?;
     tx.commit().await?;
     Ok(Json(json!({"left": true})))
