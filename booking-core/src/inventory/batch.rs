@@ -35,15 +35,25 @@ pub async fn create_seats(
     jobs: &[(Request<'_>, i64)],
 ) -> sqlx::Result<Vec<Answer>> {
     let mut done: Vec<Option<Answer>> = jobs.iter().map(|_| None).collect();
+    // Requests whose seats a plain read shows taken go last: they are still tried by the
+    // guarded update (which alone decides), but in passes of their own, so a batch's likely
+    // winners are not prepared twice behind a rollback caused by a likely loser.
+    let later = seen_taken(tx, jobs).await?;
     loop {
+        let likely_left = (0..jobs.len()).any(|i| done[i].is_none() && !later[i]);
+        let skip: Vec<bool> = if likely_left {
+            later.clone()
+        } else {
+            vec![false; jobs.len()]
+        };
         let mut sp = sqlx::Acquire::begin(&mut **tx).await?;
-        match pass(&mut sp, pg, jobs, &mut done).await? {
+        match pass(&mut sp, pg, jobs, &skip, &mut done).await? {
             Pass::Commit(held) => {
                 sp.commit().await?;
                 for (i, answer) in held {
                     done[i] = Some(Ok(Ok(answer)));
                 }
-                // A visitor's second request of the batch was left for another pass.
+                // A visitor's second request, or the likely losers, are left for another pass.
                 if done.iter().all(Option::is_some) {
                     return Ok(done.into_iter().flatten().collect());
                 }
@@ -54,6 +64,59 @@ pub async fn create_seats(
             }
         }
     }
+}
+
+/// PostgreSQL: locks, in seat order, those of `seats` that are free or lapsed at `now_ms` (case
+/// B05: ordered locks never deadlock), so the guarded update that follows waits on no row out of
+/// order. Seats held by others are not locked: their holders' releases do not wait on the
+/// batch. Only a lock: the guarded update still decides every seat.
+async fn lock_claimable(
+    tx: &mut Tx<'_>,
+    show: &str,
+    seats: &[String],
+    now_ms: i64,
+) -> sqlx::Result<()> {
+    if seats.is_empty() {
+        return Ok(());
+    }
+    let mut b = db::Binds::default();
+    let (show, now) = (b.push(show.to_owned()), b.push(now_ms));
+    let list: Vec<String> = seats.iter().map(|s| b.push(s.clone())).collect();
+    let sql = format!(
+        "SELECT seat_id FROM seats WHERE show_id = {show} AND seat_id IN ({}) \
+         AND (status = 'free' OR (status = 'held' AND hold_expires_at <= {now})) ORDER BY seat_id FOR UPDATE",
+        list.join(", ")
+    );
+    sqlx::query_with(&sql, b.args()).execute(&mut **tx).await?;
+    Ok(())
+}
+
+/// Per job, whether a plain read (no lock) shows one of its seats taken at the batch's latest
+/// `now`: a hint for the order of passes, never an answer.
+async fn seen_taken(tx: &mut Tx<'_>, jobs: &[(Request<'_>, i64)]) -> sqlx::Result<Vec<bool>> {
+    let (Some((first, _)), Some(now)) = (jobs.first(), jobs.iter().map(|(_, n)| *n).max()) else {
+        return Ok(Vec::new());
+    };
+    let mut b = db::Binds::default();
+    let (show, now) = (b.push(first.show.to_owned()), b.push(now));
+    let mut all: Vec<&String> = jobs.iter().flat_map(|(r, _)| seats_of(r)).collect();
+    all.sort();
+    all.dedup();
+    let list: Vec<String> = all.into_iter().map(|s| b.push(s.clone())).collect();
+    let sql = format!(
+        "SELECT seat_id FROM seats WHERE show_id = {show} AND seat_id IN ({}) AND status <> 'free' \
+         AND NOT (status = 'held' AND hold_expires_at <= {now})",
+        list.join(", ")
+    );
+    let taken: HashSet<String> = sqlx::query_scalar_with(&sql, b.args())
+        .fetch_all(&mut **tx)
+        .await?
+        .into_iter()
+        .collect();
+    Ok(jobs
+        .iter()
+        .map(|(r, _)| seats_of(r).iter().any(|s| taken.contains(s)))
+        .collect())
 }
 
 /// How a pass ended.
@@ -69,6 +132,7 @@ async fn pass(
     tx: &mut Tx<'_>,
     pg: bool,
     jobs: &[(Request<'_>, i64)],
+    skip: &[bool],
     done: &mut [Option<Answer>],
 ) -> sqlx::Result<Pass> {
     // First in batch order takes a seat; a later job asking for one is lost (settled now: its
@@ -77,7 +141,11 @@ async fn pass(
     let mut owner: HashMap<&str, usize> = HashMap::new();
     let mut fans: HashSet<&str> = HashSet::new();
     let (mut claiming, mut outbid) = (Vec::new(), Vec::new());
-    for (i, (r, _)) in jobs.iter().enumerate().filter(|(i, _)| done[*i].is_none()) {
+    for (i, (r, _)) in jobs
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| done[*i].is_none() && !skip[*i])
+    {
         let seats = seats_of(r);
         if fans.contains(r.adm.sub.as_str()) || fans.contains(r.adm.jti.as_str()) {
             // A visitor's or admission's second request waits for the next pass (its key and
@@ -113,7 +181,10 @@ async fn pass(
     };
     let mut all: Vec<String> = owner.keys().map(|s| (*s).to_owned()).collect();
     all.sort();
-    db::lock_seats(tx, pg, show, &all).await?;
+    if pg {
+        let now = ready.iter().map(|(i, _)| jobs[*i].1).max().unwrap_or(0);
+        lock_claimable(tx, show, &all, now).await?;
+    }
     let asks: Vec<SeatAsk<'_>> = ready
         .iter()
         .map(|(i, p)| SeatAsk {
