@@ -19,130 +19,98 @@ pub const JTI: &str = "jti";
 /// Scope of the per-visitor cap.
 pub const VISITOR: &str = "visitor";
 
-/// One hold asking for a slot of its `owner` (an admission `jti` or a visitor) until
-/// `live_until` (epoch ms).
+/// A new hold's cap slots: its admission's and its visitor's, until `live_until` (epoch ms).
 #[derive(Debug, Clone, Copy)]
-pub struct SlotAsk<'a> {
-    /// The slot's owner in its scope.
-    pub owner: &'a str,
-    /// The hold that takes the slot.
+pub struct HoldSlots<'a> {
+    /// The admission (`jti`): one live hold per admission.
+    pub jti: &'a str,
+    /// The visitor (`sub`): at most the cap of live holds.
+    pub visitor: &'a str,
+    /// The hold that takes the slots.
     pub hold_id: &'a str,
     /// Until when, epoch ms.
     pub live_until: i64,
 }
 
-/// Takes one of the `cap` slots of `(scope, owner)` for `hold_id` until `live_until` (epoch
-/// ms). False when every slot belongs to a live hold: the caller refuses the hold.
-pub async fn take_slot(
+/// Takes, for each hold, the one slot of its admission ([`JTI`], only while the admission's
+/// session has not ended: `admissions_ended`) and one of the `cap` slots of its visitor
+/// ([`VISITOR`]): slot 0 of both for every hold in ONE statement, then, for the holds that got
+/// their admission's slot but not the visitor's slot 0, slot 1, 2, … (one statement each, all
+/// those holds at once). A slot is new, or taken over when its hold is no longer live at
+/// `now_ms`. Per hold, (admission slot taken, visitor slot taken); the caller refuses a hold
+/// that lacks either and rolls back what this wrote. Admissions and visitors must be distinct
+/// within one call (the hold queue's batch defers a second request of either).
+pub async fn take_hold_slots(
     tx: &mut Tx<'_>,
-    scope: &str,
-    owner: &str,
-    cap: u32,
-    hold_id: &str,
-    live_until: i64,
-    now_ms: i64,
-) -> sqlx::Result<bool> {
-    let ask = SlotAsk {
-        owner,
-        hold_id,
-        live_until,
-    };
-    Ok(take_slots(tx, scope, &[ask], cap, now_ms).await?[0])
-}
-
-/// [`take_slot`] for many holds at once (the hold queue's batch; owners distinct): slot 0 for
-/// every ask in one statement, then slot 1 for the asks still without one, and so on up to
-/// `cap`. Per ask, whether it got a slot.
-pub async fn take_slots(
-    tx: &mut Tx<'_>,
-    scope: &str,
-    asks: &[SlotAsk<'_>],
+    holds: &[HoldSlots<'_>],
     cap: u32,
     now_ms: i64,
-) -> sqlx::Result<Vec<bool>> {
-    let mut got = vec![false; asks.len()];
-    for slot in 0..i64::from(cap) {
-        let want: Vec<usize> = (0..asks.len()).filter(|i| !got[*i]).collect();
+) -> sqlx::Result<Vec<(bool, bool)>> {
+    let rows: Vec<(&str, &str, &HoldSlots<'_>)> = holds
+        .iter()
+        .flat_map(|h| [(JTI, h.jti, h), (VISITOR, h.visitor, h)])
+        .collect();
+    let taken = upsert_slots(tx, 0, &rows, now_ms).await?;
+    let got = |scope: &str, owner: &str| taken.iter().any(|(s, o)| s == scope && o == owner);
+    let mut out: Vec<(bool, bool)> = holds
+        .iter()
+        .map(|h| (got(JTI, h.jti), got(VISITOR, h.visitor)))
+        .collect();
+    for slot in 1..i64::from(cap) {
+        let want: Vec<usize> = (0..holds.len())
+            .filter(|i| out[*i] == (true, false))
+            .collect();
         if want.is_empty() {
             break;
         }
-        let rows: Vec<SlotAsk<'_>> = want.iter().map(|i| asks[*i]).collect();
-        let taken = upsert_slots(tx, scope, slot, &rows, "", now_ms).await?;
+        let rows: Vec<(&str, &str, &HoldSlots<'_>)> = want
+            .iter()
+            .map(|i| (VISITOR, holds[*i].visitor, &holds[*i]))
+            .collect();
+        let taken = upsert_slots(tx, slot, &rows, now_ms).await?;
         for i in want {
-            got[i] = taken.iter().any(|o| o == asks[i].owner);
+            out[i].1 = taken.iter().any(|(_, o)| o == holds[i].visitor);
         }
     }
-    Ok(got)
+    Ok(out)
 }
 
-/// The one slot of the one-live-hold-per-admission cap ([`JTI`]) for `hold_id`, taken only
-/// while the admission's session has not ended (`admissions_ended`): the cap and the
-/// ended-admission check in one statement. False when the admission ended or its slot belongs
-/// to a live hold (the caller tells which apart, on this refusal path only).
-pub async fn take_admission_slot(
-    tx: &mut Tx<'_>,
-    jti: &str,
-    hold_id: &str,
-    live_until: i64,
-    now_ms: i64,
-) -> sqlx::Result<bool> {
-    let ask = SlotAsk {
-        owner: jti,
-        hold_id,
-        live_until,
-    };
-    Ok(take_admission_slots(tx, &[ask], now_ms).await?[0])
-}
-
-/// [`take_admission_slot`] for many holds in one statement (owners = distinct `jti`s).
-pub async fn take_admission_slots(
-    tx: &mut Tx<'_>,
-    asks: &[SlotAsk<'_>],
-    now_ms: i64,
-) -> sqlx::Result<Vec<bool>> {
-    let ended = "AND NOT EXISTS (SELECT 1 FROM admissions_ended e WHERE e.jti = w.owner)";
-    let taken = upsert_slots(tx, JTI, 0, asks, ended, now_ms).await?;
-    Ok(asks
-        .iter()
-        .map(|a| taken.iter().any(|o| o == a.owner))
-        .collect())
-}
-
-/// Inserts slot `slot` of `(scope, owner)` for every ask (rows filtered by `and_where`), or
-/// takes it over where its hold is no longer live at `now_ms`. The owners that got the slot.
+/// Inserts slot `slot` of `(scope, owner)` for every row `(scope, owner, hold)`, a [`JTI`] row
+/// only while its admission has not ended, or takes the slot over where its hold is no longer
+/// live at `now_ms`. The `(scope, owner)` pairs that got the slot.
 async fn upsert_slots(
     tx: &mut Tx<'_>,
-    scope: &str,
     slot: i64,
-    asks: &[SlotAsk<'_>],
-    and_where: &str,
+    rows: &[(&str, &str, &HoldSlots<'_>)],
     now_ms: i64,
-) -> sqlx::Result<Vec<String>> {
-    if asks.is_empty() {
+) -> sqlx::Result<Vec<(String, String)>> {
+    if rows.is_empty() {
         return Ok(Vec::new());
     }
     let mut b = crate::db::Binds::default();
-    let (scope, slot, now) = (b.push(scope.to_owned()), b.push(slot), b.push(now_ms));
-    let rows: Vec<String> = asks
+    let (slot, now, jti) = (b.push(slot), b.push(now_ms), b.push(JTI.to_owned()));
+    let values: Vec<String> = rows
         .iter()
-        .map(|a| {
+        .map(|(scope, owner, h)| {
             format!(
-                "SELECT {scope} AS scope, {} AS owner, {slot} AS slot, {} AS hold_id, {} AS live_until",
-                b.push(a.owner.to_owned()),
-                b.push(a.hold_id.to_owned()),
-                b.push(a.live_until)
+                "SELECT {} AS scope, {} AS owner, {slot} AS slot, {} AS hold_id, {} AS live_until",
+                b.push((*scope).to_owned()),
+                b.push((*owner).to_owned()),
+                b.push(h.hold_id.to_owned()),
+                b.push(h.live_until)
             )
         })
         .collect();
-    // `WHERE true`: SQLite needs a WHERE before an upsert's ON CONFLICT after a SELECT.
+    // The WHERE also keeps SQLite's parser from reading the upsert's ON as a join's.
     let sql = format!(
         "INSERT INTO hold_slots (scope, owner, slot, hold_id, live_until) \
-         SELECT scope, owner, slot, hold_id, live_until FROM ({}) AS w WHERE true {and_where} \
+         SELECT scope, owner, slot, hold_id, live_until FROM ({}) AS w \
+         WHERE w.scope <> {jti} OR NOT EXISTS (SELECT 1 FROM admissions_ended e WHERE e.jti = w.owner) \
          ON CONFLICT (scope, owner, slot) DO UPDATE SET hold_id = excluded.hold_id, \
-         live_until = excluded.live_until WHERE hold_slots.live_until <= {now} RETURNING owner",
-        rows.join(" UNION ALL ")
+         live_until = excluded.live_until WHERE hold_slots.live_until <= {now} RETURNING scope, owner",
+        values.join(" UNION ALL ")
     );
-    sqlx::query_scalar_with(&sql, b.args())
+    sqlx::query_as_with(&sql, b.args())
         .fetch_all(&mut **tx)
         .await
 }

@@ -184,7 +184,7 @@ pub enum Begun {
 /// The part of a hold before its inventory, in the caller's transaction: the key's row first
 /// (an identical request in another transaction waits on it, on PostgreSQL the unique index,
 /// and replays the stored 201 once this one commits: case B12), then the admission's slot
-/// (only while its session has not ended, one statement), then the visitor's cap slot. `Err`
+/// (only while its session has not ended) and the visitor's cap slot in one statement. `Err`
 /// is the refusal (422, `admission-ended`, `hold-exists`, `visitor-hold-cap`,
 /// `concurrent-request`); the caller rolls back what this wrote.
 pub async fn prepare(tx: &mut Tx<'_>, r: &Request<'_>, now_ms: i64) -> ApiResult<Begun> {
@@ -192,8 +192,8 @@ pub async fn prepare(tx: &mut Tx<'_>, r: &Request<'_>, now_ms: i64) -> ApiResult
 }
 
 /// [`prepare`] for many requests at once, each step one statement for all of them (the hold
-/// queue's batch): the keys, then the admission slots of those whose key was taken, then the
-/// visitor slots (one statement per slot number tried). The requests' visitors and admissions
+/// queue's batch): the keys, then the admission and visitor cap slots of those whose key was
+/// taken ([`caps::take_hold_slots`]: one statement, more only for visitors with live holds). The requests' visitors and admissions
 /// must be distinct. A cap slot whose hold lapsed is taken over only if it lapsed by the
 /// earliest `now` of the requests. Per request, as [`prepare`]; `Err` only for a failed
 /// statement.
@@ -234,52 +234,31 @@ pub async fn prepare_many(
             )
         })
         .collect();
-    let asks: Vec<caps::SlotAsk<'_>> = ready
-        .iter()
-        .map(|(i, p)| slot_ask(reqs[*i].0, p, caps::JTI))
-        .collect();
-    let got = caps::take_admission_slots(tx, &asks, now_ms).await?;
-    let mut with_slot = Vec::new();
-    for ((i, p), ok) in ready.iter().zip(got) {
-        if ok {
-            with_slot.push((*i, p));
-        } else {
-            out[*i] = Some(Err(admission_refused(tx, &reqs[*i].0.adm.jti)
-                .await?
-                .into()));
-        }
-    }
     // One cap per call: every request of one show's batch has the same.
     let cap = reqs.first().map_or(1, |(r, _)| r.visitor_cap);
-    let asks: Vec<caps::SlotAsk<'_>> = with_slot
+    let slots: Vec<caps::HoldSlots<'_>> = ready
         .iter()
-        .map(|(i, p)| slot_ask(reqs[*i].0, p, caps::VISITOR))
+        .map(|(i, p)| caps::HoldSlots {
+            jti: &reqs[*i].0.adm.jti,
+            visitor: &reqs[*i].0.adm.sub,
+            hold_id: &p.hold_id,
+            live_until: p.expires_at,
+        })
         .collect();
-    let got = caps::take_slots(tx, caps::VISITOR, &asks, cap, now_ms).await?;
-    for ((i, p), ok) in with_slot.into_iter().zip(got) {
-        out[i] = Some(if ok {
-            Ok(Begun::Ready(p.clone()))
-        } else {
+    let got = caps::take_hold_slots(tx, &slots, cap, now_ms).await?;
+    for ((i, p), (admission, visitor)) in ready.into_iter().zip(got) {
+        out[i] = Some(if !admission {
+            Err(admission_refused(tx, &reqs[i].0.adm.jti).await?.into())
+        } else if !visitor {
             Err(conflict("visitor-hold-cap", "Too many live holds")
                 .detail(format!("a visitor may have {cap} live holds at once"))
                 .with("max_holds", cap)
                 .into())
+        } else {
+            Ok(Begun::Ready(p))
         });
     }
     Ok(out.into_iter().flatten().collect())
-}
-
-/// The cap slot a prepared request asks for in `scope` ([`caps::JTI`] or [`caps::VISITOR`]).
-fn slot_ask<'a>(r: &'a Request<'_>, p: &'a Prepared, scope: &str) -> caps::SlotAsk<'a> {
-    caps::SlotAsk {
-        owner: if scope == caps::JTI {
-            &r.adm.jti
-        } else {
-            &r.adm.sub
-        },
-        hold_id: &p.hold_id,
-        live_until: p.expires_at,
-    }
 }
 
 /// Why an admission's slot was refused: its session ended, or it holds a live hold.
