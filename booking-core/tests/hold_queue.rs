@@ -19,6 +19,7 @@ on_both!(
     batch_without_the_guard_double_books,
     batch_first_in_order_wins_all_or_nothing,
     two_workers_batches_one_winner_per_seat,
+    a_full_batch_of_four_seat_holds_wins_every_seat,
 );
 
 fn seat(n: usize) -> String {
@@ -254,4 +255,31 @@ async fn two_workers_batches_one_winner_per_seat(b: Backend) {
         "the 201s' seats are exactly the held seats, once each"
     );
     assert!(!won.is_empty());
+}
+
+/// The largest batch of the default largest holds: 128 requests of 4 seats each (512 seats in
+/// the one guarded update; SQLite caps a compound SELECT at 500 terms), applied set-based in
+/// one transaction (not the worker's fallback of one transaction each), all held.
+async fn a_full_batch_of_four_seat_holds_wins_every_seat(b: Backend) {
+    let n = hotq::MAX_BATCH;
+    let h = Harness::on_with(b, move |c| Harness::small_venue(c, (n * 4) as u32)).await;
+    let now = h.now_s() * 1000;
+    let owned: Vec<Owned> = (0..n)
+        .map(|i| {
+            let seats: Vec<usize> = (1..=4).map(|k| i * 4 + k).collect();
+            job(&format!("f{i}"), &seats, now).0.req
+        })
+        .collect();
+    let reqs: Vec<_> = owned.iter().map(|o| (o.request(), now)).collect();
+    let db = &h.state.db;
+    let mut tx = booking_core::db::begin_write(db).await.unwrap();
+    let pg = b == Backend::Postgres;
+    let got = booking_core::inventory::batch::create_seats(&mut tx, pg, &reqs)
+        .await
+        .expect("one set-based transaction");
+    tx.commit().await.unwrap();
+    assert!(got.iter().all(|a| matches!(a, Ok(Ok(_)))), "{got:?}");
+    let held = holders_per_seat(&h).await;
+    assert_eq!(held.len(), n * 4);
+    assert!(held.iter().all(|(_, k)| *k == 1));
 }

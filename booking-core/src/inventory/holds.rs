@@ -229,7 +229,7 @@ pub async fn claim_many(
     for a in asks {
         for s in a.seats {
             rows.push(format!(
-                "SELECT {} AS s, {} AS h, {} AS e, {} AS n",
+                "({}, {}, {}, {})",
                 b.push(s.clone()),
                 b.push(a.hold_id.to_owned()),
                 b.push(a.expires_at),
@@ -240,12 +240,14 @@ pub async fn claim_many(
     if rows.is_empty() {
         return Ok(Vec::new());
     }
+    // A `VALUES` list, not `UNION ALL`: SQLite caps a compound SELECT at 500 terms, a batch can
+    // have 128 holds of several seats. Both stores name its columns column1, column2, …
     let sql = format!(
-        "UPDATE seats SET status = 'held', hold_id = w.h, hold_expires_at = w.e \
-         FROM ({}) AS w WHERE seats.show_id = {show_p} AND seats.seat_id = w.s \
-         AND (seats.status = 'free' OR (seats.status = 'held' AND seats.hold_expires_at <= w.n)) \
+        "UPDATE seats SET status = 'held', hold_id = w.column2, hold_expires_at = w.column3 \
+         FROM (VALUES {}) AS w WHERE seats.show_id = {show_p} AND seats.seat_id = w.column1 \
+         AND (seats.status = 'free' OR (seats.status = 'held' AND seats.hold_expires_at <= w.column4)) \
          RETURNING seats.seat_id, seats.hold_id, seats.price_cents",
-        rows.join(" UNION ALL ")
+        rows.join(", ")
     );
     sqlx::query_as_with(&sql, b.args())
         .fetch_all(&mut **tx)
