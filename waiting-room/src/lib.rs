@@ -10,6 +10,7 @@
 pub mod admitter;
 pub mod config;
 pub mod domain;
+pub mod draw;
 pub mod http;
 pub mod identity;
 pub mod keys;

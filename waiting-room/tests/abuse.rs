@@ -298,8 +298,14 @@ impl QueueStore for Counting {
     async fn begin_open(&self, e: &EventId) -> StoreResult<u64> {
         self.hit().begin_open(e).await
     }
-    async fn open_chunk(&self, e: &EventId, m: u64, s: u64) -> StoreResult<u64> {
-        self.hit().open_chunk(e, m, s).await
+    async fn open_chunk(&self, e: &EventId, m: u64) -> StoreResult<u64> {
+        self.hit().open_chunk(e, m).await
+    }
+    async fn draw(&self, e: &EventId) -> StoreResult<waiting_room::draw::Draw> {
+        self.hit().draw(e).await
+    }
+    async fn numbered(&self, e: &EventId, f: u64, n: u64) -> StoreResult<Vec<Option<String>>> {
+        self.hit().numbered(e, f, n).await
     }
     async fn advance_cursor(&self, e: &EventId, p: &AdvanceParams) -> StoreResult<Advance> {
         self.hit().advance_cursor(e, p).await

@@ -4,6 +4,7 @@
 
 pub mod admin;
 pub mod conditional;
+pub mod draw;
 pub mod error;
 pub mod fan;
 pub mod internal;
@@ -59,6 +60,9 @@ pub struct Inner {
     pub identity: Option<crate::identity::IdentityVerifier>,
     /// Per event: admission-token lifetime (s) and booking URL, read from the store once.
     constants: std::sync::RwLock<std::collections::HashMap<EventId, EventConstants>>,
+    /// Per event, its complete draw publication as JSON (immutable once the pre-queue is
+    /// numbered; `draw.rs`).
+    pub draws: std::sync::RwLock<std::collections::HashMap<EventId, axum::body::Bytes>>,
 }
 
 /// What never changes after an event is created (`create_event` is `NX`; no API edits these).
@@ -171,6 +175,7 @@ impl AppState {
             status_cache_control,
             identity,
             constants: Default::default(),
+            draws: Default::default(),
         }));
         for e in state.0.config.events.clone() {
             state.refresh_status(&e.id).await;
@@ -359,6 +364,7 @@ pub fn router(state: AppState) -> Router {
         .route("/openapi.json", get(openapi::openapi))
         .route("/api/events/{event}/position", get(fan::position))
         .route("/api/events/{event}/pow", get(fan::pow_challenge))
+        .route("/api/events/{event}/draw", get(draw::draw))
         .route("/status/{file}", get(public::status))
         .route("/.well-known/jwks.json", get(public::jwks))
         .route(

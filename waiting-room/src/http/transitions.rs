@@ -6,7 +6,7 @@
 use super::admin::{figures_json, operator, record};
 use super::error::bounded;
 use super::{parse_event, private_json, AppState};
-use crate::admitter::open_event;
+use crate::admitter::{audit_draw, open_event};
 use crate::domain::{EventId, EventState};
 use crate::http::openapi::ProblemDoc;
 use axum::extract::{Path, State};
@@ -247,6 +247,8 @@ pub(crate) async fn open(
     }
     // The shuffle runs in bounded chunks; give it more time than a single store call.
     let n = bounded(limit * 30, open_event(st.0.store.as_ref(), &event)).await?;
+    let now = st.0.clock.now_secs();
+    bounded(limit * 30, audit_draw(st.0.store.as_ref(), &event, now)).await?;
     let new = json!({"state": "open", "prequeued_numbered": n});
     record(&st, &event, &who, "open", old.state.as_str().into(), new).await;
     Ok(private_json(
