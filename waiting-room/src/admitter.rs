@@ -20,7 +20,7 @@ pub const OPEN_CHUNK: u64 = 10_000;
 pub enum Outcome {
     /// The event does not exist (any more).
     Missing,
-    /// The pre-queue was shuffled into numbers `1..=prequeued`; the event is open.
+    /// The pre-queue was numbered in draw order `1..=prequeued`; the event is open.
     Opened {
         /// Fans that were pre-queued.
         prequeued: u64,

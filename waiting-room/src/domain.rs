@@ -68,13 +68,13 @@ impl VisitorId {
 }
 
 /// Lifecycle of an event (API.md "States"), plus the internal `opening` state while the
-/// pre-queue is being shuffled into queue numbers (reported to fans as `open`).
+/// pre-queue is being numbered in draw order (`crate::draw`) (reported to fans as `open`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EventState {
     /// Before opening: joins accepted, no queue numbers yet.
     Prequeue,
-    /// The pre-queue is being numbered in random order (bounded chunks); the cursor waits.
+    /// The pre-queue is being numbered in draw order (bounded chunks); the cursor waits.
     Opening,
     /// Numbers assigned FIFO, the admitter moves the cursor.
     Open,

@@ -1,5 +1,5 @@
 //! The waiting room: a virtual queue in front of the booking core. It owns the queue (join
-//! tokens, pre-queue shuffle, cursor, admissions), the admission-token keys and JWKS, the status
+//! tokens, pre-queue draw, cursor, admissions), the admission-token keys and JWKS, the status
 //! document and the admin API (DESIGN.md "Waiting room"; HTTP contract in API.md).
 //!
 //! Must not touch: the booking database (the booking core verifies admission tokens offline).

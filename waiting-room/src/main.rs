@@ -111,7 +111,7 @@ enum Action {
     Pause,
     /// Move the cursor again.
     Resume,
-    /// Open now (shuffle the pre-queue).
+    /// Open now (number the pre-queue in draw order).
     Open,
     /// Close: no more joins or claims.
     Close,

@@ -59,6 +59,9 @@ pub struct StatusDoc {
     pub wait: WaitEstimate,
     /// Booking core base URL.
     pub booking_url: String,
+    /// Path of the event's verifiable pre-queue draw (`GET /api/events/{event}/draw`: the
+    /// commitment before opening, the seed and hashed visitor list after; issue 15 item 1).
+    pub draw: String,
     /// When this content was built, epoch seconds. On the board (`GET /status/{event}.json`) a
     /// rebuild that changes nothing else keeps the earlier time ([`StatusBoard::publish`]).
     pub updated_at: i64,
@@ -113,6 +116,7 @@ impl StatusDoc {
             pow_difficulty: f.meta.pow_bits,
             wait: meter.estimate(moving, f.meta.admit_rate),
             booking_url: f.meta.booking_url.clone(),
+            draw: format!("/api/events/{}/draw", f.meta.id),
             updated_at: now,
             version: f.state_gen,
         }

@@ -22,7 +22,7 @@
 //! listing events reads one key, no `SCAN` over every master).
 //!
 //! Replication is asynchronous: a write acknowledged by a master can be lost when its replica
-//! takes over. Joins, claims and the opening shuffle therefore answer only once
+//! takes over. Joins, claims and the opening chunks therefore answer only once
 //! [`Durability::min_replicas`] replicas confirmed them (`durable.rs`: `WAIT`, group-committed);
 //! unconfirmed, they answer 503 and hand out nothing (issue 11 item 5).
 
@@ -148,7 +148,7 @@ pub struct RedisStore {
     scripts: Arc<Scripts>,
     /// Per event, the next queue number this process expects a join to hand out (numbers.rs).
     hints: Arc<Mutex<HashMap<String, u64>>>,
-    /// Replication waits of joins, claims and the shuffle (`durable.rs`).
+    /// Replication waits of joins, claims and opening chunks (`durable.rs`).
     acks: Arc<durable::Acks>,
     /// Joins of this process in flight (numbers.rs sizes the declared buckets by it).
     joins_in_flight: Arc<std::sync::atomic::AtomicU64>,
@@ -211,7 +211,7 @@ impl RedisStore {
         })
     }
 
-    /// Joins, claims and the opening shuffle answer only once `d.min_replicas` replicas
+    /// Joins, claims and the opening chunks answer only once `d.min_replicas` replicas
     /// confirmed them (default [`Durability::OFF`]; `open_store` sets 1 for a cluster).
     pub fn with_durability(mut self, d: Durability) -> Self {
         self.acks = Arc::new(durable::Acks::new(d));
