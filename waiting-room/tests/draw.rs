@@ -11,9 +11,11 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::process::{Command, Output};
 use std::sync::Arc;
+use std::time::Duration;
 use waiting_room::domain::{EventId, VisitorId};
 use waiting_room::draw::{public_id, visitors_hash, DrawSeed};
 use waiting_room::store::memory::MemoryStore;
+use waiting_room::store::redis::RedisStore;
 use waiting_room::store::QueueStore;
 use waiting_room::{router, AppState, Config};
 
@@ -107,8 +109,22 @@ fn list_of(p: &Value) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn verify_draw_recomputes_a_10000_fan_prequeue_and_fails_on_one_changed_position() {
+    draw_round_trip(Arc::new(MemoryStore::new())).await;
+}
+
+/// The same on Redis: the sorted-set pre-queue popped in chunks, the list read back from the
+/// number buckets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_draw_recomputes_a_10000_fan_prequeue_on_redis() {
+    let server = sale_common::testsupport::RedisServer::start();
+    let store = RedisStore::connect(&server.url(), Duration::from_secs(2))
+        .await
+        .expect("connect to redis");
+    draw_round_trip(Arc::new(store)).await;
+}
+
+async fn draw_round_trip(store: Arc<dyn QueueStore>) {
     let clock: SharedClock = Arc::new(ManualClock::new(T0 * 1000));
-    let store: Arc<dyn QueueStore> = Arc::new(MemoryStore::new());
     let cfg = Config::demo("demo", T0 + 3600, "http://127.0.0.1:8081");
     let state = AppState::new(cfg, store.clone(), clock)
         .await
@@ -182,6 +198,19 @@ async fn verify_draw_recomputes_a_10000_fan_prequeue_and_fails_on_one_changed_po
             f.as_str()
         );
     }
+    // Join order does not predict the number (the rush's check, here as Spearman's ρ between
+    // join order and number: under independence its standard error is 1/√(n−1)).
+    let d2: f64 = fans
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (printed[&public_id(f.as_str())] as f64 - (i + 1) as f64).powi(2))
+        .sum();
+    let n = FANS as f64;
+    let rho = 1.0 - 6.0 * d2 / (n * (n * n - 1.0));
+    assert!(
+        rho.abs() < 4.0 / (n - 1.0).sqrt(),
+        "join order predicts the number: ρ = {rho:.4}"
+    );
     let one = &fans[FANS / 2];
     let mine = verify_draw(vec![
         draw_url.clone(),
