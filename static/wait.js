@@ -8,6 +8,7 @@
   const event = (params.get("event") || "demo").replace(/[^a-z0-9-]/g, "");
   const storeKey = "join:" + event;
   const $ = (id) => document.getElementById(id);
+  $("draw-link").href = "/draw.html?event=" + event;
   let pollMs = 2000;
   let failures = 0;
   let firstCursor = null;
