@@ -1,7 +1,7 @@
 //! Abuse rules at the door: per-client-IP limits on join, heartbeat and claim keyed behind
 //! trusted proxies only (case W03) with IPv6 keyed by /64 and bounded limiter memory; one place
 //! per verified identity; bad join tokens rejected before any store command (a counting store
-//! proves it).
+//! proves it); a burst of draw requests reads the published list once per node.
 
 use async_trait::async_trait;
 use axum::body::Body;
@@ -46,7 +46,7 @@ async fn send(
     if status == StatusCode::TOO_MANY_REQUESTS {
         assert!(resp.headers().get(header::RETRY_AFTER).is_some());
     }
-    let bytes = axum::body::to_bytes(resp.into_body(), 1 << 20)
+    let bytes = axum::body::to_bytes(resp.into_body(), 1 << 22)
         .await
         .expect("body");
     (
@@ -246,6 +246,15 @@ struct Counting {
 }
 
 impl Counting {
+    /// A fresh counting store, and the same as the router's store.
+    fn new() -> (Arc<Self>, Arc<dyn QueueStore>) {
+        let c = Arc::new(Self {
+            inner: MemoryStore::new(),
+            calls: AtomicUsize::new(0),
+        });
+        (c.clone(), c)
+    }
+
     fn hit(&self) -> &MemoryStore {
         self.calls.fetch_add(1, Ordering::SeqCst);
         &self.inner
@@ -305,6 +314,8 @@ impl QueueStore for Counting {
         self.hit().draw(e).await
     }
     async fn numbered(&self, e: &EventId, f: u64, n: u64) -> StoreResult<Vec<Option<String>>> {
+        // Yields as a networked store would, so concurrent requests interleave here.
+        tokio::task::yield_now().await;
         self.hit().numbered(e, f, n).await
     }
     async fn advance_cursor(&self, e: &EventId, p: &AdvanceParams) -> StoreResult<Advance> {
@@ -355,11 +366,7 @@ impl QueueStore for Counting {
 
 #[tokio::test]
 async fn bad_join_tokens_are_rejected_before_any_store_command() {
-    let counting = Arc::new(Counting {
-        inner: MemoryStore::new(),
-        calls: AtomicUsize::new(0),
-    });
-    let store: Arc<dyn QueueStore> = counting.clone();
+    let (counting, store) = Counting::new();
     let st = state(Config::demo("demo", T0, "http://127.0.0.1:8081"), store).await;
     let app = router(st.clone());
     let (_, j) = send(&app, "POST", "/api/events/demo/join", "203.0.113.1:1", &[]).await;
@@ -427,4 +434,37 @@ async fn bad_join_tokens_are_rejected_before_any_store_command() {
         before + 1,
         "a good heartbeat is one store call"
     );
+}
+
+/// A burst of first requests for a complete draw (issue 15 item 1) reads its list once on a
+/// node: one request builds it, the others wait for that build and answer from memory. The
+/// counting store's `numbered` yields, so without the build lock each of the 16 requests would
+/// read the whole list (3 chunks each: 16 + 48 store calls instead of 16 + 3).
+#[tokio::test]
+async fn a_burst_of_draw_requests_reads_the_list_once() {
+    let (counting, store) = Counting::new();
+    let cfg = Config::demo("demo", T0 + 3600, "http://127.0.0.1:8081");
+    let app = router(state(cfg, store).await);
+    let demo = EventId::parse("demo").expect("id");
+    for _ in 0..20_001 {
+        let v = VisitorId::random();
+        counting
+            .inner
+            .join(&demo, &v, T0 * 1000, 60_000)
+            .await
+            .expect("join");
+    }
+    waiting_room::admitter::open_event(&counting.inner, &demo)
+        .await
+        .expect("open");
+    let before = counting.calls.load(Ordering::SeqCst);
+    let answers =
+        join_all((0..16).map(|_| send(&app, "GET", "/api/events/demo/draw", "203.0.113.1:1", &[])))
+            .await;
+    for (s, p) in &answers {
+        assert_eq!(*s, StatusCode::OK);
+        assert_eq!(p["visitors"].as_array().map(Vec::len), Some(20_001));
+    }
+    let used = counting.calls.load(Ordering::SeqCst) - before;
+    assert!(used <= 16 + 3, "{used} store calls for 16 first requests");
 }

@@ -2,12 +2,15 @@
 //! "Verifiable draw"). Before the pre-queue is numbered: the commitment `SHA-256(seed)`; after:
 //! also the seed, the public ids in number order and their hash, which `waiting-room
 //! verify-draw` (or anyone) recomputes. A complete publication never changes, so each node
-//! builds it once from the store and serves it from memory.
+//! builds it once from the store (one build at a time: the requests that arrive meanwhile wait
+//! for it rather than each reading the whole list) and serves it from memory.
 
-use super::error::bounded;
+use super::error::{bounded, store_problem};
 use super::openapi::ProblemDoc;
 use super::{parse_event, AppState};
+use crate::domain::EventId;
 use crate::draw::Publication;
+use crate::store::draw::{numbered_range, publication_of};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderValue};
@@ -36,25 +39,39 @@ pub const COMMITTED_MAX_AGE_SECS: u64 = 1;
 )]
 pub async fn draw(State(st): State<AppState>, Path(e): Path<String>) -> Result<Response, Problem> {
     let event = parse_event(&e)?;
-    let cached = st.0.draws.read().ok().and_then(|m| m.get(&event).cloned());
-    if let Some(body) = cached {
+    if let Some(body) = cached(&st, &event) {
+        return Ok(json(body, PUBLISHED_MAX_AGE_SECS));
+    }
+    let store = st.0.store.as_ref();
+    let d = bounded(st.store_timeout(), store.draw(&event)).await?;
+    if numbered_range(&d).is_none() {
+        // The commitment alone: no list to read.
+        let p = publication_of(store, &event, &d)
+            .await
+            .map_err(store_problem)?;
+        return Ok(json(to_json(&p)?, COMMITTED_MAX_AGE_SECS));
+    }
+    let _building = st.0.draw_build.lock().await;
+    if let Some(body) = cached(&st, &event) {
         return Ok(json(body, PUBLISHED_MAX_AGE_SECS));
     }
     // Reading a large list takes more than one store call's bound.
-    let limit = st.store_timeout() * 30;
-    let p = bounded(
-        limit,
-        crate::store::draw::publication(st.0.store.as_ref(), &event),
-    )
-    .await?;
-    let body = Bytes::from(serde_json::to_vec(&p).map_err(|_| Problem::internal())?);
-    if p.seed.is_none() {
-        return Ok(json(body, COMMITTED_MAX_AGE_SECS));
-    }
+    let p = bounded(st.store_timeout() * 30, publication_of(store, &event, &d)).await?;
+    let body = to_json(&p)?;
     if let Ok(mut m) = st.0.draws.write() {
         m.insert(event, body.clone());
     }
     Ok(json(body, PUBLISHED_MAX_AGE_SECS))
+}
+
+fn cached(st: &AppState, event: &EventId) -> Option<Bytes> {
+    st.0.draws.read().ok().and_then(|m| m.get(event).cloned())
+}
+
+fn to_json(p: &Publication) -> Result<Bytes, Problem> {
+    serde_json::to_vec(p)
+        .map(Bytes::from)
+        .map_err(|_| Problem::internal())
 }
 
 fn json(body: Bytes, max_age_secs: u64) -> Response {

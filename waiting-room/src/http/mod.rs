@@ -63,6 +63,9 @@ pub struct Inner {
     /// Per event, its complete draw publication as JSON (immutable once the pre-queue is
     /// numbered; `draw.rs`).
     pub draws: std::sync::RwLock<std::collections::HashMap<EventId, axum::body::Bytes>>,
+    /// Held while a complete draw publication is built, so concurrent first requests wait for
+    /// one build instead of each reading the whole list.
+    pub draw_build: tokio::sync::Mutex<()>,
 }
 
 /// What never changes after an event is created (`create_event` is `NX`; no API edits these).
@@ -176,6 +179,7 @@ impl AppState {
             identity,
             constants: Default::default(),
             draws: Default::default(),
+            draw_build: Default::default(),
         }));
         for e in state.0.config.events.clone() {
             state.refresh_status(&e.id).await;

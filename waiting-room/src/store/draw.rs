@@ -4,12 +4,30 @@
 
 use super::{QueueStore, StoreError, StoreResult, NUMBERED_CHUNK};
 use crate::domain::{EventId, EventState};
-use crate::draw::{public_id, visitors_hash, Publication, ALGORITHM};
+use crate::draw::{public_id, visitors_hash, Draw, Publication, ALGORITHM};
 
 /// The publication of `event`'s draw as it stands. Complete (seed and list) once the state is
 /// past `opening`; the list is immutable from then on, so callers may cache it.
 pub async fn publication(store: &dyn QueueStore, event: &EventId) -> StoreResult<Publication> {
     let d = store.draw(event).await?;
+    publication_of(store, event, &d).await
+}
+
+/// The numbers the pre-queue got, once they are all handed out (`None` before, or for an event
+/// opened before the draw existed: then only the commitment is published, and it proves
+/// nothing about that opening).
+pub fn numbered_range(d: &Draw) -> Option<(u64, u64)> {
+    let done = !matches!(d.state, EventState::Prequeue | EventState::Opening);
+    d.numbered.filter(|_| done)
+}
+
+/// The publication of `event`'s draw `d` (read with [`QueueStore::draw`]): the commitment
+/// alone until [`numbered_range`] is known, else the whole list read from the store.
+pub async fn publication_of(
+    store: &dyn QueueStore,
+    event: &EventId,
+    d: &Draw,
+) -> StoreResult<Publication> {
     let mut p = Publication {
         event: event.to_string(),
         algorithm: ALGORITHM.to_owned(),
@@ -19,12 +37,8 @@ pub async fn publication(store: &dyn QueueStore, event: &EventId) -> StoreResult
         visitors_hash: None,
         visitors: None,
     };
-    let numbered = !matches!(d.state, EventState::Prequeue | EventState::Opening);
-    let (first, count) = match d.numbered {
-        Some(range) if numbered => range,
-        // Opened before the draw existed (no range recorded): nothing to publish but the seed's
-        // commitment, which then proves nothing about that opening.
-        _ => return Ok(p),
+    let Some((first, count)) = numbered_range(d) else {
+        return Ok(p);
     };
     let mut list = Vec::with_capacity(count as usize);
     let mut at = first;
