@@ -182,6 +182,11 @@ pub struct Config {
     /// `aud` of admission tokens.
     #[serde(default = "default_audience")]
     pub audience: String,
+    /// Audiences of other origins guarded by the edge gate (default none; the booking core's
+    /// `gate_audiences` lists the same): each is added to every admission token's `aud`, which
+    /// then becomes an array (RFC 7519 §4.1.3; DECISIONS: each guarded origin has its own `aud`).
+    #[serde(default)]
+    pub gate_audiences: Vec<String>,
     /// Directory of the fan pages, served at `/`.
     #[serde(default)]
     pub static_dir: Option<PathBuf>,
@@ -326,6 +331,7 @@ impl Config {
             join_hmac_previous_keys: Vec::new(),
             issuer: default_issuer(),
             audience: default_audience(),
+            gate_audiences: Vec::new(),
             static_dir: None,
             status_max_age_secs: 1,
             poll_interval_ms: default_poll(),

@@ -9,6 +9,7 @@
 pub mod admin;
 pub mod cancel;
 pub mod fan;
+pub mod gate;
 pub mod history;
 pub mod holds;
 pub mod office;
@@ -84,6 +85,8 @@ pub fn router(state: AppState) -> Router {
             HeaderValue::from_static("private, no-store"),
         ));
     let mut app = Router::new()
+        .route("/gate/{audience}/check", get(gate::check))
+        .route("/gate/{audience}/enter", post(gate::enter))
         .route("/healthz", get(ops::healthz))
         .route("/metrics", get(ops::metrics))
         .route("/openapi.json", get(openapi::openapi))
