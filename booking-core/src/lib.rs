@@ -12,6 +12,7 @@
 
 // Bottom: no imports from the crate.
 pub mod error;
+pub mod load;
 pub mod telemetry;
 pub mod venue;
 // Typed configuration, then the database.

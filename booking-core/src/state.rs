@@ -30,6 +30,10 @@ pub struct AppState {
     pub verifier: Arc<Verifier>,
     /// The edge gate's verifiers, one per guarded origin's audience (`gate_audiences`).
     pub gates: Arc<std::collections::HashMap<String, Arc<Verifier>>>,
+    /// What this process measured for the waiting room's closed loop (`GET /internal/load`).
+    pub load: Arc<crate::load::Load>,
+    /// This process's random id in its load figures (a new id: the counters restarted).
+    pub node_id: String,
     /// Payment gateway client.
     pub gateway: Gateway,
     /// Time source (`config.clock`).
@@ -89,6 +93,8 @@ impl AppState {
             db,
             verifier,
             gates: Arc::new(gates),
+            load: Arc::default(),
+            node_id: uuid::Uuid::new_v4().to_string(),
             gateway,
             limiter: Arc::new(caps::RateLimiter::default()),
             reads,

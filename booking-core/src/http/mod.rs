@@ -12,6 +12,7 @@ pub mod fan;
 pub mod gate;
 pub mod history;
 pub mod holds;
+pub mod load;
 pub mod office;
 pub mod openapi;
 pub mod ops;
@@ -32,7 +33,8 @@ use crate::state::AppState;
 /// Largest request body any route reads (JSON, forms, webhooks); larger → 413 problem.
 pub const BODY_LIMIT: usize = 2 * 1024 * 1024;
 
-/// All routes; `/api`, `/session`, `/payment` and `/admin` answers are `private, no-store`.
+/// All routes; `/api`, `/session`, `/payment`, `/admin` and `/internal` answers are
+/// `private, no-store`. Fan calls (`/api/…`) are measured for the closed loop ([`load`]).
 /// Every error is `application/problem+json`: unknown routes 404, wrong methods 405, bodies
 /// over [`BODY_LIMIT`] 413, and any plain-text rejection is turned into a problem.
 pub fn router(state: AppState) -> Router {
@@ -80,6 +82,7 @@ pub fn router(state: AppState) -> Router {
             "/admin/shows/{show}/pools/{pool}/oversell",
             post(admin::oversell),
         )
+        .route("/internal/load", get(load::load))
         .layer(SetResponseHeaderLayer::overriding(
             header::CACHE_CONTROL,
             HeaderValue::from_static("private, no-store"),
@@ -100,5 +103,9 @@ pub fn router(state: AppState) -> Router {
     };
     app.layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(map_response(problems_only))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            load::measure,
+        ))
         .with_state(state)
 }

@@ -14,7 +14,7 @@ use utoipa::openapi::security::{ApiKey, ApiKeyValue, Http, HttpAuthScheme, Secur
 use utoipa::openapi::{Content, HeaderBuilder, Ref, RefOr, Response};
 use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 
-use super::{admin, cancel, fan, gate, history, holds, office, ops, waitlist, webhook};
+use super::{admin, cancel, fan, gate, history, holds, load, office, ops, waitlist, webhook};
 
 /// An RFC 9457 problem document (`application/problem+json`), every error body. A problem
 /// may carry more members (`waiting_room`, `availability`, `hold_id`, `max_holds`, …; API.md).
@@ -150,7 +150,7 @@ impl Modify for Problems {
         office::outbox, office::refunds, office::alerts,
         cancel::cancel_booking, cancel::office_page,
         history::holds, history::seat, history::hold,
-        gate::check, gate::enter,
+        gate::check, gate::enter, load::load,
     ),
     components(schemas(
         ProblemDoc, fan::SessionForm, holds::HoldBody, holds::BestBody,
