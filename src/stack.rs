@@ -81,6 +81,9 @@ pub struct StackOptions {
     /// admission token's `aud` by the waiting room, verified at `/gate/{audience}/…` by the
     /// booking core.
     pub gate_audiences: Vec<String>,
+    /// The event's closed loop (`events[0].closed_loop`; its figures read from this stack's
+    /// booking core unless `load_urls` says otherwise).
+    pub closed_loop: Option<waiting_room::closedloop::ClosedLoop>,
 }
 
 impl StackOptions {
@@ -118,6 +121,7 @@ impl StackOptions {
             hold_rate_per_min: 10,
             hold_queue: false,
             gate_audiences: Vec::new(),
+            closed_loop: None,
         }
     }
 }

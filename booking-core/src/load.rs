@@ -8,8 +8,6 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use serde::Serialize;
-
 /// Upper bounds of the hold-latency buckets, **milliseconds** (the last bucket, `+Inf`, is
 /// implied: `counts` has one more entry than this).
 pub const BOUNDS_MS: [u64; 12] = [5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000];
@@ -56,49 +54,7 @@ pub struct Load {
     pub server_errors: AtomicU64,
 }
 
-/// The JSON of `GET /internal/load` (API.md).
-#[derive(Debug, Serialize)]
-pub struct LoadDoc {
-    /// This process's random id (counters restart with it: a new id means a new baseline).
-    pub node: String,
-    /// Bounds of the hold-latency buckets, ms, then `null` for `+Inf`.
-    pub hold_bounds_ms: Vec<Option<u64>>,
-    /// Cumulative hold counts per bucket, since `node` started.
-    pub hold_counts: Vec<u64>,
-    /// Fan calls answered since start.
-    pub requests: u64,
-    /// Of them, 5xx.
-    pub server_errors: u64,
-    /// The database pool now: connections open and idle (`idle` 0 with `size` at the
-    /// maximum: callers are waiting for a connection).
-    pub pool: PoolFigures,
-    /// Places left per show.
-    pub shows: Vec<ShowStock>,
-}
-
-/// The database pool's state at the read.
-#[derive(Debug, Serialize)]
-pub struct PoolFigures {
-    /// Connections open.
-    pub size: u32,
-    /// Of them, idle.
-    pub idle: u32,
-    /// The pool's maximum.
-    pub max: u32,
-}
-
-/// One show's stock: seats and pool places.
-#[derive(Debug, Serialize)]
-pub struct ShowStock {
-    /// Show id (= waiting-room event id).
-    pub show: String,
-    /// Seats and pool places that can be held now (lapsed holds count free).
-    pub free: i64,
-    /// Seats and pool places in live holds: they may come back.
-    pub held: i64,
-    /// Sold.
-    pub sold: i64,
-}
+pub use sale_common::load::{LoadDoc, PoolFigures, ShowStock};
 
 impl Load {
     /// Counts one answered fan call; `hold`: it was a hold request, taking `ms` milliseconds.

@@ -108,6 +108,7 @@ pub(crate) fn waiting_room(
     cfg.s3_bucket = opts.s3_bucket.clone();
     cfg.s3_prefix = opts.s3_prefix.clone();
     cfg.gate_audiences = opts.gate_audiences.clone();
+    cfg.events[0].closed_loop = opts.closed_loop.clone();
     Ok(cfg)
 }
 

@@ -2,6 +2,7 @@
 //! before any port is bound. Secrets are [`Secret`]s and have no defaults. The listen address is
 //! not here: `serve` takes an already-bound listener.
 
+use crate::closedloop::ClosedLoop;
 use crate::domain::{EventId, EventMeta, EventState};
 use sale_common::Secret;
 use serde::Deserialize;
@@ -28,6 +29,9 @@ pub struct EventConfig {
     pub admission_ttl_secs: u64,
     /// The booking core's public base URL.
     pub booking_url: String,
+    /// Admission that follows the booking core's load (default off; [`ClosedLoop`]).
+    #[serde(default)]
+    pub closed_loop: Option<ClosedLoop>,
 }
 
 impl EventConfig {
@@ -321,6 +325,7 @@ impl Config {
             max_active: 500,
             admission_ttl_secs: default_ttl(),
             booking_url: booking_url.to_owned(),
+            closed_loop: None,
         };
         Self {
             events: vec![event],
@@ -369,6 +374,27 @@ impl Config {
     /// `max(ready_window_min, admit_rate × ready_window_secs)` places.
     pub fn liveness(&self, admit_rate: f64) -> crate::domain::Liveness {
         self.liveness_rules().at_rate(admit_rate)
+    }
+
+    /// The events' closed loops ([`crate::closedloop::run`]): each read from its `load_urls`, or
+    /// its `booking_url` when none are listed.
+    pub fn closed_loops(&self) -> Vec<crate::closedloop::EventLoop> {
+        self.events
+            .iter()
+            .filter_map(|e| {
+                let cfg = e.closed_loop.clone()?;
+                let urls = if cfg.load_urls.is_empty() {
+                    vec![e.booking_url.clone()]
+                } else {
+                    cfg.load_urls.clone()
+                };
+                Some(crate::closedloop::EventLoop {
+                    event: e.id.clone(),
+                    cfg,
+                    urls,
+                })
+            })
+            .collect()
     }
 
     /// The configured liveness rules for the admitter.

@@ -174,6 +174,9 @@ impl Config {
                     e.booking_url
                 ));
             }
+            if let Some(cl) = &e.closed_loop {
+                p.extend(cl.problems(&format!("events[{i}].closed_loop")));
+            }
         }
     }
 }

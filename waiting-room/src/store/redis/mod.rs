@@ -510,3 +510,8 @@ impl QueueStore for RedisStore {
 pub fn admitter_lock_key(event: &EventId) -> String {
     key(event, "admitter")
 }
+
+/// The owner-token lock of an event's closed loop ([`crate::closedloop::run`]).
+pub fn closed_loop_lock_key(event: &EventId) -> String {
+    key(event, "closed-loop")
+}
