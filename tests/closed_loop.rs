@@ -9,9 +9,30 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod support;
+
 use sale_common::testsupport::postgres::PostgresServer;
 use serde_json::Value;
+use support::{claim, join};
 use ticket_sale::stack::{self, DemoEvent, StackOptions};
+
+/// A stack whose event `id` opens now at `admit_rate`, with the closed loop `closed_loop`
+/// (JSON), fan limits lifted.
+fn options(id: &str, admit_rate: f64, closed_loop: Value) -> StackOptions {
+    let mut opts = StackOptions::local_random_ports();
+    opts.event = DemoEvent {
+        id: id.into(),
+        opens_in_secs: 0,
+        admit_rate,
+        max_active: 1000,
+        admission_ttl_secs: 600,
+    };
+    (opts.join_rate_per_sec, opts.join_burst) = (1000, 1000);
+    (opts.fan_rate_per_sec, opts.fan_burst) = (1000, 1000);
+    opts.hold_rate_per_min = 100_000;
+    opts.closed_loop = Some(serde_json::from_value(closed_loop).expect("closed loop"));
+    opts
+}
 
 /// One fan: joins, claims the admission when its turn comes, then holds one seat (best
 /// available) and releases it, again and again until `stop`.
@@ -124,25 +145,15 @@ async fn until(
 async fn the_admit_rate_follows_a_booking_core_slowed_mid_sale() {
     let pg = PostgresServer::shared();
     let db = pg.create_database();
-    let mut opts = StackOptions::local_random_ports();
-    opts.database_url = db.clone();
-    opts.event = DemoEvent {
-        id: "loop".into(),
-        opens_in_secs: 0,
-        admit_rate: 4.0,
-        max_active: 1000,
-        admission_ttl_secs: 600,
-    };
-    (opts.join_rate_per_sec, opts.join_burst) = (1000, 1000);
-    (opts.fan_rate_per_sec, opts.fan_burst) = (1000, 1000);
-    opts.hold_rate_per_min = 100_000;
-    opts.closed_loop = Some(
-        serde_json::from_value(serde_json::json!({
+    let mut opts = options(
+        "loop",
+        4.0,
+        serde_json::json!({
             "min_rate": 1.0, "max_rate": 24.0, "hold_p99_ms": 200, "interval_secs": 1,
             "min_samples": 5
-        }))
-        .expect("closed loop"),
+        }),
     );
+    opts.database_url = db.clone();
     let s = stack::start(opts).await.expect("stack starts");
     let c = reqwest::Client::builder()
         .timeout(Duration::from_secs(30))
@@ -230,4 +241,152 @@ async fn the_admit_rate_follows_a_booking_core_slowed_mid_sale() {
         let _ = f.await;
     }
     s.shutdown().await;
+}
+
+/// Polls `probe` every 100 ms until it gives `Some`, at most `limit`.
+async fn eventually<T, F: std::future::Future<Output = Option<T>>>(
+    limit: Duration,
+    what: &str,
+    mut probe: impl FnMut() -> F,
+) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = probe().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "{what}: not within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The stock rule: on a four-seat show, once every seat is in a live hold the line waits (the
+/// status document says how many are in play) and nobody else is admitted to an empty map;
+/// when one hold is released, admissions resume. Both changes audited as `closed-loop`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_line_waits_while_every_seat_left_is_in_a_live_hold() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let venue = tmp.path().join("venue.json");
+    std::fs::write(
+        &venue,
+        r#"{"name": "Four", "rows": 1, "seats_per_row": 4,
+            "sections": [{"name": "A", "price_cents": 5000}]}"#,
+    )
+    .expect("venue");
+    let mut opts = options(
+        "stock",
+        20.0,
+        serde_json::json!({
+            "min_rate": 1.0, "max_rate": 20.0, "hold_p99_ms": 10000, "interval_secs": 1
+        }),
+    );
+    opts.venue = Some(venue);
+    let s = stack::start(opts).await.expect("stack starts");
+    let c = reqwest::Client::builder()
+        .timeout(Duration::from_secs(20))
+        .build()
+        .expect("client");
+    let (wr, bc) = (s.waiting_room_url.clone(), s.booking_url.clone());
+    let status = |c: reqwest::Client, wr: String| async move {
+        let v: Value = c
+            .get(format!("{wr}/status/stock.json"))
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        Some(v)
+    };
+
+    // Four fans take the four seats.
+    let mut holds = Vec::new();
+    for _ in 0..4 {
+        let j = join(&c, &wr, "stock").await;
+        let token = eventually(Duration::from_secs(30), "admitted", || {
+            claim(&c, &wr, "stock", &j)
+        })
+        .await;
+        let r: Value = c
+            .post(format!("{bc}/api/shows/stock/holds"))
+            .bearer_auth(&token)
+            .header("Idempotency-Key", format!("k-{}", holds.len()))
+            .json(&serde_json::json!({"best_available": {"section": "A", "quantity": 1}}))
+            .send()
+            .await
+            .expect("hold")
+            .json()
+            .await
+            .expect("hold json");
+        let id = r["hold_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{r}"))
+            .to_owned();
+        holds.push((token, id));
+    }
+    // The loop sees nothing left but live holds: the line waits and says why.
+    let doc = eventually(Duration::from_secs(30), "waiting_for_stock = 4", || {
+        let (c, wr) = (c.clone(), wr.clone());
+        async move { status(c, wr).await.filter(|d| d["waiting_for_stock"] == 4) }
+    })
+    .await;
+    assert_eq!(doc["state"], "open");
+
+    // Three more fans: none is admitted while every seat is in a hold, over ten loop intervals.
+    let late: Vec<String> = join_many(&c, &wr, 3).await;
+    let watch_until = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < watch_until {
+        for j in &late {
+            assert!(
+                claim(&c, &wr, "stock", j).await.is_none(),
+                "a fan was admitted to an empty map"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+
+    // One basket is emptied: admissions resume, and the first late fan gets in.
+    let (token, id) = &holds[0];
+    let r = c
+        .delete(format!("{bc}/api/holds/{id}"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .expect("release");
+    assert!(r.status().is_success(), "release: {}", r.status());
+    eventually(Duration::from_secs(30), "a late fan admitted", || {
+        claim(&c, &wr, "stock", &late[0])
+    })
+    .await;
+    let doc = status(c.clone(), wr.clone()).await.expect("status");
+    assert_eq!(doc["waiting_for_stock"], 0);
+    let audit: Value = c
+        .get(format!("{wr}/admin/events/stock/audit"))
+        .bearer_auth(&s.admin_token)
+        .send()
+        .await
+        .expect("audit")
+        .json()
+        .await
+        .expect("audit json");
+    let stock: Vec<&Value> = audit
+        .as_array()
+        .expect("entries")
+        .iter()
+        .filter(|e| e["operator"] == "closed-loop" && e["action"] == "stock_wait")
+        .collect();
+    assert!(
+        stock.iter().any(|e| e["new"]["in_play"] == 4)
+            && stock.iter().any(|e| e["new"]["in_play"] == 0),
+        "{audit:#}"
+    );
+    s.shutdown().await;
+}
+
+/// `n` fans join one after the other; their join tokens.
+async fn join_many(c: &reqwest::Client, wr: &str, n: usize) -> Vec<String> {
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        out.push(join(c, wr, "stock").await);
+    }
+    out
 }

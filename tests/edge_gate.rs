@@ -6,6 +6,8 @@
 //! (`/_gate/enter`) opens both; and with the waiting room stopped the gate still verifies (the
 //! door keeps the JWKS it read).
 
+mod support;
+
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -38,27 +40,12 @@ async fn origin(hits: Arc<AtomicU64>) -> SocketAddr {
 
 /// Joins `event` and claims the admission as soon as it is this visitor's turn.
 async fn admission_token(c: &reqwest::Client, wr: &str, event: &str) -> String {
-    let j: Value = c
-        .post(format!("{wr}/api/events/{event}/join"))
-        .send()
-        .await
-        .expect("join")
-        .json()
-        .await
-        .expect("join json");
-    let join = j["join_token"].as_str().expect("join token").to_owned();
+    let join = support::join(c, wr, event).await;
     // The event opens now and admits 50/s: the deadline is generous for a loaded machine.
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let r = c
-            .post(format!("{wr}/api/events/{event}/admission"))
-            .bearer_auth(&join)
-            .send()
-            .await
-            .expect("claim");
-        if r.status().is_success() {
-            let a: Value = r.json().await.expect("admission json");
-            return a["admission_token"].as_str().expect("token").to_owned();
+        if let Some(token) = support::claim(c, wr, event, &join).await {
+            return token;
         }
         assert!(Instant::now() < deadline, "not admitted within 60 s");
         tokio::time::sleep(Duration::from_millis(100)).await;

@@ -298,8 +298,9 @@ async fn read(http: &reqwest::Client, url: &str, token: Option<&str>) -> Option<
     resp.json().await.ok()
 }
 
-/// One step of `lp`: reads every node, judges, and when the rate changes sets it in the store
-/// and returns the audit entry it appended (`at` = `now_s`, epoch seconds).
+/// One step of `lp`: reads every node, judges, and when the rate changes sets it in the store;
+/// sets the stock rule ([`stock_wait`]); returns the audit entries it appended (`at` = `now_s`,
+/// epoch seconds).
 ///
 /// # Errors
 /// The store's, when reading the event or setting the rate fails.
@@ -310,13 +311,19 @@ pub async fn step(
     lp: &EventLoop,
     baselines: &mut Baselines,
     now_s: i64,
-) -> crate::store::StoreResult<Option<AuditEntry>> {
+) -> crate::store::StoreResult<Vec<AuditEntry>> {
     let reads = futures::future::join_all(
         lp.urls
             .iter()
             .map(|u| async move { (u.clone(), read(http, u, token).await) }),
     )
     .await;
+    // Every node reads the same database: the first answer's stock is the show's.
+    let stock = reads
+        .iter()
+        .find_map(|(_, d)| d.as_ref())
+        .and_then(|d| d.shows.iter().find(|s| s.show == lp.event.as_str()))
+        .map(|s| (s.free, s.held));
     let verdict = match baselines.merge(reads) {
         Ok(interval) => judge(&lp.cfg, &interval),
         Err(why) => Verdict::Hold(why),
@@ -329,12 +336,33 @@ pub async fn step(
     metrics::counter!("wr_closed_loop_verdicts_total", "event" => lp.event.to_string(), "verdict" => label)
         .increment(1);
     let Some(meta) = store.event(&lp.event).await? else {
-        return Ok(None);
+        return Ok(Vec::new());
     };
+    let mut entries = Vec::new();
+    let wait = stock.map_or(meta.stock_wait, |(free, held)| stock_wait(free, held));
+    metrics::gauge!("wr_stock_wait_places", "event" => lp.event.to_string()).set(wait as f64);
+    if wait != meta.stock_wait {
+        store.set_stock_wait(&lp.event, wait).await?;
+        let reason = if wait > 0 {
+            format!("nothing left to hold; {wait} places in live holds may come back")
+        } else {
+            "places free again (or none left in holds): admissions resume".to_owned()
+        };
+        let entry = AuditEntry {
+            at: now_s,
+            operator: OPERATOR.to_owned(),
+            action: "stock_wait".to_owned(),
+            old: meta.stock_wait.into(),
+            new: serde_json::json!({"in_play": wait, "reason": reason}),
+        };
+        tracing::info!(event = %lp.event, in_play = wait, "closed loop: stock rule changed");
+        store.audit_append(&lp.event, &entry).await?;
+        entries.push(entry);
+    }
     let rate = next_rate(&lp.cfg, meta.admit_rate, &verdict);
     metrics::gauge!("wr_closed_loop_rate", "event" => lp.event.to_string()).set(rate);
     if (rate - meta.admit_rate).abs() < 1e-9 {
-        return Ok(None);
+        return Ok(entries);
     }
     store.set_knobs(&lp.event, Some(rate), None).await?;
     let reason = match verdict {
@@ -349,7 +377,20 @@ pub async fn step(
     };
     tracing::info!(event = %lp.event, old = meta.admit_rate, new = rate, reason = %reason, "closed loop changed the admit rate");
     store.audit_append(&lp.event, &entry).await?;
-    Ok(Some(entry))
+    entries.push(entry);
+    Ok(entries)
+}
+
+/// The stock rule (issue "closed loop and report": "when nothing is left but held seats that
+/// may come back, the line waits … instead of admitting fans to an empty map"): the places in
+/// live holds when nothing can be held, else 0 (free places, or nothing left at all: sold out
+/// is the booking core's own notice).
+pub fn stock_wait(free: i64, held: i64) -> u64 {
+    if free <= 0 && held > 0 {
+        u64::try_from(held).unwrap_or(0)
+    } else {
+        0
+    }
 }
 
 /// Runs every event's loop until `stop`: each `interval_secs`, on the one node that holds the
@@ -512,6 +553,17 @@ mod tests {
         };
         assert!(matches!(judge(&c, &pool), Verdict::Overloaded(r) if r.contains("pool")));
         assert!(matches!(judge(&c, &Interval::default()), Verdict::Hold(_)));
+    }
+
+    #[test]
+    fn the_line_waits_only_while_every_place_left_is_in_a_live_hold() {
+        assert_eq!(stock_wait(0, 12), 12);
+        assert_eq!(stock_wait(1, 12), 0, "a free place: admit");
+        assert_eq!(
+            stock_wait(0, 0),
+            0,
+            "sold out: the booking core says so itself"
+        );
     }
 
     #[test]

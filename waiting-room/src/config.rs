@@ -46,6 +46,7 @@ impl EventConfig {
             admission_ttl_secs: self.admission_ttl_secs,
             booking_url: self.booking_url.clone(),
             pow_bits: 0,
+            stock_wait: 0,
         }
     }
 }

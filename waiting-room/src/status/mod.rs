@@ -59,6 +59,9 @@ pub struct StatusDoc {
     pub wait: WaitEstimate,
     /// Booking core base URL.
     pub booking_url: String,
+    /// Places in live holds while nothing can be held: the line waits until they come back
+    /// (the closed loop's stock rule); 0 = not waiting for stock.
+    pub waiting_for_stock: u64,
     /// When this content was built, epoch seconds. On the board (`GET /status/{event}.json`) a
     /// rebuild that changes nothing else keeps the earlier time ([`StatusBoard::publish`]).
     pub updated_at: i64,
@@ -113,6 +116,7 @@ impl StatusDoc {
             pow_difficulty: f.meta.pow_bits,
             wait: meter.estimate(moving, f.meta.admit_rate),
             booking_url: f.meta.booking_url.clone(),
+            waiting_for_stock: if moving { f.meta.stock_wait } else { 0 },
             updated_at: now,
             version: f.state_gen,
         }

@@ -315,6 +315,11 @@ impl QueueStore for RedisStore {
         self.set_fields(event, &[("pow", bits.to_string())]).await
     }
 
+    async fn set_stock_wait(&self, event: &EventId, in_play: u64) -> StoreResult<()> {
+        self.set_fields(event, &[("stock_wait", in_play.to_string())])
+            .await
+    }
+
     async fn transition(
         &self,
         event: &EventId,
