@@ -38,6 +38,12 @@ pub enum Outcome {
     },
     /// Nothing to do in this state (before opening, paused, closed, sold out).
     Held(EventState),
+    /// Open, but the line waits for stock: nothing can be held and `in_play` places are in
+    /// live holds that may come back ([`crate::domain::EventMeta::stock_wait`]).
+    WaitingForStock {
+        /// Places in live holds.
+        in_play: u64,
+    },
 }
 
 /// Opens an event now: `prequeue` → `opening`, numbers the pre-queue in draw order
@@ -168,6 +174,14 @@ impl Admitter {
         match meta.state {
             EventState::Prequeue if now_s >= meta.opens_at => self.open(now_ms).await,
             EventState::Opening => self.open(now_ms).await,
+            EventState::Open if meta.stock_wait > 0 => {
+                // No fan is admitted to an empty map; the bucket does not fill meanwhile, so
+                // admissions resume at the admit rate, not in one burst.
+                self.tokens = 0.0;
+                Ok(Outcome::WaitingForStock {
+                    in_play: meta.stock_wait,
+                })
+            }
             EventState::Open => {
                 let added = meta.admit_rate * elapsed_ms as f64 / 1000.0;
                 self.tokens = (self.tokens + added).min(self.burst(meta.admit_rate));

@@ -138,6 +138,10 @@ pub struct EventMeta {
     pub booking_url: String,
     /// Proof-of-work difficulty of a new join, leading zero **bits** of SHA-256 (0 = off).
     pub pow_bits: u32,
+    /// The line waits for stock: nothing can be held, and this many places are in live holds
+    /// that may come back (set by the closed loop; 0 = not waiting). The admitter lets nobody
+    /// in meanwhile, so no fan is admitted to an empty map.
+    pub stock_wait: u64,
 }
 
 /// Answer of a join: the place, if numbered yet (`None` while pre-queued).

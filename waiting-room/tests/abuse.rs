@@ -281,6 +281,9 @@ impl QueueStore for Counting {
     async fn set_pow(&self, e: &EventId, b: u32) -> StoreResult<()> {
         self.hit().set_pow(e, b).await
     }
+    async fn set_stock_wait(&self, e: &EventId, n: u64) -> StoreResult<()> {
+        self.hit().set_stock_wait(e, n).await
+    }
     async fn transition(
         &self,
         e: &EventId,

@@ -107,6 +107,7 @@ async fn create(s: &Store, max_active: u64) {
         admission_ttl_secs: 600,
         booking_url: "http://127.0.0.1:8081".into(),
         pow_bits: 0,
+        stock_wait: 0,
     };
     assert!(s.create_event(&meta).await.expect("create"));
     assert!(

@@ -55,6 +55,7 @@ pub async fn measure(url: &str, fans: u64, concurrency: usize) -> anyhow::Result
         admission_ttl_secs: 600,
         booking_url: "http://127.0.0.1:1".into(),
         pow_bits: 0,
+        stock_wait: 0,
     };
     store.create_event(&meta).await?;
     store.begin_open(&ev).await?;

@@ -121,7 +121,8 @@ impl AppState {
                 &config.audience,
             )?,
         }
-        .with_nbf_back(config.max_clock_skew_secs);
+        .with_nbf_back(config.max_clock_skew_secs)
+        .with_gate_audiences(&config.gate_audiences);
         let previous: Vec<&[u8]> = config
             .join_hmac_previous_keys
             .iter()

@@ -62,6 +62,9 @@ pub struct StatusDoc {
     /// Path of the event's verifiable pre-queue draw (`GET /api/events/{event}/draw`: the
     /// commitment before opening, the seed and hashed visitor list after; issue 15 item 1).
     pub draw: String,
+    /// Places in live holds while nothing can be held: the line waits until they come back
+    /// (the closed loop's stock rule); 0 = not waiting for stock.
+    pub waiting_for_stock: u64,
     /// When this content was built, epoch seconds. On the board (`GET /status/{event}.json`) a
     /// rebuild that changes nothing else keeps the earlier time ([`StatusBoard::publish`]).
     pub updated_at: i64,
@@ -117,6 +120,7 @@ impl StatusDoc {
             wait: meter.estimate(moving, f.meta.admit_rate),
             booking_url: f.meta.booking_url.clone(),
             draw: format!("/api/events/{}/draw", f.meta.id),
+            waiting_for_stock: if moving { f.meta.stock_wait } else { 0 },
             updated_at: now,
             version: f.state_gen,
         }

@@ -90,6 +90,9 @@ pub trait QueueStore: Send + Sync + std::fmt::Debug + 'static {
     ) -> StoreResult<()>;
     /// Sets the proof-of-work difficulty of new joins (leading zero bits; 0 = off).
     async fn set_pow(&self, event: &EventId, bits: u32) -> StoreResult<()>;
+    /// Sets [`EventMeta::stock_wait`] (places in live holds while nothing can be held; 0 = the
+    /// line does not wait for stock).
+    async fn set_stock_wait(&self, event: &EventId, in_play: u64) -> StoreResult<()>;
     /// Compare-and-set of the state: moves to `to` only from one of `from`. Returns the state
     /// after the call (unchanged when the current state was not in `from`).
     async fn transition(

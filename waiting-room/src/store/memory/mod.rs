@@ -106,6 +106,10 @@ impl QueueStore for MemoryStore {
         self.with_event(event, |e| e.meta.pow_bits = bits)
     }
 
+    async fn set_stock_wait(&self, event: &EventId, in_play: u64) -> StoreResult<()> {
+        self.with_event(event, |e| e.meta.stock_wait = in_play)
+    }
+
     async fn transition(
         &self,
         event: &EventId,

@@ -326,6 +326,11 @@ impl QueueStore for RedisStore {
         self.set_fields(event, &[("pow", bits.to_string())]).await
     }
 
+    async fn set_stock_wait(&self, event: &EventId, in_play: u64) -> StoreResult<()> {
+        self.set_fields(event, &[("stock_wait", in_play.to_string())])
+            .await
+    }
+
     async fn transition(
         &self,
         event: &EventId,
@@ -533,4 +538,9 @@ impl QueueStore for RedisStore {
 /// The lock key of an event's admitter, inside the event's hash slot.
 pub fn admitter_lock_key(event: &EventId) -> String {
     key(event, "admitter")
+}
+
+/// The owner-token lock of an event's closed loop ([`crate::closedloop::run`]).
+pub fn closed_loop_lock_key(event: &EventId) -> String {
+    key(event, "closed-loop")
 }
