@@ -237,7 +237,7 @@ pub struct Liveness {
     pub scan_limit: u64,
 }
 
-/// What the cursor may do in one tick ([`crate::store::QueueStore::advance_cursor`]).
+/// What the cursor may do in one tick (the store's `advance_cursor`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AdvanceParams {
     /// Admission tokens available: live fans to invite at most.

@@ -253,7 +253,7 @@ impl AppState {
             .0
             .status
             .build(f, self.intervals(), self.0.clock.now_ms());
-        crate::telemetry::record_figures(f, &doc);
+        crate::telemetry::record_figures(f, doc.derived());
         self.0.status.publish(f.meta.id.clone(), doc.clone());
         doc
     }

@@ -126,6 +126,15 @@ impl StatusDoc {
         }
     }
 
+    /// What the gauges take from this document ([`crate::telemetry::record_figures`]).
+    pub fn derived(&self) -> crate::telemetry::Derived {
+        crate::telemetry::Derived {
+            queue_length: self.queue_length,
+            admitted_per_sec: self.admitted_per_sec,
+            places_per_sec: self.wait.places_per_sec,
+        }
+    }
+
     /// The order of documents of one event: `(version, cursor)`, both only grow.
     pub fn order(&self) -> (u64, u64) {
         (self.version, self.cursor)
