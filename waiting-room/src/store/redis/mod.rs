@@ -540,7 +540,7 @@ pub fn admitter_lock_key(event: &EventId) -> String {
     key(event, "admitter")
 }
 
-/// The owner-token lock of an event's closed loop ([`crate::closedloop::run`]).
+/// The owner-token lock of an event's closed loop (the `closedloop` module's runner).
 pub fn closed_loop_lock_key(event: &EventId) -> String {
     key(event, "closed-loop")
 }
