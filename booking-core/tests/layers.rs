@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 
 /// Bottom to top. A module may use only modules of strictly lower layers.
 const LAYERS: &[&[&str]] = &[
-    &["error", "telemetry", "venue"],
+    &["error", "load", "telemetry", "venue"],
     &["config"],
     &["db"],
     &["door", "gateway"],

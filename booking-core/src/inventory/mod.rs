@@ -9,6 +9,7 @@
 //! - [`inflight`]: identical hold requests in flight in this process (one runs, the others wait
 //!   and replay its answer);
 //! - [`seatmap`]: the cached seat-map snapshots (three views per show);
+//! - [`stock`]: how much of a show is left (free, held, sold);
 //! - [`hotq`]: the per-show hold queue of the hottest shows; [`batch`]: its named-seat requests
 //!   applied set-based (one guarded update and one insert per table for a whole batch);
 //! - [`waitlist`]: fans waiting for a released seat, offered it as a new hold.
@@ -27,4 +28,5 @@ pub mod hotq;
 pub mod inflight;
 pub mod pools;
 pub mod seatmap;
+pub mod stock;
 pub mod waitlist;
