@@ -1,12 +1,14 @@
 //! The local CDN: nginx with `proxy_cache`, configured by `infra/nginx/cdn.conf.template` and
 //! started through `infra/cdn-start`, in front of the waiting room. Used by `up --cdn`, by the
-//! edge tests and by the load test. The child process is stopped when [`Cdn`] is dropped.
+//! edge tests and by the load test. The same process handling starts the edge gate
+//! ([`Cdn::start_gate`], `infra/gate-start`). The child process is stopped when [`Cdn`] is
+//! dropped.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A running nginx acting as the CDN.
+/// A running local nginx: the CDN, or the edge gate ([`Cdn::start_gate`]).
 #[derive(Debug)]
 pub struct Cdn {
     child: Child,
@@ -56,12 +58,6 @@ impl Cdn {
         status_s3: Option<&str>,
         revalidate: bool,
     ) -> anyhow::Result<Self> {
-        let port = if port == 0 {
-            sale_common::testsupport::free_port()
-        } else {
-            port
-        };
-        let prefix = tempfile::tempdir()?;
         let mut cmd = Command::new(infra_dir().join("cdn-start"));
         if let Some(url) = status_s3 {
             cmd.arg("--status-s3").arg(url);
@@ -69,16 +65,46 @@ impl Cdn {
         if !revalidate {
             cmd.arg("--no-revalidate");
         }
+        Self::launch(cmd, port, &[origin])
+    }
+
+    /// Starts the edge gate (`infra/gate-start`) on `127.0.0.1:{port}` (0 = a free port) in
+    /// front of `origin` (`host:port`): every request needs a valid admission token for
+    /// `audience`, checked by the booking core at `verifier` (`host:port`); visitors without
+    /// one are sent to `waiting_room` (a URL), API calls (`/api/…`) get 403 problem+json.
+    ///
+    /// # Errors
+    /// As [`Cdn::start`].
+    pub fn start_gate(
+        port: u16,
+        origin: &str,
+        verifier: &str,
+        audience: &str,
+        waiting_room: &str,
+    ) -> anyhow::Result<Self> {
+        let cmd = Command::new(infra_dir().join("gate-start"));
+        Self::launch(cmd, port, &[origin, verifier, audience, waiting_room])
+    }
+
+    /// Runs a start script `cmd` (its options so far) with `LISTEN_PORT ARGS… PREFIX_DIR`,
+    /// `port` 0 meaning a free port and the prefix a fresh temporary directory, and waits until
+    /// it listens.
+    fn launch(mut cmd: Command, port: u16, args: &[&str]) -> anyhow::Result<Self> {
+        let port = if port == 0 {
+            sale_common::testsupport::free_port()
+        } else {
+            port
+        };
+        let prefix = tempfile::tempdir()?;
+        let script = cmd.get_program().to_string_lossy().into_owned();
         let child = cmd
             .arg(port.to_string())
-            .arg(origin)
+            .args(args)
             .arg(prefix.path())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .map_err(|e| {
-                anyhow::anyhow!("cannot start infra/cdn-start (is nginx installed?): {e}")
-            })?;
+            .map_err(|e| anyhow::anyhow!("cannot start {script} (is nginx installed?): {e}"))?;
         let mut cdn = Self {
             child,
             url: format!("http://127.0.0.1:{port}"),

@@ -77,6 +77,13 @@ pub struct StackOptions {
     /// The show's holds go through the booking core's per-show hold queue from the start (seed
     /// 002's answer for the hottest shows; `booking_core::inventory::hotq`).
     pub hold_queue: bool,
+    /// Audiences of origins guarded by the edge gate (`infra/gate-start`): added to every
+    /// admission token's `aud` by the waiting room, verified at `/gate/{audience}/…` by the
+    /// booking core.
+    pub gate_audiences: Vec<String>,
+    /// The event's closed loop (`events[0].closed_loop`; its figures read from this stack's
+    /// booking core unless `load_urls` says otherwise).
+    pub closed_loop: Option<waiting_room::closedloop::ClosedLoop>,
 }
 
 impl StackOptions {
@@ -113,6 +120,8 @@ impl StackOptions {
             s3_prefix: "status/".into(),
             hold_rate_per_min: 10,
             hold_queue: false,
+            gate_audiences: Vec::new(),
+            closed_loop: None,
         }
     }
 }
@@ -153,6 +162,21 @@ pub struct Stack {
 }
 
 impl Stack {
+    /// Stops the waiting room alone, as its SIGTERM would (the booking core and the gateway
+    /// keep running), and waits for it to finish: for tests of what works while it is down.
+    ///
+    /// # Errors
+    /// The waiting room's own error, if it stopped with one.
+    pub async fn stop_waiting_room(&mut self) -> anyhow::Result<()> {
+        // Started gateway, waiting room, booking core: index 1. The slots keep a stopped
+        // sender and a finished task, so `shutdown` stays the same.
+        let (done, _) = oneshot::channel();
+        let stop = std::mem::replace(&mut self.stops[1], done);
+        let _ = stop.send(());
+        let task = std::mem::replace(&mut self.tasks[1], tokio::spawn(async { Ok(()) }));
+        task.await?
+    }
+
     /// Stops the three services and waits for them to finish.
     pub async fn shutdown(self) {
         for s in self.stops {

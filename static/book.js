@@ -217,6 +217,17 @@
     if (!res.ok) { $("message").textContent = problem(json, T("map_failed")); return; }
     renderMap(json);
     await showWaitlist(json.available === 0);
+    showMapAge(res.headers.get("Seat-Map-Age-Ms"));
+  }
+
+  // How old the map is (the server's snapshot, Seat-Map-Age-Ms): seats shown free may already
+  // be taken by a faster fan; the hold decides. English or French (i18n.js).
+  function showMapAge(ms) {
+    const age = Number(ms);
+    if (ms === null || !Number.isFinite(age)) { $("map-age").hidden = true; return; }
+    const secs = (age / 1000).toLocaleString(window.LANG || "en", { minimumFractionDigits: 1, maximumFractionDigits: 1 });
+    $("map-age").textContent = T("map_age", { s: secs });
+    $("map-age").hidden = false;
   }
 
   // Device-clock time of a server moment (epoch s), for "until 20:41:07".

@@ -8,6 +8,7 @@
   const event = (params.get("event") || "demo").replace(/[^a-z0-9-]/g, "");
   const storeKey = "join:" + event;
   const $ = (id) => document.getElementById(id);
+  $("draw-link").href = "/draw.html?event=" + event;
   let pollMs = 2000;
   let failures = 0;
   let firstCursor = null;
@@ -166,7 +167,9 @@
     // Per-fan answers (join, position) set the server's clock; the status document may be a
     // cached copy, so its own times are not used.
     const now = ServerClock.nowSecs();
-    $("state").textContent = T(status.state);
+    $("state").textContent = status.state === "open" && status.waiting_for_stock > 0
+      ? T("waiting_for_stock", {n: status.waiting_for_stock})
+      : T(status.state);
     $("countdown-box").hidden = status.state !== "prequeue";
     if (status.state === "prequeue") $("countdown").textContent = fmt(status.opens_at - now);
     try {

@@ -62,6 +62,9 @@ async fn a_fan_books_a_seat_in_a_real_browser() {
         "token must not travel in URLs: {url}"
     );
     assert!(!url.as_str().contains("eyJ"), "no JWT in the URL: {url}");
+    // The map's age, from the booking core's Seat-Map-Age-Ms header (issue 13 item 6).
+    let age = text_of(&c, "#map-age").await;
+    assert!(age.starts_with("Seat map as of "), "map age shown: {age:?}");
     shot(&c, "02-seat-map").await;
 
     support::browser::hold_pay_and_confirm(&c, &stack.gateway_url, "03").await;

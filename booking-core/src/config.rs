@@ -98,6 +98,11 @@ pub struct Config {
     pub issuer: String,
     /// Required `aud` of admission tokens ("booking-core", API.md).
     pub audience: String,
+    /// Audiences of other origins guarded by the edge gate (`infra/nginx/gate.conf.template`;
+    /// default none): `/gate/{audience}/check` and `/gate/{audience}/enter` verify admission
+    /// tokens whose `aud` contains it (DECISIONS: each guarded origin has its own `aud`; the
+    /// waiting room's `gate_audiences` must list the same).
+    pub gate_audiences: Vec<String>,
     /// Leeway on `exp`/`nbf`, **seconds** (default 0, and it must equal the waiting room's
     /// published `door_exp_leeway_secs`): clock skew is absorbed by the waiting room's
     /// `nbf = iat - max_clock_skew_secs` and slot tail instead (DECISIONS "Tokens, capacity and
@@ -199,6 +204,7 @@ impl Config {
             jwks_url: jwks_url.into(),
             issuer: "waiting-room".into(),
             audience: "booking-core".into(),
+            gate_audiences: Vec::new(),
             leeway_secs: 0,
             max_clock_skew_secs: 30,
             jwks_refresh_cooldown_secs: 10,

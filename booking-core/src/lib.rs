@@ -12,6 +12,7 @@
 
 // Bottom: no imports from the crate.
 pub mod error;
+pub mod load;
 pub mod telemetry;
 pub mod venue;
 // Typed configuration, then the database.
@@ -93,10 +94,9 @@ pub async fn serve_state(
     }
     if state.config.jwks_refresh_secs > 0 {
         let every = Duration::from_secs(state.config.jwks_refresh_secs);
-        loops.push(tokio::spawn(door::refresh_loop(
-            state.verifier.clone(),
-            every,
-        )));
+        for v in std::iter::once(&state.verifier).chain(state.gates.values()) {
+            loops.push(tokio::spawn(door::refresh_loop(v.clone(), every)));
+        }
     }
     tracing::info!(addr = ?listener.local_addr().ok(), "booking-core listening");
     let drain = Duration::from_secs(state.config.drain_secs);

@@ -28,6 +28,12 @@ pub struct AppState {
     pub db: db::Db,
     /// Admission-token verifier.
     pub verifier: Arc<Verifier>,
+    /// The edge gate's verifiers, one per guarded origin's audience (`gate_audiences`).
+    pub gates: Arc<std::collections::HashMap<String, Arc<Verifier>>>,
+    /// What this process measured for the waiting room's closed loop (`GET /internal/load`).
+    pub load: Arc<crate::load::Load>,
+    /// This process's random id in its load figures (a new id: the counters restarted).
+    pub node_id: String,
     /// Payment gateway client.
     pub gateway: Gateway,
     /// Time source (`config.clock`).
@@ -56,14 +62,22 @@ impl AppState {
         for show in &config.shows {
             db::seed_show(&db, show).await?;
         }
-        let verifier = Verifier::new(
-            Some(config.jwks_url.clone()),
-            &config.issuer,
-            &config.audience,
-            config.leeway_secs,
-            Duration::from_secs(config.jwks_refresh_cooldown_secs),
-            config.clock.clone(),
-        );
+        let door = |audience: &str| {
+            Arc::new(Verifier::new(
+                Some(config.jwks_url.clone()),
+                &config.issuer,
+                audience,
+                config.leeway_secs,
+                Duration::from_secs(config.jwks_refresh_cooldown_secs),
+                config.clock.clone(),
+            ))
+        };
+        let verifier = door(&config.audience);
+        let gates = config
+            .gate_audiences
+            .iter()
+            .map(|aud| (aud.clone(), door(aud)))
+            .collect();
         let tokens = Arc::new(TokenStore::new(
             db.clone(),
             config.clock.clone(),
@@ -77,7 +91,10 @@ impl AppState {
             clock: config.clock.clone(),
             config: Arc::new(config),
             db,
-            verifier: Arc::new(verifier),
+            verifier,
+            gates: Arc::new(gates),
+            load: Arc::default(),
+            node_id: uuid::Uuid::new_v4().to_string(),
             gateway,
             limiter: Arc::new(caps::RateLimiter::default()),
             reads,

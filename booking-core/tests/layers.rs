@@ -10,13 +10,20 @@
 //! together) and `main.rs` (the binary) are exempt. `super::` stays inside a top-level module
 //! (no file is nested deeper than `src/<module>/<file>.rs`, which `modules_are_at_most_one_folder_deep`
 //! keeps true).
+//!
+//! One more rule read from the same sources: every transaction begins through
+//! `db::begin_write` (issue 13 item 2, DECISIONS "Booking core"; on SQLite `BEGIN IMMEDIATE`, so
+//! a transaction takes the write lock before its first read and never has to upgrade a read
+//! snapshot, which fails at once in WAL mode): a pool's plain `.begin()` outside `db/` fails
+//! `every_transaction_begins_as_a_writer`. A savepoint (`Acquire::begin(&mut *tx)`) is not a
+//! transaction start and is not matched.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// Bottom to top. A module may use only modules of strictly lower layers.
 const LAYERS: &[&[&str]] = &[
-    &["error", "telemetry", "venue"],
+    &["error", "load", "telemetry", "venue"],
     &["config"],
     &["db"],
     &["door", "gateway"],
@@ -286,5 +293,28 @@ fn f() { crate::telemetry::booked(); }
     assert_eq!(
         names,
         ["3:db", "4:outbox", "4:state", "5:inventory", "9:telemetry"]
+    );
+}
+
+#[test]
+fn every_transaction_begins_as_a_writer() {
+    let src = src_dir();
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let db = src.join("db");
+    let mut plain = Vec::new();
+    for f in files.iter().filter(|f| !f.starts_with(&db)) {
+        let code = code_only(&std::fs::read_to_string(f).expect("read"));
+        for (n, line) in code.lines().enumerate() {
+            if line.contains(".begin().await") {
+                plain.push(format!("{}:{}: {}", f.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(files.len() > 20, "read the crate's sources: {files:?}");
+    assert!(
+        plain.is_empty(),
+        "transactions begun with a plain BEGIN (use db::begin_write):\n{}",
+        plain.join("\n")
     );
 }

@@ -270,7 +270,8 @@ async fn path_parameters_and_security_are_declared() {
                     .collect()
             })
             .unwrap_or_default();
-        let want: &[&str] = if path.starts_with("/admin/") {
+        // `/internal/…`: the service token or the admin token, both bearers (`admin_token`).
+        let want: &[&str] = if path.starts_with("/admin/") || path.starts_with("/internal/") {
             &["admin_token"]
         } else if path.starts_with("/api/")
             && !path.ends_with("/seats")

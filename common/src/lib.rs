@@ -6,6 +6,7 @@
 
 pub mod clock;
 pub mod config;
+pub mod load;
 pub mod problem;
 pub mod prometheus;
 pub mod secret;

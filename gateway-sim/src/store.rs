@@ -2,7 +2,7 @@
 //! (merchant executed, or by itself after the deadline under the late-success fault) →
 //! `refunded` (refunds by amount, each under its own idempotency key, until nothing is left) or
 //! `disputed` (a chargeback); or `cancelled` (fan or merchant void) / `failed` / `expired`.
-//! Every change queues a webhook event for the dispatcher ([`crate::webhooks`]), and so does
+//! Every change queues a webhook event for the dispatcher (the `webhooks` module), and so does
 //! every partial refund (`payment.refunded` while the payment stays `completed`).
 
 use std::collections::HashMap;

@@ -173,6 +173,21 @@ redis_cli() { redis-cli -h 127.0.0.1 -p "$1" "${@:2}"; }
 # redis_role PORT: master, slave or nothing (down).
 redis_role() { redis_cli "$1" role 2>/dev/null | head -1; }
 
+# replica_in_sync PORT: the Redis on PORT is a replica whose link to its master is up (the
+# initial full sync done). Until then its master's writes cannot be confirmed by `WAIT`, and a
+# queue with `store_min_replicas` >= 1 answers 503 for them.
+replica_in_sync() { redis_cli "$1" info replication 2>/dev/null | tr -d '\r' | grep -q '^master_link_status:up'; }
+
+# replicas_in_sync N PORT...: at least N of the PORTs are replicas in sync with their master.
+replicas_in_sync() {
+  local want=$1 port n=0
+  shift
+  for port in "$@"; do
+    if [ "$(redis_role "$port")" = slave ] && replica_in_sync "$port"; then n=$((n + 1)); fi
+  done
+  [ "$n" -ge "$want" ]
+}
+
 # wait_service NAME SECONDS: the node's /healthz answers.
 wait_service() {
   wait_until "$2" "$1" http_ok "http://127.0.0.1:$(port_of "$1")/healthz"

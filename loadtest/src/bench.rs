@@ -7,6 +7,7 @@
 //! join phase's join tokens drive the heartbeat and claim phases; the claims' admission tokens
 //! drive the door and hold phases.
 
+mod dbpath;
 mod gen;
 mod hotq;
 mod phases;
@@ -121,7 +122,14 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<bool> {
     let ctx = phases::Ctx::new(&stack, &args, warmup, duration)?;
     let result = phases::all(&ctx).await;
     stack.shutdown().await;
-    let (measured, mut skipped) = result?;
+    let (mut measured, mut skipped) = result?;
+    println!(
+        "measuring the hold path below HTTP (no door), concurrent transactions and hold queue…"
+    );
+    match dbpath::measure(args.database.as_deref(), args.connections, warmup, duration).await {
+        Ok(figures) => measured.extend(figures),
+        Err(e) => skipped.push(format!("hold path below HTTP: {e:#}")),
+    }
     let ceiling = measured
         .first()
         .map(|(m, _)| m.rps)

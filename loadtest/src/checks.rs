@@ -50,13 +50,13 @@ pub struct BackOffice {
     pub waiting_room: Value,
 }
 
-/// Runs every check. `server_errors`: calls, server errors (5xx and transport errors) and, apart
-/// from them, answers 503 + `Retry-After` (the server's "come back later", which fans obey).
+/// Runs every check. `totals`: calls, server errors (5xx and transport errors, by kind) and,
+/// apart from them, answers 503 + `Retry-After` (the server's "come back later", which fans obey).
 pub fn run(
     fans: &[FanOutcome],
     max_active: u64,
     office: &BackOffice,
-    server_errors: (u64, u64, u64),
+    totals: crate::stats::Totals,
 ) -> Vec<Check> {
     let mut out = Vec::new();
     // The waiting room ends a session early when the booking core reports it done (paid,
@@ -171,7 +171,7 @@ pub fn run(
         ),
     });
 
-    let (calls, errors, retry_later) = server_errors;
+    let (calls, errors, retry_later) = (totals.calls, totals.server_errors, totals.retry_later);
     let ratio = if calls == 0 {
         0.0
     } else {
@@ -181,8 +181,13 @@ pub fn run(
         name: "server errors below 0.01% (503 + Retry-After, which fans retry, apart)",
         pass: ratio < 0.0001,
         detail: format!(
-            "{errors} of {calls} calls ({:.4}%); {retry_later} answers 503 + Retry-After, retried",
-            ratio * 100.0
+            "{errors} of {calls} calls ({:.4}%){}; {retry_later} answers 503 + Retry-After, retried",
+            ratio * 100.0,
+            if totals.breakdown.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", totals.breakdown)
+            }
         ),
     });
     out
@@ -265,7 +270,11 @@ mod tests {
             pools: Default::default(),
             waiting_room: serde_json::json!({"max_active_seen": 3}),
         };
-        let checks = run(&[], 10, &office, (10, 0, 0));
+        let totals = crate::stats::Totals {
+            calls: 10,
+            ..Default::default()
+        };
+        let checks = run(&[], 10, &office, totals);
         let twice = checks
             .iter()
             .find(|c| c.name == "zero seats sold twice")

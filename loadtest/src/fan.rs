@@ -161,7 +161,8 @@ pub async fn call(
                 return Ok((status, json, headers));
             }
             Err(e) => {
-                stats.record(endpoint, t.elapsed(), None);
+                let kind = crate::stats::transport_kind(&e);
+                stats.record_transport_error(endpoint, t.elapsed(), kind);
                 return Err(e.into());
             }
         }

@@ -35,6 +35,7 @@ async fn measure(store: RedisStore, label: &str, args: &JoinsArgs) -> anyhow::Re
         admission_ttl_secs: 600,
         booking_url: "http://127.0.0.1:9".into(),
         pow_bits: 0,
+        stock_wait: 0,
     };
     store.create_event(&meta).await?;
     open_event(&store, &e).await?;

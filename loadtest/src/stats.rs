@@ -17,6 +17,9 @@ pub struct EndpointStats {
     pub retry_later: u64,
     /// Answers with a 4xx status.
     pub client_errors: u64,
+    /// What the server errors were: the status (`"502"`), or `"transport: KIND"` (see
+    /// [`transport_kind`]) → count.
+    pub server_error_kinds: BTreeMap<String, u64>,
 }
 
 impl EndpointStats {
@@ -26,8 +29,22 @@ impl EndpointStats {
             server_errors: 0,
             retry_later: 0,
             client_errors: 0,
+            server_error_kinds: BTreeMap::new(),
         }
     }
+}
+
+/// Every endpoint's figures added up ([`Stats::totals`]).
+#[derive(Debug, Default, Clone)]
+pub struct Totals {
+    /// Calls answered or failed.
+    pub calls: u64,
+    /// 5xx answers and transport errors, 503 + `Retry-After` excepted.
+    pub server_errors: u64,
+    /// 503 + `Retry-After` answers (fans wait and send them again).
+    pub retry_later: u64,
+    /// [`Stats::server_error_breakdown`].
+    pub breakdown: String,
 }
 
 /// All endpoints' figures, keyed by a short endpoint name (`join`, `hold`, …).
@@ -37,13 +54,30 @@ pub struct Stats {
 }
 
 impl Stats {
-    /// Records one call: its latency and its HTTP status (`None` = transport error).
-    pub fn record(&self, endpoint: &'static str, took: Duration, status: Option<u16>) {
-        self.record_answer(endpoint, took, status, false);
+    /// Records a call that got no answer: a transport error of kind `kind` (see
+    /// [`transport_kind`]); a server error.
+    pub fn record_transport_error(&self, endpoint: &'static str, took: Duration, kind: &str) {
+        crate::timeline::record(endpoint, took, None, false);
+        self.tally(endpoint, took, None, false, kind);
     }
 
-    /// Like [`Stats::record`]; `retry_later`: the answer was 503 with `Retry-After`, counted
-    /// apart from the server errors (fans wait and send it again).
+    /// The server errors by endpoint and kind, e.g. `claim 502 × 2, join transport: reset × 1`
+    /// (empty when there were none).
+    pub fn server_error_breakdown(&self) -> String {
+        let map = self.inner.lock().expect("stats lock");
+        map.iter()
+            .flat_map(|(name, s)| {
+                s.server_error_kinds
+                    .iter()
+                    .map(move |(kind, n)| format!("{name} {kind} × {n}"))
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// Records one answered call: its latency and its HTTP status; `retry_later`: the answer
+    /// was 503 with `Retry-After`, counted apart from the server errors (fans wait and send it
+    /// again).
     pub fn record_answer(
         &self,
         endpoint: &'static str,
@@ -52,6 +86,18 @@ impl Stats {
         retry_later: bool,
     ) {
         crate::timeline::record(endpoint, took, status, retry_later);
+        self.tally(endpoint, took, status, retry_later, "other");
+    }
+
+    /// Counts one call; `transport`: the kind of transport error when `status` is `None`.
+    fn tally(
+        &self,
+        endpoint: &'static str,
+        took: Duration,
+        status: Option<u16>,
+        retry_later: bool,
+        transport: &str,
+    ) {
         let mut map = self.inner.lock().expect("stats lock");
         let e = map.entry(endpoint).or_insert_with(EndpointStats::new);
         let us = u64::try_from(took.as_micros())
@@ -60,24 +106,37 @@ impl Stats {
         let _ = e.latency_us.record(us);
         match status {
             Some(503) if retry_later => e.retry_later += 1,
-            None => e.server_errors += 1,
-            Some(s) if s >= 500 => e.server_errors += 1,
+            None => {
+                e.server_errors += 1;
+                *e.server_error_kinds
+                    .entry(format!("transport: {transport}"))
+                    .or_default() += 1;
+            }
+            Some(s) if s >= 500 => {
+                e.server_errors += 1;
+                *e.server_error_kinds.entry(s.to_string()).or_default() += 1;
+            }
             Some(s) if s >= 400 => e.client_errors += 1,
             Some(_) => {}
         }
     }
 
-    /// Total calls, server errors (503 + `Retry-After` excepted) and 503 + `Retry-After`
-    /// answers over all endpoints.
-    pub fn totals(&self) -> (u64, u64, u64) {
+    /// Every endpoint's calls, server errors and 503 + `Retry-After` answers, added up.
+    pub fn totals(&self) -> Totals {
+        let breakdown = self.server_error_breakdown();
         let map = self.inner.lock().expect("stats lock");
-        map.values().fold((0, 0, 0), |(n, e, r), s| {
-            (
-                n + s.latency_us.len(),
-                e + s.server_errors,
-                r + s.retry_later,
-            )
-        })
+        map.values().fold(
+            Totals {
+                breakdown,
+                ..Totals::default()
+            },
+            |t, s| Totals {
+                calls: t.calls + s.latency_us.len(),
+                server_errors: t.server_errors + s.server_errors,
+                retry_later: t.retry_later + s.retry_later,
+                ..t
+            },
+        )
     }
 
     /// Per-endpoint rows as JSON: calls, calls/s over `wall`, p50/p99/max ms, 4xx, 5xx.
@@ -124,6 +183,22 @@ impl Stats {
     }
 }
 
+/// A short name for a transport error (no HTTP answer): `timeout`, `connect`, `body`, `request`
+/// or `other`, from reqwest's own classification.
+pub fn transport_kind(e: &reqwest::Error) -> &'static str {
+    if e.is_timeout() {
+        "timeout"
+    } else if e.is_connect() {
+        "connect"
+    } else if e.is_body() || e.is_decode() {
+        "body"
+    } else if e.is_request() {
+        "request"
+    } else {
+        "other"
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,13 +206,17 @@ mod tests {
     #[test]
     fn counts_errors_by_class() {
         let s = Stats::default();
-        s.record("join", Duration::from_millis(2), Some(200));
-        s.record("join", Duration::from_millis(3), Some(429));
-        s.record("hold", Duration::from_millis(4), Some(503));
-        s.record("hold", Duration::from_millis(4), None);
-        assert_eq!(s.totals(), (4, 2, 0));
-        s.record_answer("hold", Duration::from_millis(4), Some(503), true);
-        assert_eq!(s.totals(), (5, 2, 1));
+        let ms = Duration::from_millis;
+        s.record_answer("join", ms(2), Some(200), false);
+        s.record_answer("join", ms(3), Some(429), false);
+        s.record_answer("hold", ms(4), Some(503), false);
+        s.record_transport_error("hold", ms(4), "timeout");
+        let t = s.totals();
+        assert_eq!((t.calls, t.server_errors, t.retry_later), (4, 2, 0));
+        assert_eq!(t.breakdown, "hold 503 × 1, hold transport: timeout × 1");
+        s.record_answer("hold", ms(4), Some(503), true);
+        let t = s.totals();
+        assert_eq!((t.calls, t.server_errors, t.retry_later), (5, 2, 1));
         let t = s.table(Duration::from_secs(1));
         assert!(t.contains("join"));
         assert!(t.contains("hold"));

@@ -1,6 +1,6 @@
 //! The rehearsal's figures over time: every HTTP call's second, endpoint, status and latency
-//! (recorded by [`crate::stats::Stats::record`]), and a sampler that reads the public status
-//! document and the admin figures once a second (queue length, cursor, state, admissions). At
+//! (recorded with every answer the fans count, by `stats`), and a sampler that reads the public
+//! status document and the admin figures once a second (queue length, cursor, state, admissions). At
 //! the end [`Timeline::series`] folds them into 1-second buckets for the report and the plots.
 
 use serde::Serialize;

@@ -39,6 +39,8 @@ fn bench_writes_every_figure_above_zero() {
         "hold-queue",
         "pool-hold",
         "pool-queue",
+        "db-hold",
+        "db-queue",
     ] {
         assert!(names.contains(&want), "{want} missing from {names:?}");
     }
@@ -46,7 +48,7 @@ fn bench_writes_every_figure_above_zero() {
     // `409 admission-ended`, because a released hold ends its admission).
     for f in figures.iter().filter(|f| {
         let n = f["name"].as_str().unwrap_or("");
-        n.starts_with("hold") || n.starts_with("pool")
+        n.starts_with("hold") || n.starts_with("pool") || n.starts_with("db-")
     }) {
         assert!(f["ok"].as_u64().unwrap_or(0) > 0, "no hold was made: {f}");
     }
@@ -56,6 +58,12 @@ fn bench_writes_every_figure_above_zero() {
             assert!(v > 0.0, "{} {k} = {v}: {f}", f["name"]);
         }
     }
+    // The raw transaction through the typed pool and through sqlx `Any`, with their ratio.
+    let raw = &doc["raw_db"];
+    for k in ["tps", "any_tps", "any_over_typed"] {
+        assert!(raw[k].as_f64().unwrap_or(0.0) > 0.0, "raw_db {k}: {raw}");
+    }
+    assert!(stdout.contains("through sqlx Any"), "{stdout}");
     let mem = &doc["redis_memory"];
     assert!(mem["bytes_per_fan"].as_f64().unwrap_or(0.0) > 0.0, "{doc}");
     assert_eq!(mem["fans"], 20000, "{doc}");

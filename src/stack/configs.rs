@@ -107,6 +107,8 @@ pub(crate) fn waiting_room(
     cfg.status_dir = Some(w.status_dir.to_path_buf());
     cfg.s3_bucket = opts.s3_bucket.clone();
     cfg.s3_prefix = opts.s3_prefix.clone();
+    cfg.gate_audiences = opts.gate_audiences.clone();
+    cfg.events[0].closed_loop = opts.closed_loop.clone();
     Ok(cfg)
 }
 
@@ -142,6 +144,7 @@ pub(crate) fn booking(opts: &StackOptions, w: &Wiring<'_>) -> anyhow::Result<boo
     );
     cfg.service_token = Some(Secret::new(w.service_token));
     cfg.shows[0].venue = venue(opts)?;
+    cfg.gate_audiences = opts.gate_audiences.clone();
     Ok(cfg)
 }
 

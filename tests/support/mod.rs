@@ -5,6 +5,7 @@
 
 pub mod browser;
 
+use serde_json::Value;
 use ticket_sale::cdn::Cdn;
 use ticket_sale::stack::{self, DemoEvent, StackOptions};
 
@@ -56,4 +57,32 @@ pub async fn origin_counter(c: &reqwest::Client, origin: &str, name: &str, route
         .filter(|l| l.starts_with(&series) && l.contains(&label))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum::<f64>() as u64
+}
+
+/// Joins `event`; returns the join token.
+pub async fn join(c: &reqwest::Client, wr: &str, event: &str) -> String {
+    let j: Value = c
+        .post(format!("{wr}/api/events/{event}/join"))
+        .send()
+        .await
+        .expect("join")
+        .json()
+        .await
+        .expect("join json");
+    j["join_token"].as_str().expect("join token").to_owned()
+}
+
+/// Claims the admission once: the admission token when it is this fan's turn.
+pub async fn claim(c: &reqwest::Client, wr: &str, event: &str, join: &str) -> Option<String> {
+    let r = c
+        .post(format!("{wr}/api/events/{event}/admission"))
+        .bearer_auth(join)
+        .send()
+        .await
+        .ok()?;
+    if !r.status().is_success() {
+        return None;
+    }
+    let a: Value = r.json().await.ok()?;
+    a["admission_token"].as_str().map(str::to_owned)
 }

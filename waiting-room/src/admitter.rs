@@ -8,7 +8,7 @@
 //! most `rate × T + burst` fans. Paused, closed or sold out empties the bucket. Skipped (silent)
 //! places cost no token: tokens count live fans invited.
 
-use crate::domain::{AdvanceParams, EventId, EventState, Liveness};
+use crate::domain::{AdvanceParams, AuditEntry, EventId, EventState, Liveness};
 use crate::store::{QueueStore, StoreError, StoreResult};
 use std::sync::Arc;
 
@@ -20,7 +20,7 @@ pub const OPEN_CHUNK: u64 = 10_000;
 pub enum Outcome {
     /// The event does not exist (any more).
     Missing,
-    /// The pre-queue was shuffled into numbers `1..=prequeued`; the event is open.
+    /// The pre-queue was numbered in draw order `1..=prequeued`; the event is open.
     Opened {
         /// Fans that were pre-queued.
         prequeued: u64,
@@ -38,17 +38,45 @@ pub enum Outcome {
     },
     /// Nothing to do in this state (before opening, paused, closed, sold out).
     Held(EventState),
+    /// Open, but the line waits for stock: nothing can be held and `in_play` places are in
+    /// live holds that may come back ([`crate::domain::EventMeta::stock_wait`]).
+    WaitingForStock {
+        /// Places in live holds.
+        in_play: u64,
+    },
 }
 
-/// Opens an event now: `prequeue` → `opening`, numbers the pre-queue in random order in chunks
-/// of [`OPEN_CHUNK`], then `open`. Also finishes an interrupted opening. Returns the number of
-/// pre-queued fans numbered by this call's `begin_open` (0 when resuming).
+/// Opens an event now: `prequeue` → `opening`, numbers the pre-queue in draw order
+/// (`crate::draw`) in chunks of [`OPEN_CHUNK`], then `open`. Also finishes an interrupted
+/// opening. Returns the number of pre-queued fans numbered by this call's `begin_open` (0 when
+/// resuming).
 pub async fn open_event(store: &dyn QueueStore, event: &EventId) -> StoreResult<u64> {
     let n = store.begin_open(event).await?;
-    while store.open_chunk(event, OPEN_CHUNK, rand::random()).await? > 0 {}
+    while store.open_chunk(event, OPEN_CHUNK).await? > 0 {}
     // An empty pre-queue needs one more chunk call to flip `opening` → `open`: done above, since
     // the loop body runs at least once.
     Ok(n)
+}
+
+/// Records the draw's publication in `event`'s audit trail at `now_s` (epoch **seconds**),
+/// after [`open_event`] (action `draw_published`: old = the commitment published before
+/// opening; new = the seed, first number, the list's hash and its size), so operators can show
+/// what was published and when (issue 15 item 1).
+pub async fn audit_draw(store: &dyn QueueStore, event: &EventId, now_s: i64) -> StoreResult<()> {
+    let p = crate::store::draw::publication(store, event).await?;
+    let entry = AuditEntry {
+        at: now_s,
+        operator: "service".into(),
+        action: "draw_published".into(),
+        old: serde_json::json!({ "commitment": p.commitment }),
+        new: serde_json::json!({
+            "seed": p.seed,
+            "first_number": p.first_number,
+            "visitors_hash": p.visitors_hash,
+            "prequeued": p.visitors.as_ref().map_or(0, Vec::len),
+        }),
+    };
+    store.audit_append(event, &entry).await
 }
 
 /// How the admitter sizes the ready window and judges silence (from `Config`).
@@ -144,8 +172,16 @@ impl Admitter {
         let elapsed_ms = self.last_ms.map_or(0, |l| (now_ms - l).max(0));
         self.last_ms = Some(now_ms);
         match meta.state {
-            EventState::Prequeue if now_s >= meta.opens_at => self.open().await,
-            EventState::Opening => self.open().await,
+            EventState::Prequeue if now_s >= meta.opens_at => self.open(now_ms).await,
+            EventState::Opening => self.open(now_ms).await,
+            EventState::Open if meta.stock_wait > 0 => {
+                // No fan is admitted to an empty map; the bucket does not fill meanwhile, so
+                // admissions resume at the admit rate, not in one burst.
+                self.tokens = 0.0;
+                Ok(Outcome::WaitingForStock {
+                    in_play: meta.stock_wait,
+                })
+            }
             EventState::Open => {
                 let added = meta.admit_rate * elapsed_ms as f64 / 1000.0;
                 self.tokens = (self.tokens + added).min(self.burst(meta.admit_rate));
@@ -172,10 +208,13 @@ impl Admitter {
         }
     }
 
-    async fn open(&mut self) -> StoreResult<Outcome> {
+    async fn open(&mut self, now_ms: i64) -> StoreResult<Outcome> {
         self.tokens = 0.0;
         match open_event(self.store.as_ref(), &self.event).await {
-            Ok(prequeued) => Ok(Outcome::Opened { prequeued }),
+            Ok(prequeued) => {
+                audit_draw(self.store.as_ref(), &self.event, now_ms.div_euclid(1000)).await?;
+                Ok(Outcome::Opened { prequeued })
+            }
             Err(StoreError::NotFound) => Ok(Outcome::Missing),
             Err(e) => Err(e),
         }

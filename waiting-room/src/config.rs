@@ -2,6 +2,7 @@
 //! before any port is bound. Secrets are [`Secret`]s and have no defaults. The listen address is
 //! not here: `serve` takes an already-bound listener.
 
+use crate::closedloop::ClosedLoop;
 use crate::domain::{EventId, EventMeta, EventState};
 use sale_common::Secret;
 use serde::Deserialize;
@@ -28,6 +29,9 @@ pub struct EventConfig {
     pub admission_ttl_secs: u64,
     /// The booking core's public base URL.
     pub booking_url: String,
+    /// Admission that follows the booking core's load (default off; [`ClosedLoop`]).
+    #[serde(default)]
+    pub closed_loop: Option<ClosedLoop>,
 }
 
 impl EventConfig {
@@ -42,6 +46,7 @@ impl EventConfig {
             admission_ttl_secs: self.admission_ttl_secs,
             booking_url: self.booking_url.clone(),
             pow_bits: 0,
+            stock_wait: 0,
         }
     }
 }
@@ -182,6 +187,11 @@ pub struct Config {
     /// `aud` of admission tokens.
     #[serde(default = "default_audience")]
     pub audience: String,
+    /// Audiences of other origins guarded by the edge gate (default none; the booking core's
+    /// `gate_audiences` lists the same): each is added to every admission token's `aud`, which
+    /// then becomes an array (RFC 7519 §4.1.3; DECISIONS: each guarded origin has its own `aud`).
+    #[serde(default)]
+    pub gate_audiences: Vec<String>,
     /// Directory of the fan pages, served at `/`.
     #[serde(default)]
     pub static_dir: Option<PathBuf>,
@@ -316,6 +326,7 @@ impl Config {
             max_active: 500,
             admission_ttl_secs: default_ttl(),
             booking_url: booking_url.to_owned(),
+            closed_loop: None,
         };
         Self {
             events: vec![event],
@@ -326,6 +337,7 @@ impl Config {
             join_hmac_previous_keys: Vec::new(),
             issuer: default_issuer(),
             audience: default_audience(),
+            gate_audiences: Vec::new(),
             static_dir: None,
             status_max_age_secs: 1,
             poll_interval_ms: default_poll(),
@@ -363,6 +375,27 @@ impl Config {
     /// `max(ready_window_min, admit_rate × ready_window_secs)` places.
     pub fn liveness(&self, admit_rate: f64) -> crate::domain::Liveness {
         self.liveness_rules().at_rate(admit_rate)
+    }
+
+    /// The events' closed loops ([`crate::closedloop::run`]): each read from its `load_urls`, or
+    /// its `booking_url` when none are listed.
+    pub fn closed_loops(&self) -> Vec<crate::closedloop::EventLoop> {
+        self.events
+            .iter()
+            .filter_map(|e| {
+                let cfg = e.closed_loop.clone()?;
+                let urls = if cfg.load_urls.is_empty() {
+                    vec![e.booking_url.clone()]
+                } else {
+                    cfg.load_urls.clone()
+                };
+                Some(crate::closedloop::EventLoop {
+                    event: e.id.clone(),
+                    cfg,
+                    urls,
+                })
+            })
+            .collect()
     }
 
     /// The configured liveness rules for the admitter.

@@ -68,13 +68,13 @@ impl VisitorId {
 }
 
 /// Lifecycle of an event (API.md "States"), plus the internal `opening` state while the
-/// pre-queue is being shuffled into queue numbers (reported to fans as `open`).
+/// pre-queue is being numbered in draw order (`crate::draw`) (reported to fans as `open`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EventState {
     /// Before opening: joins accepted, no queue numbers yet.
     Prequeue,
-    /// The pre-queue is being numbered in random order (bounded chunks); the cursor waits.
+    /// The pre-queue is being numbered in draw order (bounded chunks); the cursor waits.
     Opening,
     /// Numbers assigned FIFO, the admitter moves the cursor.
     Open,
@@ -138,6 +138,10 @@ pub struct EventMeta {
     pub booking_url: String,
     /// Proof-of-work difficulty of a new join, leading zero **bits** of SHA-256 (0 = off).
     pub pow_bits: u32,
+    /// The line waits for stock: nothing can be held, and this many places are in live holds
+    /// that may come back (set by the closed loop; 0 = not waiting). The admitter lets nobody
+    /// in meanwhile, so no fan is admitted to an empty map.
+    pub stock_wait: u64,
 }
 
 /// Answer of a join: the place, if numbered yet (`None` while pre-queued).
@@ -233,7 +237,7 @@ pub struct Liveness {
     pub scan_limit: u64,
 }
 
-/// What the cursor may do in one tick ([`crate::store::QueueStore::advance_cursor`]).
+/// What the cursor may do in one tick (the store's `advance_cursor`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AdvanceParams {
     /// Admission tokens available: live fans to invite at most.

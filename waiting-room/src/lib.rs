@@ -1,5 +1,5 @@
 //! The waiting room: a virtual queue in front of the booking core. It owns the queue (join
-//! tokens, pre-queue shuffle, cursor, admissions), the admission-token keys and JWKS, the status
+//! tokens, pre-queue draw, cursor, admissions), the admission-token keys and JWKS, the status
 //! document and the admin API (DESIGN.md "Waiting room"; HTTP contract in API.md).
 //!
 //! Must not touch: the booking database (the booking core verifies admission tokens offline).
@@ -8,8 +8,10 @@
 //! pass a `ManualClock`), [`router`] for in-process `oneshot` tests, [`AppState::new`].
 
 pub mod admitter;
+pub mod closedloop;
 pub mod config;
 pub mod domain;
+pub mod draw;
 pub mod http;
 pub mod identity;
 pub mod keys;
@@ -75,7 +77,19 @@ pub async fn serve_with_clock(
     let store = open_store(&config).await?;
     let state = AppState::new(config, store, clock).await?;
     let (stop_tx, stop_rx) = watch::channel(false);
-    let loop_task = tokio::spawn(run_admitters(state.clone(), stop_rx));
+    let loop_task = tokio::spawn(run_admitters(state.clone(), stop_rx.clone()));
+    let closed_loops = tokio::spawn(closedloop::run(
+        state.0.store.clone(),
+        state.0.config.closed_loops(),
+        state
+            .0
+            .config
+            .service_token
+            .as_ref()
+            .map(|t| t.expose().to_owned()),
+        state.0.clock.clone(),
+        stop_rx,
+    ));
     let drain = Duration::from_secs(state.0.config.drain_secs);
     let stopping = async move {
         shutdown.await;
@@ -85,6 +99,7 @@ pub async fn serve_with_clock(
         sale_common::shutdown::serve_draining(listener, router(state), stopping, drain).await;
     // The admitter loop releases its owner-token locks before it returns (case W13).
     let _ = loop_task.await;
+    let _ = closed_loops.await;
     Ok(result?)
 }
 

@@ -1,5 +1,6 @@
 //! Thin binary (STYLE.md rule 1): `serve` reads the config and runs the library; `admin` calls
-//! the admin API and prints its JSON answer (`watch` prints live figures every second).
+//! the admin API and prints its JSON answer (`watch` prints live figures every second);
+//! `verify-draw` recomputes a published pre-queue draw (`waiting_room::draw::verify`).
 
 /// mimalloc rather than glibc malloc: many small short-lived allocations per request.
 #[global_allocator]
@@ -51,6 +52,17 @@ enum Cmd {
         #[command(subcommand)]
         action: Action,
     },
+    /// Recompute a published pre-queue draw (GET /api/events/{event}/draw): checks SHA-256(seed)
+    /// against the commitment, the list against its hash and every position against the seed;
+    /// prints the positions (or one fan's). Exits 1 on any mismatch, 2 when it cannot read it,
+    /// 3 when the given visitor is not in the draw.
+    VerifyDraw {
+        /// The published draw: an http(s) URL or a JSON file.
+        source: String,
+        /// Print only this fan's number (their visitor id; it is hashed here, never sent).
+        #[arg(long)]
+        visitor: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -99,7 +111,7 @@ enum Action {
     Pause,
     /// Move the cursor again.
     Resume,
-    /// Open now (shuffle the pre-queue).
+    /// Open now (number the pre-queue in draw order).
     Open,
     /// Close: no more joins or claims.
     Close,
@@ -131,6 +143,10 @@ async fn main() -> anyhow::Result<()> {
             waiting_room::serve(listener, config, sale_common::shutdown::signal()).await
         }
         Cmd::Keys { action } => keys(action),
+        Cmd::VerifyDraw { source, visitor } => {
+            let code = verify_draw(&source, visitor.as_deref()).await;
+            std::process::exit(code)
+        }
         Cmd::Admin {
             url,
             token,
@@ -173,6 +189,61 @@ fn keys(action: KeysAction) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Reads the published draw from a URL or a file.
+async fn read_draw(source: &str) -> anyhow::Result<waiting_room::draw::Publication> {
+    let bytes = if source.starts_with("http://") || source.starts_with("https://") {
+        let resp = reqwest::get(source).await?;
+        anyhow::ensure!(resp.status().is_success(), "{source}: {}", resp.status());
+        resp.bytes().await?.to_vec()
+    } else {
+        std::fs::read(source)?
+    };
+    Ok(serde_json::from_slice(&bytes)?)
+}
+
+/// `verify-draw`: 0 when every position checks out, 1 on a mismatch, 2 when unreadable.
+async fn verify_draw(source: &str, visitor: Option<&str>) -> i32 {
+    let p = match read_draw(source).await {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("verify-draw: cannot read {source}: {e:#}");
+            return 2;
+        }
+    };
+    let positions = match waiting_room::draw::verify(&p) {
+        Ok(v) => v,
+        Err(m) => {
+            eprintln!("verify-draw: MISMATCH for event {}: {m}", p.event);
+            return 1;
+        }
+    };
+    println!(
+        "draw of event {} verified: SHA-256(seed) = commitment {}, list hash {}, {} pre-queued fans",
+        p.event,
+        p.commitment,
+        p.visitors_hash.as_deref().unwrap_or(""),
+        positions.len()
+    );
+    match visitor {
+        Some(v) => {
+            let mine = waiting_room::draw::public_id(v);
+            match positions.iter().find(|(_, id)| *id == mine) {
+                Some((n, id)) => println!("visitor {v}: public id {id}, queue number {n}"),
+                None => {
+                    eprintln!("verify-draw: visitor {v} (public id {mine}) is not in the draw");
+                    return 3;
+                }
+            }
+        }
+        None => {
+            for (n, id) in &positions {
+                println!("{n} {id}");
+            }
+        }
+    }
+    0
 }
 
 /// One line of live figures per second (ends on Ctrl-C or an error).

@@ -13,7 +13,7 @@
 
 use crate::domain::{Admission, EventId};
 use crate::keys::KeySet;
-use crate::tokens::AdmissionClaims;
+use crate::tokens::{AdmissionClaims, Audience};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use ed25519_dalek::pkcs8::{DecodePrivateKey, EncodePrivateKey};
@@ -41,6 +41,8 @@ pub struct AdmissionSigner {
     ring: RwLock<Arc<Ring>>,
     issuer: String,
     audience: String,
+    /// The edge gate's audiences, after `audience` in every token's `aud`.
+    gate_audiences: Vec<String>,
     /// `nbf = iat - nbf_back_secs` (the configured `max_clock_skew_secs`, case W11).
     nbf_back_secs: i64,
 }
@@ -103,6 +105,7 @@ impl AdmissionSigner {
             ring: RwLock::new(Arc::new(ring(set)?)),
             issuer: issuer.to_owned(),
             audience: audience.to_owned(),
+            gate_audiences: Vec::new(),
             nbf_back_secs: 0,
         };
         signer.probe()?;
@@ -169,11 +172,17 @@ impl AdmissionSigner {
         self
     }
 
+    /// Adds the edge gate's audiences (the configured `gate_audiences`) to every token's `aud`.
+    pub fn with_gate_audiences(mut self, audiences: &[String]) -> Self {
+        self.gate_audiences = audiences.to_vec();
+        self
+    }
+
     /// The admission claims of a stored admission.
     pub fn claims(&self, event: &EventId, visitor: &str, a: &Admission) -> AdmissionClaims {
         AdmissionClaims {
             iss: self.issuer.clone(),
-            aud: self.audience.clone(),
+            aud: Audience::of(&self.audience, &self.gate_audiences),
             sub: visitor.to_owned(),
             event: event.as_str().to_owned(),
             jti: a.jti.clone(),

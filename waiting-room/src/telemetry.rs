@@ -6,7 +6,6 @@
 //! answers 503 rather than an empty page.
 
 use crate::domain::Figures;
-use crate::status::StatusDoc;
 use axum::extract::{MatchedPath, Request};
 use axum::http::{header, Method, StatusCode};
 use axum::middleware::Next;
@@ -150,8 +149,21 @@ pub async fn track(req: Request, next: Next) -> Response {
     resp
 }
 
-/// Sets the gauges of one event from freshly read figures and the document built from them.
-pub fn record_figures(f: &Figures, doc: &StatusDoc) {
+/// What the status document derived from the figures (its `queue_length`, `admitted_per_sec`
+/// and `wait.places_per_sec`), for the gauges.
+#[derive(Debug, Clone, Copy)]
+pub struct Derived {
+    /// Fans waiting, places.
+    pub queue_length: u64,
+    /// Measured admissions per **second**.
+    pub admitted_per_sec: f64,
+    /// The cursor's measured speed, places per **second**.
+    pub places_per_sec: f64,
+}
+
+/// Sets the gauges of one event from freshly read figures and what the status document derived
+/// from them.
+pub fn record_figures(f: &Figures, doc: Derived) {
     let e = f.meta.id.to_string();
     let g = |name: &'static str, v: f64| metrics::gauge!(name, "event" => e.clone()).set(v);
     g("wr_queue_length_live", doc.queue_length as f64);
@@ -162,7 +174,7 @@ pub fn record_figures(f: &Figures, doc: &StatusDoc) {
     g("wr_silent_in_window", f.silent as f64);
     g("wr_admit_rate", f.meta.admit_rate);
     g("wr_admitted_per_sec", doc.admitted_per_sec);
-    g("wr_cursor_places_per_sec", doc.wait.places_per_sec);
+    g("wr_cursor_places_per_sec", doc.places_per_sec);
     g("wr_admitted_total", f.admitted_total as f64);
     g("wr_skipped_places_total", f.skipped_total as f64);
     g("wr_sessions_ended_total", f.ended_total as f64);

@@ -26,13 +26,55 @@ pub struct JoinClaims {
     pub exp: i64,
 }
 
+/// `aud` of an admission token: one audience (a string), or several (an array, RFC 7519
+/// §4.1.3) when the edge gate guards other origins.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Audience {
+    /// The booking core alone.
+    One(String),
+    /// The booking core first, then each guarded origin's audience.
+    Many(Vec<String>),
+}
+
+impl Audience {
+    /// `primary` alone, or with `others` after it.
+    pub fn of(primary: &str, others: &[String]) -> Self {
+        if others.is_empty() {
+            Self::One(primary.to_owned())
+        } else {
+            Self::Many(
+                std::iter::once(primary.to_owned())
+                    .chain(others.iter().cloned())
+                    .collect(),
+            )
+        }
+    }
+
+    /// The first audience (the booking core's).
+    pub fn primary(&self) -> &str {
+        match self {
+            Self::One(a) => a,
+            Self::Many(v) => v.first().map(String::as_str).unwrap_or_default(),
+        }
+    }
+
+    /// Whether `aud` is one of them.
+    pub fn contains(&self, aud: &str) -> bool {
+        match self {
+            Self::One(a) => a == aud,
+            Self::Many(v) => v.iter().any(|a| a == aud),
+        }
+    }
+}
+
 /// Claims of an admission token (API.md).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AdmissionClaims {
     /// Issuer (`waiting-room`).
     pub iss: String,
-    /// Audience (`booking-core`).
-    pub aud: String,
+    /// Audience: `booking-core`, or an array of it and the edge gate's audiences.
+    pub aud: Audience,
     /// Visitor id.
     pub sub: String,
     /// Event id.

@@ -208,7 +208,8 @@ async fn admin_invalid_transitions_are_409_and_not_audited() {
             (StatusCode::OK, Some(state))
         );
     }
-    assert_eq!(audit_len(&app, "demo").await, 4);
+    // Four actions, and opening also records the draw's publication (`draw_published`).
+    assert_eq!(audit_len(&app, "demo").await, 5);
 
     // Closed: open, resume, pause, close are refused; sold-out is allowed.
     for (action, to) in [
@@ -224,7 +225,7 @@ async fn admin_invalid_transitions_are_409_and_not_audited() {
             "{action}"
         );
     }
-    assert_eq!(audit_len(&app, "demo").await, 4, "refusals are not audited");
+    assert_eq!(audit_len(&app, "demo").await, 5, "refusals are not audited");
     let (s, _) = admin(&app, "POST", "/admin/events/demo/sold-out", None).await;
     assert_eq!(s, StatusCode::OK);
     let (s, p) = admin(&app, "POST", "/admin/events/demo/open", None).await;
@@ -234,7 +235,7 @@ async fn admin_invalid_transitions_are_409_and_not_audited() {
     );
     let (s, _) = admin(&app, "POST", "/admin/events/demo/sold-out", None).await;
     assert_eq!(s, StatusCode::CONFLICT, "already sold out");
-    assert_eq!(audit_len(&app, "demo").await, 5);
+    assert_eq!(audit_len(&app, "demo").await, 6);
     let meta = app.store.event(&demo).await.expect("read").expect("event");
     assert_eq!(meta.state, EventState::SoldOut);
 }

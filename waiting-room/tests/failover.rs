@@ -79,6 +79,7 @@ async fn failover_after_writes_the_replica_never_received_loses_no_place() {
         admission_ttl_secs: 600,
         booking_url: "http://127.0.0.1:9".into(),
         pow_bits: 0,
+        stock_wait: 0,
     };
     guarded.create_event(&meta).await.expect("create");
     open_event(&guarded, &e).await.expect("open");

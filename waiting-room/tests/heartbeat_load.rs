@@ -25,6 +25,7 @@ async fn heartbeats_per_second_depend_on_the_window_not_the_queue() {
         admission_ttl_secs: 600,
         booking_url: String::new(),
         pow_bits: 0,
+        stock_wait: 0,
     };
     s.create_event(&meta).await.expect("create");
     open_event(s.as_ref(), &ev).await.expect("open");

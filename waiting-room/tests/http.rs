@@ -121,7 +121,7 @@ async fn join_position_admission_after_the_admitter_moves_the_cursor() {
     assert_eq!(
         (
             claims.iss.as_str(),
-            claims.aud.as_str(),
+            claims.aud.primary(),
             claims.event.as_str()
         ),
         ("waiting-room", "booking-core", "demo")

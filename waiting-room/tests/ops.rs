@@ -331,9 +331,11 @@ async fn pause_stops_admissions_within_one_tick_and_everything_is_audited() {
 
     let (s, log) = call(&app, "GET", "/admin/events/demo/audit", &h, None).await;
     assert_eq!(s, StatusCode::OK);
-    let rows: Vec<(String, String, Value, Value)> = log
-        .as_array()
-        .expect("array")
+    let log = log.as_array().expect("array");
+    // The admitter's opening recorded the draw's publication first (issue 15 item 1).
+    assert_eq!(log[0]["action"], "draw_published");
+    assert_eq!(log[0]["operator"], "service");
+    let rows: Vec<(String, String, Value, Value)> = log[1..]
         .iter()
         .map(|e| {
             let s = |k: &str| e[k].as_str().expect("str").to_owned();

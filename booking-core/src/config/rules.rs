@@ -82,6 +82,18 @@ impl Config {
         if self.jwks_refresh_cooldown_secs == 0 {
             p.push("jwks_refresh_cooldown_secs: at least 1 (unknown kids must not cause a JWKS fetch per request)".into());
         }
+        for (i, aud) in self.gate_audiences.iter().enumerate() {
+            let safe = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+            if aud.is_empty() || aud.len() > 64 || !aud.chars().all(safe) {
+                p.push(format!(
+                    "gate_audiences[{i}]: 1 to 64 of A-Z a-z 0-9 - _ . (it is a path segment; got {aud:?})"
+                ));
+            } else if *aud == self.audience || self.gate_audiences[..i].contains(aud) {
+                p.push(format!(
+                    "gate_audiences[{i}]: {aud:?} is the booking core's own audience or listed twice"
+                ));
+            }
+        }
     }
 
     fn gateway(&self, p: &mut Vec<String>) {

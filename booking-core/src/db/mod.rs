@@ -140,6 +140,39 @@ pub fn params(first: usize, n: usize) -> String {
         .join(", ")
 }
 
+/// Parameters of a statement built at run time (multi-row `VALUES`, a batch's rows): each
+/// [`Binds::push`] binds a value and returns its placeholder (`$1`, `$2`, …), so the SQL text and
+/// the bound values cannot drift apart.
+#[derive(Default)]
+pub struct Binds {
+    args: sqlx::any::AnyArguments<'static>,
+    n: usize,
+}
+
+impl std::fmt::Debug for Binds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Binds").field("n", &self.n).finish()
+    }
+}
+
+impl Binds {
+    /// Binds `v` and returns its placeholder.
+    pub fn push<T>(&mut self, v: T) -> String
+    where
+        T: 'static + Send + sqlx::Encode<'static, Any> + sqlx::Type<Any>,
+    {
+        // Encoding a string or an integer into `Any` cannot fail.
+        let _ = sqlx::Arguments::add(&mut self.args, v);
+        self.n += 1;
+        format!("${}", self.n)
+    }
+
+    /// The bound values, for `sqlx::query_with` and friends.
+    pub fn args(self) -> sqlx::any::AnyArguments<'static> {
+        self.args
+    }
+}
+
 /// On PostgreSQL, locks the given seats in seat-id order (`SELECT … ORDER BY seat_id FOR
 /// UPDATE`) so that concurrent multi-seat updates queue instead of deadlocking. SQLite already
 /// serialises writers, so this is a no-op there.

@@ -364,6 +364,15 @@ pub type SharedVerifier = Arc<Verifier>;
 
 /// The admission token of a request: `Authorization: Bearer` first, else the `admission` cookie.
 pub fn token_from_headers(headers: &axum::http::HeaderMap) -> Option<String> {
+    token_from_headers_or_cookie(headers, "admission")
+}
+
+/// `Authorization: Bearer` first, else the cookie named `cookie` (the edge gate's
+/// `gate_admission` on a guarded origin).
+pub fn token_from_headers_or_cookie(
+    headers: &axum::http::HeaderMap,
+    cookie: &str,
+) -> Option<String> {
     if let Some(v) = headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -378,6 +387,6 @@ pub fn token_from_headers(headers: &axum::http::HeaderMap) -> Option<String> {
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|kv| kv.trim().split_once('='))
-        .find(|(k, _)| *k == "admission")
+        .find(|(k, _)| *k == cookie)
         .map(|(_, v)| v.to_owned())
 }

@@ -55,16 +55,7 @@ pub async fn stats(
     }
     let now = state.clock.now_ms();
     let db = &state.db;
-    let (capacity, sold, held): (i64, i64, i64) = sqlx::query_as(
-        "SELECT COUNT(*), \
-         COALESCE(SUM(CASE WHEN status = 'sold' THEN 1 ELSE 0 END), 0), \
-         COALESCE(SUM(CASE WHEN status = 'held' AND hold_expires_at > $1 THEN 1 ELSE 0 END), 0) \
-         FROM seats WHERE show_id = $2",
-    )
-    .bind(now)
-    .bind(&show)
-    .fetch_one(db)
-    .await?;
+    let (capacity, sold, held) = crate::inventory::stock::seat_counts(db, &show, now).await?;
     let holds_paid: i64 =
         sqlx::query_scalar("SELECT COUNT(*) FROM holds WHERE show_id = $1 AND status = 'PAID'")
             .bind(&show)

@@ -178,10 +178,11 @@ pub async fn seats(
 ) -> ApiResult<Response> {
     known_show(&state, &show)?;
     let q = strict_query(q, &["section"])?;
-    let views = state
+    let served = state
         .seatmaps
         .get(&state.reads, &show, state.clock.now_ms())
         .await?;
+    let views = &served.views;
     let body = match q.get("section") {
         None => views.whole(),
         Some(sec) => views.sections.get(sec).cloned().ok_or_else(|| {
@@ -189,8 +190,23 @@ pub async fn seats(
                 .detail(format!("the show has no section {}", clip(sec)))
         })?,
     };
-    Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
+    Ok((map_headers(&served), body).into_response())
 }
+
+/// `Content-Type` and `Seat-Map-Age-Ms`: how old the snapshot is (real time since the poll of
+/// the change feed it reflects), which the booking page shows the fan.
+fn map_headers(served: &crate::inventory::seatmap::Served) -> [(header::HeaderName, String); 2] {
+    [
+        (header::CONTENT_TYPE, "application/json".into()),
+        (
+            header::HeaderName::from_static(SEAT_MAP_AGE),
+            served.age.as_millis().to_string(),
+        ),
+    ]
+}
+
+/// The header that carries a seat map's age, in milliseconds.
+pub const SEAT_MAP_AGE: &str = "seat-map-age-ms";
 
 /// `GET /api/shows/{show}/sections`: the overview a fan picks a section from — per section
 /// `capacity`, `available` and price range (cents), plus the pools; from the same snapshot as
@@ -215,11 +231,11 @@ pub async fn sections(
 ) -> ApiResult<Response> {
     known_show(&state, &show)?;
     strict_query(q, &[])?;
-    let views = state
+    let served = state
         .seatmaps
         .get(&state.reads, &show, state.clock.now_ms())
         .await?;
-    Ok(([(header::CONTENT_TYPE, "application/json")], views.overview).into_response())
+    Ok((map_headers(&served), served.views.overview.clone()).into_response())
 }
 
 /// `POST /api/leave`: the fan is done; the waiting room is told the admission's session is
@@ -237,7 +253,7 @@ pub async fn sections(
 )]
 pub async fn leave(State(state): State<AppState>, headers: HeaderMap) -> ApiResult<Json<Value>> {
     let adm = fan(&state, &headers, None).await?;
-    let mut tx = state.db.begin().await?;
+    let mut tx = crate::db::begin_write(&state.db).await?;
     crate::outbox::notify::session_end(&mut tx, &adm.event, &adm.jti, state.clock.now_ms()).await?;
     tx.commit().await?;
     Ok(Json(json!({"left": true})))

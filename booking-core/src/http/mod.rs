@@ -9,8 +9,10 @@
 pub mod admin;
 pub mod cancel;
 pub mod fan;
+pub mod gate;
 pub mod history;
 pub mod holds;
+pub mod load;
 pub mod office;
 pub mod openapi;
 pub mod ops;
@@ -31,7 +33,8 @@ use crate::state::AppState;
 /// Largest request body any route reads (JSON, forms, webhooks); larger → 413 problem.
 pub const BODY_LIMIT: usize = 2 * 1024 * 1024;
 
-/// All routes; `/api`, `/session`, `/payment` and `/admin` answers are `private, no-store`.
+/// All routes; `/api`, `/session`, `/payment`, `/admin` and `/internal` answers are
+/// `private, no-store`. Fan calls (`/api/…`) are measured for the closed loop ([`load`]).
 /// Every error is `application/problem+json`: unknown routes 404, wrong methods 405, bodies
 /// over [`BODY_LIMIT`] 413, and any plain-text rejection is turned into a problem.
 pub fn router(state: AppState) -> Router {
@@ -79,11 +82,14 @@ pub fn router(state: AppState) -> Router {
             "/admin/shows/{show}/pools/{pool}/oversell",
             post(admin::oversell),
         )
+        .route("/internal/load", get(load::load))
         .layer(SetResponseHeaderLayer::overriding(
             header::CACHE_CONTROL,
             HeaderValue::from_static("private, no-store"),
         ));
     let mut app = Router::new()
+        .route("/gate/{audience}/check", get(gate::check))
+        .route("/gate/{audience}/enter", post(gate::enter))
         .route("/healthz", get(ops::healthz))
         .route("/metrics", get(ops::metrics))
         .route("/openapi.json", get(openapi::openapi))
@@ -97,5 +103,9 @@ pub fn router(state: AppState) -> Router {
     };
     app.layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(map_response(problems_only))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            load::measure,
+        ))
         .with_state(state)
 }

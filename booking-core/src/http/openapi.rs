@@ -14,7 +14,7 @@ use utoipa::openapi::security::{ApiKey, ApiKeyValue, Http, HttpAuthScheme, Secur
 use utoipa::openapi::{Content, HeaderBuilder, Ref, RefOr, Response};
 use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 
-use super::{admin, cancel, fan, history, holds, office, ops, waitlist, webhook};
+use super::{admin, cancel, fan, gate, history, holds, load, office, ops, waitlist, webhook};
 
 /// An RFC 9457 problem document (`application/problem+json`), every error body. A problem
 /// may carry more members (`waiting_room`, `availability`, `hold_id`, `max_holds`, …; API.md).
@@ -150,10 +150,12 @@ impl Modify for Problems {
         office::outbox, office::refunds, office::alerts,
         cancel::cancel_booking, cancel::office_page,
         history::holds, history::seat, history::hold,
+        gate::check, gate::enter, load::load,
     ),
     components(schemas(
         ProblemDoc, fan::SessionForm, holds::HoldBody, holds::BestBody, holds::PayBody,
         admin::OversellBody, admin::QueueSwitch, cancel::CancelBody, waitlist::JoinBody,
+        gate::EnterForm,
     )),
     modifiers(&Schemes, &Problems),
     tags(
@@ -161,6 +163,7 @@ impl Modify for Problems {
         (name = "payment", description = "the gateway's callback and webhook"),
         (name = "admin", description = "back office (admin bearer token)"),
         (name = "public", description = "health, metrics, this description"),
+        (name = "gate", description = "the edge gate's verifier, asked by nginx (infra/nginx/gate.conf.template)"),
     )
 )]
 pub struct ApiDoc;

@@ -19,70 +19,100 @@ pub const JTI: &str = "jti";
 /// Scope of the per-visitor cap.
 pub const VISITOR: &str = "visitor";
 
-/// The upsert of a slot row (`$1`–`$5`: scope, owner, slot, hold, live until): a slot whose
-/// hold is no longer live at `$6` (now) is taken over.
-const ON_FREE_SLOT: &str =
-    "ON CONFLICT (scope, owner, slot) DO UPDATE SET hold_id = excluded.hold_id, \
-     live_until = excluded.live_until WHERE hold_slots.live_until <= $6";
+/// A new hold's cap slots: its admission's and its visitor's, until `live_until` (epoch ms).
+#[derive(Debug, Clone, Copy)]
+pub struct HoldSlots<'a> {
+    /// The admission (`jti`): one live hold per admission.
+    pub jti: &'a str,
+    /// The visitor (`sub`): at most the cap of live holds.
+    pub visitor: &'a str,
+    /// The hold that takes the slots.
+    pub hold_id: &'a str,
+    /// Until when, epoch ms.
+    pub live_until: i64,
+}
 
-/// Takes one of the `cap` slots of `(scope, owner)` for `hold_id` until `live_until` (epoch
-/// ms). False when every slot belongs to a live hold: the caller refuses the hold.
-pub async fn take_slot(
+/// Takes, for each hold, the one slot of its admission ([`JTI`], only while the admission's
+/// session has not ended: `admissions_ended`) and one of the `cap` slots of its visitor
+/// ([`VISITOR`]): slot 0 of both for every hold in ONE statement, then, for the holds that got
+/// their admission's slot but not the visitor's slot 0, slot 1, 2, … (one statement each, all
+/// those holds at once). A slot is new, or taken over when its hold is no longer live at
+/// `now_ms`. Per hold, (admission slot taken, visitor slot taken); the caller refuses a hold
+/// that lacks either and rolls back what this wrote. Admissions and visitors must be distinct
+/// within one call (the hold queue's batch defers a second request of either).
+pub async fn take_hold_slots(
     tx: &mut Tx<'_>,
-    scope: &str,
-    owner: &str,
+    holds: &[HoldSlots<'_>],
     cap: u32,
-    hold_id: &str,
-    live_until: i64,
     now_ms: i64,
-) -> sqlx::Result<bool> {
-    for slot in 0..i64::from(cap) {
-        let row = (scope, owner, slot, hold_id, live_until);
-        if upsert_slot(tx, "VALUES ($1, $2, $3, $4, $5)", row, now_ms).await? {
-            return Ok(true);
+) -> sqlx::Result<Vec<(bool, bool)>> {
+    let rows: Vec<(&str, &str, &HoldSlots<'_>)> = holds
+        .iter()
+        .flat_map(|h| [(JTI, h.jti, h), (VISITOR, h.visitor, h)])
+        .collect();
+    let taken = upsert_slots(tx, 0, &rows, now_ms).await?;
+    let got = |scope: &str, owner: &str| taken.iter().any(|(s, o)| s == scope && o == owner);
+    let mut out: Vec<(bool, bool)> = holds
+        .iter()
+        .map(|h| (got(JTI, h.jti), got(VISITOR, h.visitor)))
+        .collect();
+    for slot in 1..i64::from(cap) {
+        let want: Vec<usize> = (0..holds.len())
+            .filter(|i| out[*i] == (true, false))
+            .collect();
+        if want.is_empty() {
+            break;
+        }
+        let rows: Vec<(&str, &str, &HoldSlots<'_>)> = want
+            .iter()
+            .map(|i| (VISITOR, holds[*i].visitor, &holds[*i]))
+            .collect();
+        let taken = upsert_slots(tx, slot, &rows, now_ms).await?;
+        for i in want {
+            out[i].1 = taken.iter().any(|(_, o)| o == holds[i].visitor);
         }
     }
-    Ok(false)
+    Ok(out)
 }
 
-/// The one slot of the one-live-hold-per-admission cap ([`JTI`]) for `hold_id`, taken only
-/// while the admission's session has not ended (`admissions_ended`): the cap and the
-/// ended-admission check in one statement. False when the admission ended or its slot belongs
-/// to a live hold (the caller tells which apart, on this refusal path only).
-pub async fn take_admission_slot(
+/// Inserts slot `slot` of `(scope, owner)` for every row `(scope, owner, hold)`, a [`JTI`] row
+/// only while its admission has not ended, or takes the slot over where its hold is no longer
+/// live at `now_ms`. The `(scope, owner)` pairs that got the slot.
+async fn upsert_slots(
     tx: &mut Tx<'_>,
-    jti: &str,
-    hold_id: &str,
-    live_until: i64,
+    slot: i64,
+    rows: &[(&str, &str, &HoldSlots<'_>)],
     now_ms: i64,
-) -> sqlx::Result<bool> {
-    let source = "SELECT $1, $2, $3, $4, $5 \
-                  WHERE NOT EXISTS (SELECT 1 FROM admissions_ended WHERE jti = $2)";
-    upsert_slot(tx, source, (JTI, jti, 0, hold_id, live_until), now_ms).await
-}
-
-/// Inserts the slot row `(scope, owner, slot, hold, live until)` given by `source` (the `$1`–`$5`
-/// values, or a `SELECT` of them), or takes over the slot when its hold is no longer live at
-/// `now_ms`. True when the slot is this hold's.
-async fn upsert_slot(
-    tx: &mut Tx<'_>,
-    source: &str,
-    (scope, owner, slot, hold_id, live_until): (&str, &str, i64, &str, i64),
-    now_ms: i64,
-) -> sqlx::Result<bool> {
-    let n = sqlx::query(&format!(
-        "INSERT INTO hold_slots (scope, owner, slot, hold_id, live_until) {source} {ON_FREE_SLOT}"
-    ))
-    .bind(scope)
-    .bind(owner)
-    .bind(slot)
-    .bind(hold_id)
-    .bind(live_until)
-    .bind(now_ms)
-    .execute(&mut **tx)
-    .await?
-    .rows_affected();
-    Ok(n == 1)
+) -> sqlx::Result<Vec<(String, String)>> {
+    if rows.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut b = crate::db::Binds::default();
+    let (slot, now, jti) = (b.push(slot), b.push(now_ms), b.push(JTI.to_owned()));
+    let values: Vec<String> = rows
+        .iter()
+        .map(|(scope, owner, h)| {
+            format!(
+                "SELECT {} AS scope, {} AS owner, {slot} AS slot, {} AS hold_id, {} AS live_until",
+                b.push((*scope).to_owned()),
+                b.push((*owner).to_owned()),
+                b.push(h.hold_id.to_owned()),
+                b.push(h.live_until)
+            )
+        })
+        .collect();
+    // The WHERE also keeps SQLite's parser from reading the upsert's ON as a join's.
+    let sql = format!(
+        "INSERT INTO hold_slots (scope, owner, slot, hold_id, live_until) \
+         SELECT scope, owner, slot, hold_id, live_until FROM ({}) AS w \
+         WHERE w.scope <> {jti} OR NOT EXISTS (SELECT 1 FROM admissions_ended e WHERE e.jti = w.owner) \
+         ON CONFLICT (scope, owner, slot) DO UPDATE SET hold_id = excluded.hold_id, \
+         live_until = excluded.live_until WHERE hold_slots.live_until <= {now} RETURNING scope, owner",
+        values.join(" UNION ALL ")
+    );
+    sqlx::query_as_with(&sql, b.args())
+        .fetch_all(&mut **tx)
+        .await
 }
 
 /// Frees every slot `hold_id` holds (its hold was released or paid).

@@ -132,81 +132,24 @@ pub async fn create(db: &Db, r: &Request<'_>, now_ms: i64) -> ApiResult<HoldAnsw
 }
 
 /// The body of [`create`] inside the caller's transaction (or savepoint: the per-show hold
-/// queue runs a batch of these in one transaction). `Ok(Err(lost))` and `Err(_)` mean the
-/// caller must roll back what this wrote; after the rollback, [`Lost::problem`] is the 409.
+/// queue runs pool and best-available requests this way). `Ok(Err(lost))` and `Err(_)` mean
+/// the caller must roll back what this wrote; after the rollback, [`Lost::problem`] is the 409.
 pub async fn create_in(
     tx: &mut Tx<'_>,
     pg: bool,
     r: &Request<'_>,
     now_ms: i64,
 ) -> ApiResult<Result<HoldAnswer, Lost>> {
-    let hash = r.ask.request_hash(r.show, r.channel);
-    let tx = &mut *tx;
-    // The key's row first: an identical request in another transaction waits on it (on
-    // PostgreSQL, the unique index) and replays the stored 201 once this one commits (case B12).
-    if let Some(answer) = take_key(tx, r, &hash, now_ms).await? {
-        telemetry::replay(r.show);
-        return Ok(Ok(answer));
-    }
-    let hold_id = uuid::Uuid::now_v7().to_string();
-    let expires_at = now_ms + r.timing.hold_ttl_ms;
-    // The admission's slot, taken only while its session has not ended (one statement).
-    if !caps::take_admission_slot(tx, &r.adm.jti, &hold_id, expires_at, now_ms).await? {
-        if crate::outbox::notify::admission_ended(tx, &r.adm.jti).await? {
-            return Err(admission_ended().into());
-        }
-        let live: Option<String> = sqlx::query_scalar(
-            "SELECT hold_id FROM hold_slots WHERE scope = $1 AND owner = $2 AND slot = 0",
-        )
-        .bind(caps::JTI)
-        .bind(&r.adm.jti)
-        .fetch_optional(&mut **tx)
-        .await?;
-        return Err(conflict("hold-exists", "You already hold seats")
-            .detail("one live hold per admission")
-            .with("hold_id", live)
-            .into());
-    }
-    let (owner, cap) = (&r.adm.sub, r.visitor_cap);
-    if !caps::take_slot(tx, caps::VISITOR, owner, cap, &hold_id, expires_at, now_ms).await? {
-        return Err(conflict("visitor-hold-cap", "Too many live holds")
-            .detail(format!("a visitor may have {cap} live holds at once"))
-            .with("max_holds", cap)
-            .into());
-    }
-    let (seats, amount) = match take_inventory(tx, pg, r, &hold_id, expires_at, now_ms).await? {
+    let p = match prepare(tx, r, now_ms).await? {
+        Begun::Replay(answer) => return Ok(Ok(answer)),
+        Begun::Ready(p) => p,
+    };
+    let (seats, amount) = match take_inventory(tx, pg, r, &p, now_ms).await? {
         Ok(taken) => taken,
         Err(lost) => return Ok(Err(lost)),
     };
-    let payment_expires_at = now_ms + r.timing.payment_session_ms;
-    let what = match &r.ask {
-        Ask::Pool { pool, quantity } => format!("{pool} x{quantity}"),
-        _ => seats.join(","),
-    };
-    let mut body = json!({
-        "hold_id": hold_id, "show": r.show, "seats": seats, "status": "HELD",
-        "expires_at": expires_at / 1000, "payment_expires_at": payment_expires_at / 1000,
-        "amount_cents": amount, "channel": r.channel,
-    });
-    if let Ask::Pool { pool, quantity } = &r.ask {
-        body["pool"] = pool.clone().into();
-        body["quantity"] = (*quantity).into();
-    }
-    let hold = NewHold {
-        id: &hold_id,
-        amount,
-        expires_at,
-        payment_expires_at,
-        seats: &seats,
-        reason: format!("{what} ({})", r.channel),
-        body: body.to_string(),
-    };
-    let stored = if pg {
-        write_hold_pg(tx, r, &hold, now_ms).await?
-    } else {
-        write_hold(tx, r, &hold, now_ms).await?
-    };
-    if !stored {
+    let hold = NewHold::of(r, &p, seats, amount, now_ms);
+    if !write_holds(tx, pg, &[(r, &hold)]).await?[0] {
         return Err(concurrent_request().into());
     }
     // A pool's places last: its one guarded update decides, and the pool row is locked only
@@ -217,141 +160,292 @@ pub async fn create_in(
             return Ok(Err(Lost::Pool(pool.clone())));
         }
     }
-    Ok(Ok(HoldAnswer {
-        status: StatusCode::CREATED,
-        body,
-        replayed: false,
-    }))
+    Ok(Ok(hold.answer()))
 }
 
-/// What [`create_in`] writes once the inventory is claimed (or, for a pool, before its
-/// guarded update): the hold row, its seats or pool row, the audit row, the stored answer.
-struct NewHold<'a> {
-    id: &'a str,
+/// A request whose key and cap slots [`prepare`] took: the hold it will be.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    /// The new hold's id (UUID v7).
+    pub hold_id: String,
+    /// Its deadline, epoch ms.
+    pub expires_at: i64,
+}
+
+/// What [`prepare`] found.
+#[derive(Debug)]
+pub enum Begun {
+    /// The key's stored 201: nothing was written, answer it.
+    Replay(HoldAnswer),
+    /// The key is this request's (in flight) and the cap slots are the new hold's.
+    Ready(Prepared),
+}
+
+/// The part of a hold before its inventory, in the caller's transaction: the key's row first
+/// (an identical request in another transaction waits on it, on PostgreSQL the unique index,
+/// and replays the stored 201 once this one commits: case B12), then the admission's slot
+/// (only while its session has not ended) and the visitor's cap slot in one statement. `Err`
+/// is the refusal (422, `admission-ended`, `hold-exists`, `visitor-hold-cap`,
+/// `concurrent-request`); the caller rolls back what this wrote.
+pub async fn prepare(tx: &mut Tx<'_>, r: &Request<'_>, now_ms: i64) -> ApiResult<Begun> {
+    prepare_many(tx, &[(r, now_ms)]).await?.remove(0)
+}
+
+/// [`prepare`] for many requests at once, each step one statement for all of them (the hold
+/// queue's batch): the keys, then the admission and visitor cap slots of those whose key was
+/// taken ([`caps::take_hold_slots`]: one statement, more only for visitors with live holds). The requests' visitors and admissions
+/// must be distinct. A cap slot whose hold lapsed is taken over only if it lapsed by the
+/// earliest `now` of the requests. Per request, as [`prepare`]; `Err` only for a failed
+/// statement.
+pub async fn prepare_many(
+    tx: &mut Tx<'_>,
+    reqs: &[(&Request<'_>, i64)],
+) -> sqlx::Result<Vec<ApiResult<Begun>>> {
+    let hashes: Vec<String> = reqs
+        .iter()
+        .map(|(r, _)| r.ask.request_hash(r.show, r.channel))
+        .collect();
+    let taken = take_keys(tx, reqs, &hashes).await?;
+    let mut out: Vec<Option<ApiResult<Begun>>> = reqs.iter().map(|_| None).collect();
+    for (i, (r, _)) in reqs.iter().enumerate().filter(|(i, _)| !taken[*i]) {
+        out[i] = Some(match stored_in(tx, r, &hashes[i]).await {
+            Ok(Some(answer)) => {
+                telemetry::replay(r.show);
+                Ok(Begun::Replay(answer))
+            }
+            // Neither taken nor stored: the row changed under us; the client retries.
+            Ok(None) => Err(concurrent_request().into()),
+            Err(e) => Err(e),
+        });
+    }
+    let now_ms = reqs.iter().map(|(_, n)| *n).min().unwrap_or(0);
+    let ready: Vec<(usize, Prepared)> = (0..reqs.len())
+        .filter(|i| out[*i].is_none())
+        .map(|i| {
+            let (r, now) = reqs[i];
+            let expires_at = now + r.timing.hold_ttl_ms;
+            let hold_id = uuid::Uuid::now_v7().to_string();
+            (
+                i,
+                Prepared {
+                    hold_id,
+                    expires_at,
+                },
+            )
+        })
+        .collect();
+    // One cap per call: every request of one show's batch has the same.
+    let cap = reqs.first().map_or(1, |(r, _)| r.visitor_cap);
+    let slots: Vec<caps::HoldSlots<'_>> = ready
+        .iter()
+        .map(|(i, p)| caps::HoldSlots {
+            jti: &reqs[*i].0.adm.jti,
+            visitor: &reqs[*i].0.adm.sub,
+            hold_id: &p.hold_id,
+            live_until: p.expires_at,
+        })
+        .collect();
+    let got = caps::take_hold_slots(tx, &slots, cap, now_ms).await?;
+    for ((i, p), (admission, visitor)) in ready.into_iter().zip(got) {
+        out[i] = Some(if !admission {
+            Err(admission_refused(tx, &reqs[i].0.adm.jti).await?.into())
+        } else if !visitor {
+            Err(conflict("visitor-hold-cap", "Too many live holds")
+                .detail(format!("a visitor may have {cap} live holds at once"))
+                .with("max_holds", cap)
+                .into())
+        } else {
+            Ok(Begun::Ready(p))
+        });
+    }
+    Ok(out.into_iter().flatten().collect())
+}
+
+/// Why an admission's slot was refused: its session ended, or it holds a live hold.
+async fn admission_refused(tx: &mut Tx<'_>, jti: &str) -> sqlx::Result<Problem> {
+    if crate::outbox::notify::admission_ended(tx, jti).await? {
+        return Ok(admission_ended());
+    }
+    let live: Option<String> = sqlx::query_scalar(
+        "SELECT hold_id FROM hold_slots WHERE scope = $1 AND owner = $2 AND slot = 0",
+    )
+    .bind(caps::JTI)
+    .bind(jti)
+    .fetch_optional(&mut **tx)
+    .await?;
+    Ok(conflict("hold-exists", "You already hold seats")
+        .detail("one live hold per admission")
+        .with("hold_id", live))
+}
+
+/// A hold whose inventory is claimed (or, for a pool, about to be by its guarded update), as
+/// [`write_holds`] stores it: the hold row, its seats or pool row, the audit row, the 201.
+#[derive(Debug, Clone)]
+pub struct NewHold {
+    id: String,
     amount: i64,
     expires_at: i64,
     payment_expires_at: i64,
-    seats: &'a [String],
+    created_at: i64,
+    seats: Vec<String>,
     reason: String,
-    body: String,
+    body: Value,
 }
 
-/// Binds `$1`–`$9` of [`INSERT_HOLD`] to a query (plain or scalar).
-macro_rules! bind_hold {
-    ($q:expr, $r:expr, $h:expr, $now:expr) => {
-        $q.bind($h.id)
-            .bind($r.show)
-            .bind(&$r.adm.sub)
-            .bind(&$r.adm.jti)
-            .bind($h.amount)
-            .bind($h.expires_at)
-            .bind($h.payment_expires_at)
-            .bind($now)
-            .bind($r.channel)
-    };
-}
-
-/// SQL of the `holds` row (`$1`–`$9`: id, show, visitor, jti, amount, expires, payment
-/// expires, created, channel).
-const INSERT_HOLD: &str = "INSERT INTO holds (id, show_id, visitor_id, admission_jti, status, amount_cents, expires_at, payment_expires_at, created_at, channel) VALUES ($1, $2, $3, $4, 'HELD', $5, $6, $7, $8, $9)";
-/// SQL of the pool part (`$1` hold, `$2` show, then pool and quantity at the given numbers).
-fn insert_hold_pool(pool: usize) -> String {
-    format!(
-        "INSERT INTO hold_pools (hold_id, show_id, pool_id, quantity, counted) VALUES ($1, $2, ${pool}, ${}, 1)",
-        pool + 1
-    )
-}
-/// SQL of the seats of a hold (`$1` hold, `$2` show, the seats from `$first`).
-fn insert_hold_seats(first: usize, n: usize) -> String {
-    let values: Vec<String> = (first..first + n)
-        .map(|i| format!("($1, $2, ${i})"))
-        .collect();
-    format!(
-        "INSERT INTO hold_seats (hold_id, show_id, seat_id) VALUES {}",
-        values.join(", ")
-    )
-}
-/// SQL that stores the 201 on the key's in-flight row (`$1` body, `$2` visitor, `$3` key, `$4`
-/// the in-flight status).
-const STORE_ANSWER: &str =
-    "UPDATE idempotency SET status = 201, body = $1 WHERE visitor_id = $2 AND key = $3 AND status = $4";
-
-/// SQLite: the hold, its seats or pool row, the audit row and the stored answer, one statement
-/// each (in process: no round trips to save). False when the key's row is no longer in flight.
-async fn write_hold(
-    tx: &mut Tx<'_>,
-    r: &Request<'_>,
-    h: &NewHold<'_>,
-    now_ms: i64,
-) -> ApiResult<bool> {
-    bind_hold!(sqlx::query(INSERT_HOLD), r, h, now_ms)
-        .execute(&mut **tx)
-        .await?;
-    if !h.seats.is_empty() {
-        let sql = insert_hold_seats(3, h.seats.len());
-        let mut q = sqlx::query(&sql).bind(h.id).bind(r.show);
-        for s in h.seats {
-            q = q.bind(s);
+impl NewHold {
+    /// The hold `r` becomes with `seats` (empty for a pool) worth `amount` cents, at `now_ms`.
+    pub fn of(r: &Request<'_>, p: &Prepared, seats: Vec<String>, amount: i64, now_ms: i64) -> Self {
+        let payment_expires_at = now_ms + r.timing.payment_session_ms;
+        let what = match &r.ask {
+            Ask::Pool { pool, quantity } => format!("{pool} x{quantity}"),
+            _ => seats.join(","),
+        };
+        let mut body = json!({
+            "hold_id": p.hold_id, "show": r.show, "seats": seats, "status": "HELD",
+            "expires_at": p.expires_at / 1000, "payment_expires_at": payment_expires_at / 1000,
+            "amount_cents": amount, "channel": r.channel,
+        });
+        if let Ask::Pool { pool, quantity } = &r.ask {
+            body["pool"] = pool.clone().into();
+            body["quantity"] = (*quantity).into();
         }
-        q.execute(&mut **tx).await?;
-    }
-    if let Ask::Pool { pool, quantity } = &r.ask {
-        sqlx::query(&insert_hold_pool(3))
-            .bind(h.id)
-            .bind(r.show)
-            .bind(pool)
-            .bind(i64::from(*quantity))
-            .execute(&mut **tx)
-            .await?;
-    }
-    db::audit(tx, now_ms, r.show, h.id, "held", Actor::Api, &h.reason).await?;
-    let stored = sqlx::query(STORE_ANSWER)
-        .bind(&h.body)
-        .bind(&r.adm.sub)
-        .bind(r.key)
-        .bind(IN_FLIGHT)
-        .execute(&mut **tx)
-        .await?;
-    Ok(stored.rows_affected() == 1)
-}
-
-/// PostgreSQL: [`write_hold`] in one round trip, a data-modifying CTE (every part runs; the
-/// foreign keys are checked at the end of the statement). False when the key's row is no
-/// longer in flight (the caller rolls back the rest).
-async fn write_hold_pg(
-    tx: &mut Tx<'_>,
-    r: &Request<'_>,
-    h: &NewHold<'_>,
-    now_ms: i64,
-) -> ApiResult<bool> {
-    // $1–$9 the hold, $10 reason, $11 body, $12 key, $13 in-flight status, then the seats or
-    // the pool and quantity.
-    let part = match &r.ask {
-        Ask::Pool { .. } => insert_hold_pool(14),
-        _ if !h.seats.is_empty() => insert_hold_seats(14, h.seats.len()),
-        _ => "SELECT 1".to_owned(),
-    };
-    let sql = format!(
-        "WITH h AS ({INSERT_HOLD}), p AS ({part}), \
-         a AS (INSERT INTO audit (at, show_id, hold_id, action, actor, reason) VALUES ($8, $2, $1, 'held', '{}', $10)), \
-         i AS (UPDATE idempotency SET status = 201, body = $11 WHERE visitor_id = $3 AND key = $12 AND status = $13 RETURNING 1) \
-         SELECT CAST(COUNT(*) AS BIGINT) FROM i",
-        Actor::Api.as_str()
-    );
-    let mut q = bind_hold!(sqlx::query_scalar::<_, i64>(&sql), r, h, now_ms)
-        .bind(&h.reason)
-        .bind(&h.body)
-        .bind(r.key)
-        .bind(IN_FLIGHT);
-    match &r.ask {
-        Ask::Pool { pool, quantity } => q = q.bind(pool).bind(i64::from(*quantity)),
-        _ => {
-            for s in h.seats {
-                q = q.bind(s);
-            }
+        Self {
+            id: p.hold_id.clone(),
+            amount,
+            expires_at: p.expires_at,
+            payment_expires_at,
+            created_at: now_ms,
+            seats,
+            reason: format!("{what} ({})", r.channel),
+            body,
         }
     }
-    Ok(q.fetch_one(&mut **tx).await? == 1)
+
+    /// The 201 this hold answers (and stores).
+    pub fn answer(self) -> HoldAnswer {
+        HoldAnswer {
+            status: StatusCode::CREATED,
+            body: self.body,
+            replayed: false,
+        }
+    }
+}
+
+/// Stores `holds` (each with its request): one multi-row `INSERT` per table (holds, their seats
+/// and pool rows, audit) and one `UPDATE` of their keys' rows to the stored 201; on PostgreSQL
+/// all of it one data-modifying CTE, one round trip (every part runs; foreign keys are checked
+/// at the end of the statement). A single hold is a batch of one; the per-show hold queue
+/// stores a whole batch's winners. Returns, per hold, whether its key's row was still in flight
+/// (false: the caller rolls back that hold and answers `concurrent-request`).
+pub async fn write_holds(
+    tx: &mut Tx<'_>,
+    pg: bool,
+    holds: &[(&Request<'_>, &NewHold)],
+) -> sqlx::Result<Vec<bool>> {
+    if holds.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut b = db::Binds::default();
+    let parts = write_parts(&mut b, holds);
+    let done: Vec<(String, String)> = if pg {
+        let mut with = vec![format!("h AS ({})", parts.holds)];
+        with.extend(parts.seats.map(|s| format!("s AS ({s})")));
+        with.extend(parts.pools.map(|s| format!("p AS ({s})")));
+        with.push(format!("a AS ({})", parts.audit));
+        with.push(format!(
+            "i AS ({} RETURNING idempotency.visitor_id, idempotency.key)",
+            parts.keys
+        ));
+        let sql = format!("WITH {} SELECT visitor_id, key FROM i", with.join(", "));
+        sqlx::query_as_with(&sql, b.args())
+            .fetch_all(&mut **tx)
+            .await?
+    } else {
+        // SQLite: one statement per table in one call (placeholders are numbered, so every
+        // statement binds its own from the shared list); in process, no round trips to save.
+        let mut sqls = vec![parts.holds];
+        sqls.extend(parts.seats);
+        sqls.extend(parts.pools);
+        sqls.push(parts.audit);
+        sqls.push(format!("{} RETURNING visitor_id, key", parts.keys));
+        sqlx::query_as_with(&sqls.join("; "), b.args())
+            .fetch_all(&mut **tx)
+            .await?
+    };
+    Ok(holds
+        .iter()
+        .map(|(r, _)| done.iter().any(|(v, k)| *v == r.adm.sub && k == r.key))
+        .collect())
+}
+
+/// The SQL of [`write_holds`], every statement's placeholders bound once in `b`.
+struct WriteParts {
+    holds: String,
+    seats: Option<String>,
+    pools: Option<String>,
+    audit: String,
+    keys: String,
+}
+
+fn write_parts(b: &mut db::Binds, holds: &[(&Request<'_>, &NewHold)]) -> WriteParts {
+    let (mut hold_rows, mut seat_rows, mut pool_rows, mut audit_rows, mut key_rows) =
+        (vec![], vec![], vec![], vec![], vec![]);
+    let actor = b.push(Actor::Api.as_str().to_owned());
+    let in_flight = b.push(IN_FLIGHT);
+    for (r, h) in holds {
+        let (id, show) = (b.push(h.id.clone()), b.push(r.show.to_owned()));
+        let created = b.push(h.created_at);
+        hold_rows.push(format!(
+            "({id}, {show}, {}, {}, 'HELD', {}, {}, {}, {created}, {})",
+            b.push(r.adm.sub.clone()),
+            b.push(r.adm.jti.clone()),
+            b.push(h.amount),
+            b.push(h.expires_at),
+            b.push(h.payment_expires_at),
+            b.push(r.channel.to_owned()),
+        ));
+        for s in &h.seats {
+            seat_rows.push(format!("({id}, {show}, {})", b.push(s.clone())));
+        }
+        if let Ask::Pool { pool, quantity } = &r.ask {
+            let (p, q) = (b.push(pool.clone()), b.push(i64::from(*quantity)));
+            pool_rows.push(format!("({id}, {show}, {p}, {q}, 1)"));
+        }
+        audit_rows.push(format!(
+            "({created}, {show}, {id}, 'held', {actor}, {})",
+            b.push(h.reason.clone())
+        ));
+        key_rows.push(format!(
+            "SELECT {} AS v, {} AS k, {} AS body",
+            b.push(r.adm.sub.clone()),
+            b.push(r.key.to_owned()),
+            b.push(h.body.to_string())
+        ));
+    }
+    let some = |rows: Vec<String>, head: &str| {
+        (!rows.is_empty()).then(|| format!("{head} VALUES {}", rows.join(", ")))
+    };
+    WriteParts {
+        holds: format!(
+            "INSERT INTO holds (id, show_id, visitor_id, admission_jti, status, amount_cents, \
+             expires_at, payment_expires_at, created_at, channel) VALUES {}",
+            hold_rows.join(", ")
+        ),
+        seats: some(seat_rows, "INSERT INTO hold_seats (hold_id, show_id, seat_id)"),
+        pools: some(
+            pool_rows,
+            "INSERT INTO hold_pools (hold_id, show_id, pool_id, quantity, counted)",
+        ),
+        audit: format!(
+            "INSERT INTO audit (at, show_id, hold_id, action, actor, reason) VALUES {}",
+            audit_rows.join(", ")
+        ),
+        keys: format!(
+            "UPDATE idempotency SET status = 201, body = w.body FROM ({}) AS w \
+             WHERE idempotency.visitor_id = w.v AND idempotency.key = w.k AND idempotency.status = {in_flight}",
+            key_rows.join(" UNION ALL ")
+        ),
+    }
 }
 
 /// Status stored for a refused request (only its hash matters: the refusal is recomputed on
@@ -398,32 +492,51 @@ pub async fn stored_answer(
     answer_of(stored, hash)
 }
 
-/// Takes `(visitor, key)` for this request in `tx`: a new row, or a stored refusal of the same
-/// request, becomes [`IN_FLIGHT`] (`None`: go on). Otherwise the stored answer is replayed, or
-/// 422 when the key came with another request. A concurrent transaction that took the key
-/// first makes this one wait until it ends.
-async fn take_key(
+/// Takes `(visitor, key)` of every request in `tx` (one statement): a new row, or a stored
+/// refusal of the same request (`hashes[i]`), becomes [`IN_FLIGHT`]. Per request, whether it
+/// was taken; if not, [`stored_in`] tells the stored answer or 422. A concurrent transaction
+/// that took a key first makes this one wait until it ends.
+async fn take_keys(
     tx: &mut Tx<'_>,
-    r: &Request<'_>,
-    hash: &str,
-    now_ms: i64,
-) -> ApiResult<Option<HoldAnswer>> {
-    let taken: Option<i64> = sqlx::query_scalar(
-        "INSERT INTO idempotency (visitor_id, key, request_hash, status, body, created_at) VALUES ($1, $2, $3, $4, '', $5) \
-         ON CONFLICT (visitor_id, key) DO UPDATE SET status = excluded.status, created_at = excluded.created_at \
-         WHERE idempotency.status = $6 AND idempotency.request_hash = excluded.request_hash RETURNING status",
-    )
-    .bind(&r.adm.sub)
-    .bind(r.key)
-    .bind(hash)
-    .bind(IN_FLIGHT)
-    .bind(now_ms)
-    .bind(REFUSED)
-    .fetch_optional(&mut **tx)
-    .await?;
-    if taken.is_some() {
-        return Ok(None);
+    reqs: &[(&Request<'_>, i64)],
+    hashes: &[String],
+) -> sqlx::Result<Vec<bool>> {
+    if reqs.is_empty() {
+        return Ok(Vec::new());
     }
+    let mut b = db::Binds::default();
+    let (in_flight, refused) = (b.push(IN_FLIGHT), b.push(REFUSED));
+    let rows: Vec<String> = reqs
+        .iter()
+        .zip(hashes)
+        .map(|((r, now), hash)| {
+            format!(
+                "({}, {}, {}, {in_flight}, '', {})",
+                b.push(r.adm.sub.clone()),
+                b.push(r.key.to_owned()),
+                b.push(hash.clone()),
+                b.push(*now)
+            )
+        })
+        .collect();
+    let sql = format!(
+        "INSERT INTO idempotency (visitor_id, key, request_hash, status, body, created_at) VALUES {} \
+         ON CONFLICT (visitor_id, key) DO UPDATE SET status = excluded.status, created_at = excluded.created_at \
+         WHERE idempotency.status = {refused} AND idempotency.request_hash = excluded.request_hash \
+         RETURNING visitor_id, key",
+        rows.join(", ")
+    );
+    let taken: Vec<(String, String)> = sqlx::query_as_with(&sql, b.args())
+        .fetch_all(&mut **tx)
+        .await?;
+    Ok(reqs
+        .iter()
+        .map(|(r, _)| taken.iter().any(|(v, k)| *v == r.adm.sub && k == r.key))
+        .collect())
+}
+
+/// The stored answer of a key [`take_keys`] did not take: replay, 422, or `None`.
+async fn stored_in(tx: &mut Tx<'_>, r: &Request<'_>, hash: &str) -> ApiResult<Option<HoldAnswer>> {
     let stored: Option<(String, i64, String)> = sqlx::query_as(
         "SELECT request_hash, status, body FROM idempotency WHERE visitor_id = $1 AND key = $2",
     )
@@ -519,14 +632,13 @@ async fn take_inventory(
     tx: &mut Tx<'_>,
     pg: bool,
     r: &Request<'_>,
-    hold_id: &str,
-    expires_at: i64,
+    p: &Prepared,
     now_ms: i64,
 ) -> ApiResult<Result<(Vec<String>, i64), Lost>> {
     match &r.ask {
         Ask::Seats(seats) => {
             db::lock_seats(tx, pg, r.show, seats).await?;
-            let prices = holds::claim(tx, r.show, seats, hold_id, expires_at, now_ms).await?;
+            let prices = holds::claim(tx, r.show, seats, &p.hold_id, p.expires_at, now_ms).await?;
             if prices.len() != seats.len() {
                 // Unknown seats are a 422 (this read runs only on the refusal path).
                 check_known(tx, r.show, seats).await?;
@@ -558,7 +670,7 @@ async fn take_inventory(
                 quantity: *quantity as usize,
                 allow_split: *allow_split,
             };
-            let taken = best::take(tx, pg, r.show, &want, hold_id, expires_at, now_ms).await?;
+            let taken = best::take(tx, pg, r.show, &want, &p.hold_id, p.expires_at, now_ms).await?;
             Ok(taken.ok_or_else(|| Lost::Section(section.clone(), want.quantity)))
         }
     }

@@ -170,8 +170,8 @@ pub fn normalise_seats(mut seats: Vec<String>, max: usize) -> Result<Vec<String>
     Ok(seats)
 }
 
-/// The guarded claim: one UPDATE that takes only free or lapsed seats. Returns the price of
-/// each seat it took (`RETURNING price_cents`: the hold's amount without a read of the seats).
+/// The guarded claim of one hold: [`claim_many`] with one ask. Returns the price of each seat
+/// it took (the hold's amount without a read of the seats); fewer than asked means rollback.
 pub async fn claim(
     tx: &mut db::Tx<'_>,
     show: &str,
@@ -180,22 +180,80 @@ pub async fn claim(
     expires_at: i64,
     now_ms: i64,
 ) -> sqlx::Result<Vec<i64>> {
+    let ask = SeatAsk {
+        hold_id,
+        expires_at,
+        seats,
+        now_ms,
+    };
+    let got = claim_many(tx, show, &[ask]).await?;
+    Ok(got.into_iter().map(|g| g.price_cents).collect())
+}
+
+/// Seats one hold asks for in [`claim_many`].
+#[derive(Debug, Clone, Copy)]
+pub struct SeatAsk<'a> {
+    /// The hold that will hold them.
+    pub hold_id: &'a str,
+    /// Its deadline, epoch ms.
+    pub expires_at: i64,
+    /// The seats (no seat in two asks of one call).
+    pub seats: &'a [String],
+    /// The request's `now`, epoch ms: a seat whose hold ended at or before it is free.
+    pub now_ms: i64,
+}
+
+/// A seat [`claim_many`] took.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct Taken {
+    /// Seat id.
+    pub seat_id: String,
+    /// The hold that now holds it.
+    pub hold_id: String,
+    /// Its price, cents.
+    pub price_cents: i64,
+}
+
+/// The guarded claim: ONE `UPDATE` that takes, for every ask, only those of its seats that are
+/// free or whose hold lapsed at the ask's `now` (the only thing that decides a seat). Returns
+/// the seats it took; an ask with fewer seats taken than asked is lost, and the caller rolls
+/// back. The per-show hold queue passes a whole batch (issue 13 item 4); a single hold passes
+/// one ask. Parameters are one row per seat (`$N` on both stores: sqlx's `Any` has no arrays).
+pub async fn claim_many(
+    tx: &mut db::Tx<'_>,
+    show: &str,
+    asks: &[SeatAsk<'_>],
+) -> sqlx::Result<Vec<Taken>> {
     crate::inventory::seatmap::touch();
-    let sql = format!(
-        "UPDATE seats SET status = 'held', hold_id = $1, hold_expires_at = $2 \
-         WHERE show_id = $3 AND seat_id IN ({}) \
-         AND (status = 'free' OR (status = 'held' AND hold_expires_at <= ${})) RETURNING price_cents",
-        db::params(4, seats.len()),
-        4 + seats.len()
-    );
-    let mut q = sqlx::query_scalar(&sql)
-        .bind(hold_id)
-        .bind(expires_at)
-        .bind(show);
-    for s in seats {
-        q = q.bind(s);
+    let mut b = db::Binds::default();
+    let show_p = b.push(show.to_owned());
+    let mut rows = Vec::new();
+    for a in asks {
+        for s in a.seats {
+            rows.push(format!(
+                "({}, {}, {}, {})",
+                b.push(s.clone()),
+                b.push(a.hold_id.to_owned()),
+                b.push(a.expires_at),
+                b.push(a.now_ms)
+            ));
+        }
     }
-    q.bind(now_ms).fetch_all(&mut **tx).await
+    if rows.is_empty() {
+        return Ok(Vec::new());
+    }
+    // A `VALUES` list, not `UNION ALL`: SQLite caps a compound SELECT at 500 terms, a batch can
+    // have 128 holds of several seats. Both stores name its columns column1, column2, …
+    let sql = format!(
+        "UPDATE seats SET status = 'held', hold_id = w.column2, hold_expires_at = w.column3 \
+         FROM (VALUES {}) AS w WHERE seats.show_id = {show_p} AND seats.seat_id = w.column1 \
+         AND (seats.status = 'free' OR (seats.status = 'held' AND seats.hold_expires_at <= w.column4)) \
+         RETURNING seats.seat_id, seats.hold_id, seats.price_cents",
+        rows.join(", ")
+    );
+    sqlx::query_as_with(&sql, b.args())
+        .fetch_all(&mut **tx)
+        .await
 }
 
 /// Releases a HELD hold: hold → RELEASED, and its seats → free only where this hold still holds

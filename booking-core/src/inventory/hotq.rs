@@ -21,6 +21,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::db::{self, Backend, Db};
 use crate::door::Admission;
 use crate::error::ApiResult;
+use crate::inventory::batch;
 use crate::inventory::claim::{self, Ask, HoldAnswer, Lost, Request, Timing};
 
 /// Requests applied in one transaction at most.
@@ -188,12 +189,27 @@ pub async fn step(db: &Db, batch: Vec<Job>) {
 /// What the worker answers: held, refused (with what was lost), or an error.
 pub type Outcome = ApiResult<Result<HoldAnswer, Lost>>;
 
-/// One transaction; each request in its own savepoint, kept only when it held.
+/// One transaction for the whole batch: the named-seat requests set-based
+/// ([`batch::create_seats`]: one guarded update, one insert per table), then every other
+/// request (pool, best available) in its own savepoint through [`claim::create_in`]; one commit.
 async fn apply(db: &Db, batch: &[Job]) -> sqlx::Result<Vec<Outcome>> {
     let pg = db::backend(db) == Backend::Postgres;
     let mut tx = db::begin_write(db).await?;
-    let mut out = Vec::with_capacity(batch.len());
-    for job in batch {
+    let (seat_jobs, other): (Vec<usize>, Vec<usize>) =
+        (0..batch.len()).partition(|i| matches!(batch[*i].req.ask, Ask::Seats(_)));
+    let reqs: Vec<(Request<'_>, i64)> = seat_jobs
+        .iter()
+        .map(|i| (batch[*i].req.request(), batch[*i].now_ms))
+        .collect();
+    let mut out: Vec<Option<Outcome>> = batch.iter().map(|_| None).collect();
+    for (i, answer) in seat_jobs
+        .iter()
+        .zip(batch::create_seats(&mut tx, pg, &reqs).await?)
+    {
+        out[*i] = Some(answer);
+    }
+    for i in other {
+        let job = &batch[i];
         let mut sp = sqlx::Acquire::begin(&mut *tx).await?;
         let r = claim::create_in(&mut sp, pg, &job.req.request(), job.now_ms).await;
         if matches!(r, Ok(Ok(_))) {
@@ -201,8 +217,8 @@ async fn apply(db: &Db, batch: &[Job]) -> sqlx::Result<Vec<Outcome>> {
         } else {
             sp.rollback().await?;
         }
-        out.push(r);
+        out[i] = Some(r);
     }
     tx.commit().await?;
-    Ok(out)
+    Ok(out.into_iter().flatten().collect())
 }

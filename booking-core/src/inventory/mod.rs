@@ -9,7 +9,9 @@
 //! - [`inflight`]: identical hold requests in flight in this process (one runs, the others wait
 //!   and replay its answer);
 //! - [`seatmap`]: the cached seat-map snapshots (three views per show);
-//! - [`hotq`]: the per-show hold queue of the hottest shows;
+//! - [`stock`]: how much of a show is left (free, held, sold);
+//! - [`hotq`]: the per-show hold queue of the hottest shows; [`batch`]: its named-seat requests
+//!   applied set-based (one guarded update and one insert per table for a whole batch);
 //! - [`waitlist`]: fans waiting for a released seat, offered it as a new hold.
 //!
 //! Layer: above `door` (the admission a hold belongs to), `outbox` (a release queues the session
@@ -17,6 +19,7 @@
 //! router. The files inside import each other (a release offers the waitlist, a claim reads the
 //! seat map's version): the no-circle rule is between the crate's top-level modules.
 
+pub mod batch;
 pub mod best;
 pub mod caps;
 pub mod claim;
@@ -25,4 +28,5 @@ pub mod hotq;
 pub mod inflight;
 pub mod pools;
 pub mod seatmap;
+pub mod stock;
 pub mod waitlist;

@@ -1,64 +1,58 @@
-//! A cached, already-serialised seat map per show (issue 7: under a rush every fan reloads the
-//! map, and re-reading 1,000+ rows per request queued behind the holds). The map is a hint —
-//! the hold's guarded update decides (seed 002: "trusting the cached map makes it worse") — so a
-//! snapshot is served while all of these hold:
+//! Seat-map snapshots per show, kept up to date incrementally from the seats' change feed
+//! (issue 13 item 6: fans must not wait on the booking core's read side). The map is a hint —
+//! the hold's guarded update decides (seed 002: "trusting the cached map makes it worse").
 //!
-//! - no seat or pool write happened in this process since it was built ([`touch`] bumps a
-//!   process-wide version at every guarded update, release, sale, extension and pool change);
-//! - the request's `now` (the injected clock, epoch ms) is not before the snapshot's and not
-//!   past the earliest deadline of a live hold in it (a lapse changes the effective status);
-//! - it is younger than [`MAX_AGE`] of real time (bounds what other processes' writes hide).
+//! - **Change feed.** Every change of a seat's status, hold or deadline stamps the seat's
+//!   `change_seq` (a trigger, so no write path can forget it): on PostgreSQL the writing
+//!   transaction's id, on SQLite the next number of one counter. A snapshot keeps a cursor and
+//!   reads only the seats stamped at or after it ([`poll`]); on PostgreSQL the next cursor is the
+//!   oldest transaction still running at the read's snapshot (`pg_snapshot_xmin`), so a change
+//!   committed later by any node is read by a later poll. Each changed seat's row is applied to
+//!   the snapshot (not a rebuild); pools (a few rows per show) are re-read with each poll.
+//! - **Polls** run at most every [`POLL_INTERVAL`] of real time per show and process, or at once
+//!   after a seat write in this process ([`touch`]: a fan reading after its own hold sees it),
+//!   one at a time per show; while one runs, others are answered from the current snapshot if
+//!   its last poll is younger than [`MAX_STALE`].
+//! - **Time-based expiry.** A seat's effective status is computed at render time with the
+//!   request's `now` (the injected clock): a hold past its deadline shows free with no write and
+//!   no poll. The views are rendered again when `now` passes the earliest deadline in them.
+//! - **Rendering** is per section: only the sections with a changed (or lapsed) seat are
+//!   serialised again; the overview is rebuilt from per-section counts; the whole map only
+//!   when asked for.
 //!
-//! Rebuilds are single-flight per show. While one is in flight, other requests are answered with
-//! the current snapshot if it is younger than [`MAX_STALE`]; a request that finds none usable
-//! waits, and then takes the snapshot built after it arrived instead of rebuilding
-//! again (under a rush every hold bumps the version, so re-checking the version would make each
-//! waiter in line read the whole show once more).
-//!
-//! One snapshot serves three views, each serialised once per rebuild: the whole map, one
-//! section's seats (`?section=`) and the section overview (`GET /api/shows/{show}/sections`), so
-//! a 20,000-seat venue is not sent whole to every fan (issue 7's seed rehearsal).
+//! Every answer says how old its snapshot is ([`Served::age`]: real time since the poll it
+//! reflects); the router sends it as `Seat-Map-Age-Ms` and the booking page shows it.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
+use serde_json::{json, Value};
 
-use crate::db::Db;
+use crate::db::{self, Backend, Db};
 
-/// Real-time age after which a snapshot is rebuilt even without a local write (250 ms).
-pub const MAX_AGE: Duration = Duration::from_millis(250);
-/// While another request rebuilds a show's map, a snapshot finished less than this ago is
-/// served as it is (2 s; a request with no rebuild in flight always gets a fresh map, so a fan
-/// reading after its own write sees it).
+/// Real time between two polls of the change feed for one show (250 ms): a change made by
+/// another node shows on this node's map within it (plus the poll's own time).
+pub const POLL_INTERVAL: Duration = Duration::from_millis(250);
+/// While another request polls a show's feed, the current snapshot is served if its last poll
+/// is younger than this (2 s).
 pub const MAX_STALE: Duration = Duration::from_secs(2);
 
 static VERSION: AtomicU64 = AtomicU64::new(0);
 
-/// Marks every snapshot stale: call at each write to `seats`, `pools` or `hold_pools`.
+/// Marks every snapshot of this process due for a poll: call at each write to `seats`, `pools`
+/// or `hold_pools`.
 pub fn touch() {
     VERSION.fetch_add(1, Ordering::Release);
 }
 
-#[derive(Debug)]
-struct Snapshot {
-    version: u64,
-    built_ms: i64,
-    valid_until_ms: i64,
-    built: Instant,
-    /// When its rebuild finished (real time).
-    done: Instant,
-    /// The three views of this snapshot.
-    views: Views,
-}
-
-/// One seat-map snapshot serialised three ways. The overview and the sections are what fans read
-/// under a rush, so they are serialised at the rebuild; the whole map only when first asked for.
+/// The three views of one snapshot. Sections and the overview are what fans read under a rush,
+/// so they are serialised when the snapshot changes; the whole map only when first asked for.
 #[derive(Debug, Clone)]
 pub struct Views {
-    map: Arc<serde_json::Value>,
+    whole_src: Arc<Value>,
     whole: Arc<std::sync::OnceLock<Bytes>>,
     /// Each section's map, by section name (`?section=`).
     pub sections: Arc<BTreeMap<String, Bytes>>,
@@ -70,133 +64,411 @@ impl Views {
     /// The whole map (`GET /api/shows/{show}/seats`), serialised once per snapshot.
     pub fn whole(&self) -> Bytes {
         self.whole
-            .get_or_init(|| Bytes::from(serde_json::to_vec(&*self.map).unwrap_or_default()))
+            .get_or_init(|| Bytes::from(serde_json::to_vec(&*self.whole_src).unwrap_or_default()))
             .clone()
     }
+}
 
-    /// Builds the views of a map shaped like [`crate::inventory::holds::seat_map`]'s answer.
-    pub fn of(map: serde_json::Value) -> Self {
-        use serde_json::{json, Value};
-        let show = &map["show"];
-        let pools = &map["pools"];
-        let mut by_section: BTreeMap<String, Vec<&Value>> = BTreeMap::new();
-        for seat in map["seats"].as_array().into_iter().flatten() {
-            let sec = seat["section"].as_str().unwrap_or_default().to_owned();
-            by_section.entry(sec).or_default().push(seat);
+/// What a read gets: the views and how old they are.
+#[derive(Debug, Clone)]
+pub struct Served {
+    /// The snapshot's views.
+    pub views: Views,
+    /// Real time since the poll this snapshot reflects (the map's age shown to the fan).
+    pub age: Duration,
+}
+
+/// One seat as the snapshot keeps it.
+#[derive(Debug, Clone)]
+struct Seat {
+    id: String,
+    section: String,
+    row: i64,
+    number: i64,
+    price_cents: i64,
+    status: String,
+    expires: Option<i64>,
+}
+
+impl Seat {
+    /// Status at `now_ms`: a hold past its deadline counts as free.
+    fn effective(&self, now_ms: i64) -> &str {
+        match self.expires {
+            Some(e) if self.status == "held" && e <= now_ms => "free",
+            _ => &self.status,
         }
-        let free = |seats: &[&Value]| seats.iter().filter(|s| s["status"] == "free").count();
-        let sections = by_section
+    }
+
+    fn json(&self, now_ms: i64) -> Value {
+        json!({"id": self.id, "section": self.section, "row": self.row, "number": self.number,
+               "price_cents": self.price_cents, "status": self.effective(now_ms)})
+    }
+}
+
+/// Per-section figures of the overview.
+#[derive(Debug, Clone, Default)]
+struct Counts {
+    capacity: usize,
+    available: usize,
+    held: usize,
+    min: i64,
+    max: i64,
+}
+
+/// A show's snapshot: the seats, the feed's cursor and the rendered views.
+#[derive(Debug)]
+struct Live {
+    show: String,
+    seats: Vec<Seat>,
+    index: HashMap<String, usize>,
+    by_section: BTreeMap<String, Vec<usize>>,
+    cursor: i64,
+    pools: Value,
+    /// The earliest deadline of a live pool hold at the last poll (epoch ms): the pools'
+    /// availability changes then, so the next read polls.
+    pools_valid_until_ms: i64,
+    /// When the read of the last poll began (real time), and the local write version then.
+    polled: Instant,
+    version: u64,
+    sections: BTreeMap<String, Bytes>,
+    counts: BTreeMap<String, Counts>,
+    views: Option<Views>,
+    /// The `now` the views were rendered at, and the earliest deadline after it.
+    render_ms: i64,
+    valid_until_ms: i64,
+}
+
+impl Live {
+    fn due(&self, version: u64, now_ms: i64) -> bool {
+        self.version != version
+            || self.polled.elapsed() >= POLL_INTERVAL
+            || now_ms >= self.pools_valid_until_ms
+    }
+
+    fn renders(&self, now_ms: i64) -> bool {
+        self.views.is_some() && now_ms >= self.render_ms && now_ms < self.valid_until_ms
+    }
+
+    fn served(&self) -> Option<Served> {
+        self.views.clone().map(|views| Served {
+            views,
+            age: self.polled.elapsed(),
+        })
+    }
+
+    /// Applies changed seat rows; the sections they are in.
+    fn apply(&mut self, rows: Vec<(String, String, Option<i64>)>) -> BTreeSet<String> {
+        let mut dirty = BTreeSet::new();
+        for (id, status, expires) in rows {
+            if let Some(&i) = self.index.get(&id) {
+                let s = &mut self.seats[i];
+                if s.status != status || s.expires != expires {
+                    (s.status, s.expires) = (status, expires);
+                    dirty.insert(s.section.clone());
+                }
+            }
+        }
+        dirty
+    }
+
+    /// Sections with a hold whose deadline falls in `(render_ms, now_ms]`.
+    fn lapsed(&self, now_ms: i64) -> BTreeSet<String> {
+        self.seats
             .iter()
-            .map(|(name, seats)| {
-                let body = json!({"show": show, "section": name, "capacity": seats.len(),
-                                  "available": free(seats), "seats": seats, "pools": pools});
-                (
-                    name.clone(),
-                    Bytes::from(serde_json::to_vec(&body).unwrap_or_default()),
-                )
+            .filter(|s| s.status == "held")
+            .filter(|s| matches!(s.expires, Some(e) if e > self.render_ms && e <= now_ms))
+            .map(|s| s.section.clone())
+            .collect()
+    }
+
+    /// Serialises the `dirty` sections again (all when `None`), then the overview, at `now_ms`.
+    fn render(&mut self, dirty: Option<&BTreeSet<String>>, now_ms: i64) {
+        for (name, idx) in &self.by_section {
+            if dirty.is_some_and(|d| !d.contains(name)) && self.sections.contains_key(name) {
+                continue;
+            }
+            let seats: Vec<Value> = idx.iter().map(|i| self.seats[*i].json(now_ms)).collect();
+            let status = |st: &str| {
+                idx.iter()
+                    .filter(|i| self.seats[**i].effective(now_ms) == st)
+                    .count()
+            };
+            let prices = idx.iter().map(|i| self.seats[*i].price_cents);
+            let (min, max) = prices.fold((i64::MAX, i64::MIN), |(l, h), p| (l.min(p), h.max(p)));
+            let c = Counts {
+                capacity: idx.len(),
+                available: status("free"),
+                held: status("held"),
+                min,
+                max,
+            };
+            let body = json!({"show": self.show, "section": name, "capacity": c.capacity,
+                              "available": c.available, "seats": seats, "pools": self.pools});
+            self.sections.insert(
+                name.clone(),
+                Bytes::from(serde_json::to_vec(&body).unwrap_or_default()),
+            );
+            self.counts.insert(name.clone(), c);
+        }
+        let capacity = self.seats.len();
+        let available: usize = self.counts.values().map(|c| c.available).sum();
+        let overview: Vec<Value> = self
+            .counts
+            .iter()
+            .map(|(name, c)| {
+                json!({"id": name, "capacity": c.capacity, "available": c.available,
+                       "held": c.held, "price_cents_min": c.min, "price_cents_max": c.max})
             })
             .collect();
-        let overview: Vec<Value> = by_section
-            .iter()
-            .map(|(name, seats)| {
-                let prices = seats.iter().filter_map(|s| s["price_cents"].as_i64());
-                let (lo, hi) = prices.fold((i64::MAX, i64::MIN), |(l, h), p| (l.min(p), h.max(p)));
-                let held = seats.iter().filter(|s| s["status"] == "held").count();
-                json!({"id": name, "capacity": seats.len(), "available": free(seats),
-                       "held": held, "price_cents_min": lo, "price_cents_max": hi})
-            })
-            .collect();
-        let overview = json!({"show": show, "capacity": map["capacity"],
-                              "available": map["available"], "sections": overview, "pools": pools});
-        let overview = Bytes::from(serde_json::to_vec(&overview).unwrap_or_default());
-        Self {
-            map: Arc::new(map),
+        let overview = json!({"show": self.show, "capacity": capacity, "available": available,
+                              "sections": overview, "pools": self.pools});
+        let whole: Vec<Value> = self.seats.iter().map(|s| s.json(now_ms)).collect();
+        let whole = json!({"show": self.show, "capacity": capacity, "available": available,
+                           "seats": whole, "pools": self.pools});
+        self.views = Some(Views {
+            whole_src: Arc::new(whole),
             whole: Arc::default(),
-            sections: Arc::new(sections),
-            overview,
-        }
+            sections: Arc::new(self.sections.clone()),
+            overview: Bytes::from(serde_json::to_vec(&overview).unwrap_or_default()),
+        });
+        self.render_ms = now_ms;
+        self.valid_until_ms = self
+            .seats
+            .iter()
+            .filter(|s| s.status == "held")
+            .filter_map(|s| s.expires.filter(|e| *e > now_ms))
+            .min()
+            .unwrap_or(i64::MAX);
     }
 }
 
-impl Snapshot {
-    fn fresh(&self, version: u64, now_ms: i64) -> bool {
-        self.version == version
-            && now_ms >= self.built_ms
-            && now_ms < self.valid_until_ms
-            && self.built.elapsed() < MAX_AGE
-    }
-
-    /// Young enough to answer with while a rebuild is in flight.
-    fn usable_stale(&self, now_ms: i64) -> bool {
-        now_ms >= self.built_ms && now_ms < self.valid_until_ms && self.done.elapsed() < MAX_STALE
-    }
-}
-
-/// Snapshots and their rebuild locks, per show.
+/// Snapshots and their poll locks, per show.
 #[derive(Debug, Default)]
 pub struct SeatMaps {
     shows: Mutex<HashMap<String, Arc<Slot>>>,
+    loads: AtomicU64,
+    polls: AtomicU64,
+    seats_polled: AtomicU64,
+}
+
+/// What a [`SeatMaps`] has read from the database so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadCounts {
+    /// Whole-show reads (a show's first read on this node).
+    pub loads: u64,
+    /// Reads of the change feed.
+    pub polls: u64,
+    /// Changed seat rows those polls read.
+    pub seats_polled: u64,
 }
 
 #[derive(Debug, Default)]
 struct Slot {
-    snap: Mutex<Option<Arc<Snapshot>>>,
-    rebuild: tokio::sync::Mutex<()>,
+    live: Mutex<Option<Live>>,
+    refresh: tokio::sync::Mutex<()>,
 }
 
 impl SeatMaps {
+    /// What this node's snapshots have read so far (the incremental feed at work: one load
+    /// per show, then only changed seats).
+    pub fn read_counts(&self) -> ReadCounts {
+        ReadCounts {
+            loads: self.loads.load(Ordering::Relaxed),
+            polls: self.polls.load(Ordering::Relaxed),
+            seats_polled: self.seats_polled.load(Ordering::Relaxed),
+        }
+    }
+
     fn slot(&self, show: &str) -> Arc<Slot> {
         let mut m = self.shows.lock().expect("seat map slots");
         m.entry(show.to_owned()).or_default().clone()
     }
 
-    /// The views of the seat map of `show` at `now_ms` (epoch ms).
-    pub async fn get(&self, db: &Db, show: &str, now_ms: i64) -> sqlx::Result<Views> {
-        let arrived = Instant::now();
+    /// The views of the seat map of `show` at `now_ms` (epoch ms) and their age.
+    pub async fn get(&self, db: &Db, show: &str, now_ms: i64) -> sqlx::Result<Served> {
         let slot = self.slot(show);
-        let current = || slot.snap.lock().expect("seat map").clone();
-        if let Some(s) = current().filter(|s| s.fresh(VERSION.load(Ordering::Acquire), now_ms)) {
-            return Ok(s.views.clone());
+        let version = VERSION.load(Ordering::Acquire);
+        let current = |stale_ok: bool| {
+            let g = slot.live.lock().expect("seat map");
+            g.as_ref()
+                .filter(|l| l.renders(now_ms))
+                .filter(|l| !l.due(version, now_ms) || (stale_ok && l.polled.elapsed() < MAX_STALE))
+                .and_then(Live::served)
+        };
+        if let Some(s) = current(false) {
+            return Ok(s);
         }
-        // Someone is rebuilding: under a rush, answer with the current snapshot if it is young
-        // (a hint, never a decision) rather than queueing every reader behind the rebuild.
-        let (_only_one, waited) = match slot.rebuild.try_lock() {
-            Ok(g) => (g, false),
+        let _only_one = match slot.refresh.try_lock() {
+            Ok(g) => g,
             Err(_) => {
-                if let Some(s) = current().filter(|s| s.usable_stale(now_ms)) {
-                    return Ok(s.views.clone());
+                // Someone polls: answer with the current snapshot if young (a hint, never a
+                // decision) rather than queueing every reader behind the poll.
+                if let Some(s) = current(true) {
+                    return Ok(s);
                 }
-                (slot.rebuild.lock().await, true)
+                slot.refresh.lock().await
             }
         };
         let version = VERSION.load(Ordering::Acquire);
-        // Still fresh, or built after this request arrived, or just finished by the rebuild
-        // this request waited for (young enough to serve, as above).
-        if let Some(s) = current().filter(|s| {
-            s.fresh(version, now_ms)
-                || (s.built >= arrived && now_ms >= s.built_ms && now_ms < s.valid_until_ms)
-                || (waited && s.usable_stale(now_ms))
-        }) {
-            return Ok(s.views.clone());
+        let live = slot.live.lock().expect("seat map").take();
+        let mut live = match live {
+            Some(l) => l,
+            None => {
+                self.loads.fetch_add(1, Ordering::Relaxed);
+                load(db, show, version).await?
+            }
+        };
+        let mut dirty = if live.views.is_none() {
+            None
+        } else {
+            Some(BTreeSet::new())
+        };
+        if live.due(version, now_ms) || dirty.is_none() {
+            self.polls.fetch_add(1, Ordering::Relaxed);
+            let polled = poll(db, &mut live, version, now_ms).await;
+            match polled {
+                Ok((rows, changed)) => {
+                    self.seats_polled.fetch_add(rows, Ordering::Relaxed);
+                    if let Some(d) = dirty.as_mut() {
+                        d.extend(changed);
+                    }
+                }
+                Err(e) => {
+                    *slot.live.lock().expect("seat map") = Some(live);
+                    return Err(e);
+                }
+            }
         }
-        let built = Instant::now();
-        let map = crate::inventory::holds::seat_map(db, show, now_ms).await?;
-        let next: Option<i64> = sqlx::query_scalar(
-            "SELECT MIN(expires_at) FROM holds WHERE show_id = $1 AND status = 'HELD' AND expires_at > $2",
-        )
-        .bind(show)
-        .bind(now_ms)
-        .fetch_one(db)
-        .await?;
-        let views = Views::of(map);
-        *slot.snap.lock().expect("seat map") = Some(Arc::new(Snapshot {
-            version,
-            built_ms: now_ms,
-            valid_until_ms: next.unwrap_or(i64::MAX),
-            built,
-            done: Instant::now(),
-            views: views.clone(),
-        }));
-        Ok(views)
+        if let Some(d) = dirty.as_mut() {
+            if now_ms < live.render_ms {
+                // The clock went back: render every section at this `now`.
+                dirty = None;
+            } else {
+                d.extend(live.lapsed(now_ms));
+            }
+        }
+        let rerender = dirty.as_ref().is_none_or(|d| !d.is_empty()) || !live.renders(now_ms);
+        if rerender {
+            live.render(dirty.as_ref(), now_ms);
+        }
+        let served = live.served();
+        *slot.live.lock().expect("seat map") = Some(live);
+        served.ok_or_else(|| sqlx::Error::Protocol("seat map not rendered".into()))
     }
+}
+
+/// Reads every seat of `show` once (a node's first read of the show), with the feed's cursor.
+async fn load(db: &Db, show: &str, version: u64) -> sqlx::Result<Live> {
+    let cursor = cursor_now(db).await?;
+    let rows: Vec<(String, String, i64, i64, i64, String, Option<i64>)> = sqlx::query_as(
+        "SELECT seat_id, section, seat_row, number, price_cents, status, hold_expires_at FROM seats \
+         WHERE show_id = $1 ORDER BY section, seat_row, number",
+    )
+    .bind(show)
+    .fetch_all(db)
+    .await?;
+    let seats: Vec<Seat> = rows
+        .into_iter()
+        .map(
+            |(id, section, row, number, price_cents, status, expires)| Seat {
+                id,
+                section,
+                row,
+                number,
+                price_cents,
+                status,
+                expires,
+            },
+        )
+        .collect();
+    let index = seats
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.id.clone(), i))
+        .collect();
+    let mut by_section: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for (i, s) in seats.iter().enumerate() {
+        by_section.entry(s.section.clone()).or_default().push(i);
+    }
+    Ok(Live {
+        show: show.to_owned(),
+        seats,
+        index,
+        by_section,
+        cursor,
+        pools: Value::Array(Vec::new()),
+        pools_valid_until_ms: 0,
+        polled: Instant::now(),
+        version,
+        sections: BTreeMap::new(),
+        counts: BTreeMap::new(),
+        views: None,
+        render_ms: 0,
+        valid_until_ms: 0,
+    })
+}
+
+/// The cursor a read taken now may continue from: PostgreSQL, the oldest transaction still
+/// running (`pg_snapshot_xmin`); SQLite, the counter's next number.
+async fn cursor_now(db: &Db) -> sqlx::Result<i64> {
+    sqlx::query_scalar(cursor_sql(db::backend(db)))
+        .fetch_one(db)
+        .await
+}
+
+/// A query of one row, one column `next`: the cursor (see [`cursor_now`]).
+fn cursor_sql(b: Backend) -> &'static str {
+    match b {
+        Backend::Postgres => {
+            "SELECT CAST(CAST(pg_snapshot_xmin(pg_current_snapshot()) AS TEXT) AS BIGINT) AS next"
+        }
+        Backend::Sqlite => "SELECT seq + 1 AS next FROM seat_change_counter WHERE id = 1",
+    }
+}
+
+/// One read of the change feed: the seats stamped at or after the cursor (with the next cursor
+/// from the same snapshot, one statement) and the pools; applied to `live`. The changed
+/// sections (all of them when the pools changed), after the number of seat rows read.
+async fn poll(
+    db: &Db,
+    live: &mut Live,
+    version: u64,
+    now_ms: i64,
+) -> sqlx::Result<(u64, BTreeSet<String>)> {
+    let started = Instant::now();
+    let sql = format!(
+        "WITH c AS ({}) SELECT c.next, s.seat_id, s.status, s.hold_expires_at FROM c \
+         LEFT JOIN seats s ON s.show_id = $1 AND s.change_seq >= $2",
+        cursor_sql(db::backend(db))
+    );
+    let rows: Vec<(i64, Option<String>, Option<String>, Option<i64>)> = sqlx::query_as(&sql)
+        .bind(&live.show)
+        .bind(live.cursor)
+        .fetch_all(db)
+        .await?;
+    let pools = Value::Array(crate::inventory::pools::availability(db, &live.show, now_ms).await?);
+    let next_lapse: Option<i64> = sqlx::query_scalar(
+        "SELECT MIN(h.expires_at) FROM holds h JOIN hold_pools hp ON hp.hold_id = h.id \
+         WHERE h.show_id = $1 AND h.status = 'HELD' AND h.expires_at > $2",
+    )
+    .bind(&live.show)
+    .bind(now_ms)
+    .fetch_one(db)
+    .await?;
+    live.pools_valid_until_ms = next_lapse.unwrap_or(i64::MAX);
+    if let Some((next, ..)) = rows.first() {
+        live.cursor = *next;
+    }
+    let changed: Vec<(String, String, Option<i64>)> = rows
+        .into_iter()
+        .filter_map(|(_, id, st, e)| Some((id?, st?, e)))
+        .collect();
+    let read = changed.len() as u64;
+    let mut dirty = live.apply(changed);
+    if pools != live.pools {
+        live.pools = pools;
+        dirty.extend(live.by_section.keys().cloned());
+    }
+    (live.polled, live.version) = (started, version);
+    Ok((read, dirty))
 }

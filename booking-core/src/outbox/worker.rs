@@ -161,7 +161,7 @@ impl Outbox {
         now_ms: i64,
     ) -> anyhow::Result<()> {
         self.mailer.send(ref_id, kind, payload).await?;
-        let mut tx = self.db.begin().await?;
+        let mut tx = crate::db::begin_write(&self.db).await?;
         self.mark_sent(&mut tx, id, now_ms).await?;
         tx.commit().await?;
         Ok(())
@@ -178,7 +178,7 @@ impl Outbox {
         let cfg = &self.config;
         let token = cfg.service_token.as_ref().map(|t| t.expose());
         let sent = notify::send(&self.http, &cfg.waiting_room_url, token, kind, payload).await?;
-        let mut tx = self.db.begin().await?;
+        let mut tx = crate::db::begin_write(&self.db).await?;
         self.mark_sent(&mut tx, id, now_ms).await?;
         if !sent {
             sqlx::query("UPDATE outbox SET last_error = 'skipped: no service_token' WHERE id = $1")
@@ -202,7 +202,7 @@ impl Outbox {
             .gateway
             .refund(pid, &format!("refund-{hold_id}"), None)
             .await?;
-        let mut tx = self.db.begin().await?;
+        let mut tx = crate::db::begin_write(&self.db).await?;
         let show: Option<String> = sqlx::query_scalar(
             "UPDATE refunds SET status = 'refunded', refund_id = $1, done_at = $2 \
              WHERE hold_id = $3 AND status = 'pending' RETURNING show_id",
@@ -245,7 +245,7 @@ impl Outbox {
         let pid = payload["payment_id"].as_str().unwrap_or_default();
         let amount = payload["amount_cents"].as_i64();
         let r = self.gateway.refund(pid, cancel_id, amount).await?;
-        let mut tx = self.db.begin().await?;
+        let mut tx = crate::db::begin_write(&self.db).await?;
         let row: Option<(String, String)> = sqlx::query_as(
             "UPDATE cancellations SET refund = 'refunded', refund_id = $1, done_at = $2 \
              WHERE id = $3 AND refund = 'pending' RETURNING show_id, hold_id",

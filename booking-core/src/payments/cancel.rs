@@ -85,7 +85,7 @@ async fn lock_booking(tx: &mut Tx<'_>, id: &str) -> sqlx::Result<Option<Booking>
 /// seats not in the booking or seats asked of a pool booking.
 pub async fn cancel(db: &Db, ask: &Ask<'_>, now_ms: i64) -> ApiResult<Cancelled> {
     let pg = db::backend(db) == Backend::Postgres;
-    let mut tx = db.begin().await?;
+    let mut tx = crate::db::begin_write(db).await?;
     let Some((hold, show, visitor, status, payment_id, total)) =
         lock_booking(&mut tx, ask.booking_id).await?
     else {

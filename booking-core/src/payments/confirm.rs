@@ -73,7 +73,7 @@ pub async fn confirm_paid(
         return Ok(Confirm::AlreadyPaid);
     };
     let pg = db::backend(db) == Backend::Postgres;
-    let mut tx = db.begin().await?;
+    let mut tx = crate::db::begin_write(db).await?;
     if let Some(ev) = event {
         if !record_event(&mut tx, ev, payment_id, now_ms).await? {
             return Ok(Confirm::DuplicateEvent);
@@ -208,7 +208,7 @@ async fn queue_refund(
 ) -> sqlx::Result<Confirm> {
     let pg = db::backend(db) == Backend::Postgres;
     let payment_id = hold.payment_id.clone().unwrap_or_default();
-    let mut tx = db.begin().await?;
+    let mut tx = crate::db::begin_write(db).await?;
     if let Some(ev) = event {
         if !record_event(&mut tx, ev, &payment_id, now_ms).await? {
             return Ok(Confirm::DuplicateEvent);

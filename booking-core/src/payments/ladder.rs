@@ -42,7 +42,7 @@ pub async fn answered(db: &Db, hold_id: &str) -> sqlx::Result<()> {
 
 /// Counts one failed query of `h` at `now_ms` and climbs the ladder when it is the third.
 pub async fn failed_query(db: &Db, h: &Hold, now_ms: i64) -> ApiResult<Ladder> {
-    let mut tx = db.begin().await?;
+    let mut tx = crate::db::begin_write(db).await?;
     let row: Option<(i64, i64, Option<i64>, i64)> = sqlx::query_as(
         "UPDATE holds SET query_failures = query_failures + 1 WHERE id = $1 AND status = 'HELD' \
          RETURNING query_failures, extensions, alerted_at, expires_at",

@@ -74,7 +74,7 @@ pub async fn settle(state: &AppState, hold: &Hold, actor: Actor) -> ApiResult<Se
         }
     }
     let owner = if now < hold.expires_at {
-        let mut tx = state.db.begin().await?;
+        let mut tx = crate::db::begin_write(&state.db).await?;
         let owner = take_execute(&mut tx, hold, pid, now).await?;
         tx.commit().await?;
         owner
@@ -139,7 +139,7 @@ async fn take_execute(tx: &mut db::Tx<'_>, hold: &Hold, pid: &str, now: i64) -> 
 /// released as before: the approved payment is never executed, so no money is taken).
 async fn keep_to_execute(state: &AppState, hold: &Hold, pid: &str, now: i64) -> ApiResult<bool> {
     let pg = db::backend(&state.db) == db::Backend::Postgres;
-    let mut tx = state.db.begin().await?;
+    let mut tx = crate::db::begin_write(&state.db).await?;
     if !take_execute(&mut tx, hold, pid, now).await?
         || !holds::keep(&mut tx, pg, hold, now + EXECUTE_STALE_MS).await?
     {
@@ -339,7 +339,7 @@ pub(crate) async fn create_at_gateway(
             return Err(gateway_unavailable(StatusCode::BAD_GATEWAY).into());
         }
     };
-    let mut tx = state.db.begin().await?;
+    let mut tx = crate::db::begin_write(&state.db).await?;
     sqlx::query("UPDATE holds SET payment_id = $1, payment_signature = $2, checkout_url = $3 WHERE id = $4 AND payment_id = $5")
         .bind(&created.payment_id)
         .bind(&created.signature)

@@ -153,7 +153,7 @@ pub async fn handle(state: &AppState, body: &[u8]) -> ApiResult<Handled> {
     let now = state.clock.now_ms();
     let money_back = cancel::money_back(gw.status);
     if gw.status != PayStatus::Completed && !money_back {
-        let mut tx = state.db.begin().await?;
+        let mut tx = crate::db::begin_write(&state.db).await?;
         let fresh = confirm::record_event(&mut tx, &ev.id, &ev.data.payment_id, now).await?;
         tx.commit().await?;
         return Ok(if fresh {

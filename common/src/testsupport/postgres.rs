@@ -179,6 +179,15 @@ impl PostgresServer {
 
     /// Runs one SQL command through `psql` on the `postgres` database; panics on failure.
     pub fn psql(&self, sql: &str) {
+        self.psql_in("postgres", sql);
+    }
+
+    /// Runs `sql` (one or more statements, `BEGIN`/`COMMIT` allowed) through `psql` on the
+    /// database `db` (a name, or a URL from [`PostgresServer::create_database`]); panics on
+    /// failure. Blocks until psql exits: a test that slows the booking core with a lock or
+    /// `pg_sleep` runs it on a thread of its own.
+    pub fn psql_in(&self, db: &str, sql: &str) {
+        let db = db.rsplit('/').next().unwrap_or(db);
         let out = Command::new(self.bin.join("psql"))
             .args([
                 "-h",
@@ -188,7 +197,7 @@ impl PostgresServer {
                 "-U",
                 "postgres",
             ])
-            .args(["-d", "postgres", "-v", "ON_ERROR_STOP=1", "-q", "-c", sql])
+            .args(["-d", db, "-v", "ON_ERROR_STOP=1", "-q", "-c", sql])
             .output()
             .expect("run psql");
         assert!(

@@ -55,10 +55,11 @@ pub async fn measure(url: &str, fans: u64, concurrency: usize) -> anyhow::Result
         admission_ttl_secs: 600,
         booking_url: "http://127.0.0.1:1".into(),
         pow_bits: 0,
+        stock_wait: 0,
     };
     store.create_event(&meta).await?;
     store.begin_open(&ev).await?;
-    while store.open_chunk(&ev, 10_000, 1).await? > 0 {}
+    while store.open_chunk(&ev, 10_000).await? > 0 {}
     // A first join creates the event's hashes, so `before` measures per-fan growth only.
     store
         .join(&ev, &VisitorId::random(), now_s * 1000, 120_000)

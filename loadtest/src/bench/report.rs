@@ -25,8 +25,8 @@ pub fn table(r: &BenchReport) -> String {
     }
     if let Some(raw) = &r.raw_db {
         out.push_str(&format!(
-            "raw database: {:.0} transactions/s ({})\n",
-            raw.tps, raw.method
+            "raw database: {:.0} transactions/s typed, {:.0}/s through sqlx Any = {:.2}x typed ({})\n",
+            raw.tps, raw.any_tps, raw.any_over_typed, raw.method
         ));
         for f in r
             .figures

@@ -29,6 +29,14 @@ impl Config {
                 p.push(format!("{name}: must not be empty"));
             }
         }
+        for (i, aud) in self.gate_audiences.iter().enumerate() {
+            let safe = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+            if aud.is_empty() || aud.len() > 64 || !aud.chars().all(safe) {
+                p.push(format!(
+                    "gate_audiences[{i}]: 1 to 64 of A-Z a-z 0-9 - _ . (got {aud:?})"
+                ));
+            }
+        }
         if let Some(h) = &self.identity_header {
             if h.is_empty() || !h.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
                 p.push(format!(
@@ -165,6 +173,9 @@ impl Config {
                     "events[{i}].booking_url: must be an absolute http(s) URL (got {:?})",
                     e.booking_url
                 ));
+            }
+            if let Some(cl) = &e.closed_loop {
+                p.extend(cl.problems(&format!("events[{i}].closed_loop")));
             }
         }
     }

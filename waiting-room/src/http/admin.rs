@@ -251,6 +251,7 @@ async fn create(
         admission_ttl_secs: check_ttl(b.admission_ttl_secs.unwrap_or(600))?,
         booking_url,
         pow_bits: 0,
+        stock_wait: 0,
     };
     if !bounded(st.store_timeout(), st.0.store.create_event(&meta)).await? {
         return Err(Problem::new(

@@ -4,6 +4,7 @@
 
 pub mod admin;
 pub mod conditional;
+pub mod draw;
 pub mod error;
 pub mod fan;
 pub mod internal;
@@ -59,6 +60,12 @@ pub struct Inner {
     pub identity: Option<crate::identity::IdentityVerifier>,
     /// Per event: admission-token lifetime (s) and booking URL, read from the store once.
     constants: std::sync::RwLock<std::collections::HashMap<EventId, EventConstants>>,
+    /// Per event, its complete draw publication as JSON (immutable once the pre-queue is
+    /// numbered; `draw.rs`).
+    pub draws: std::sync::RwLock<std::collections::HashMap<EventId, axum::body::Bytes>>,
+    /// Held while a complete draw publication is built, so concurrent first requests wait for
+    /// one build instead of each reading the whole list.
+    pub draw_build: tokio::sync::Mutex<()>,
 }
 
 /// What never changes after an event is created (`create_event` is `NX`; no API edits these).
@@ -114,7 +121,8 @@ impl AppState {
                 &config.audience,
             )?,
         }
-        .with_nbf_back(config.max_clock_skew_secs);
+        .with_nbf_back(config.max_clock_skew_secs)
+        .with_gate_audiences(&config.gate_audiences);
         let previous: Vec<&[u8]> = config
             .join_hmac_previous_keys
             .iter()
@@ -171,6 +179,8 @@ impl AppState {
             status_cache_control,
             identity,
             constants: Default::default(),
+            draws: Default::default(),
+            draw_build: Default::default(),
         }));
         for e in state.0.config.events.clone() {
             state.refresh_status(&e.id).await;
@@ -243,7 +253,7 @@ impl AppState {
             .0
             .status
             .build(f, self.intervals(), self.0.clock.now_ms());
-        crate::telemetry::record_figures(f, &doc);
+        crate::telemetry::record_figures(f, doc.derived());
         self.0.status.publish(f.meta.id.clone(), doc.clone());
         doc
     }
@@ -359,6 +369,7 @@ pub fn router(state: AppState) -> Router {
         .route("/openapi.json", get(openapi::openapi))
         .route("/api/events/{event}/position", get(fan::position))
         .route("/api/events/{event}/pow", get(fan::pow_challenge))
+        .route("/api/events/{event}/draw", get(draw::draw))
         .route("/status/{file}", get(public::status))
         .route("/.well-known/jwks.json", get(public::jwks))
         .route(

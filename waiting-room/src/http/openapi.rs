@@ -3,7 +3,8 @@
 //! the description lives next to the code it describes; API.md remains the prose contract.
 
 use crate::domain::AuditEntry;
-use crate::http::{admin, fan, internal, public, transitions};
+use crate::draw::Publication;
+use crate::http::{admin, draw, fan, internal, public, transitions};
 use crate::rates::WaitEstimate;
 use crate::status::StatusDoc;
 use axum::Json;
@@ -58,6 +59,7 @@ impl Modify for Bearers {
     paths(
         fan::join, fan::heartbeat, fan::position, fan::admission, fan::pow_challenge,
         public::healthz, public::readyz, public::status, public::jwks, public::admission_policy,
+        draw::draw,
         crate::telemetry::metrics,
         admin::list, admin::create, admin::figures, admin::patch, admin::audit,
         transitions::pause, transitions::resume, transitions::open, transitions::close,
@@ -65,7 +67,7 @@ impl Modify for Bearers {
         internal::end_session, internal::sold_out, internal::reopen,
     ),
     components(schemas(
-        StatusDoc, WaitEstimate, AuditEntry, ProblemDoc,
+        StatusDoc, WaitEstimate, AuditEntry, ProblemDoc, Publication,
         admin::CreateEvent, admin::PatchEvent, internal::EndSession,
     )),
     modifiers(&Bearers),

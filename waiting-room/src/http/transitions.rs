@@ -6,7 +6,7 @@
 use super::admin::{figures_json, operator, record};
 use super::error::bounded;
 use super::{parse_event, private_json, AppState};
-use crate::admitter::open_event;
+use crate::admitter::{audit_draw, open_event};
 use crate::domain::{EventId, EventState};
 use crate::http::openapi::ProblemDoc;
 use axum::extract::{Path, State};
@@ -213,12 +213,12 @@ pub(crate) async fn sold_out(
     .await
 }
 
-/// `POST /admin/events/{event}/open`: opens now (shuffles the pre-queue) when still pre-queued.
+/// `POST /admin/events/{event}/open`: opens now (numbers the pre-queue in draw order, audits the draw's publication) when still pre-queued.
 #[utoipa::path(
     post,
     path = "/admin/events/{event}/open",
     tag = "admin",
-    summary = "Open now (shuffle the pre-queue) (audited)",
+    summary = "Open now (number the pre-queue in draw order) (audited)",
     params(("event" = String, Path, description = "event id, [a-z0-9-]{1,40}")),
     responses(
         (status = 200, description = "figures", body = Object),
@@ -241,12 +241,14 @@ pub(crate) async fn open(
     let old = bounded(limit, st.0.store.event(&event))
         .await?
         .ok_or_else(|| Problem::not_found("no such event"))?;
-    // Only a pre-queued event opens (an interrupted shuffle, `opening`, is finished).
+    // Only a pre-queued event opens (an interrupted opening, `opening`, is finished).
     if !matches!(old.state, EventState::Prequeue | EventState::Opening) {
         return Err(invalid_transition(old.state, "open"));
     }
-    // The shuffle runs in bounded chunks; give it more time than a single store call.
+    // The numbering runs in bounded chunks; give it more time than a single store call.
     let n = bounded(limit * 30, open_event(st.0.store.as_ref(), &event)).await?;
+    let now = st.0.clock.now_secs();
+    bounded(limit * 30, audit_draw(st.0.store.as_ref(), &event, now)).await?;
     let new = json!({"state": "open", "prequeued_numbered": n});
     record(&st, &event, &who, "open", old.state.as_str().into(), new).await;
     Ok(private_json(

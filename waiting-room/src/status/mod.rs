@@ -59,6 +59,12 @@ pub struct StatusDoc {
     pub wait: WaitEstimate,
     /// Booking core base URL.
     pub booking_url: String,
+    /// Path of the event's verifiable pre-queue draw (`GET /api/events/{event}/draw`: the
+    /// commitment before opening, the seed and hashed visitor list after; issue 15 item 1).
+    pub draw: String,
+    /// Places in live holds while nothing can be held: the line waits until they come back
+    /// (the closed loop's stock rule); 0 = not waiting for stock.
+    pub waiting_for_stock: u64,
     /// When this content was built, epoch seconds. On the board (`GET /status/{event}.json`) a
     /// rebuild that changes nothing else keeps the earlier time ([`StatusBoard::publish`]).
     pub updated_at: i64,
@@ -113,8 +119,19 @@ impl StatusDoc {
             pow_difficulty: f.meta.pow_bits,
             wait: meter.estimate(moving, f.meta.admit_rate),
             booking_url: f.meta.booking_url.clone(),
+            draw: format!("/api/events/{}/draw", f.meta.id),
+            waiting_for_stock: if moving { f.meta.stock_wait } else { 0 },
             updated_at: now,
             version: f.state_gen,
+        }
+    }
+
+    /// What the gauges take from this document ([`crate::telemetry::record_figures`]).
+    pub fn derived(&self) -> crate::telemetry::Derived {
+        crate::telemetry::Derived {
+            queue_length: self.queue_length,
+            admitted_per_sec: self.admitted_per_sec,
+            places_per_sec: self.wait.places_per_sec,
         }
     }
 

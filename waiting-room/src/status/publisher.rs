@@ -175,7 +175,7 @@ impl StatusPublisher for LatchedPublisher {
             });
         };
         let doc = self.board.build(&f, self.rules.intervals, now_ms);
-        crate::telemetry::record_figures(&f, &doc);
+        crate::telemetry::record_figures(&f, doc.derived());
         self.board.publish(event.clone(), doc.clone());
         let decision = self.decide(&doc, now_ms).await?;
         let reason = match decision {

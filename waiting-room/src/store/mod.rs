@@ -9,15 +9,20 @@
 //! never derived from ids (case W04). On Redis the counter passes through Lua numbers (doubles),
 //! so numbers are exact up to 2^53 (~9·10^15 joins), far past 2^32.
 //!
-//! **Opening without stalling the store.** Before opening, joiners go into a pre-queue *set*
-//! (no number). `begin_open` is one atomic step: state → `opening`, capture the pre-queue size
-//! `n`, and move the FIFO counter to `n`, so every later join gets `n+1, n+2, …` — behind all
-//! pre-queued fans — while the shuffle is still running. Then `open_chunk` is called until the
-//! pre-queue is empty; each call is one short atomic step that pops up to `max` uniformly random
-//! members (SPOP semantics) and gives them the next numbers `1..=n`. The concatenation of random
-//! draws without replacement is a uniformly random permutation, fixed once. The last chunk sets
-//! state `open`. A million pre-queued fans cost ~100 scripts of 10 000 members, each a few ms.
+//! **Opening without stalling the store.** Before opening, joiners go into a pre-queue ranked
+//! by the event's verifiable draw (`crate::draw`: rank = first 52 bits of HMAC-SHA256(seed,
+//! public id), ties by public id; DECISIONS.md "Waiting room and cluster"), no number yet.
+//! `begin_open` is one atomic step: state → `opening`, capture the pre-queue size `n` and the
+//! first number it gets, and move the FIFO counter past it, so every later join gets `n+1, n+2,
+//! …` — behind all pre-queued fans — while the numbering is still running. Then `open_chunk` is
+//! called until the pre-queue is empty; each call is one short atomic step that takes up to
+//! `max` fans of lowest rank (Redis: `ZPOPMIN` on a sorted set scored by the rank, members
+//! `"{public id}:{visitor}"`) and gives them the next numbers. The order is fixed by the seed
+//! once the pre-queue closes, so it is the same however the chunks fall and anyone can recompute
+//! it once the seed is published. The last chunk sets state `open`. A million pre-queued fans
+//! cost ~100 scripts of 10 000 members, each a few ms.
 
+pub mod draw;
 pub mod memory;
 pub mod redis;
 
@@ -25,6 +30,7 @@ use crate::domain::{
     AdmissionTerms, AdvanceParams, AuditEntry, ClaimOutcome, EventId, EventMeta, EventState,
     Figures, Heartbeat, JoinOutcome, Position, SessionEnd, SessionRef, VisitorId,
 };
+use crate::draw::Draw;
 use async_trait::async_trait;
 
 /// Store failures. `NotFound` is a client error (404); `Unavailable` becomes 503 + Retry-After.
@@ -58,6 +64,9 @@ pub struct Advance {
     pub returned: u64,
 }
 
+/// Most numbers one [`QueueStore::numbered`] call reads.
+pub const NUMBERED_CHUNK: u64 = 10_000;
+
 /// Most audit entries kept per event (older ones are dropped).
 pub const AUDIT_KEEP: usize = 10_000;
 
@@ -81,6 +90,9 @@ pub trait QueueStore: Send + Sync + std::fmt::Debug + 'static {
     ) -> StoreResult<()>;
     /// Sets the proof-of-work difficulty of new joins (leading zero bits; 0 = off).
     async fn set_pow(&self, event: &EventId, bits: u32) -> StoreResult<()>;
+    /// Sets [`EventMeta::stock_wait`] (places in live holds while nothing can be held; 0 = the
+    /// line does not wait for stock).
+    async fn set_stock_wait(&self, event: &EventId, in_play: u64) -> StoreResult<()>;
     /// Compare-and-set of the state: moves to `to` only from one of `from`. Returns the state
     /// after the call (unchanged when the current state was not in `from`).
     async fn transition(
@@ -116,9 +128,21 @@ pub trait QueueStore: Send + Sync + std::fmt::Debug + 'static {
     /// `prequeue` → `opening`; returns the pre-queue size `n` (later joins get numbers > n).
     /// Does nothing (returns 0) in any other state.
     async fn begin_open(&self, event: &EventId) -> StoreResult<u64>;
-    /// Numbers up to `max` random pre-queued fans; returns how many remain. When none remain
-    /// and the state is `opening`, sets `open`. `seed` feeds the in-memory shuffle.
-    async fn open_chunk(&self, event: &EventId, max: u64, seed: u64) -> StoreResult<u64>;
+    /// Numbers up to `max` pre-queued fans in draw order (lowest rank first, `crate::draw`);
+    /// returns how many remain. When none remain and the state is `opening`, sets `open`.
+    async fn open_chunk(&self, event: &EventId, max: u64) -> StoreResult<u64>;
+    /// The event's draw: its seed (created with the event; an event stored before the draw
+    /// existed gets one on first use, before any pre-queue join can be ranked), state, and once
+    /// opening began, the numbers the pre-queue got. `NotFound` for an unknown event.
+    async fn draw(&self, event: &EventId) -> StoreResult<Draw>;
+    /// The visitors holding numbers `first ..= first + count - 1` (`None` where no one does),
+    /// in number order; callers read at most [`NUMBERED_CHUNK`] per call.
+    async fn numbered(
+        &self,
+        event: &EventId,
+        first: u64,
+        count: u64,
+    ) -> StoreResult<Vec<Option<String>>>;
     /// One admitter move (case W06). First invites returning fans (skipped, came back), then
     /// moves the cursor: each number it passes whose fan is silent (in the ready window, last
     /// sign of life older than `silence_ms`) is skipped; each live one gets an invitation slot

@@ -52,7 +52,7 @@ async fn redis_cluster_moved_after_slot_migration() {
                 assert_eq!(join(&s, f).await, None);
             }
             assert_eq!(s.begin_open(&ev()).await.expect("begin"), 150);
-            assert_eq!(s.open_chunk(&ev(), 120, 1).await.expect("chunk"), 30);
+            assert_eq!(s.open_chunk(&ev(), 120).await.expect("chunk"), 30);
             let slot = cluster.slot_of(&meta_key(&event));
             let from = cluster.master_of(&meta_key(&event));
             let to = other_master(&cluster, &from);
@@ -66,7 +66,7 @@ async fn redis_cluster_moved_after_slot_migration() {
             // next chunk would hand the same number out again.
             let buckets = cluster.move_slot_keys_where(slot, &from, &to, |k| k.contains(":byn:"));
             assert_eq!(buckets, 2, "numbers 1..=120 sit in buckets 0 and 1");
-            let mid = answered(s.open_chunk(&ev(), 30, 2).await);
+            let mid = answered(s.open_chunk(&ev(), 30).await);
             assert!(mid.is_none_or(|left| left == 0), "{mid:?}");
             let keys = cluster.move_slot_keys(slot, &from, &to);
             assert!(keys >= 3, "the event's other keys moved ({keys})");
@@ -89,12 +89,7 @@ async fn redis_cluster_moved_after_slot_migration() {
                 &["CLUSTER", "COUNTKEYSINSLOT", &slot.to_string()],
             );
             assert_eq!(left.trim(), "0", "no key left behind");
-            while s
-                .open_chunk(&ev(), 7, 3)
-                .await
-                .expect("chunk after the move")
-                > 0
-            {}
+            while s.open_chunk(&ev(), 7).await.expect("chunk after the move") > 0 {}
             assert!(
                 cluster.error_count(from.port, "MOVED") > moved_before,
                 "the old owner answered MOVED and the store followed it"

@@ -1,10 +1,12 @@
-//! Conformance rules for fair order: the pre-queue's shuffle is uniform (a χ² test on which
-//! arrival slot lands first over many openings) and, after opening, admission order equals
-//! queue order. Run against every backend by `tests/conformance.rs`.
+//! Conformance rules for fair order: the pre-queue's draw is uniform (a χ² test on which
+//! arrival slot lands first over many openings), it numbers fans in the published draw's order,
+//! and, after opening, admission order equals queue order. Run against every backend by `tests/conformance.rs`.
 
 use super::{create, ev, join, params, Store, NOW, REJOIN, TERMS};
 use waiting_room::admitter::open_event;
 use waiting_room::domain::{ClaimOutcome, EventId, EventMeta, EventState, VisitorId};
+use waiting_room::draw::{public_id, verify, DrawSeed};
+use waiting_room::store::draw::publication;
 
 /// Arrival slots in each pre-queue.
 const SLOTS: usize = 6;
@@ -27,6 +29,7 @@ pub async fn prequeue_shuffle_is_uniform(s: Store) {
             admission_ttl_secs: 600,
             booking_url: String::new(),
             pow_bits: 0,
+            stock_wait: 0,
         };
         s.create_event(&meta).await.expect("create");
         let fans: Vec<VisitorId> = (0..SLOTS).map(|_| VisitorId::random()).collect();
@@ -92,5 +95,44 @@ pub async fn admission_order_equals_queue_order_after_opening(s: Store) {
             matches!(claim(k).await, ClaimOutcome::Admitted(_)),
             "fan {k}"
         );
+    }
+}
+
+/// The pre-queue is numbered in draw order (issue 15 item 1): whatever the chunk size, each
+/// pre-queued fan's number is its place in (HMAC rank, public id) order, the publication
+/// recomputes, and the seed stays the one committed before opening.
+pub async fn prequeue_numbers_follow_the_published_draw(s: Store) {
+    create(&s, 10).await;
+    let before = publication(s.as_ref(), &ev()).await.expect("publication");
+    assert!(
+        before.seed.is_none(),
+        "the seed stays secret before opening"
+    );
+    let fans: Vec<VisitorId> = (0..250).map(|_| VisitorId::random()).collect();
+    for f in &fans {
+        assert_eq!(join(&s, f).await, None);
+    }
+    assert_eq!(s.begin_open(&ev()).await.expect("begin"), 250);
+    while s.open_chunk(&ev(), 37).await.expect("chunk") > 0 {}
+    let p = publication(s.as_ref(), &ev()).await.expect("publication");
+    assert_eq!(p.commitment, before.commitment);
+    let positions = verify(&p).expect("the published draw verifies");
+    let seed = DrawSeed::from_hex(p.seed.as_deref().expect("seed")).expect("hex");
+    let mut expected: Vec<(u64, String)> = fans
+        .iter()
+        .map(|f| {
+            let id = public_id(f.as_str());
+            (seed.rank(&id), id)
+        })
+        .collect();
+    expected.sort();
+    for (i, (_, id)) in expected.iter().enumerate() {
+        assert_eq!(positions[i], (i as u64 + 1, id.clone()), "number {}", i + 1);
+    }
+    for f in &fans {
+        let n = s.position(&ev(), f).await.expect("pos").queue_number;
+        let id = public_id(f.as_str());
+        let at = expected.iter().position(|(_, e)| *e == id).expect("listed");
+        assert_eq!(n, Some(at as u64 + 1));
     }
 }

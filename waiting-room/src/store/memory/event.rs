@@ -7,8 +7,9 @@ use crate::domain::{
     Admission, AdmissionTerms, AdvanceParams, AuditEntry, ClaimOutcome, EventMeta, EventState,
     Heartbeat, JoinOutcome, Place, SessionEnd, SessionRef,
 };
+use crate::draw::{public_id, DrawSeed};
 use crate::store::Advance;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 /// A skipped fan: skipped at (epoch ms), or back and waiting for the next tick.
 #[derive(Debug, Clone, Copy)]
@@ -23,8 +24,13 @@ pub(super) struct Ev {
     pub numbers: HashMap<String, u64>,
     /// Number → visitor (the cursor looks fans up by number).
     pub by_number: HashMap<u64, String>,
-    pub pre: Vec<String>,
+    /// The pre-queue in draw order: (rank, public id) → visitor (`crate::draw`).
+    pub pre: BTreeMap<(u64, String), String>,
     pub pre_set: HashSet<String>,
+    /// The event's secret draw seed, created with it.
+    pub seed: DrawSeed,
+    /// Once opening began: first number of the pre-queue and how many fans it held.
+    pub drawn: Option<(u64, u64)>,
     pub shuffle_next: u64,
     pub counter: u64,
     pub cursor: u64,
@@ -66,8 +72,10 @@ impl Ev {
             meta,
             numbers: HashMap::new(),
             by_number: HashMap::new(),
-            pre: Vec::new(),
+            pre: BTreeMap::new(),
             pre_set: HashSet::new(),
+            seed: DrawSeed::random(),
+            drawn: None,
             shuffle_next: 0,
             counter: 0,
             cursor: 0,
@@ -152,7 +160,8 @@ impl Ev {
             _ if self.pre_set.contains(v) => None,
             EventState::Prequeue => {
                 self.pre_set.insert(v.to_owned());
-                self.pre.push(v.to_owned());
+                let p = public_id(v);
+                self.pre.insert((self.seed.rank(&p), p), v.to_owned());
                 None
             }
             _ => Some(self.number(v, now_ms)),

@@ -5,14 +5,14 @@
 mod event;
 mod live;
 
-use super::{Advance, QueueStore, StoreError, StoreResult, AUDIT_KEEP};
+use super::{Advance, QueueStore, StoreError, StoreResult, AUDIT_KEEP, NUMBERED_CHUNK};
 use crate::domain::{
     AdmissionTerms, AdvanceParams, AuditEntry, ClaimOutcome, EventId, EventMeta, EventState,
     Figures, Heartbeat, JoinOutcome, Position, SessionEnd, SessionRef, VisitorId,
 };
+use crate::draw::Draw;
 use async_trait::async_trait;
 use event::Ev;
-use rand::{rngs::StdRng, Rng, SeedableRng};
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -106,6 +106,10 @@ impl QueueStore for MemoryStore {
         self.with_event(event, |e| e.meta.pow_bits = bits)
     }
 
+    async fn set_stock_wait(&self, event: &EventId, in_play: u64) -> StoreResult<()> {
+        self.with_event(event, |e| e.meta.stock_wait = in_play)
+    }
+
     async fn transition(
         &self,
         event: &EventId,
@@ -161,18 +165,19 @@ impl QueueStore for MemoryStore {
             e.bump_gen();
             let n = e.pre.len() as u64;
             e.shuffle_next = e.counter;
+            e.drawn = Some((e.counter + 1, n));
             e.counter += n;
             n
         })
     }
 
-    async fn open_chunk(&self, event: &EventId, max: u64, seed: u64) -> StoreResult<u64> {
+    async fn open_chunk(&self, event: &EventId, max: u64) -> StoreResult<u64> {
         self.with_event(event, |e| {
-            let mut rng = StdRng::seed_from_u64(seed);
             let mut done = 0;
-            while done < max && !e.pre.is_empty() {
-                let i = rng.gen_range(0..e.pre.len());
-                let v = e.pre.swap_remove(i);
+            while done < max {
+                let Some((_, v)) = e.pre.pop_first() else {
+                    break;
+                };
                 e.pre_set.remove(&v);
                 e.shuffle_next += 1;
                 e.by_number.insert(e.shuffle_next, v.clone());
@@ -183,6 +188,27 @@ impl QueueStore for MemoryStore {
                 e.meta.state = EventState::Open;
             }
             e.pre.len() as u64
+        })
+    }
+
+    async fn draw(&self, event: &EventId) -> StoreResult<Draw> {
+        self.with_event(event, |e| Draw {
+            seed: e.seed.clone(),
+            state: e.meta.state,
+            numbered: e.drawn,
+        })
+    }
+
+    async fn numbered(
+        &self,
+        event: &EventId,
+        first: u64,
+        count: u64,
+    ) -> StoreResult<Vec<Option<String>>> {
+        self.with_event(event, |e| {
+            (first..first + count.min(NUMBERED_CHUNK))
+                .map(|k| e.by_number.get(&k).cloned())
+                .collect()
         })
     }
 

@@ -1,7 +1,7 @@
 //! Writes that survive a failover (issue 11 item 5). Redis replicates asynchronously: a master
 //! that dies can take its last acknowledged writes with it, and the replica that takes over
 //! hands the same queue numbers out again. So a join (a new number), a claim (an admission) and
-//! the opening shuffle are answered only once `min_replicas` replicas have them: after the script
+//! the opening chunks are answered only once `min_replicas` replicas have them: after the script
 //! the store sends `WAIT min_replicas timeout_ms` to the event's master. A write the replicas did
 //! not confirm in time is answered 503 (the fan retries; nobody holds a token for a place that
 //! may vanish), so after any failover every number a fan was told is on the new master: no number
@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
 
-/// How many replicas must confirm a join, claim or shuffle, and for how long to wait.
+/// How many replicas must confirm a join, claim or opening chunk, and for how long to wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Durability {
     /// Replicas that must have the write (0: answer at once, no failover guarantee).

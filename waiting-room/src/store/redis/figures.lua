@@ -3,7 +3,7 @@
 -- (`no-writes`, prepended in mod.rs) so it answers at the memory cap (case W14).
 return {
   redis.call('HGETALL', KEYS[1]),
-  redis.call('SCARD', KEYS[2]),
+  redis.call('ZCARD', KEYS[2]),
   redis.call('ZCOUNT', KEYS[3], '(' .. ARGV[1], '+inf'),
   redis.call('ZCOUNT', KEYS[4], '-inf', '(' .. ARGV[2]),
   redis.call('LLEN', KEYS[5]),

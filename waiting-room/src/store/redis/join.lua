@@ -1,5 +1,7 @@
 -- Join with NX semantics (case W05). KEYS: meta, num, pre, hb, gone, back, then the number
--- buckets the caller declared (numbers.rs). ARGV: visitor, now (ms), rejoin grace (ms).
+-- buckets the caller declared (numbers.rs). ARGV: visitor, now (ms), rejoin grace (ms), the
+-- visitor's draw rank and pre-queue member (`crate::draw`: `{public id}:{visitor}`); `pre` is a
+-- sorted set scored by rank, so opening pops it in draw order.
 -- Returns {state, number-or-''}; numbers travel as the stored integer strings (exact). When the
 -- next number's bucket is not declared, writes nothing and returns {'retry', next number}.
 local state = redis.call('HGET', KEYS[1], 'state')
@@ -15,9 +17,9 @@ if n then
   end
 else
   if state == 'closed' or state == 'sold_out' then return {state, ''} end
-  if redis.call('SISMEMBER', KEYS[3], v) == 1 then return {state, ''} end
+  if redis.call('ZSCORE', KEYS[3], ARGV[5]) then return {state, ''} end
   if state == 'prequeue' then
-    redis.call('SADD', KEYS[3], v)
+    redis.call('ZADD', KEYS[3], ARGV[4], ARGV[5])
     return {state, ''}
   end
 end

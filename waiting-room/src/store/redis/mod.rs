@@ -9,9 +9,11 @@
 //!
 //! Keys per event: `meta` hash (state, knobs, `counter` = last number handed out, `cursor`,
 //! `shuffle_next`, `admitted_total`, `max_active_seen`, `skipped_total`, `ended_total`, `win` =
-//! ready window, `edge` = last number inside it); `num` hash visitor → number;
+//! ready window, `edge` = last number inside it, `draw_seed` = the draw's secret seed in hex,
+//! `draw_from`/`draw_n` = the numbers the pre-queue got); `num` hash visitor → number;
 //! `byn:{k div 100}` hashes number → visitor in buckets of 100 numbers (small hashes stay
-//! listpacks: ~40 B per fan instead of ~96 B in one big hash); `pre` set (pre-queue); `adm` hash
+//! listpacks: ~40 B per fan instead of ~96 B in one big hash); `pre` sorted set (pre-queue:
+//! members `{public id}:{visitor}` scored by the draw rank, `crate::draw`); `adm` hash
 //! visitor → `"jti iat exp"`; `jti` hash jti → visitor; `live` sorted set member → expiry (epoch
 //! s; members are visitors or `inv:{number}` invitations); `hb` sorted set of fans in the ready
 //! window → last sign of life (epoch ms); `gone` hash skipped visitor → skipped-at ms (or `r`
@@ -20,11 +22,12 @@
 //! listing events reads one key, no `SCAN` over every master).
 //!
 //! Replication is asynchronous: a write acknowledged by a master can be lost when its replica
-//! takes over. Joins, claims and the opening shuffle therefore answer only once
+//! takes over. Joins, claims and the opening chunks therefore answer only once
 //! [`Durability::min_replicas`] replicas confirmed them (`durable.rs`: `WAIT`, group-committed);
 //! unconfirmed, they answer 503 and hand out nothing (issue 11 item 5).
 
 mod conn;
+mod draw;
 mod durable;
 mod latch;
 mod numbers;
@@ -44,6 +47,7 @@ use crate::domain::{
     AdmissionTerms, AdvanceParams, AuditEntry, ClaimOutcome, EventId, EventMeta, EventState,
     Figures, Heartbeat, JoinOutcome, Position, SessionEnd, SessionRef, VisitorId,
 };
+use crate::draw::{Draw, DrawSeed};
 use async_trait::async_trait;
 use redis::AsyncCommands;
 use std::collections::HashMap;
@@ -68,6 +72,7 @@ struct Scripts {
     end_session: Lua,
     position: Lua,
     figures: Lua,
+    draw: Lua,
 }
 
 /// Helpers shared by several scripts (prepended).
@@ -143,10 +148,12 @@ pub struct RedisStore {
     scripts: Arc<Scripts>,
     /// Per event, the next queue number this process expects a join to hand out (numbers.rs).
     hints: Arc<Mutex<HashMap<String, u64>>>,
-    /// Replication waits of joins, claims and the shuffle (`durable.rs`).
+    /// Replication waits of joins, claims and opening chunks (`durable.rs`).
     acks: Arc<durable::Acks>,
     /// Joins of this process in flight (numbers.rs sizes the declared buckets by it).
     joins_in_flight: Arc<std::sync::atomic::AtomicU64>,
+    /// Per event, its draw seed (never changes once stored: joins rank pre-queued fans by it).
+    seeds: Arc<Mutex<HashMap<String, DrawSeed>>>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -192,6 +199,7 @@ impl RedisStore {
             end_session: moving(include_str!("end_session.lua")),
             position: read_only(include_str!("position.lua")),
             figures: read_only(include_str!("figures.lua")),
+            draw: moving(include_str!("draw.lua")),
         };
         Ok(Self {
             conn,
@@ -199,10 +207,11 @@ impl RedisStore {
             hints: Arc::default(),
             acks: Arc::new(durable::Acks::new(Durability::OFF)),
             joins_in_flight: Arc::default(),
+            seeds: Arc::default(),
         })
     }
 
-    /// Joins, claims and the opening shuffle answer only once `d.min_replicas` replicas
+    /// Joins, claims and the opening chunks answer only once `d.min_replicas` replicas
     /// confirmed them (default [`Durability::OFF`]; `open_store` sets 1 for a cluster).
     pub fn with_durability(mut self, d: Durability) -> Self {
         self.acks = Arc::new(durable::Acks::new(d));
@@ -263,6 +272,8 @@ impl QueueStore for RedisStore {
             .arg(meta.admission_ttl_secs)
             .arg("booking_url")
             .arg(&meta.booking_url)
+            .arg("draw_seed")
+            .arg(DrawSeed::random().to_hex())
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(err)?;
@@ -313,6 +324,11 @@ impl QueueStore for RedisStore {
 
     async fn set_pow(&self, event: &EventId, bits: u32) -> StoreResult<()> {
         self.set_fields(event, &[("pow", bits.to_string())]).await
+    }
+
+    async fn set_stock_wait(&self, event: &EventId, in_play: u64) -> StoreResult<()> {
+        self.set_fields(event, &[("stock_wait", in_play.to_string())])
+            .await
     }
 
     async fn transition(
@@ -397,10 +413,23 @@ impl QueueStore for RedisStore {
         Ok(n)
     }
 
-    async fn open_chunk(&self, event: &EventId, max: u64, _seed: u64) -> StoreResult<u64> {
+    async fn open_chunk(&self, event: &EventId, max: u64) -> StoreResult<u64> {
         let left = self.number_chunk(event, max).await?;
         self.replicated(event).await?;
         Ok(left)
+    }
+
+    async fn draw(&self, event: &EventId) -> StoreResult<Draw> {
+        self.read_draw(event).await
+    }
+
+    async fn numbered(
+        &self,
+        event: &EventId,
+        first: u64,
+        count: u64,
+    ) -> StoreResult<Vec<Option<String>>> {
+        self.read_numbered(event, first, count).await
     }
 
     async fn advance_cursor(&self, event: &EventId, p: &AdvanceParams) -> StoreResult<Advance> {
@@ -509,4 +538,9 @@ impl QueueStore for RedisStore {
 /// The lock key of an event's admitter, inside the event's hash slot.
 pub fn admitter_lock_key(event: &EventId) -> String {
     key(event, "admitter")
+}
+
+/// The owner-token lock of an event's closed loop (the `closedloop` module's runner).
+pub fn closed_loop_lock_key(event: &EventId) -> String {
+    key(event, "closed-loop")
 }

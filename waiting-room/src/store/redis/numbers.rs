@@ -26,7 +26,7 @@ use crate::store::{Advance, StoreError, StoreResult};
 use std::collections::BTreeSet;
 
 /// Numbers per bucket (must match `byn` in `lib.lua`).
-const BUCKET: u64 = 100;
+pub(super) const BUCKET: u64 = 100;
 
 /// A join whose hint was stale retries with the number the script asked for; more than this
 /// many misses means hundreds of joins land between two calls: answer 503 rather than spin.
@@ -50,12 +50,12 @@ impl Drop for InFlight<'_> {
 }
 
 /// The bucket key of bucket `b` (numbers `b*100 ..= b*100+99`).
-fn bucket_key(event: &EventId, b: u64) -> String {
+pub(super) fn bucket_key(event: &EventId, b: u64) -> String {
     format!("{}:{b}", key(event, "byn"))
 }
 
 /// Bucket indices covering numbers `lo..=hi` (none when `hi < lo`).
-fn buckets(lo: u64, hi: u64) -> impl Iterator<Item = u64> {
+pub(super) fn buckets(lo: u64, hi: u64) -> impl Iterator<Item = u64> {
     let lo = lo.max(1);
     (lo / BUCKET..=hi / BUCKET).filter(move |_| hi >= lo)
 }
@@ -84,6 +84,8 @@ impl RedisStore {
         rejoin_ms: u64,
     ) -> StoreResult<JoinOutcome> {
         let mut hint = self.join_hint(event);
+        // The draw rank a pre-queue join is stored under (unused once the event is open).
+        let (rank, member) = self.seed(event).await?.entry(visitor.as_str());
         // Joins in flight in this process move the counter while this one travels: declare
         // enough buckets to cover them (two per in-flight join, at least two buckets), and
         // twice as many after each retry (other nodes' joins are not counted here).
@@ -98,6 +100,8 @@ impl RedisStore {
                 .arg(visitor.as_str())
                 .arg(now_ms)
                 .arg(rejoin_ms)
+                .arg(rank)
+                .arg(&member)
                 .invoke_async(&mut self.conn.clone())
                 .await
                 .map_err(err)?;

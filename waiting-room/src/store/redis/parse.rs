@@ -61,5 +61,8 @@ pub(super) fn parse_meta(id: &EventId, h: &HashMap<String, String>) -> StoreResu
         pow_bits: h
             .get("pow")
             .map_or(Ok(0), |p| p.parse().map_err(|_| bad("pow")))?,
+        stock_wait: h
+            .get("stock_wait")
+            .map_or(Ok(0), |p| p.parse().map_err(|_| bad("stock_wait")))?,
     })
 }

@@ -1,0 +1,248 @@
+//! A batch of seat holds applied set-based (issue 13 item 4): the per-show hold queue's worker
+//! hands its named-seat requests here, in batch order, inside its one transaction.
+//!
+//! One pass: the requests' keys and cap slots through [`claim::prepare_many`] (the code every
+//! hold runs, one statement per step for the whole batch), then ONE guarded update of every seat of the batch ([`holds::claim_many`]: the only
+//! thing that decides a seat), then the winners' rows with one insert per table and one update
+//! of their keys ([`claim::write_holds`]). Winners and losers are sorted in memory: a seat asked
+//! by two requests goes to the first in batch order (the later one loses at once), and a hold is
+//! all or nothing. A visitor's (or admission's) second request in a batch is left to a later
+//! pass, after the first one's key and slots, as two transactions would be.
+//!
+//! A request lost at the guard, refused by its key or caps, or whose key was no longer in flight
+//! has written rows (its key, its slots, some seats) that its own rollback would have undone.
+//! So each pass runs in a savepoint: when it ended with such a request, that request's answer is
+//! final, the pass is rolled back and run again without it, so what commits is exactly what the
+//! winners' own transactions would have written. Each pass that rolls back settles at least one
+//! request; on PostgreSQL the batch's seats are locked in seat order first (case B05).
+
+use std::collections::{HashMap, HashSet};
+
+use crate::db::{self, Tx};
+use crate::error::ApiResult;
+use crate::inventory::claim::{self, Ask, Begun, HoldAnswer, Lost, NewHold, Prepared, Request};
+use crate::inventory::holds::{self, SeatAsk};
+
+/// A request's answer: held, refused with what was lost, or a problem/error.
+pub type Answer = ApiResult<Result<HoldAnswer, Lost>>;
+
+/// Applies `jobs` (each a named-seat request of one show and its `now`, epoch ms) in `tx`, in
+/// order. One answer per job. `Err` only when the transaction itself failed (the caller
+/// retries each request alone).
+pub async fn create_seats(
+    tx: &mut Tx<'_>,
+    pg: bool,
+    jobs: &[(Request<'_>, i64)],
+) -> sqlx::Result<Vec<Answer>> {
+    let mut done: Vec<Option<Answer>> = jobs.iter().map(|_| None).collect();
+    // Requests whose seats a plain read shows taken go last: they are still tried by the
+    // guarded update (which alone decides), but in passes of their own, so a batch's likely
+    // winners are not prepared twice behind a rollback caused by a likely loser.
+    let later = seen_taken(tx, jobs).await?;
+    loop {
+        let likely_left = (0..jobs.len()).any(|i| done[i].is_none() && !later[i]);
+        let skip: Vec<bool> = if likely_left {
+            later.clone()
+        } else {
+            vec![false; jobs.len()]
+        };
+        let mut sp = sqlx::Acquire::begin(&mut **tx).await?;
+        match pass(&mut sp, pg, jobs, &skip, &mut done).await? {
+            Pass::Commit(held) => {
+                sp.commit().await?;
+                for (i, answer) in held {
+                    done[i] = Some(Ok(Ok(answer)));
+                }
+                // A visitor's second request, or the likely losers, are left for another pass.
+                if done.iter().all(Option::is_some) {
+                    return Ok(done.into_iter().flatten().collect());
+                }
+            }
+            Pass::Again => {
+                metrics::counter!("bc_hold_queue_passes_rolled_back_total").increment(1);
+                sp.rollback().await?;
+            }
+        }
+    }
+}
+
+/// PostgreSQL: locks, in seat order, those of `seats` that are free or lapsed at `now_ms` (case
+/// B05: ordered locks never deadlock), so the guarded update that follows waits on no row out of
+/// order. Seats held by others are not locked: their holders' releases do not wait on the
+/// batch. Only a lock: the guarded update still decides every seat.
+async fn lock_claimable(
+    tx: &mut Tx<'_>,
+    show: &str,
+    seats: &[String],
+    now_ms: i64,
+) -> sqlx::Result<()> {
+    if seats.is_empty() {
+        return Ok(());
+    }
+    let mut b = db::Binds::default();
+    let (show, now) = (b.push(show.to_owned()), b.push(now_ms));
+    let list: Vec<String> = seats.iter().map(|s| b.push(s.clone())).collect();
+    let sql = format!(
+        "SELECT seat_id FROM seats WHERE show_id = {show} AND seat_id IN ({}) \
+         AND (status = 'free' OR (status = 'held' AND hold_expires_at <= {now})) ORDER BY seat_id FOR UPDATE",
+        list.join(", ")
+    );
+    sqlx::query_with(&sql, b.args()).execute(&mut **tx).await?;
+    Ok(())
+}
+
+/// Per job, whether a plain read (no lock) shows one of its seats taken at the batch's latest
+/// `now`: a hint for the order of passes, never an answer.
+async fn seen_taken(tx: &mut Tx<'_>, jobs: &[(Request<'_>, i64)]) -> sqlx::Result<Vec<bool>> {
+    let (Some((first, _)), Some(now)) = (jobs.first(), jobs.iter().map(|(_, n)| *n).max()) else {
+        return Ok(Vec::new());
+    };
+    let mut b = db::Binds::default();
+    let (show, now) = (b.push(first.show.to_owned()), b.push(now));
+    let mut all: Vec<&String> = jobs.iter().flat_map(|(r, _)| seats_of(r)).collect();
+    all.sort();
+    all.dedup();
+    let list: Vec<String> = all.into_iter().map(|s| b.push(s.clone())).collect();
+    let sql = format!(
+        "SELECT seat_id FROM seats WHERE show_id = {show} AND seat_id IN ({}) AND status <> 'free' \
+         AND NOT (status = 'held' AND hold_expires_at <= {now})",
+        list.join(", ")
+    );
+    let taken: HashSet<String> = sqlx::query_scalar_with(&sql, b.args())
+        .fetch_all(&mut **tx)
+        .await?
+        .into_iter()
+        .collect();
+    Ok(jobs
+        .iter()
+        .map(|(r, _)| seats_of(r).iter().any(|s| taken.contains(s)))
+        .collect())
+}
+
+/// How a pass ended.
+enum Pass {
+    /// Keep it: these jobs held (every other job it ran is settled in `done`).
+    Commit(Vec<(usize, HoldAnswer)>),
+    /// Roll it back and run again (new answers were settled in `done`).
+    Again,
+}
+
+/// One pass over the jobs not settled yet (see the module's doc).
+async fn pass(
+    tx: &mut Tx<'_>,
+    pg: bool,
+    jobs: &[(Request<'_>, i64)],
+    skip: &[bool],
+    done: &mut [Option<Answer>],
+) -> sqlx::Result<Pass> {
+    // First in batch order takes a seat; a later job asking for one is lost (settled now: its
+    // seat goes to the earlier job, or the pass is run again without that one), and never
+    // prepared, so it writes nothing.
+    let mut owner: HashMap<&str, usize> = HashMap::new();
+    let mut fans: HashSet<&str> = HashSet::new();
+    let (mut claiming, mut outbid) = (Vec::new(), Vec::new());
+    for (i, (r, _)) in jobs
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| done[*i].is_none() && !skip[*i])
+    {
+        let seats = seats_of(r);
+        if fans.contains(r.adm.sub.as_str()) || fans.contains(r.adm.jti.as_str()) {
+            // A visitor's or admission's second request waits for the next pass (its key and
+            // cap slots are taken after the first one's, as two transactions would).
+            continue;
+        }
+        if seats.iter().any(|s| owner.contains_key(s.as_str())) {
+            outbid.push(i);
+        } else {
+            owner.extend(seats.iter().map(|s| (s.as_str(), i)));
+            fans.extend([r.adm.sub.as_str(), r.adm.jti.as_str()]);
+            claiming.push(i);
+        }
+    }
+    let reqs: Vec<(&Request<'_>, i64)> =
+        claiming.iter().map(|i| (&jobs[*i].0, jobs[*i].1)).collect();
+    let mut ready: Vec<(usize, Prepared)> = Vec::new();
+    let mut refused = false;
+    for (i, begun) in claiming.iter().zip(claim::prepare_many(tx, &reqs).await?) {
+        match begun {
+            Ok(Begun::Ready(p)) => ready.push((*i, p)),
+            // A replay wrote nothing but kept seats out of this pass's order; a refusal wrote
+            // its key or a slot. Either way: settled, and the pass runs again without it.
+            Ok(Begun::Replay(a)) => (done[*i], refused) = (Some(Ok(Ok(a))), true),
+            Err(e) => (done[*i], refused) = (Some(Err(e)), true),
+        }
+    }
+    if refused {
+        return Ok(Pass::Again);
+    }
+    let Some(show) = jobs.first().map(|(r, _)| r.show) else {
+        return Ok(Pass::Commit(Vec::new()));
+    };
+    let mut all: Vec<String> = owner.keys().map(|s| (*s).to_owned()).collect();
+    all.sort();
+    if pg {
+        let now = ready.iter().map(|(i, _)| jobs[*i].1).max().unwrap_or(0);
+        lock_claimable(tx, show, &all, now).await?;
+    }
+    let asks: Vec<SeatAsk<'_>> = ready
+        .iter()
+        .map(|(i, p)| SeatAsk {
+            hold_id: &p.hold_id,
+            expires_at: p.expires_at,
+            seats: seats_of(&jobs[*i].0),
+            now_ms: jobs[*i].1,
+        })
+        .collect();
+    let taken = holds::claim_many(tx, show, &asks).await?;
+    let mut amount: HashMap<&str, (usize, i64)> = HashMap::new();
+    for t in &taken {
+        let e = amount.entry(t.hold_id.as_str()).or_default();
+        (e.0, e.1) = (e.0 + 1, e.1 + t.price_cents);
+    }
+    let (mut winners, mut again) = (Vec::new(), false);
+    for (i, p) in &ready {
+        let (r, now) = &jobs[*i];
+        let seats = seats_of(r);
+        match amount.get(p.hold_id.as_str()) {
+            Some((n, cents)) if *n == seats.len() => {
+                winners.push((*i, NewHold::of(r, p, seats.to_vec(), *cents, *now)));
+            }
+            _ => (done[*i], again) = (Some(lost(r)), true),
+        }
+    }
+    if again {
+        // The outbid jobs are not settled: the seat they lost may be free in the next pass.
+        return Ok(Pass::Again);
+    }
+    let rows: Vec<(&Request<'_>, &NewHold)> =
+        winners.iter().map(|(i, h)| (&jobs[*i].0, h)).collect();
+    let stored = claim::write_holds(tx, pg, &rows).await?;
+    for ((i, _), ok) in winners.iter().zip(&stored) {
+        if !ok {
+            (done[*i], again) = (Some(Err(claim::concurrent_request().into())), true);
+        }
+    }
+    if again {
+        return Ok(Pass::Again);
+    }
+    for i in outbid {
+        done[i] = Some(lost(&jobs[i].0));
+    }
+    Ok(Pass::Commit(
+        winners.into_iter().map(|(i, h)| (i, h.answer())).collect(),
+    ))
+}
+
+/// The answer of a request that lost some of its seats.
+fn lost(r: &Request<'_>) -> Answer {
+    Ok(Err(Lost::Seats(seats_of(r).to_vec())))
+}
+
+/// The seats a named-seat request asks for (empty for any other ask).
+fn seats_of<'a>(r: &'a Request<'_>) -> &'a [String] {
+    match &r.ask {
+        Ask::Seats(s) => s,
+        _ => &[],
+    }
+}

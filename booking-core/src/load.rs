@@ -1,0 +1,102 @@
+//! The booking core's load figures for the waiting room's closed loop (issue "closed loop and
+//! report", item 1; DECISIONS: "The closed loop reads the booking core's figures through its API
+//! (histogram buckets merged across nodes, never averaged p99s)"). Cumulative counters since the
+//! process started, served by `GET /internal/load`: the caller takes the difference between two
+//! reads, sums the buckets of every node, and reads the p99 from the sum.
+//!
+//! Layer: the bottom one, imports nothing from the crate.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Upper bounds of the hold-latency buckets, **milliseconds** (the last bucket, `+Inf`, is
+/// implied: `counts` has one more entry than this).
+pub const BOUNDS_MS: [u64; 12] = [5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000];
+
+/// A latency histogram of fixed buckets ([`BOUNDS_MS`]), lock-free.
+#[derive(Debug, Default)]
+pub struct Histogram {
+    /// Non-cumulative: `buckets[i]` counts values in `(BOUNDS_MS[i-1], BOUNDS_MS[i]]`; the last
+    /// counts values above every bound.
+    buckets: [AtomicU64; BOUNDS_MS.len() + 1],
+}
+
+impl Histogram {
+    /// Counts one value of `ms` milliseconds.
+    pub fn record(&self, ms: u64) {
+        let i = BOUNDS_MS
+            .iter()
+            .position(|&b| ms <= b)
+            .unwrap_or(BOUNDS_MS.len());
+        self.buckets[i].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Cumulative counts: `[≤ 5 ms, ≤ 10 ms, …, all]` (Prometheus's `le` convention).
+    pub fn cumulative(&self) -> Vec<u64> {
+        let mut sum = 0;
+        self.buckets
+            .iter()
+            .map(|b| {
+                sum += b.load(Ordering::Relaxed);
+                sum
+            })
+            .collect()
+    }
+}
+
+/// What the booking core measured since it started (one per process, in `AppState`).
+#[derive(Debug, Default)]
+pub struct Load {
+    /// Latency of `POST /api/shows/{show}/holds`, whatever the answer.
+    pub holds: Histogram,
+    /// Fan calls answered (`/api/…`).
+    pub requests: AtomicU64,
+    /// Fan calls answered 5xx (503 included: an overloaded core sheds load with it).
+    pub server_errors: AtomicU64,
+}
+
+pub use sale_common::load::{LoadDoc, PoolFigures, ShowStock};
+
+impl Load {
+    /// Counts one answered fan call; `hold`: it was a hold request, taking `ms` milliseconds.
+    pub fn answered(&self, status: u16, hold: bool, ms: u64) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        if status >= 500 {
+            self.server_errors.fetch_add(1, Ordering::Relaxed);
+        }
+        if hold {
+            self.holds.record(ms);
+        }
+    }
+
+    /// The document, with this node's id, its pool and its shows' stock.
+    pub fn doc(&self, node: &str, pool: PoolFigures, shows: Vec<ShowStock>) -> LoadDoc {
+        LoadDoc {
+            node: node.to_owned(),
+            hold_bounds_ms: BOUNDS_MS.iter().map(|&b| Some(b)).chain([None]).collect(),
+            hold_counts: self.holds.cumulative(),
+            requests: self.requests.load(Ordering::Relaxed),
+            server_errors: self.server_errors.load(Ordering::Relaxed),
+            pool,
+            shows,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_are_cumulative_with_the_le_convention() {
+        let h = Histogram::default();
+        for ms in [0, 5, 6, 10, 700, 40_000] {
+            h.record(ms);
+        }
+        let c = h.cumulative();
+        assert_eq!(c.len(), BOUNDS_MS.len() + 1);
+        // ≤5: 0 and 5; ≤10: +6, +10; ≤1000: +700; +Inf: +40000.
+        assert_eq!(&c[..3], &[2, 4, 4]);
+        assert_eq!(c[7], 5);
+        assert_eq!(*c.last().unwrap(), 6);
+    }
+}

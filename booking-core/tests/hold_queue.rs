@@ -1,0 +1,285 @@
+//! The per-show hold queue applies a batch set-based (issue 13 item 4), on SQLite and
+//! PostgreSQL. STYLE.md's race test: two workers' batches on the same seats without the guard
+//! (read the free seats, then one update of all of them) double-book; the real worker's step
+//! gives exactly one winner per seat, first in batch order inside a batch, a hold all or
+//! nothing, and writes for each winner what an unqueued hold writes (key's stored 201, cap
+//! slots, audit row) and nothing for a loser.
+
+mod support;
+
+use std::sync::Arc;
+
+use booking_core::door::Admission;
+use booking_core::inventory::claim::{Ask, Lost, Timing};
+use booking_core::inventory::hotq::{self, Job, Outcome, Owned};
+use support::{Backend, Harness, SHOW};
+use tokio::sync::{oneshot, Barrier};
+
+on_both!(
+    batch_without_the_guard_double_books,
+    batch_first_in_order_wins_all_or_nothing,
+    two_workers_batches_one_winner_per_seat,
+    a_full_batch_of_four_seat_holds_wins_every_seat,
+);
+
+fn seat(n: usize) -> String {
+    format!("A-1-{n}")
+}
+
+/// A queued request of fan `fan` for `seats`, and where its answer arrives.
+fn job(fan: &str, seats: &[usize], now_ms: i64) -> (Job, oneshot::Receiver<Outcome>) {
+    let mut ids: Vec<String> = seats.iter().map(|n| seat(*n)).collect();
+    ids.sort();
+    let adm = Admission {
+        iss: "waiting-room".into(),
+        aud: "booking-core".into(),
+        sub: fan.into(),
+        event: SHOW.into(),
+        jti: format!("jti-{fan}"),
+        iat: now_ms / 1000,
+        nbf: now_ms / 1000,
+        exp: now_ms / 1000 + 600,
+    };
+    let req = Owned {
+        adm,
+        show: SHOW.into(),
+        ask: Ask::Seats(ids),
+        key: format!("key-{fan}"),
+        channel: "web".into(),
+        timing: Timing {
+            hold_ttl_ms: 600_000,
+            payment_session_ms: 300_000,
+        },
+        visitor_cap: 4,
+    };
+    let (reply, rx) = oneshot::channel();
+    (Job { req, now_ms, reply }, rx)
+}
+
+/// Runs one batch through the worker's step; the answers in batch order: `Some(seats)` held,
+/// `None` lost its seats (409).
+async fn step(
+    db: &booking_core::db::Db,
+    jobs: Vec<(Job, oneshot::Receiver<Outcome>)>,
+) -> Vec<Option<Vec<String>>> {
+    let (batch, answers): (Vec<Job>, Vec<_>) = jobs.into_iter().unzip();
+    hotq::step(db, batch).await;
+    let mut out = Vec::new();
+    for a in answers {
+        out.push(match a.await.expect("answered") {
+            Ok(Ok(held)) => {
+                assert_eq!(held.status, 201, "{:?}", held.body);
+                Some(serde_json::from_value(held.body["seats"].clone()).unwrap())
+            }
+            Ok(Err(Lost::Seats(_))) => None,
+            other => panic!("unexpected answer {other:?}"),
+        });
+    }
+    out
+}
+
+/// HELD holds per seat (a seat in two live holds is double-booked).
+async fn holders_per_seat(h: &Harness) -> Vec<(String, i64)> {
+    sqlx::query_as(
+        "SELECT hs.seat_id, CAST(COUNT(*) AS BIGINT) FROM hold_seats hs JOIN holds ho ON ho.id = hs.hold_id \
+         WHERE ho.status = 'HELD' GROUP BY hs.seat_id ORDER BY hs.seat_id",
+    )
+    .fetch_all(&h.state.db)
+    .await
+    .unwrap()
+}
+
+/// Two workers each apply a batch of 5 seats the way the set-based step does, but without
+/// the guard: read which seats are free, then one update of all of them. Both take all five.
+async fn batch_without_the_guard_double_books(b: Backend) {
+    let h = Harness::on_with(b, |c| Harness::small_venue(c, 10)).await;
+    let barrier = Arc::new(Barrier::new(2));
+    let seats: Vec<String> = (1..=5).map(seat).collect();
+    let workers: Vec<_> = (0..2)
+        .map(|w| {
+            let (db, barrier, seats) = (h.state.db.clone(), barrier.clone(), seats.clone());
+            tokio::spawn(async move {
+                let free: Vec<String> = sqlx::query_scalar(
+                    "SELECT seat_id FROM seats WHERE show_id = $1 AND status = 'free' ORDER BY seat_id",
+                )
+                .bind(SHOW)
+                .fetch_all(&db)
+                .await
+                .unwrap();
+                barrier.wait().await;
+                let mine: Vec<&String> = seats.iter().filter(|s| free.contains(s)).collect();
+                for s in &mine {
+                    sqlx::query("UPDATE seats SET status = 'held', hold_id = $1 WHERE show_id = $2 AND seat_id = $3")
+                        .bind(format!("worker-{w}"))
+                        .bind(SHOW)
+                        .bind(*s)
+                        .execute(&db)
+                        .await
+                        .unwrap();
+                }
+                mine.len()
+            })
+        })
+        .collect();
+    let mut claimed = 0;
+    for w in workers {
+        claimed += w.await.unwrap();
+    }
+    assert_eq!(
+        claimed, 10,
+        "without the guard both batches take all 5 seats"
+    );
+}
+
+/// One batch: seat 1 held beforehand (outside the batch). In batch order: a [2,3] wins;
+/// b [3,4] loses seat 3 to a; c [4,5] wins (b never took 4); d [1,6] loses at the guard
+/// (seat 1), so its seat 6 is not held; e [6,7] asked seat 6 after d and wins once d is out.
+async fn batch_first_in_order_wins_all_or_nothing(b: Backend) {
+    let h = Harness::on_with(b, |c| Harness::small_venue(c, 10)).await;
+    let now = h.now_s() * 1000;
+    let (st, _) = h.hold(&h.token("early"), "k-early", &["A-1-1"]).await;
+    assert_eq!(st, 201);
+    let asks: [(&str, &[usize]); 5] = [
+        ("a", &[2, 3]),
+        ("b", &[3, 4]),
+        ("c", &[4, 5]),
+        ("d", &[1, 6]),
+        ("e", &[6, 7]),
+    ];
+    let jobs = asks.iter().map(|(f, s)| job(f, s, now)).collect();
+    let got = step(&h.state.db, jobs).await;
+    let s = |v: &[usize]| Some(v.iter().map(|n| seat(*n)).collect::<Vec<_>>());
+    assert_eq!(got, vec![s(&[2, 3]), None, s(&[4, 5]), None, s(&[6, 7])]);
+    // Exactly the winners' seats (and the early hold's) are held, each by one live hold.
+    let held = holders_per_seat(&h).await;
+    let want: Vec<(String, i64)> = [1, 2, 3, 4, 5, 6, 7]
+        .iter()
+        .map(|n| (seat(*n), 1))
+        .collect();
+    assert_eq!(held, want);
+    for (fan, won) in [
+        ("a", true),
+        ("b", false),
+        ("c", true),
+        ("d", false),
+        ("e", true),
+    ] {
+        let key: Vec<(i64, String)> =
+            sqlx::query_as("SELECT status, body FROM idempotency WHERE visitor_id = $1")
+                .bind(fan)
+                .fetch_all(&h.state.db)
+                .await
+                .unwrap();
+        let holds: Vec<String> = sqlx::query_scalar("SELECT id FROM holds WHERE visitor_id = $1")
+            .bind(fan)
+            .fetch_all(&h.state.db)
+            .await
+            .unwrap();
+        if won {
+            // What an unqueued hold writes: the stored 201, the hold, its audit row, its slots.
+            assert_eq!(holds.len(), 1, "{fan}");
+            assert_eq!(key.len(), 1, "{fan}");
+            assert_eq!(key[0].0, 201, "{fan}");
+            let body: serde_json::Value = serde_json::from_str(&key[0].1).unwrap();
+            assert_eq!(body["hold_id"], holds[0].as_str(), "{fan}");
+            let audit = h
+                .count(
+                    "SELECT COUNT(*) FROM audit WHERE hold_id = $1 AND action = 'held'",
+                    &holds[0],
+                )
+                .await;
+            let slots = h
+                .count(
+                    "SELECT COUNT(*) FROM hold_slots WHERE hold_id = $1",
+                    &holds[0],
+                )
+                .await;
+            assert_eq!((audit, slots), (1, 2), "{fan}");
+        } else {
+            // A loser wrote nothing (its key is free for the handler's refusal record).
+            assert!(
+                holds.is_empty() && key.is_empty(),
+                "{fan}: {holds:?} {key:?}"
+            );
+            let slots = h
+                .count(
+                    "SELECT COUNT(*) FROM hold_slots WHERE owner = $1",
+                    &format!("jti-{fan}"),
+                )
+                .await;
+            assert_eq!(slots, 0, "{fan}");
+        }
+    }
+}
+
+/// Two workers (two booking-core nodes on PostgreSQL; on SQLite the one writer twice) apply
+/// overlapping batches at once: every seat ends in at most one live hold, and each seat held
+/// is held by the hold that answered 201 for it.
+async fn two_workers_batches_one_winner_per_seat(b: Backend) {
+    let h = Harness::on_with(b, |c| Harness::small_venue(c, 12)).await;
+    let now = h.now_s() * 1000;
+    let other = match b {
+        Backend::Postgres => h.another_state().await.db,
+        Backend::Sqlite => h.state.db.clone(),
+    };
+    let batch = |tag: &'static str, rev: bool| {
+        let mut v: Vec<(Job, oneshot::Receiver<Outcome>)> = (0..24)
+            .map(|i| {
+                job(
+                    &format!("{tag}{i}"),
+                    &[1 + i % 12, 1 + (i * 5 + 1) % 12],
+                    now,
+                )
+            })
+            .filter(|(j, _)| matches!(&j.req.ask, Ask::Seats(s) if s[0] != s[1]))
+            .collect();
+        if rev {
+            v.reverse();
+        }
+        v
+    };
+    let (a, z) = tokio::join!(
+        step(&h.state.db, batch("x", false)),
+        step(&other, batch("y", true))
+    );
+    let mut won: Vec<String> = a.into_iter().chain(z).flatten().flatten().collect();
+    won.sort();
+    let held = holders_per_seat(&h).await;
+    assert!(
+        held.iter().all(|(_, n)| *n == 1),
+        "a seat in two live holds: {held:?}"
+    );
+    let held_seats: Vec<String> = held.into_iter().map(|(s, _)| s).collect();
+    assert_eq!(
+        won, held_seats,
+        "the 201s' seats are exactly the held seats, once each"
+    );
+    assert!(!won.is_empty());
+}
+
+/// The largest batch of the default largest holds: 128 requests of 4 seats each (512 seats in
+/// the one guarded update; SQLite caps a compound SELECT at 500 terms), applied set-based in
+/// one transaction (not the worker's fallback of one transaction each), all held.
+async fn a_full_batch_of_four_seat_holds_wins_every_seat(b: Backend) {
+    let n = hotq::MAX_BATCH;
+    let h = Harness::on_with(b, move |c| Harness::small_venue(c, (n * 4) as u32)).await;
+    let now = h.now_s() * 1000;
+    let owned: Vec<Owned> = (0..n)
+        .map(|i| {
+            let seats: Vec<usize> = (1..=4).map(|k| i * 4 + k).collect();
+            job(&format!("f{i}"), &seats, now).0.req
+        })
+        .collect();
+    let reqs: Vec<_> = owned.iter().map(|o| (o.request(), now)).collect();
+    let db = &h.state.db;
+    let mut tx = booking_core::db::begin_write(db).await.unwrap();
+    let pg = b == Backend::Postgres;
+    let got = booking_core::inventory::batch::create_seats(&mut tx, pg, &reqs)
+        .await
+        .expect("one set-based transaction");
+    tx.commit().await.unwrap();
+    assert!(got.iter().all(|a| matches!(a, Ok(Ok(_)))), "{got:?}");
+    let held = holders_per_seat(&h).await;
+    assert_eq!(held.len(), n * 4);
+    assert!(held.iter().all(|(_, k)| *k == 1));
+}

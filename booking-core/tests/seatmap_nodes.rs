@@ -1,0 +1,124 @@
+//! Seat-map snapshots with several booking-core nodes (issue 13 item 6, DECISIONS "Seat-map
+//! snapshots stay correct with several booking-core nodes"): two instances on one PostgreSQL.
+//! A hold made on one shows on the other's map within the poll interval (polled with a
+//! deadline derived from it), read through the change feed (one whole-show read, then only the
+//! changed seat), with the map's age in `Seat-Map-Age-Ms`; a lapsed hold shows free at its
+//! deadline with no read at all; a release shows like a hold.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use booking_core::inventory::seatmap::{ReadCounts, POLL_INTERVAL};
+use serde_json::Value;
+use support::{Backend, Harness, SHOW};
+
+/// How long a change may take to show on the other node: one poll interval, the poll itself,
+/// and room for a loaded test machine.
+fn deadline() -> Duration {
+    POLL_INTERVAL * 4 + Duration::from_secs(2)
+}
+
+/// `A-1-1`'s status on the node at `base`, and the map's age (ms) from its header.
+async fn seat_on(h: &Harness, base: &str) -> (String, u64) {
+    let r = h
+        .http
+        .get(format!("{base}/api/shows/{SHOW}/seats?section=A"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let age: u64 = r.headers()["seat-map-age-ms"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let v: Value = r.json().await.unwrap();
+    let st = v["seats"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == "A-1-1")
+        .unwrap()["status"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    (st, age)
+}
+
+/// Polls the node at `base` until `A-1-1` shows `want`; panics after [`deadline`].
+async fn until_shows(h: &Harness, base: &str, want: &str) -> (Duration, u64) {
+    let t = Instant::now();
+    loop {
+        let (st, age) = seat_on(h, base).await;
+        if st == want {
+            return (t.elapsed(), age);
+        }
+        assert!(
+            t.elapsed() < deadline(),
+            "A-1-1 still {st} on {base} after {:?}",
+            t.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_on_one_node_shows_on_the_others_map_within_the_poll_interval() {
+    let h = Harness::on_with(Backend::Postgres, |c| Harness::small_venue(c, 20)).await;
+    let other = h.another_state().await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let b = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(booking_core::serve_state(
+        listener,
+        other.clone(),
+        std::future::pending(),
+    ));
+    assert_eq!(seat_on(&h, &b).await.0, "free");
+    let before = other.seatmaps.read_counts();
+    assert_eq!(before.loads, 1);
+
+    // A hold on node A (the harness) shows on node B, read from the feed.
+    let (st, hold) = h.hold(&h.token("fan-a"), "k1", &["A-1-1"]).await;
+    assert_eq!(st, 201, "{hold}");
+    let (took, age) = until_shows(&h, &b, "held").await;
+    assert!(age < deadline().as_millis() as u64, "age {age} ms");
+    let after: ReadCounts = other.seatmaps.read_counts();
+    assert_eq!(
+        after.loads, 1,
+        "node B read the whole show again: {after:?}"
+    );
+    assert!(after.polls > before.polls, "{after:?}");
+    assert!(
+        after.seats_polled - before.seats_polled <= 2,
+        "only the changed seat is read (at most twice: a poll may re-read a change of a transaction still running at its snapshot): {after:?}"
+    );
+    eprintln!("hold on A seen on B after {took:?} (map age {age} ms)");
+
+    // Its deadline passes: node B shows the seat free with no read of it.
+    let polled = other.seatmaps.read_counts().seats_polled;
+    let ttl_s = hold["expires_at"].as_i64().unwrap() - h.now_s();
+    h.clock.advance_ms((ttl_s + 1) * 1000);
+    until_shows(&h, &b, "free").await;
+    assert_eq!(
+        other.seatmaps.read_counts().seats_polled,
+        polled,
+        "a lapse needs no read"
+    );
+
+    // A hold and its release on node A: node B shows both.
+    let (st, hold) = h.hold(&h.token("fan-b"), "k2", &["A-1-1"]).await;
+    assert_eq!(st, 201, "{hold}");
+    until_shows(&h, &b, "held").await;
+    let id = hold["hold_id"].as_str().unwrap();
+    let r = h
+        .http
+        .delete(format!("{}/api/holds/{id}", h.base))
+        .bearer_auth(h.token("fan-b"))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    until_shows(&h, &b, "free").await;
+    assert_eq!(other.seatmaps.read_counts().loads, 1);
+}

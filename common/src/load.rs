@@ -1,0 +1,49 @@
+//! The booking core's load figures on the wire (`GET /internal/load`, API.md): written by the
+//! booking core (`booking_core::load`), read by the waiting room's closed loop
+//! (`waiting_room::closedloop`). Counters are cumulative since the process started.
+
+use serde::{Deserialize, Serialize};
+
+/// The JSON of `GET /internal/load` (API.md).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LoadDoc {
+    /// This process's random id (counters restart with it: a new id means a new baseline).
+    pub node: String,
+    /// Bounds of the hold-latency buckets, ms, then `null` for `+Inf`.
+    pub hold_bounds_ms: Vec<Option<u64>>,
+    /// Cumulative hold counts per bucket, since `node` started.
+    pub hold_counts: Vec<u64>,
+    /// Fan calls answered since start.
+    pub requests: u64,
+    /// Of them, 5xx.
+    pub server_errors: u64,
+    /// The database pool now: connections open and idle (`idle` 0 with `size` at the
+    /// maximum: callers are waiting for a connection).
+    pub pool: PoolFigures,
+    /// Places left per show.
+    pub shows: Vec<ShowStock>,
+}
+
+/// The database pool's state at the read.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct PoolFigures {
+    /// Connections open.
+    pub size: u32,
+    /// Of them, idle.
+    pub idle: u32,
+    /// The pool's maximum.
+    pub max: u32,
+}
+
+/// One show's stock: seats and pool places.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ShowStock {
+    /// Show id (= waiting-room event id).
+    pub show: String,
+    /// Seats and pool places that can be held now (lapsed holds count free).
+    pub free: i64,
+    /// Seats and pool places in live holds: they may come back.
+    pub held: i64,
+    /// Sold.
+    pub sold: i64,
+}

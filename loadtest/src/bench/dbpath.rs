@@ -1,0 +1,151 @@
+//! The hold path below HTTP: the booking core's own hold code called in this process on the
+//! bench's database, with no door, no HTTP and no JSON over a socket — what the per-show hold
+//! queue is meant to change (issue 13 item 4: "it must beat concurrent transactions on a hot
+//! show on both stores"). In a debug build the door's EdDSA check bounds the HTTP hold figures
+//! far below the database, so only these figures show the queue's effect there.
+//!
+//! Each of `connections` workers holds 2 random seats of a 100-seat block again and again (a
+//! fresh admission each time, as the HTTP phases do), releasing its previous 201 first
+//! (untimed): first as concurrent transactions (`claim::create`), then through the show's hold
+//! queue (`HoldQueues::submit`: one worker, a batch per transaction, applied set-based). The
+//! show `bench-db` is seeded on the bench's database (PostgreSQL) or on a fresh SQLite file.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use booking_core::door::Admission;
+use booking_core::inventory::claim::{self, Ask, Request, Timing};
+use booking_core::inventory::{holds, hotq::HoldQueues};
+use booking_core::{db, ShowConfig, Venue};
+use rand::seq::SliceRandom;
+
+use super::gen::{closed_loop, Measured, Sample, Workload};
+
+/// The show these figures hold on.
+const SHOW: &str = "bench-db";
+/// Seats of its hot block.
+const SEATS: u32 = 100;
+
+/// Both figures: concurrent transactions (`db-hold`), then the hold queue (`db-queue`).
+pub async fn measure(
+    database: Option<&str>,
+    connections: usize,
+    warmup: Duration,
+    duration: Duration,
+) -> anyhow::Result<Vec<(Measured, String)>> {
+    let dir = tempfile::tempdir()?;
+    let url = match database.filter(|u| u.starts_with("postgres")) {
+        Some(u) => u.to_owned(),
+        None => format!(
+            "sqlite://{}?mode=rwc",
+            dir.path().join("dbpath.db").display()
+        ),
+    };
+    let db = db::connect(&url).await?;
+    let show = ShowConfig {
+        id: SHOW.into(),
+        name: "bench: hold path below HTTP".into(),
+        venue: Venue::small(SEATS),
+    };
+    db::seed_show(&db, &show).await?;
+    let seats: Arc<Vec<String>> = Arc::new((1..=SEATS).map(|n| format!("A-1-{n}")).collect());
+    let queues = Arc::new(HoldQueues::new(&[SHOW.to_owned()]));
+    let next = Arc::new(AtomicU64::new(0));
+    let mut out = Vec::new();
+    for (name, queued) in [("db-hold", false), ("db-queue", true)] {
+        let live: Arc<Vec<Mutex<Option<String>>>> =
+            Arc::new((0..connections).map(|_| Mutex::new(None)).collect());
+        let (db2, seats2, queues2, next2) =
+            (db.clone(), seats.clone(), queues.clone(), next.clone());
+        let work: Workload = Arc::new(move |w, _| {
+            let (db, seats, queues, live) =
+                (db2.clone(), seats2.clone(), queues2.clone(), live.clone());
+            let n = next2.fetch_add(1, Ordering::Relaxed);
+            Box::pin(async move {
+                let prev = live[w].lock().expect("hold slot").take();
+                if let Some(h) = prev {
+                    let now = now_ms();
+                    let _ = holds::release(&db, &h, db::Actor::Api, "bench", now).await;
+                }
+                let mut pick: Vec<String> = seats
+                    .choose_multiple(&mut rand::thread_rng(), 2)
+                    .cloned()
+                    .collect();
+                pick.sort();
+                let adm = admission(n);
+                let key = format!("k{n}");
+                let r = Request {
+                    adm: &adm,
+                    show: SHOW,
+                    ask: Ask::Seats(pick),
+                    key: &key,
+                    channel: "web",
+                    timing: Timing {
+                        hold_ttl_ms: 600_000,
+                        payment_session_ms: 300_000,
+                    },
+                    visitor_cap: 4,
+                };
+                let (t, now) = (Instant::now(), now_ms());
+                let answer = if queued {
+                    queues.submit(&db, &r, now).await
+                } else {
+                    claim::create(&db, &r, now).await
+                };
+                let took = t.elapsed();
+                let status = match answer {
+                    Ok(a) => {
+                        *live[w].lock().expect("hold slot") =
+                            a.body["hold_id"].as_str().map(String::from);
+                        201
+                    }
+                    Err(booking_core::error::ApiError::Problem(p)) => p.status.as_u16(),
+                    Err(_) => 500,
+                };
+                Sample { status, took }
+            })
+        });
+        let m = closed_loop(name, connections, warmup, duration, &[201], work).await;
+        println!(
+            "  {name:<10} {:>9.0} req/s  {:>6.0} held/s  p50 {:.2} ms  p99 {:.2} ms  ({} errors)",
+            m.rps, m.ok_rps, m.p50_ms, m.p99_ms, m.errors
+        );
+        let how = if queued {
+            "through the show's hold queue (one worker, batches applied set-based)"
+        } else {
+            "as concurrent transactions (claim::create)"
+        };
+        let note = format!(
+            "hold path below HTTP (no door): {connections} workers, 2 random seats of a \
+             {SEATS}-seat block per hold, {how}; 201 = held ({:.0}/s), 409 = taken; each 201 \
+             released (untimed) before that worker's next hold",
+            m.ok_rps
+        );
+        out.push((m, note));
+    }
+    db.close().await;
+    Ok(out)
+}
+
+/// A fresh admission for hold number `n` (a released hold ends its admission).
+fn admission(n: u64) -> Admission {
+    let now_s = now_ms() / 1000;
+    Admission {
+        iss: "waiting-room".into(),
+        aud: "booking-core".into(),
+        sub: format!("v{n}"),
+        event: SHOW.into(),
+        jti: format!("j{n}"),
+        iat: now_s,
+        nbf: now_s,
+        exp: now_s + 3600,
+    }
+}
+
+fn now_ms() -> i64 {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
