@@ -1,9 +1,10 @@
 //! Admission that follows the booking core (issue "closed loop and report", item 1): a sale on
 //! PostgreSQL with the event's closed loop on, fans holding and releasing seats all along; the
 //! booking core is slowed mid-sale by real means (DECISIONS: a lock from the test's own SQL
-//! session: `LOCK TABLE seats` held for 0.8 s at a time, eight times), and the admit rate follows
-//! it without a human: raised while healthy, lowered with "hold p99 … above 200 ms" while slow,
-//! raised again afterwards, every change an audited `closed-loop` action.
+//! session: `LOCK TABLE seats` held for 2 s at a time, four times), and the admit rate follows
+//! it without a human: raised while healthy, lowered with "hold p99 … above 1000 ms" while slow,
+//! raised again afterwards, every change an audited `closed-loop` action. The threshold leaves a
+//! debug build on a busy machine room to be healthy; a 2 s lock does not.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -149,7 +150,7 @@ async fn the_admit_rate_follows_a_booking_core_slowed_mid_sale() {
         "loop",
         4.0,
         serde_json::json!({
-            "min_rate": 1.0, "max_rate": 24.0, "hold_p99_ms": 200, "interval_secs": 1,
+            "min_rate": 1.0, "max_rate": 24.0, "hold_p99_ms": 1000, "interval_secs": 1,
             "min_samples": 5
         }),
     );
@@ -183,14 +184,15 @@ async fn the_admit_rate_follows_a_booking_core_slowed_mid_sale() {
     )
     .await;
     let before = seen.len();
+    let at_slowdown = seen.last().map_or(4.0, |(_, n, _)| *n);
 
-    // Slow the booking core: the seats table locked 0.8 s out of every 0.85 s, eight times.
+    // Slow the booking core: the seats table locked 2 s out of every 2.05 s, four times.
     let slow = std::thread::spawn({
         let db = db.clone();
         move || {
-            let pulse = "BEGIN; LOCK TABLE seats IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(0.8); \
+            let pulse = "BEGIN; LOCK TABLE seats IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(2); \
                          COMMIT; SELECT pg_sleep(0.05);";
-            pg.psql_in(&db, &pulse.repeat(8));
+            pg.psql_in(&db, &pulse.repeat(4));
         }
     });
     let seen = until(
@@ -202,7 +204,7 @@ async fn the_admit_rate_follows_a_booking_core_slowed_mid_sale() {
         |s| {
             s[before..]
                 .iter()
-                .any(|(o, n, r)| n < o && r.contains("hold p99") && r.contains("above 200 ms"))
+                .any(|(o, n, r)| n < o && r.contains("hold p99") && r.contains("above 1000 ms"))
         },
     )
     .await;
@@ -212,13 +214,9 @@ async fn the_admit_rate_follows_a_booking_core_slowed_mid_sale() {
         .iter()
         .map(|(_, n, _)| *n)
         .fold(f64::INFINITY, f64::min);
-    let peak_before = seen[..before]
-        .iter()
-        .map(|(_, n, _)| *n)
-        .fold(0.0, f64::max);
     assert!(
-        lowest < peak_before,
-        "the rate never went below its healthy peak {peak_before}: {seen:#?}"
+        lowest < at_slowdown,
+        "the rate never went below its {at_slowdown}/s from before the slowdown: {seen:#?}"
     );
 
     // Recovered: raised again without anyone touching it.
