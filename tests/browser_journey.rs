@@ -7,7 +7,7 @@ mod support;
 
 use fantoccini::Locator;
 use std::time::Duration;
-use support::browser::{connect, shot, Driver};
+use support::browser::{connect, shot, text_of, Driver};
 use ticket_sale::stack::{self, DemoEvent, StackOptions};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
