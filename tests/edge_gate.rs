@@ -27,9 +27,24 @@ async fn origin(hits: Arc<AtomicU64>) -> SocketAddr {
             body
         }
     };
+    // What the origin is sent: the gate keeps the token to itself.
+    let echo = |h: axum::http::HeaderMap| async move {
+        let get = |n: &str| {
+            h.get(n)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("-")
+                .to_owned()
+        };
+        format!(
+            "cookie={} authorization={}",
+            get("cookie"),
+            get("authorization")
+        )
+    };
     let app = axum::Router::new()
         .route("/shop", get(count("merch page")))
-        .route("/api/items", get(count(r#"{"items": ["scarf"]}"#)));
+        .route("/api/items", get(count(r#"{"items": ["scarf"]}"#)))
+        .route("/echo", get(echo));
     let l = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -183,6 +198,34 @@ async fn edge_gate_redirects_pages_refuses_api_calls_and_verifies_with_the_waiti
         (200, r#"{"items": ["scarf"]}"#.into())
     );
     assert_eq!(hits.load(Ordering::SeqCst), 2);
+    // The origin never sees the token: not the gate's cookie (its other cookies pass), not the
+    // bearer (the token's aud also names the booking core, where it is a fan's admission).
+    let seen = c
+        .get(format!("{g}/echo"))
+        .header("cookie", format!("a=1; gate_admission={token}; b=2"))
+        .send()
+        .await
+        .expect("echo")
+        .text()
+        .await
+        .expect("echo body");
+    assert_eq!(
+        seen, "cookie=a=1; b=2 authorization=-",
+        "the origin was sent {seen:?}"
+    );
+    let seen = c
+        .get(format!("{g}/echo"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .expect("echo")
+        .text()
+        .await
+        .expect("echo body");
+    assert!(
+        !seen.contains(&token),
+        "the origin was sent the token: {seen:?}"
+    );
 
     // The waiting room goes down; the gate keeps verifying with the keys the door holds.
     s.stop_waiting_room().await.expect("the waiting room stops");

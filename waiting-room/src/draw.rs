@@ -166,6 +166,12 @@ pub enum Mismatch {
     /// A public id is listed twice.
     #[error("public id {0} is listed twice")]
     Duplicate(String),
+    /// An entry is not a public id (64 lowercase hex characters, a SHA-256).
+    #[error("entry {0:?} is not a public id (64 hex characters)")]
+    BadId(String),
+    /// `first_number` plus the list's length does not fit a queue number.
+    #[error("first_number {0} leaves no room for the list's numbers")]
+    BadFirstNumber(u64),
     /// A position is not the one the seed gives.
     #[error("number {number}: the seed gives {expected}, the list says {listed}")]
     Position {
@@ -201,6 +207,14 @@ pub fn verify(p: &Publication) -> Result<Vec<(u64, String)>, Mismatch> {
             found,
         });
     }
+    let is_id =
+        |id: &str| id.len() == 64 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    if let Some(bad) = list.iter().find(|id| !is_id(id)) {
+        return Err(Mismatch::BadId(bad.clone()));
+    }
+    if first.checked_add(list.len() as u64).is_none() {
+        return Err(Mismatch::BadFirstNumber(first));
+    }
     let mut order: Vec<(u64, &String)> = list.iter().map(|id| (seed.rank(id), id)).collect();
     order.sort();
     if let Some(w) = order.windows(2).find(|w| w[0].1 == w[1].1) {
@@ -233,5 +247,38 @@ mod tests {
         assert_ne!(a.rank(&p), b.rank(&p));
         assert_eq!(visitor_of_entry(&a.entry("v-1").1), "v-1");
         assert_eq!(DrawSeed::from_hex(&a.to_hex()), Some(a));
+    }
+
+    /// A published draw of `ids` (already in draw order) from number `first`.
+    fn published(seed: &DrawSeed, ids: Vec<String>, first: u64) -> Publication {
+        let mut ids = ids;
+        ids.sort_by_key(|id| (seed.rank(id), id.clone()));
+        Publication {
+            event: "e".into(),
+            algorithm: ALGORITHM.into(),
+            commitment: seed.commitment(),
+            seed: Some(seed.to_hex()),
+            first_number: Some(first),
+            visitors_hash: Some(visitors_hash(&ids)),
+            visitors: Some(ids),
+        }
+    }
+
+    #[test]
+    fn malformed_entries_and_an_overflowing_first_number_are_mismatches() {
+        let seed = DrawSeed([7; 32]);
+        let ids: Vec<String> = (0..3).map(|i| public_id(&format!("v{i}"))).collect();
+        assert_eq!(
+            verify(&published(&seed, ids.clone(), 1)).map(|v| v.len()),
+            Ok(3)
+        );
+        let mut bad = ids.clone();
+        bad.push("not-hex".into());
+        let p = published(&seed, bad, 1);
+        assert_eq!(verify(&p), Err(Mismatch::BadId("not-hex".into())));
+        assert_eq!(
+            verify(&published(&seed, ids, u64::MAX)),
+            Err(Mismatch::BadFirstNumber(u64::MAX))
+        );
     }
 }

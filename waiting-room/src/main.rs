@@ -203,7 +203,8 @@ async fn read_draw(source: &str) -> anyhow::Result<waiting_room::draw::Publicati
     Ok(serde_json::from_slice(&bytes)?)
 }
 
-/// `verify-draw`: 0 when every position checks out, 1 on a mismatch, 2 when unreadable.
+/// `verify-draw`: 0 when every position checks out, 1 on a mismatch, 2 when unreadable, 3 when
+/// the given visitor is not in the draw, 4 when only the commitment is published (not opened).
 async fn verify_draw(source: &str, visitor: Option<&str>) -> i32 {
     let p = match read_draw(source).await {
         Ok(p) => p,
@@ -214,6 +215,13 @@ async fn verify_draw(source: &str, visitor: Option<&str>) -> i32 {
     };
     let positions = match waiting_room::draw::verify(&p) {
         Ok(v) => v,
+        Err(waiting_room::draw::Mismatch::NotPublished) => {
+            eprintln!(
+                "verify-draw: event {} has not opened yet: only the commitment {} is published; check again after the opening",
+                p.event, p.commitment
+            );
+            return 4;
+        }
         Err(m) => {
             eprintln!("verify-draw: MISMATCH for event {}: {m}", p.event);
             return 1;

@@ -21,19 +21,33 @@ async fn console_page_is_served_without_secrets() {
         .expect("state");
     let peer: SocketAddr = "127.0.0.1:4000".parse().expect("addr");
     let app = router(st).layer(MockConnectInfo(peer));
-    let req = Request::get("/console.html")
-        .body(Body::empty())
-        .expect("req");
-    let r = app.oneshot(req).await.expect("call");
-    assert_eq!(r.status(), StatusCode::OK);
-    assert!(r.headers()["content-type"]
-        .to_str()
-        .expect("ct")
-        .starts_with("text/html"));
-    let body = axum::body::to_bytes(r.into_body(), 1 << 20)
-        .await
-        .expect("body");
-    let page = String::from_utf8(body.to_vec()).expect("utf8");
+    // The page and every module it loads (`static/console/*.js`, one per panel), as served.
+    let mut page = String::new();
+    for path in [
+        "/console.html",
+        "/console/main.js",
+        "/console/api.js",
+        "/console/figures.js",
+        "/console/knobs.js",
+        "/console/actions.js",
+        "/console/errors.js",
+        "/console/audit.js",
+    ] {
+        let req = Request::get(path).body(Body::empty()).expect("req");
+        let r = app.clone().oneshot(req).await.expect("call");
+        assert_eq!(r.status(), StatusCode::OK, "{path}");
+        let want = if path.ends_with(".html") {
+            "text/html"
+        } else {
+            "text/javascript"
+        };
+        let ct = r.headers()["content-type"].to_str().expect("ct").to_owned();
+        assert!(ct.starts_with(want), "{path}: {ct}");
+        let body = axum::body::to_bytes(r.into_body(), 1 << 20)
+            .await
+            .expect("body");
+        page.push_str(&String::from_utf8(body.to_vec()).expect("utf8"));
+    }
     for needle in [
         "/admin/events/",
         "X-Operator",

@@ -111,6 +111,8 @@ pub struct Verifier {
     last_fetch: Mutex<Option<Instant>>,
     /// When the JWKS last answered (stale-if-error age).
     last_good: std::sync::Mutex<Option<Instant>>,
+    /// When this verifier was made (a JWKS that never answered is stale from then).
+    created: Instant,
     cooldown: Duration,
     validation: Validation,
     leeway: i64,
@@ -150,6 +152,7 @@ impl Verifier {
             keys: RwLock::new(HashMap::new()),
             last_fetch: Mutex::new(None),
             last_good: std::sync::Mutex::new(None),
+            created: Instant::now(),
             cooldown,
             validation: v,
             leeway: i64::try_from(leeway_secs).unwrap_or(i64::MAX),
@@ -310,15 +313,27 @@ impl Verifier {
     }
 
     fn report_staleness(&self) {
-        let age = self.stale_for().map_or(f64::INFINITY, |d| d.as_secs_f64());
-        metrics::gauge!("bc_jwks_stale_seconds").set(if age.is_finite() { age } else { -1.0 });
+        // Never answered: stale since this verifier was made, not forever (a booking core
+        // started while the waiting room is down is not 10 minutes late at once).
+        let (age, ever) = match self.stale_for() {
+            Some(d) => (d.as_secs_f64(), true),
+            None => (self.created.elapsed().as_secs_f64(), false),
+        };
+        metrics::gauge!("bc_jwks_stale_seconds").set(if ever { age } else { -1.0 });
         let alert = age >= STALE_ALERT.as_secs_f64();
         metrics::gauge!("bc_jwks_stale_alert").set(if alert { 1.0 } else { 0.0 });
-        if alert {
+        if alert && ever {
             tracing::error!(
                 stale_secs = age,
                 "the waiting room's JWKS has not answered for 10 minutes: keys cannot be revoked"
             );
+        } else if alert {
+            tracing::error!(
+                since_start_secs = age,
+                "the waiting room's JWKS has never answered since start (10 minutes): no admission token can be verified"
+            );
+        } else if !ever {
+            tracing::warn!("the waiting room's JWKS has not answered yet; admission tokens cannot be verified until it does");
         }
     }
 
@@ -377,8 +392,11 @@ pub fn token_from_headers_or_cookie(
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
     {
-        if let Some(t) = v.strip_prefix("Bearer ") {
-            return Some(t.trim().to_owned());
+        // The scheme is case-insensitive (RFC 9110 §11.1): `Bearer`, `bearer`, `BEARER`.
+        if let Some((scheme, t)) = v.split_once(' ') {
+            if scheme.eq_ignore_ascii_case("bearer") {
+                return Some(t.trim().to_owned());
+            }
         }
     }
     headers

@@ -82,9 +82,11 @@ pub async fn load(State(state): State<AppState>, headers: HeaderMap) -> ApiResul
     for show in &state.config.shows {
         shows.push(crate::inventory::stock::of_show(&state.db, &show.id, now).await?);
     }
+    let size = state.db.size();
     let pool = PoolFigures {
-        size: state.db.size(),
-        idle: u32::try_from(state.db.num_idle()).unwrap_or(u32::MAX),
+        size,
+        // sqlx counts idle connections apart from open ones: clamp a momentary overcount.
+        idle: u32::try_from(state.db.num_idle()).unwrap_or(0).min(size),
         max: state.db.options().get_max_connections(),
     };
     Ok(Json(state.load.doc(&state.node_id, pool, shows)))

@@ -141,7 +141,7 @@ pub async fn pay_again(state: &AppState, hold: &Hold, old: &str) -> ApiResult<Va
     }
     let token = format!("pending:{}", uuid::Uuid::new_v4());
     let now = state.clock.now_ms();
-    let mut tx = state.db.begin().await?;
+    let mut tx = db::begin_write(&state.db).await?;
     let switched = sqlx::query(
         "UPDATE holds SET payment_id = $1, payment_signature = NULL, checkout_url = NULL, \
          executing_at = NULL WHERE id = $2 AND status = 'HELD' AND payment_id = $3",
@@ -256,7 +256,7 @@ async fn alert_superseded_paid(
         .bind(hold_id)
         .fetch_optional(&state.db)
         .await?;
-    let mut tx = state.db.begin().await?;
+    let mut tx = db::begin_write(&state.db).await?;
     sqlx::query(
         "INSERT INTO alerts (at, show_id, hold_id, kind, message) VALUES ($1, $2, $3, $4, $5) \
          ON CONFLICT (hold_id) DO NOTHING",

@@ -35,6 +35,10 @@ impl Config {
                 p.push(format!(
                     "gate_audiences[{i}]: 1 to 64 of A-Z a-z 0-9 - _ . (got {aud:?})"
                 ));
+            } else if *aud == self.audience || self.gate_audiences[..i].contains(aud) {
+                p.push(format!(
+                    "gate_audiences[{i}]: {aud:?} is the booking core's own audience or listed twice"
+                ));
             }
         }
         if let Some(h) = &self.identity_header {
@@ -176,6 +180,11 @@ impl Config {
             }
             if let Some(cl) = &e.closed_loop {
                 p.extend(cl.problems(&format!("events[{i}].closed_loop")));
+                if self.service_token.is_none() {
+                    p.push(format!(
+                        "events[{i}].closed_loop: needs service_token (the booking core's /internal/load takes it as a bearer; without it the loop could never read a figure)"
+                    ));
+                }
             }
         }
     }

@@ -373,7 +373,8 @@ async fn patch(
         return Err(unprocessable("pow_difficulty: 0..=28 bits"));
     }
     bounded(limit, st.0.store.set_knobs(&event, rate, max_active)).await?;
-    if let Some(d) = b.pow_difficulty {
+    // A value set to what it already is changes nothing, so it leaves no audit entry.
+    if let Some(d) = b.pow_difficulty.filter(|d| *d != old.pow_bits) {
         bounded(limit, st.0.store.set_pow(&event, d)).await?;
         record(
             &st,
@@ -385,7 +386,7 @@ async fn patch(
         )
         .await;
     }
-    if let Some(r) = rate {
+    if let Some(r) = rate.filter(|r| *r != old.admit_rate) {
         record(
             &st,
             &event,
@@ -396,7 +397,7 @@ async fn patch(
         )
         .await;
     }
-    if let Some(m) = max_active {
+    if let Some(m) = max_active.filter(|m| *m != old.max_active) {
         record(
             &st,
             &event,
