@@ -68,7 +68,7 @@ impl VisitorId {
 }
 
 /// Lifecycle of an event (API.md "States"), plus the internal `opening` state while the
-/// pre-queue is being numbered in draw order (`crate::draw`) (reported to fans as `open`).
+/// pre-queue is being numbered in the draw's order (reported to fans as `open`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EventState {
