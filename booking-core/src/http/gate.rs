@@ -23,8 +23,9 @@ use axum::Form;
 use sale_common::Problem;
 use serde::Deserialize;
 
+use super::fan::admission_required;
 use crate::door::{token_from_headers_or_cookie, DoorError, Verifier};
-use crate::error::{rejection, ApiError, ApiResult};
+use crate::error::{rejection, ApiResult};
 use crate::state::AppState;
 
 /// The cookie the gate sets on a guarded origin.
@@ -51,13 +52,6 @@ fn gate<'a>(state: &'a AppState, audience: &str) -> ApiResult<&'a Verifier> {
                 .detail(format!("no gate for the audience {audience:?}"))
                 .into()
         })
-}
-
-/// 401 `admission-required` naming the waiting room.
-fn refused(state: &AppState, e: &DoorError) -> ApiError {
-    Problem::unauthorized("admission-required", e.to_string())
-        .with("waiting_room", state.config.waiting_room_url.clone())
-        .into()
 }
 
 /// `return_to` if it is a path on this origin (`/…`, not `//host` or `/\host`), else `/`.
@@ -95,11 +89,11 @@ pub async fn check(
 ) -> ApiResult<StatusCode> {
     let verifier = gate(&state, &audience)?;
     let token = token_from_headers_or_cookie(&headers, GATE_COOKIE)
-        .ok_or_else(|| refused(&state, &DoorError::Missing))?;
+        .ok_or_else(|| admission_required(&state, &DoorError::Missing))?;
     verifier
         .verify(&token, None)
         .await
-        .map_err(|e| refused(&state, &e))?;
+        .map_err(|e| admission_required(&state, &e))?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -128,7 +122,7 @@ pub async fn enter(
     let adm = verifier
         .verify(&f.admission_token, None)
         .await
-        .map_err(|e| refused(&state, &e))?;
+        .map_err(|e| admission_required(&state, &e))?;
     let max_age = (adm.exp - state.clock.now_secs()).max(0);
     // Behind TLS (the proxy says so) the cookie is Secure too.
     let secure = headers
