@@ -151,6 +151,9 @@ pub async fn cancel(db: &Db, ask: &Ask<'_>, now_ms: i64) -> ApiResult<Cancelled>
         _ => 0,
     };
     if whole {
+        crate::inventory::resources::release(&mut tx, &hold).await?;
+    }
+    if whole {
         sqlx::query("UPDATE bookings SET status = 'cancelled', cancelled_at = $1 WHERE id = $2")
             .bind(now_ms)
             .bind(ask.booking_id)
