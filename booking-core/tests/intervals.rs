@@ -22,6 +22,7 @@ on_both!(
     an_expired_interval_hold_does_not_block,
     an_overlap_is_409_with_fresh_free_intervals,
     bad_interval_input_is_a_specific_422,
+    a_paid_interval_keeps_blocking_and_a_released_one_frees_at_once,
 );
 
 fn at(hhmm: &str) -> i64 {
@@ -404,4 +405,46 @@ async fn bad_interval_input_is_a_specific_422(b: Backend) {
         runs(&p["resources"][1]["free"]),
         vec![(at("19:00"), at("20:00"))]
     );
+}
+
+async fn a_paid_interval_keeps_blocking_and_a_released_one_frees_at_once(b: Backend) {
+    let h = with_resources(b).await;
+    let ask = json!({"resource": "P1", "start": at("19:00"), "end": at("20:00")});
+    let (st, a) = hold_interval(&h, "payer", "k", ask.clone()).await;
+    assert_eq!(st, 201, "{a}");
+    let hold = a["hold_id"].as_str().unwrap();
+    let (_, back) = h.approve(&h.token("payer"), hold).await;
+    let r = h.http.get(back).send().await.unwrap();
+    assert!(
+        r.headers()["location"]
+            .to_str()
+            .unwrap()
+            .starts_with("/confirmation.html"),
+        "{r:?}"
+    );
+    h.clock.advance_ms(481_000); // past the hold's deadline: a booking still blocks
+    let (st, body) = hold_interval(&h, "other", "k", ask).await;
+    assert_eq!(st, 409, "{body}");
+    assert_eq!(
+        runs(&body["free"]),
+        vec![(at("18:00"), at("19:00")), (at("20:00"), at("22:00"))]
+    );
+    // A hold the fan cancels frees its interval at once.
+    let later = json!({"resource": "P1", "start": at("20:00"), "end": at("21:00")});
+    let (st, c) = hold_interval(&h, "canceller", "k", later.clone()).await;
+    assert_eq!(st, 201, "{c}");
+    let r = h
+        .http
+        .delete(format!(
+            "{}/api/holds/{}",
+            h.base,
+            c["hold_id"].as_str().unwrap()
+        ))
+        .bearer_auth(h.token("canceller"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let (st, d) = hold_interval(&h, "next", "k", later).await;
+    assert_eq!(st, 201, "released at once: {d}");
 }
