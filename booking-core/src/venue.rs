@@ -247,10 +247,9 @@ impl Venue {
             anyhow::ensure!(names.insert(p.id.clone()), "duplicate pool {:?}", p.id);
             anyhow::ensure!(p.price_cents >= 0, "pool {} has a negative price", p.id);
         }
-        anyhow::ensure!(
-            self.capacity() > 0 || !self.resources.is_empty(),
-            "the venue has nothing to sell"
-        );
+        // Interval resources alone are not enough: the stock figures (sold out, the closed
+        // loop's stock rule) count seats and pool places only.
+        anyhow::ensure!(self.capacity() > 0, "the venue has nothing to sell");
         self.validate_extras().map_err(anyhow::Error::msg)
     }
 
