@@ -429,6 +429,42 @@ async fn a_paid_interval_keeps_blocking_and_a_released_one_frees_at_once(b: Back
         runs(&body["free"]),
         vec![(at("18:00"), at("19:00")), (at("20:00"), at("22:00"))]
     );
+    // An operator's refund of the booking frees the interval.
+    let v: Value = h
+        .http
+        .get(format!("{}/api/holds/{hold}", h.base))
+        .bearer_auth(h.token("payer"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let booking = v["booking_id"].as_str().expect("a booking");
+    let r = h
+        .http
+        .post(format!("{}/admin/bookings/{booking}/cancel", h.base))
+        .bearer_auth(support::ADMIN)
+        .json(&json!({"refund": true, "operator": "ops"}))
+        .send()
+        .await
+        .unwrap();
+    let st = r.status().as_u16();
+    let c: Value = r.json().await.unwrap();
+    assert_eq!(
+        (st, c["booking_status"].as_str()),
+        (200, Some("cancelled")),
+        "{c}"
+    );
+    assert_eq!(c["amount_cents"], 500, "{c}");
+    let (st, body) = hold_interval(
+        &h,
+        "other2",
+        "k",
+        json!({"resource": "P1", "start": at("19:00"), "end": at("20:00")}),
+    )
+    .await;
+    assert_eq!(st, 201, "the cancelled booking's interval is free: {body}");
     // A hold the fan cancels frees its interval at once.
     let later = json!({"resource": "P1", "start": at("20:00"), "end": at("21:00")});
     let (st, c) = hold_interval(&h, "canceller", "k", later.clone()).await;
