@@ -484,3 +484,36 @@ async fn a_paid_interval_keeps_blocking_and_a_released_one_frees_at_once(b: Back
     let (st, d) = hold_interval(&h, "next", "k", later).await;
     assert_eq!(st, 201, "released at once: {d}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_venue_endpoint_shows_the_venue_files_new_fields() {
+    let h = Harness::on_with(Backend::Sqlite, |c| {
+        Harness::small_venue(c, 4);
+        let v = &mut c.shows[0].venue;
+        v.resources.push(kind("parking", &["P1"], 15));
+        v.time_zone = "Europe/London".into();
+    })
+    .await;
+    let v: Value = h
+        .http
+        .get(format!("{}/api/shows/{SHOW}/venue", h.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (&v["currency"], &v["time_zone"], &v["layout"]),
+        (&json!("EUR"), &json!("Europe/London"), &Value::Null),
+        "{v}"
+    );
+    assert_eq!(v["resources"][0]["buffer_minutes"], 15, "{v}");
+    let r = h
+        .http
+        .get(format!("{}/api/shows/nope/venue", h.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+}

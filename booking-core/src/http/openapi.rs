@@ -15,7 +15,8 @@ use utoipa::openapi::{Content, HeaderBuilder, Ref, RefOr, Response};
 use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 
 use super::{
-    admin, cancel, fan, gate, history, holds, load, office, ops, resources, waitlist, webhook,
+    admin, cancel, fan, gate, history, holds, load, office, ops, resources, venue, waitlist,
+    webhook,
 };
 
 /// An RFC 9457 problem document (`application/problem+json`), every error body. A problem
@@ -145,6 +146,7 @@ impl Modify for Problems {
         ops::healthz, ops::metrics, openapi,
         fan::session, fan::me, fan::leave, fan::seats, fan::sections, fan::callback,
         holds::create_hold, holds::get_hold, holds::pay, holds::delete_hold, resources::free,
+        venue::venue,
         waitlist::join, waitlist::status,
         webhook::receive,
         admin::stats, admin::bookings, admin::drift, admin::oversell,
