@@ -20,11 +20,11 @@ use crate::db::{Db, Tx};
 use crate::venue::resources::format_instant;
 use crate::venue::ResourceKind;
 
-/// SQL: the hold ids whose claims no longer count at `$N` now (released, or lapsed and not kept).
-fn dead_holds(now: &str) -> String {
+/// SQL condition: the claim's hold (`h`) is dead at `now` (a placeholder): released, or HELD
+/// past its deadline and not kept by the reconciler.
+fn dead(now: &str) -> String {
     format!(
-        "SELECT id FROM holds WHERE status = 'RELEASED' \
-         OR (status = 'HELD' AND expires_at <= {now} AND alerted_at IS NULL)"
+        "(h.status = 'RELEASED' OR (h.status = 'HELD' AND h.expires_at <= {now} AND h.alerted_at IS NULL))"
     )
 }
 
@@ -61,8 +61,9 @@ pub struct Claim {
 async fn clear_dead(tx: &mut Tx<'_>, show: &str, c: &Claim, now_ms: i64) -> sqlx::Result<u64> {
     let sql = format!(
         "UPDATE hold_resources SET blocking = 0 WHERE show_id = $1 AND resource = $2 AND blocking = 1 \
-         AND start_ms < $4 AND until_ms > $3 AND hold_id IN ({})",
-        dead_holds("$5")
+         AND start_ms < $4 AND until_ms > $3 \
+         AND EXISTS (SELECT 1 FROM holds h WHERE h.id = hold_resources.hold_id AND {})",
+        dead("$5")
     );
     Ok(sqlx::query(&sql)
         .bind(show)
@@ -211,9 +212,9 @@ async fn taken(
     now_ms: i64,
 ) -> sqlx::Result<Vec<(String, i64, i64)>> {
     let sql = format!(
-        "SELECT resource, start_ms, until_ms FROM hold_resources WHERE show_id = $1 AND kind = $2 \
-         AND blocking = 1 AND hold_id NOT IN ({}) ORDER BY resource, start_ms",
-        dead_holds("$3")
+        "SELECT r.resource, r.start_ms, r.until_ms FROM hold_resources r JOIN holds h ON h.id = r.hold_id \
+         WHERE r.show_id = $1 AND r.kind = $2 AND r.blocking = 1 AND NOT {} ORDER BY r.resource, r.start_ms",
+        dead("$3")
     );
     sqlx::query_as(&sql)
         .bind(show)
