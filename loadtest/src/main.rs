@@ -48,7 +48,6 @@ enum Command {
 mod joins;
 mod order;
 mod picks;
-mod plots;
 mod rehearsal;
 mod report;
 mod revalidate;
