@@ -16,6 +16,7 @@ mod chaos;
 mod checks;
 mod fan;
 mod stats;
+mod stock;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
