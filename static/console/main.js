@@ -5,6 +5,7 @@ import * as figures from "./figures.js";
 import * as knobs from "./knobs.js";
 import * as actions from "./actions.js";
 import * as audit from "./audit.js";
+import * as report from "./report.js";
 
 let timer = null;
 
@@ -32,12 +33,13 @@ function start() {
   $("login").hidden = true; $("main").hidden = false;
   text($("who"), "operator " + who().operator);
   text($("ev"), who().event);
-  tick(); audit.refresh().catch(() => {});
+  tick(); audit.refresh().catch(() => {}); report.refresh();
   timer = setInterval(tick, 1000);
 }
 
 applyI18n();
 knobs.init(afterChange);
+report.init();
 actions.init(afterChange, () => who().event);
 
 $("login").addEventListener("submit", async (ev) => {

@@ -10,6 +10,7 @@ pub mod fan;
 pub mod internal;
 pub mod openapi;
 pub mod public;
+pub mod report;
 pub mod transitions;
 
 use crate::config::Config;

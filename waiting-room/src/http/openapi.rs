@@ -4,7 +4,7 @@
 
 use crate::domain::AuditEntry;
 use crate::draw::Publication;
-use crate::http::{admin, draw, fan, internal, public, transitions};
+use crate::http::{admin, draw, fan, internal, public, report, transitions};
 use crate::rates::WaitEstimate;
 use crate::status::StatusDoc;
 use axum::Json;
@@ -62,12 +62,14 @@ impl Modify for Bearers {
         draw::draw,
         crate::telemetry::metrics,
         admin::list, admin::create, admin::figures, admin::patch, admin::audit,
+        report::json, report::csv, report::png,
         transitions::pause, transitions::resume, transitions::open, transitions::close,
         transitions::sold_out,
         internal::end_session, internal::sold_out, internal::reopen,
     ),
     components(schemas(
         StatusDoc, WaitEstimate, AuditEntry, ProblemDoc, Publication,
+        crate::report::Report, crate::report::Minute, crate::report::Totals,
         admin::CreateEvent, admin::PatchEvent, internal::EndSession,
     )),
     modifiers(&Bearers),

@@ -50,6 +50,8 @@ pub(super) struct Ev {
     pub skipped_total: u64,
     pub ended_total: u64,
     pub audit: VecDeque<AuditEntry>,
+    /// Sale-report samples, oldest first (at most `REPORT_KEEP`).
+    pub report: VecDeque<crate::domain::ReportSample>,
     /// State generation (`Figures::state_gen`).
     pub gen: u64,
 }
@@ -93,6 +95,7 @@ impl Ev {
             ended_total: 0,
             gen: wall_ms(),
             audit: VecDeque::new(),
+            report: VecDeque::new(),
         }
     }
 
