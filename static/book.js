@@ -16,6 +16,8 @@
   const MAX = 4;
   const DEAD = { cancelled: "payment_cancelled", failed: "payment_failed_again", expired: "payment_expired_note" };
   let holdKey = sessionStorage.getItem("hold-key:" + show) || crypto.randomUUID();
+  // The venue file's descriptive fields (GET /api/shows/{show}/venue): currency, layout…
+  let venue = { currency: "EUR", layout: null };
   let timer = null;
 
   // The server's problem details are in English: other languages get the page's own words.
@@ -96,9 +98,17 @@
       { key: "choose_again", run: () => chooseAgain(null) });
   }
 
-  // An amount in the venue's currency (EUR until venue files name one), in the page's language.
-  function money(cents) {
-    return new Intl.NumberFormat(window.LANG || "en", { style: "currency", currency: "EUR" }).format(cents / 100);
+  // An amount in the venue's currency (a hold's own `currency` wins), in the page's language.
+  function money(cents, currency) {
+    return new Intl.NumberFormat(window.LANG || "en", { style: "currency", currency: currency || venue.currency || "EUR" }).format(cents / 100);
+  }
+
+  // Reads the venue once; an old venue file or a failed read leaves EUR and no layout.
+  async function loadVenue() {
+    try {
+      const res = await fetch("/api/shows/" + show + "/venue", { cache: "no-store" });
+      if (res.ok) venue = Object.assign(venue, await res.json());
+    } catch (_) { /* keep the defaults */ }
   }
 
   // The sticky summary beside the Hold button: what is selected and what it costs.
@@ -240,7 +250,7 @@
     if (ServerClock.nowSecs() >= payBy) { timeUp(h); return; }
     only("held", "held_h1", "tab_held");
     $("held-seats").textContent = h.seats.join(", ");
-    $("held-total").textContent = money(h.amount_cents || 0);
+    $("held-total").textContent = money(h.amount_cents || 0, h.currency);
     $("message").textContent = "";
     const dead = h.payment && DEAD[h.payment.gateway_status];
     $("payment-note").hidden = !dead;
@@ -328,6 +338,7 @@
   // Builds the page from the server's view of the fan's hold (first load, reload, Back).
   async function start() {
     applyI18n("tab_book");
+    await loadVenue();
     const existing = new URLSearchParams(location.search).get("hold") || sessionStorage.getItem("hold:" + show);
     if (existing) {
       const { res, json } = await call("GET", "/api/holds/" + existing);

@@ -116,12 +116,24 @@ impl Lang {
         format!("Ce paiement est {fr}.")
     }
 
-    /// An amount in euros: `€12.50` in English, `12,50 €` in French.
-    fn amount(self, cents: i64) -> String {
+    /// An amount in `currency` (ISO 4217) as the fan pages' `Intl.NumberFormat` writes it
+    /// (CLDR): `€12.50`, `£12.50` in English, `12,50 €`, `12,50 £GB` in French; a currency
+    /// without a symbol here is written by its code (`CHF 12.50`, `12,50 CHF`). Amounts under
+    /// 1,000 units only match the pages exactly (no group separators here).
+    fn amount(self, cents: i64, currency: &str) -> String {
         let (units, rest) = (cents / 100, cents % 100);
+        let symbol = match (self, currency) {
+            (_, "EUR") => "€",
+            (Lang::En, "GBP") => "£",
+            (Lang::Fr, "GBP") => "£GB",
+            (Lang::En, "USD") => "$",
+            (Lang::Fr, "USD") => "$US",
+            (_, other) => other,
+        };
         match self {
-            Lang::En => format!("€{units}.{rest:02}"),
-            Lang::Fr => format!("{units},{rest:02}\u{a0}€"),
+            Lang::En if symbol == currency => format!("{symbol}\u{a0}{units}.{rest:02}"),
+            Lang::En => format!("{symbol}{units}.{rest:02}"),
+            Lang::Fr => format!("{units},{rest:02}\u{a0}{symbol}"),
         }
     }
 }
@@ -175,7 +187,7 @@ pub async fn page(
          <p>{} <code id=\"reference\">{}</code></p><p>{} <code>{id}</code></p>\n{actions}",
         lang.t("h1"),
         lang.t("amount"),
-        lang.amount(p.amount_cents),
+        lang.amount(p.amount_cents, &p.currency),
         lang.t("reference"),
         escape(&p.reference),
         lang.t("payment"),
@@ -245,7 +257,10 @@ mod tests {
         assert_eq!(lang("de,fr;q=0.5"), Lang::Fr);
         assert_eq!(lang("de"), Lang::En);
         assert_eq!(lang(""), Lang::En);
-        assert_eq!(Lang::Fr.amount(1250), "12,50\u{a0}€");
-        assert_eq!(Lang::En.amount(1250), "€12.50");
+        assert_eq!(Lang::Fr.amount(1250, "EUR"), "12,50\u{a0}€");
+        assert_eq!(Lang::En.amount(1250, "EUR"), "€12.50");
+        assert_eq!(Lang::En.amount(4500, "GBP"), "£45.00");
+        assert_eq!(Lang::Fr.amount(4500, "GBP"), "45,00\u{a0}£GB");
+        assert_eq!(Lang::En.amount(4500, "CHF"), "CHF\u{a0}45.00");
     }
 }

@@ -23,6 +23,9 @@ pub struct CreatePayment {
     notify_url: Option<String>,
     /// Epoch seconds.
     expires_at: i64,
+    /// ISO 4217 code the checkout page shows the amount in (default EUR).
+    #[serde(default)]
+    currency: Option<String>,
 }
 
 /// Answer of `POST /v1/payments`.
@@ -69,16 +72,19 @@ pub async fn create(
     let Json(b) = body?;
     gate(&state, &headers, state.store.faults()).await?;
     let absolute = |u: &str| u.starts_with("http://") || u.starts_with("https://");
+    let currency = b.currency.unwrap_or_else(|| "EUR".into());
     if b.amount_cents < 0
+        || !(currency.len() == 3 && currency.bytes().all(|c| c.is_ascii_uppercase()))
         || !absolute(&b.return_url)
         || !b.notify_url.as_deref().is_none_or(absolute)
     {
         return Err(Problem::bad_request(
-            "amount_cents must be >= 0 and URLs absolute",
+            "amount_cents must be >= 0, currency three capital letters and URLs absolute",
         ));
     }
     let p = state.store.create(
         b.amount_cents,
+        currency,
         b.reference,
         b.return_url,
         b.notify_url,

@@ -81,6 +81,8 @@ pub struct Payment {
     pub refunds: Vec<Refund>,
     /// Amount, cents.
     pub amount_cents: i64,
+    /// ISO 4217 currency of the amount.
+    pub currency: String,
     /// Merchant reference (the hold id).
     pub reference: String,
     /// Where the browser goes after Pay/Cancel.
@@ -251,6 +253,7 @@ impl Store {
     pub fn create(
         &self,
         amount_cents: i64,
+        currency: String,
         reference: String,
         return_url: String,
         notify_url: Option<String>,
@@ -264,6 +267,7 @@ impl Store {
             refunded_cents: 0,
             refunds: Vec::new(),
             amount_cents,
+            currency,
             reference,
             return_url,
             notify_url,

@@ -161,17 +161,18 @@ impl Gateway {
         Ok(r)
     }
 
-    /// Creates a payment; `expires_at` in epoch seconds; the gateway posts signed events about
-    /// it to `notify_url`.
+    /// Creates a payment of `amount_cents` in `currency` (ISO 4217); `expires_at` in epoch
+    /// seconds; the gateway posts signed events about it to `notify_url`.
     pub async fn create(
         &self,
         amount_cents: i64,
+        currency: &str,
         reference: &str,
         return_url: &str,
         notify_url: &str,
         expires_at: i64,
     ) -> Result<Created, GatewayError> {
-        let body = json!({"amount_cents": amount_cents, "reference": reference, "return_url": return_url,
+        let body = json!({"amount_cents": amount_cents, "currency": currency, "reference": reference, "return_url": return_url,
             "notify_url": notify_url, "expires_at": expires_at});
         let r = self
             .send(

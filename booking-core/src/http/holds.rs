@@ -195,7 +195,7 @@ fn channel_of(
     ),
     request_body(content = HoldBody, description = "exactly one of seats, pool (+ quantity), best_available, resource (+ start, end: epoch ms or RFC 3339); optional channel"),
     responses(
-        (status = 201, description = "{hold_id, show, seats, status: HELD, expires_at, payment_expires_at, amount_cents, channel, pool?, quantity?, interval? {kind, resource, start, end, start_at, end_at, blocked_until}}", body = Object),
+        (status = 201, description = "{hold_id, show, seats, status: HELD, expires_at, payment_expires_at, amount_cents, currency (the venue's, ISO 4217), channel, pool?, quantity?, interval? {kind, resource, start, end, start_at, end_at, blocked_until}}", body = Object),
         (status = 400, description = "idempotency-key-required; invalid-body", body = ProblemDoc),
         (status = 404, description = "no such show", body = ProblemDoc),
         (status = 409, description = "seats-unavailable, pool-unavailable, no-seats-together (each with fresh availability), interval-unavailable (free: the resource's fresh free intervals), hold-exists (hold_id), visitor-hold-cap (max_holds), admission-ended (waiting_room), concurrent-request (Retry-After)", body = ProblemDoc,
@@ -229,7 +229,8 @@ pub async fn create_hold(
     let _owner = loop {
         if let Some(answer) = claim::stored_answer(&state.db, &adm.sub, &key, &hash).await? {
             telemetry::replay(&show);
-            return Ok((answer.status, Json(answer.body)).into_response());
+            let body = with_currency(answer.body, venue);
+            return Ok((answer.status, Json(body)).into_response());
         }
         match state.in_flight.enter(&adm.sub, &key) {
             Entry::Owner(owner) => break owner,
@@ -272,11 +273,11 @@ pub async fn create_hold(
         Ok(answer) if answer.replayed => {
             // Another node's identical request won while this one waited on the key's row.
             state.limiter.give_back(&adm.jti, per_min);
-            Ok((answer.status, Json(answer.body)).into_response())
+            Ok((answer.status, Json(with_currency(answer.body, venue))).into_response())
         }
         Ok(answer) => {
             telemetry::hold_created(&show, kind);
-            Ok((answer.status, Json(answer.body)).into_response())
+            Ok((answer.status, Json(with_currency(answer.body, venue))).into_response())
         }
         Err(ApiError::Problem(mut p)) => {
             telemetry::hold_refused(&show, p.status.as_u16(), p.kind);
@@ -298,6 +299,15 @@ pub async fn create_hold(
     }
 }
 
+/// A hold answer with the venue's `currency` (ISO 4217) beside its `amount_cents`; stored
+/// answers are kept as they were and get it on the way out, so a replay says it too.
+fn with_currency(mut body: Value, venue: &crate::config::Venue) -> Value {
+    if body.get("hold_id").is_some() {
+        body["currency"] = venue.currency.clone().into();
+    }
+    body
+}
+
 /// How long an identical request waits for the one in flight before `409 concurrent-request`.
 const IN_FLIGHT_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -313,7 +323,7 @@ fn secs_to_ms(secs: u64) -> i64 {
     summary = "The fan's hold",
     params(("hold" = String, Path, description = "hold id (the fan's own; another's is 404)")),
     responses(
-        (status = 200, description = "{hold_id, show, seats, status: HELD/PAID/RELEASED, expires_at, payment_expires_at, pay_by (the last moment to start paying, epoch s), amount_cents, payment_id?, payment? {attempt, gateway_status: null or cancelled/failed/expired}, booking_id?}", body = Object),
+        (status = 200, description = "{hold_id, show, seats, status: HELD/PAID/RELEASED, expires_at, payment_expires_at, pay_by (the last moment to start paying, epoch s), amount_cents, currency (the venue's, ISO 4217), payment_id?, payment? {attempt, gateway_status: null or cancelled/failed/expired}, booking_id?}", body = Object),
         (status = 404, description = "no such hold for this fan", body = ProblemDoc),
         (status = 503, description = "database busy", body = ProblemDoc),
     ),
@@ -326,6 +336,9 @@ pub async fn get_hold(
 ) -> ApiResult<Json<Value>> {
     let h = hold_of_fan(&state, &headers, &id).await?;
     let mut v = holds::view(&state.db, &h).await?;
+    if let Ok(show) = super::resources::show_config(&state, &h.show_id) {
+        v["currency"] = show.venue.currency.clone().into();
+    }
     v["pay_by"] = (payments::pay_by_ms(&state.config, &h) / 1000).into();
     if let Some(a) = payments::attempts::view(&state.db, &h).await? {
         v["payment"] = a;

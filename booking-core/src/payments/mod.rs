@@ -317,10 +317,17 @@ pub(crate) async fn create_at_gateway(
     let now = state.clock.now_ms();
     let return_url = format!("{}/payment/callback", state.config.public_base());
     let notify_url = format!("{}/payment/webhook", state.config.public_base());
+    let currency = state
+        .config
+        .shows
+        .iter()
+        .find(|s| s.id == hold.show_id)
+        .map_or("EUR", |s| s.venue.currency.as_str());
     let created = state
         .gateway
         .create(
             hold.amount_cents,
+            currency,
             &hold.id,
             &return_url,
             &notify_url,

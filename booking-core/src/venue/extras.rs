@@ -1,6 +1,7 @@
 //! The venue file's optional fields beside seats and pools (DECISIONS "the venue file's next
 //! version lands once"): `currency`, `time_zone`, `layout` (stage and section shapes) and
-//! `tiers`. Parsed and validated here and exposed as they are; nothing renders them yet.
+//! `tiers`. Parsed and validated here and exposed as they are; the fan pages show prices in
+//! `currency` and draw the `layout`.
 //!
 //! Layer: the bottom (part of `venue`); imports nothing from the crate.
 
