@@ -1,5 +1,8 @@
 // The booking page: the admission token travels only in the HttpOnly cookie set by POST /session.
-// Seat map, a hold with an Idempotency-Key (a retry of the same click replays the same answer),
+// The seat map is a section overview (the venue file's plan when it has a layout, and always a
+// list of sections with price and seats free) and one section's seats as a grid as wide as the
+// page (a phone never scrolls sideways), with a one-tap best-available hold per section; prices in
+// the venue's currency (GET /api/shows/{show}/venue). A hold with an Idempotency-Key (a retry of the same click replays the same answer),
 // the hold's one deadline (`pay_by`: the last moment to start paying, counted on the server's
 // clock from clock.js, never the device's, case W15), and payment on the gateway's checkout page.
 // Every state has a way forward: a cancelled or failed payment can be paid again (a new attempt
@@ -11,8 +14,9 @@
   const params = new URLSearchParams(location.search);
   const show = (params.get("show") || "demo").replace(/[^a-z0-9-]/g, "");
   const $ = (id) => document.getElementById(id);
-  const selected = new Set();
-  const seatsById = new Map(); // the last map's seats, for prices and labels
+  const selected = new Map(); // seat id -> the seat as shown when chosen (any section)
+  const seatsById = new Map(); // the shown section's seats
+  let section = sessionStorage.getItem("section:" + show) || null; // the section shown
   const MAX = 4;
   const DEAD = { cancelled: "payment_cancelled", failed: "payment_failed_again", expired: "payment_expired_note" };
   let holdKey = sessionStorage.getItem("hold-key:" + show) || crypto.randomUUID();
@@ -113,39 +117,142 @@
 
   // The sticky summary beside the Hold button: what is selected and what it costs.
   function summarise() {
-    const ids = Array.from(selected).sort();
-    const total = ids.reduce((sum, id) => sum + ((seatsById.get(id) || {}).price_cents || 0), 0);
+    const ids = Array.from(selected.keys()).sort();
+    const total = ids.reduce((sum, id) => sum + (selected.get(id).price_cents || 0), 0);
     $("selection").textContent = ids.length === 0 ? T("selection_none")
       : T("selection_some", { n: ids.length, seats: ids.join(", "), total: money(total) });
     $("hold").disabled = ids.length === 0;
   }
 
   function seatLabel(s) {
-    return T("seat_label", { section: s.section, row: s.row, number: s.number, status: T("seat_" + s.status) }) +
-      ", " + money(s.price_cents || 0);
+    return T("seat_label", { section: s.section, row: s.row, number: s.number, price: money(s.price_cents || 0), status: T("seat_" + s.status) });
   }
 
+  // The price of a section from the overview: one price, or "from … to …" as "min–max".
+  function sectionPrice(sec) {
+    const lo = sec.price_cents_min || 0, hi = sec.price_cents_max || lo;
+    return lo === hi ? money(lo) : money(lo) + "–" + money(hi);
+  }
+
+  // The overview: the venue's plan when its file has a layout (a picture; pointer users may tap a
+  // section on it), and always the list of sections, the keyboard's and screen reader's way.
+  function renderOverview(ov) {
+    const list = $("sections");
+    list.textContent = "";
+    for (const sec of ov.sections) {
+      const li = document.createElement("li");
+      const b = document.createElement("button");
+      b.id = "section-" + sec.id;
+      b.textContent = T("section_item", { section: sec.id, price: sectionPrice(sec), n: sec.available });
+      b.setAttribute("aria-pressed", sec.id === section ? "true" : "false");
+      b.onclick = () => chooseSection(sec.id);
+      li.appendChild(b);
+      list.appendChild(li);
+    }
+    renderPlan(ov);
+  }
+
+  const SVG = "http://www.w3.org/2000/svg";
+  function svg(name, attrs, parent) {
+    const el = document.createElementNS(SVG, name);
+    for (const k in attrs) el.setAttribute(k, attrs[k]);
+    parent.appendChild(el);
+    return el;
+  }
+
+  function centre(points) {
+    const n = points.length;
+    return [points.reduce((a, p) => a + p[0], 0) / n, points.reduce((a, p) => a + p[1], 0) / n];
+  }
+
+  function renderPlan(ov) {
+    const box = $("plan-box");
+    box.textContent = "";
+    const layout = venue.layout;
+    if (!layout || !layout.sections || layout.sections.length === 0) return;
+    const shapes = layout.sections.map((s) => s.shape.points).concat(layout.stage ? [layout.stage.points] : []);
+    const all = [].concat(...shapes);
+    const xs = all.map((p) => p[0]), ys = all.map((p) => p[1]);
+    const [x0, y0] = [Math.min(...xs) - 2, Math.min(...ys) - 2];
+    const [w, h] = [Math.max(...xs) - x0 + 2, Math.max(...ys) - y0 + 2];
+    const plan = svg("svg", { id: "plan", viewBox: [x0, y0, w, h].join(" "), role: "img", "aria-label": T("plan") }, box);
+    const pts = (p) => p.map((q) => q.join(",")).join(" ");
+    if (layout.stage) {
+      svg("polygon", { class: "stage", points: pts(layout.stage.points) }, plan);
+      const [cx, cy] = centre(layout.stage.points);
+      svg("text", { class: "stage-label", x: cx, y: cy, "text-anchor": "middle", "dominant-baseline": "middle" }, plan).textContent = T("stage");
+    }
+    const free = new Map(ov.sections.map((s) => [s.id, s.available]));
+    for (const s of layout.sections) {
+      const chosen = s.section === section ? " chosen" : "";
+      const full = free.get(s.section) === 0 ? " full" : "";
+      const area = svg("polygon", { class: "area" + full + chosen, points: pts(s.shape.points), "data-section": s.section }, plan);
+      area.addEventListener("click", () => chooseSection(s.section));
+      const [cx, cy] = centre(s.shape.points);
+      svg("text", { class: "area-label" + chosen, x: cx, y: cy, "text-anchor": "middle", "dominant-baseline": "middle" }, plan).textContent = s.section;
+    }
+  }
+
+  // The section whose seats are shown: the fan's last choice, else the first with seats free.
+  function pickSection(ov) {
+    if (ov.sections.some((s) => s.id === section)) return section;
+    const open = ov.sections.find((s) => s.available > 0) || ov.sections[0];
+    return open ? open.id : null;
+  }
+
+  async function chooseSection(id) {
+    section = id;
+    sessionStorage.setItem("section:" + show, id);
+    await loadMap();
+    $("section-h2").focus();
+  }
+
+  // Best available in the shown section, one tap: quantities 1..MAX (2 preselected).
+  function renderBest(sec) {
+    const sel = $("best-n");
+    const keep = Number(sel.value) || Math.min(2, MAX);
+    sel.textContent = "";
+    for (let n = 1; n <= MAX; n++) {
+      const o = document.createElement("option");
+      o.value = String(n);
+      o.textContent = String(n);
+      sel.appendChild(o);
+    }
+    sel.value = String(keep);
+    const label = () => { $("best").textContent = T("best_hold", { n: sel.value }); };
+    sel.onchange = label;
+    label();
+    $("best").disabled = !sec || sec.available === 0;
+  }
+
+  // One section's seats as a grid: a line per row, as many columns as its longest row.
   function renderMap(map) {
     const box = $("seatmap");
     box.textContent = "";
+    box.setAttribute("aria-label", T("section_seats", { section: section }));
     seatsById.clear();
     for (const s of map.seats) seatsById.set(s.id, s);
-    // A seat taken since it was picked is no longer selected; the others stay.
-    for (const id of Array.from(selected)) {
+    // A seat of this section taken since it was picked is no longer selected; the others stay.
+    for (const id of Array.from(selected.keys())) {
+      if (selected.get(id).section !== section) continue;
       if (!seatsById.has(id) || seatsById.get(id).status !== "free") selected.delete(id);
+      else selected.set(id, seatsById.get(id));
     }
     const rows = new Map();
     for (const s of map.seats) {
-      const key = s.section + " " + s.row;
-      if (!rows.has(key)) rows.set(key, []);
-      rows.get(key).push(s);
+      if (!rows.has(s.row)) rows.set(s.row, []);
+      rows.get(s.row).push(s);
     }
-    for (const [key, seats] of rows) {
+    const widest = Math.max(1, ...Array.from(rows.values(), (r) => r.length));
+    box.classList.toggle("wide", widest > 14); // smaller numbers so that they fit their seats
+    for (const [n, seats] of rows) {
       const row = document.createElement("div");
       row.className = "row";
+      row.style.gridTemplateColumns = "2.4rem repeat(" + widest + ", minmax(0, 1fr))";
       const label = document.createElement("span");
       label.className = "label";
-      label.textContent = key;
+      label.setAttribute("aria-hidden", "true");
+      label.textContent = T("row_short", { row: n });
       row.appendChild(label);
       for (const s of seats) {
         const b = document.createElement("button");
@@ -161,13 +268,12 @@
       }
       box.appendChild(row);
     }
-    $("message").textContent = T("seats_available", { n: map.available, total: map.capacity });
     summarise();
   }
 
   function toggle(id, b) {
     if (selected.has(id)) selected.delete(id);
-    else if (selected.size < MAX) selected.add(id);
+    else if (selected.size < MAX) selected.set(id, seatsById.get(id));
     b.classList.toggle("selected", selected.has(id));
     b.setAttribute("aria-pressed", selected.has(id) ? "true" : "false");
     summarise();
@@ -220,13 +326,23 @@
     const left = me.json && me.json.expires_at ? me.json.expires_at - ServerClock.nowSecs() : 0;
     $("turn").hidden = !(left > 0);
     if (left > 0) $("turn").textContent = T("your_turn", { left: ServerClock.format(left), time: localTime(me.json.expires_at) });
-    const { res, json } = await call("GET", "/api/shows/" + show + "/seats");
-    if (res.status === 401) return;
+    const ov = await call("GET", "/api/shows/" + show + "/sections");
+    if (ov.res.status === 401) return;
     only("picker", "book_h1", "tab_book");
     $("pick-hint").textContent = T("pick_up_to", { n: MAX });
+    if (!ov.res.ok) { $("message").textContent = problem(ov.json, T("map_failed")); return; }
+    section = pickSection(ov.json);
+    const sec = ov.json.sections.find((s) => s.id === section);
+    renderOverview(ov.json);
+    $("message").textContent = T("seats_available", { n: ov.json.available, total: ov.json.capacity });
+    $("section-h2").textContent = sec ? T("section_chosen_h2", { section: sec.id, price: sectionPrice(sec) }) : "";
+    renderBest(sec);
+    if (!sec) { summarise(); await showWaitlist(ov.json.available === 0); return; }
+    const { res, json } = await call("GET", "/api/shows/" + show + "/seats?section=" + encodeURIComponent(section));
+    if (res.status === 401) return;
     if (!res.ok) { $("message").textContent = problem(json, T("map_failed")); return; }
     renderMap(json);
-    await showWaitlist(json.available === 0);
+    await showWaitlist(ov.json.available === 0);
     showMapAge(res.headers.get("Seat-Map-Age-Ms"));
   }
 
@@ -302,26 +418,46 @@
     };
   }
 
+  // Best available: one tap holds the best N free seats side by side in the shown section.
+  $("best").onclick = async () => {
+    const n = Number($("best-n").value) || 1;
+    $("best").disabled = true;
+    sessionStorage.setItem("hold-key:" + show, holdKey);
+    const body = { best_available: { section: section, quantity: n } };
+    const { res, json } = await call("POST", "/api/shows/" + show + "/holds", body, { "Idempotency-Key": holdKey });
+    sessionStorage.removeItem("hold-key:" + show);
+    holdKey = crypto.randomUUID();
+    if (res.status === 401) return;
+    if (res.status === 201 || res.status === 200) { await held(json); return; }
+    const none = res.status === 409 && json && json.type === "/problems/no-seats-together";
+    await loadMap();
+    $("race").hidden = false;
+    $("race").textContent = none ? T("best_none", { n: n, section: section }) : problem(json, T("hold_failed"));
+    $("best").focus();
+  };
+
+  async function held(json) {
+    clearError();
+    $("race").hidden = true;
+    selected.clear();
+    rememberHold(json.hold_id);
+    await start();
+    focusHeadline();
+  }
+
   $("hold").onclick = async () => {
     $("hold").disabled = true;
     sessionStorage.setItem("hold-key:" + show, holdKey);
-    const seats = Array.from(selected).sort();
+    const seats = Array.from(selected.keys()).sort();
     const { res, json } = await call("POST", "/api/shows/" + show + "/holds", { seats }, { "Idempotency-Key": holdKey });
     sessionStorage.removeItem("hold-key:" + show);
     holdKey = crypto.randomUUID();
     if (res.status === 401) return;
-    if (res.status === 201 || res.status === 200) {
-      clearError();
-      $("race").hidden = true;
-      selected.clear();
-      rememberHold(json.hold_id);
-      await start();
-      focusHeadline();
-      return;
-    }
+    if (res.status === 201 || res.status === 200) { await held(json); return; }
     if (res.status === 409 && json && json.availability && !Array.isArray(json.availability)) {
       // Lost a race for some seats: say which, keep the others, and show the fresh map in place.
       const taken = seats.filter((id) => json.availability[id] && json.availability[id] !== "free");
+      for (const id of taken) selected.delete(id); // also those of another section than the shown one
       const scroll = window.scrollY;
       await loadMap();
       window.scrollTo(0, scroll);

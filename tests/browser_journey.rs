@@ -67,6 +67,19 @@ async fn a_fan_books_a_seat_in_a_real_browser() {
     // The map's age, from the booking core's Seat-Map-Age-Ms header (issue 13 item 6).
     let age = text_of(&c, "#map-age").await;
     assert!(age.starts_with("Seat map as of "), "map age shown: {age:?}");
+    // A venue without a layout (the launcher's): the list of sections, no plan.
+    let plain: serde_json::Value = c
+        .execute(
+            "return [!!document.getElementById('plan'), document.querySelectorAll('#sections button').length];",
+            vec![],
+        )
+        .await
+        .expect("read the overview");
+    assert_eq!(plain[0], false, "no plan without a layout");
+    assert!(
+        plain[1].as_u64().unwrap_or(0) >= 1,
+        "sections listed: {plain}"
+    );
     shot(&c, "02-seat-map").await;
 
     support::browser::hold_pay_and_confirm(&c, &stack.gateway_url, "03").await;
@@ -86,7 +99,8 @@ fn gbp_venue(dir: &std::path::Path) -> std::path::PathBuf {
     let venue = serde_json::json!({
         "name": "Royal Hall", "currency": "GBP", "time_zone": "Europe/London",
         "rows": 4, "seats_per_row": 12,
-        "sections": [{"name": "S", "price_cents": 4500}, {"name": "T", "price_cents": 3000}],
+        "sections": [{"name": "S", "price_cents": 4500},
+                     {"name": "T", "price_cents": 3000, "rows": [20, 22, 24, 24]}],
         "layout": {
             "stage": {"points": [[20, 0], [80, 0], [80, 10], [20, 10]]},
             "sections": [
@@ -113,7 +127,7 @@ async fn prices_are_in_the_venues_currency_in_english_and_french() {
     let driver = Driver::start();
     // WebDriver's visible text turns no-break spaces into spaces; attributes keep them.
     let plain = |s: &str| s.replace(['\u{a0}', '\u{202f}'], " ");
-    for (lang, price, seat) in [("en", "£45.00", "S-1-1"), ("fr", "45,00\u{a0}£GB", "S-1-2")] {
+    for (lang, price, id) in [("en", "£45.00", "S-1-1"), ("fr", "45,00\u{a0}£GB", "S-1-2")] {
         let (c, _profile) = open(&driver, Viewport::Laptop, lang).await;
         c.goto(&format!("{}/?event=demo", stack.waiting_room_url))
             .await
@@ -121,7 +135,7 @@ async fn prices_are_in_the_venues_currency_in_english_and_french() {
         let seat = c
             .wait()
             .at_most(Duration::from_secs(60))
-            .for_element(Locator::Css(&format!("#seat-{seat}.free")))
+            .for_element(Locator::Css(&format!("#seat-{id}.free")))
             .await
             .expect("admitted and the seat map is shown");
         let label = seat
@@ -133,7 +147,7 @@ async fn prices_are_in_the_venues_currency_in_english_and_french() {
             plain(&label).contains(&plain(price)),
             "{lang} seat label: {label:?}"
         );
-        seat.click().await.expect("choose the seat");
+        click(&c, &format!("#seat-{id}")).await;
         let summary = text_of(&c, "#selection").await;
         assert!(
             plain(&summary).contains(&plain(price)),
@@ -156,6 +170,93 @@ async fn prices_are_in_the_venues_currency_in_english_and_french() {
             "{lang} confirmation: {details:?}"
         );
         shot(&c, &format!("journey-gbp-{lang}-confirmation")).await;
+        c.close().await.ok();
+    }
+    stack.shutdown().await;
+}
+
+/// Whether the page scrolls sideways, and the right edge of the grid's last seat against the
+/// viewport's width.
+async fn sideways(c: &fantoccini::Client) -> serde_json::Value {
+    c.execute(
+        "const d = document.documentElement;
+         const right = Math.max(...Array.from(document.querySelectorAll('#seatmap .seat'),
+           (b) => b.getBoundingClientRect().right));
+         return {scroll: d.scrollWidth, width: d.clientWidth, right: right};",
+        vec![],
+    )
+    .await
+    .expect("measure the page")
+}
+
+/// A seat map people can use on a phone (issue 18 item 3), at both sizes: the venue's plan and
+/// the list of sections; choosing section T (rows of up to 24 seats) shows its seats as a grid
+/// that fits the viewport's width (no sideways scroll), each seat named "Section T, row 1, seat
+/// 1, £30.00, free"; one tap on "Hold the best 2 together" holds two seats side by side in T.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fan_chooses_a_section_and_holds_the_best_seats_in_one_tap() {
+    let _one = support::browser::ONE_AT_A_TIME.lock().await;
+    let dir = tempfile::tempdir().expect("venue dir");
+    let mut opts = StackOptions::local_random_ports();
+    opts.event = support::demo_event(0, 600);
+    opts.venue = Some(gbp_venue(dir.path()));
+    let stack = stack::start(opts).await.expect("stack starts");
+    let driver = Driver::start();
+    // Section T has 90 seats; the laptop's fan holds two before the phone's comes.
+    for (v, free) in [(Viewport::Laptop, 90), (Viewport::Phone, 88)] {
+        let (c, _profile) = open(&driver, v, "en").await;
+        let n = format!("journey-sections-{}", v.name());
+        c.goto(&format!("{}/?event=demo", stack.waiting_room_url))
+            .await
+            .expect("open waiting page");
+        c.wait()
+            .at_most(Duration::from_secs(60))
+            .for_element(Locator::Css("#plan polygon.area"))
+            .await
+            .expect("admitted and the venue's plan is shown");
+        let item = text_of(&c, "#section-T").await;
+        assert!(
+            item.contains("£30.00") && item.contains(&format!("{free} free")),
+            "section T listed with price and seats free: {item}"
+        );
+        shot(&c, &format!("{n}-01-overview")).await;
+        click(&c, "#section-T").await;
+        let seat = c
+            .wait()
+            .at_most(Duration::from_secs(20))
+            .for_element(Locator::Css("#seat-T-4-24"))
+            .await
+            .expect("section T's seats");
+        let label = seat
+            .attr("aria-label")
+            .await
+            .expect("label")
+            .unwrap_or_default();
+        assert_eq!(label, "Section T, row 4, seat 24, £30.00, free");
+        let heading = wait_text(&c, "#section-h2", "Section T", 10).await;
+        assert!(heading.contains("£30.00"), "{heading}");
+        let fit = sideways(&c).await;
+        let width = fit["width"].as_f64().unwrap_or(0.0);
+        assert!(
+            fit["scroll"].as_f64().unwrap_or(f64::MAX) <= width
+                && fit["right"].as_f64().unwrap_or(f64::MAX) <= width,
+            "the grid fits the viewport ({}): {fit}",
+            v.name()
+        );
+        if v == Viewport::Phone {
+            assert!(width <= 390.0, "phone width: {fit}");
+        }
+        shot(&c, &format!("{n}-02-section")).await;
+        let best = text_of(&c, "#best").await;
+        assert_eq!(best, "Hold the best 2 together");
+        click(&c, "#best").await;
+        let held = wait_text(&c, "#held:not([hidden]) #held-seats", "T-", 20).await;
+        let seats: Vec<&str> = held.split(", ").collect();
+        assert_eq!(seats.len(), 2, "two seats held: {held}");
+        assert!(seats.iter().all(|s| s.starts_with("T-")), "{held}");
+        let total = text_of(&c, "#held-total").await;
+        assert_eq!(total, "£60.00");
+        shot(&c, &format!("{n}-03-held")).await;
         c.close().await.ok();
     }
     stack.shutdown().await;

@@ -395,12 +395,21 @@ pub async fn hold_on_page(c: &fantoccini::Client) -> serde_json::Value {
     .expect("read the hold")
 }
 
-/// Clicks the element matching `css` (it must be there).
+/// Clicks the element matching `css` (it must be there), first scrolled to the middle of the
+/// window as a person would (WebDriver clicks an element already in view where it is, even under
+/// the booking page's sticky selection summary).
 pub async fn click(c: &fantoccini::Client, css: &str) {
-    c.find(Locator::Css(css))
+    let el = c
+        .find(Locator::Css(css))
         .await
-        .unwrap_or_else(|e| panic!("{css}: {e}"))
-        .click()
+        .unwrap_or_else(|e| panic!("{css}: {e}"));
+    c.execute(
+        "arguments[0].scrollIntoView({block: 'center', inline: 'nearest'});",
+        vec![serde_json::to_value(&el).expect("element reference")],
+    )
+    .await
+    .unwrap_or_else(|e| panic!("scroll to {css}: {e}"));
+    el.click()
         .await
         .unwrap_or_else(|e| panic!("click {css}: {e}"));
 }
