@@ -87,6 +87,22 @@ pub struct StackOptions {
     /// How often the sale report samples the event, **seconds** (the waiting room's
     /// `report_sample_secs`, default 10).
     pub report_sample_secs: u64,
+    /// What the waiting page says the fan waits for (default: nothing but the opening).
+    pub about: EventAbout,
+}
+
+/// The waiting room's display fields of the event (`events[0]`: `name`, `venue`, `starts_at`,
+/// `time_zone`), shown on the waiting page.
+#[derive(Debug, Clone, Default)]
+pub struct EventAbout {
+    /// The event's display name.
+    pub name: Option<String>,
+    /// The venue's name.
+    pub venue: Option<String>,
+    /// When the event takes place, epoch seconds.
+    pub starts_at: Option<i64>,
+    /// IANA time zone of the event (`None`: UTC).
+    pub time_zone: Option<String>,
 }
 
 impl StackOptions {
@@ -126,6 +142,7 @@ impl StackOptions {
             gate_audiences: Vec::new(),
             closed_loop: None,
             report_sample_secs: 10,
+            about: EventAbout::default(),
         }
     }
 }

@@ -2,6 +2,8 @@
 // public status document at the interval it names, shows people ahead = my number - cursor - 1, and on
 // admission claims the admission token and hands it to the booking core with a form POST. The
 // countdown to opening counts from the server's clock (clock.js), not the device's (case W15).
+// Before it, the page says what the fan waits for: the event's name, venue and date, and the
+// opening as a clock time in the event's own time zone.
 (function () {
   "use strict";
   const params = new URLSearchParams(location.search);
@@ -119,6 +121,46 @@
 
   const fmt = ServerClock.format;
 
+  // What the fan waits for (GET /api/events/{event}/about): the event's name, venue and date,
+  // written in the event's own time zone, which also gives the opening's local clock time.
+  let about = { time_zone: "UTC" };
+  async function loadAbout() {
+    try {
+      const res = await fetch("/api/events/" + event + "/about", { cache: "no-cache" });
+      if (!res.ok) return;
+      about = Object.assign(about, await res.json());
+    } catch (_) { return; }
+    const zone = about.time_zone || "UTC";
+    const when = about.starts_at ? new Intl.DateTimeFormat(window.LANG || "en", {
+      weekday: "long", day: "numeric", month: "long", year: "numeric",
+      hour: "2-digit", minute: "2-digit", hourCycle: "h23", timeZone: zone,
+    }).format(new Date(about.starts_at * 1000)) : "";
+    $("about-name").textContent = about.name || "";
+    $("about-name").hidden = !about.name;
+    const details = when ? T(about.venue ? "about_venue_when" : "about_when", { venue: about.venue, when: when, zone: zone })
+      : (about.venue || "");
+    $("about-details").textContent = details;
+    $("about-details").hidden = !details;
+    $("about").hidden = !(about.name || details);
+    if (shownOpensAt) showOpensAt(shownOpensAt); // now in the event's time zone
+  }
+
+  // "Opens at 10:00 Europe/London" (or "Opens on Saturday 12 December at …" another day), in the
+  // event's time zone: the same moment for every fan wherever they are.
+  let shownOpensAt = null;
+  function showOpensAt(opensAt) {
+    shownOpensAt = opensAt;
+    if (!opensAt) { $("opens-at").textContent = ""; return; }
+    const zone = about.time_zone || "UTC";
+    const lang = window.LANG || "en";
+    const at = new Date(opensAt * 1000);
+    const time = new Intl.DateTimeFormat(lang, { hour: "2-digit", minute: "2-digit", hourCycle: "h23", timeZone: zone }).format(at);
+    const day = (d) => new Intl.DateTimeFormat("en", { year: "numeric", month: "2-digit", day: "2-digit", timeZone: zone }).format(d);
+    const today = day(at) === day(new Date(ServerClock.nowSecs() * 1000));
+    const date = new Intl.DateTimeFormat(lang, { weekday: "long", day: "numeric", month: "long", timeZone: zone }).format(at);
+    $("opens-at").textContent = T(today ? "opens_at" : "opens_on", { time: time, date: date, zone: zone });
+  }
+
   // An honest estimate: people ahead over the measured admission rate, shown as a range.
   // The status document's `wait` object gives the measured places per second with a low and a
   // high bound (API.md); the range shown is ahead / high .. ahead / low.
@@ -171,7 +213,10 @@
       ? T("waiting_for_stock", {n: status.waiting_for_stock})
       : T(status.state);
     $("countdown-box").hidden = status.state !== "prequeue";
-    if (status.state === "prequeue") $("countdown").textContent = fmt(status.opens_at - now);
+    if (status.state === "prequeue") {
+      $("countdown").textContent = fmt(status.opens_at - now);
+      showOpensAt(status.opens_at);
+    }
     try {
       const pos = await position();
       if (pos.queue_number !== null && pos.queue_number !== undefined) {
@@ -205,6 +250,7 @@
 
   (async function start() {
     applyI18n("tab_wait");
+    loadAbout();
     try {
       const j = await join();
       $("state").textContent = T("placed");

@@ -10,7 +10,7 @@ use std::time::Duration;
 use support::browser::{
     click, connect, open, shot, text_of, wait_text, wait_url, Driver, Viewport,
 };
-use ticket_sale::stack::{self, DemoEvent, StackOptions};
+use ticket_sale::stack::{self, DemoEvent, EventAbout, StackOptions};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fan_books_a_seat_in_a_real_browser() {
@@ -258,6 +258,80 @@ async fn a_fan_chooses_a_section_and_holds_the_best_seats_in_one_tap() {
         assert_eq!(total, "£60.00");
         shot(&c, &format!("{n}-03-held")).await;
         c.close().await.ok();
+    }
+    stack.shutdown().await;
+}
+
+/// `HH:MM` of epoch second `t` at a fixed offset of `offset_h` hours (Asia/Tokyo has no DST).
+fn clock_at(t: i64, offset_h: i64) -> String {
+    let s = (t + offset_h * 3600).rem_euclid(86_400);
+    format!("{:02}:{:02}", s / 3600, s % 3600 / 60)
+}
+
+/// The waiting page says what the fan waits for (issue 18 item 5), in English and French: the
+/// event's name, its venue and date, and the opening as a clock time in the event's own time
+/// zone (the waiting room's `time_zone`, here Asia/Tokyo, UTC+9, unlike the browser's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_waiting_page_says_what_the_fan_waits_for() {
+    let _one = support::browser::ONE_AT_A_TIME.lock().await;
+    let mut opts = StackOptions::local_random_ports();
+    // Opens in 5 minutes: the page stays before the opening for the whole test.
+    opts.event = support::demo_event(300, 600);
+    opts.about = EventAbout {
+        name: Some("Midnight Opera".into()),
+        venue: Some("Royal Hall".into()),
+        // 2026-12-12 11:00 UTC = 20:00 in Tokyo.
+        starts_at: Some(1_797_073_200),
+        time_zone: Some("Asia/Tokyo".into()),
+    };
+    let stack = stack::start(opts).await.expect("stack starts");
+    let about: serde_json::Value =
+        reqwest::get(format!("{}/api/events/demo/about", stack.waiting_room_url))
+            .await
+            .expect("about")
+            .json()
+            .await
+            .expect("about json");
+    assert_eq!(
+        about,
+        serde_json::json!({"event": "demo", "name": "Midnight Opera", "venue": "Royal Hall",
+                           "starts_at": 1_797_073_200, "time_zone": "Asia/Tokyo"})
+    );
+    let status: serde_json::Value =
+        reqwest::get(format!("{}/status/demo.json", stack.waiting_room_url))
+            .await
+            .expect("status")
+            .json()
+            .await
+            .expect("status json");
+    let opens = clock_at(status["opens_at"].as_i64().expect("opens_at"), 9);
+    let driver = Driver::start();
+    let cases = [
+        (
+            "en",
+            "Royal Hall · Saturday, December 12, 2026 at 20:00 (Asia/Tokyo)",
+            format!("Opens at {opens} Asia/Tokyo"),
+        ),
+        (
+            "fr",
+            "Royal Hall · samedi 12 décembre 2026 à 20:00 (Asia/Tokyo)",
+            format!("Ouverture à {opens} Asia/Tokyo"),
+        ),
+    ];
+    for (lang, details, opening) in cases {
+        for v in Viewport::BOTH {
+            let (c, _profile) = open(&driver, v, lang).await;
+            c.goto(&format!("{}/?event=demo", stack.waiting_room_url))
+                .await
+                .expect("open waiting page");
+            assert_eq!(text_of(&c, "#about-name").await, "Midnight Opera");
+            let said = wait_text(&c, "#about-details", "Royal Hall", 10).await;
+            assert_eq!(said, details, "{lang} event details");
+            let at = wait_text(&c, "#opens-at", "Asia/Tokyo", 10).await;
+            assert_eq!(at, opening, "{lang} opening time");
+            shot(&c, &format!("journey-waiting-about-{lang}-{}", v.name())).await;
+            c.close().await.ok();
+        }
     }
     stack.shutdown().await;
 }

@@ -110,6 +110,13 @@ pub(crate) fn waiting_room(
     cfg.gate_audiences = opts.gate_audiences.clone();
     cfg.events[0].closed_loop = opts.closed_loop.clone();
     cfg.report_sample_secs = opts.report_sample_secs;
+    let about = &opts.about;
+    cfg.events[0].name = about.name.clone();
+    cfg.events[0].venue = about.venue.clone();
+    cfg.events[0].starts_at = about.starts_at;
+    if let Some(tz) = &about.time_zone {
+        cfg.events[0].time_zone = tz.clone();
+    }
     Ok(cfg)
 }
 

@@ -32,6 +32,24 @@ pub struct EventConfig {
     /// Admission that follows the booking core's load (default off; [`ClosedLoop`]).
     #[serde(default)]
     pub closed_loop: Option<ClosedLoop>,
+    /// What the fan waits for, shown on the waiting page (`GET /api/events/{event}/about`):
+    /// the event's display name, 1 to 120 characters (unset: none shown).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The venue's name, 1 to 120 characters (unset: none shown).
+    #[serde(default)]
+    pub venue: Option<String>,
+    /// When the event itself takes place, Unix epoch **seconds** (unset: no date shown).
+    #[serde(default)]
+    pub starts_at: Option<i64>,
+    /// The event's own IANA time zone (DECISIONS: waiting-room events have their own), in which
+    /// the waiting page writes the event's date and the opening's clock time (default `UTC`).
+    #[serde(default = "default_time_zone")]
+    pub time_zone: String,
+}
+
+fn default_time_zone() -> String {
+    "UTC".into()
 }
 
 impl EventConfig {
@@ -334,6 +352,10 @@ impl Config {
             admission_ttl_secs: default_ttl(),
             booking_url: booking_url.to_owned(),
             closed_loop: None,
+            name: None,
+            venue: None,
+            starts_at: None,
+            time_zone: default_time_zone(),
         };
         Self {
             events: vec![event],
@@ -528,6 +550,24 @@ mod tests {
         assert_eq!(
             c.problems(),
             ["store.urls[0]: must start with redis:// or rediss:// (got \"127.0.0.1:7000\")"]
+        );
+    }
+
+    #[test]
+    fn an_events_display_fields_are_checked_at_start() {
+        let mut c = Config::demo("demo", 0, "http://127.0.0.1:8081");
+        assert_eq!(c.events[0].time_zone, "UTC");
+        c.events[0].name = Some("Midnight Opera".into());
+        c.events[0].time_zone = "Europe/London".into();
+        assert!(c.problems().is_empty(), "{:?}", c.problems());
+        c.events[0].venue = Some(String::new());
+        c.events[0].time_zone = "Mars/Olympus".into();
+        assert_eq!(
+            c.problems(),
+            [
+                "events[0].venue: 1 to 120 characters (got 0)",
+                "events[0].time_zone: \"Mars/Olympus\" is not an IANA time zone (e.g. Europe/London)"
+            ]
         );
     }
 }

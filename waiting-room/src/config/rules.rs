@@ -179,6 +179,23 @@ impl Config {
                     e.admission_ttl_secs
                 ));
             }
+            for (field, v) in [("name", &e.name), ("venue", &e.venue)] {
+                if let Some(v) = v
+                    .as_deref()
+                    .filter(|v| !(1..=120).contains(&v.chars().count()))
+                {
+                    p.push(format!(
+                        "events[{i}].{field}: 1 to 120 characters (got {})",
+                        v.chars().count()
+                    ));
+                }
+            }
+            if jiff::tz::TimeZone::get(&e.time_zone).is_err() {
+                p.push(format!(
+                    "events[{i}].time_zone: {:?} is not an IANA time zone (e.g. Europe/London)",
+                    e.time_zone
+                ));
+            }
             if !is_http_url(&e.booking_url) {
                 p.push(format!(
                     "events[{i}].booking_url: must be an absolute http(s) URL (got {:?})",

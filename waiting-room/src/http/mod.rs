@@ -371,6 +371,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/events/{event}/position", get(fan::position))
         .route("/api/events/{event}/pow", get(fan::pow_challenge))
         .route("/api/events/{event}/draw", get(draw::draw))
+        .route("/api/events/{event}/about", get(public::about))
         .route("/status/{file}", get(public::status))
         .route("/.well-known/jwks.json", get(public::jwks))
         .route(

@@ -58,7 +58,7 @@ impl Modify for Bearers {
     ),
     paths(
         fan::join, fan::heartbeat, fan::position, fan::admission, fan::pow_challenge,
-        public::healthz, public::readyz, public::status, public::jwks, public::admission_policy,
+        public::healthz, public::readyz, public::status, public::about, public::jwks, public::admission_policy,
         draw::draw,
         crate::telemetry::metrics,
         admin::list, admin::create, admin::figures, admin::patch, admin::audit,

@@ -1,4 +1,5 @@
-//! Public endpoints: health, readiness, the cached status document and the JWKS.
+//! Public endpoints: health, readiness, the cached status document, what an event is (for the
+//! waiting page) and the JWKS.
 
 use super::error::RETRY_AFTER_SECS;
 use super::{parse_event, public_json, AppState};
@@ -132,3 +133,41 @@ pub async fn admission_policy(State(st): State<AppState>) -> Response {
         JWKS_MAX_AGE_SECS,
     )
 }
+
+/// `GET /api/events/{event}/about`: what the fan waits for, from the configuration (never a
+/// store call): `{event, name, venue, starts_at, time_zone}` (`name`, `venue`, `starts_at`
+/// null when not configured), `public, max-age=60`. The opening time is the status document's
+/// `opens_at` (an operator may move it). An event not in the configuration → 404.
+#[utoipa::path(
+    get,
+    path = "/api/events/{event}/about",
+    tag = "public",
+    summary = "The event's display name, venue, date and time zone (public, max-age=60)",
+    params(("event" = String, Path, description = "event id")),
+    responses(
+        (status = 200, description = "{event, name, venue, starts_at (epoch s), time_zone (IANA)}", body = Object),
+        (status = 404, description = "no such event in the configuration", body = ProblemDoc)
+    ),
+)]
+pub async fn about(
+    State(st): State<AppState>,
+    Path(raw): Path<String>,
+) -> Result<Response, Problem> {
+    let event = parse_event(&raw)?;
+    let e =
+        st.0.config
+            .events
+            .iter()
+            .find(|e| e.id == event)
+            .ok_or_else(|| Problem::not_found(format!("no event {:?}", event.as_str())))?;
+    Ok(public_json(
+        serde_json::json!({
+            "event": e.id, "name": e.name, "venue": e.venue,
+            "starts_at": e.starts_at, "time_zone": e.time_zone,
+        }),
+        ABOUT_MAX_AGE_SECS,
+    ))
+}
+
+/// `max-age` of an event's about document, **seconds**.
+pub const ABOUT_MAX_AGE_SECS: u64 = 60;
