@@ -304,6 +304,7 @@ async fn case_b10_a_restarted_gateway_gets_a_new_token_and_payments_go_through()
     let create = |g: booking_core::gateway::Gateway, r: &'static str| async move {
         g.create(
             1000,
+            "EUR",
             r,
             "http://127.0.0.1:9/back",
             "http://127.0.0.1:9/notify",
