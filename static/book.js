@@ -115,12 +115,25 @@
     } catch (_) { /* keep the defaults */ }
   }
 
+  // A section's booking fee per seat (venue file `fee_cents`): seat prices include it.
+  function feeOf(sectionName) {
+    const s = (venue.sections || []).find((x) => x.name === sectionName);
+    return (s && s.fee_cents) || 0;
+  }
+
+  // "£97.00", or with fees "£90.00 + £7.00 fees = £97.00": the price and the fee apart.
+  function withFees(total, fees, currency) {
+    return fees > 0 ? T("fees_breakdown", { price: money(total - fees, currency), fee: money(fees, currency), total: money(total, currency) })
+      : money(total, currency);
+  }
+
   // The sticky summary beside the Hold button: what is selected and what it costs.
   function summarise() {
     const ids = Array.from(selected.keys()).sort();
     const total = ids.reduce((sum, id) => sum + (selected.get(id).price_cents || 0), 0);
+    const fees = ids.reduce((sum, id) => sum + feeOf(selected.get(id).section), 0);
     $("selection").textContent = ids.length === 0 ? T("selection_none")
-      : T("selection_some", { n: ids.length, seats: ids.join(", "), total: money(total) });
+      : T("selection_some", { n: ids.length, seats: ids.join(", "), total: withFees(total, fees) });
     $("hold").disabled = ids.length === 0;
   }
 
@@ -131,6 +144,8 @@
   // The price of a section from the overview: one price, or "from … to …" as "min–max".
   function sectionPrice(sec) {
     const lo = sec.price_cents_min || 0, hi = sec.price_cents_max || lo;
+    const fee = feeOf(sec.id);
+    if (lo === hi && fee > 0) return T("price_with_fee", { total: money(lo), price: money(lo - fee), fee: money(fee) });
     return lo === hi ? money(lo) : money(lo) + "–" + money(hi);
   }
 
@@ -367,6 +382,10 @@
     only("held", "held_h1", "tab_held");
     $("held-seats").textContent = h.seats.join(", ");
     $("held-total").textContent = money(h.amount_cents || 0, h.currency);
+    // Seat ids begin with their section: the fees inside the total, shown apart.
+    const fees = (h.seats || []).reduce((sum, id) => sum + feeOf(String(id).split("-")[0]), 0);
+    $("held-fees").hidden = !(fees > 0);
+    $("held-fees").textContent = fees > 0 ? withFees(h.amount_cents || 0, fees, h.currency) : "";
     $("message").textContent = "";
     const dead = h.payment && DEAD[h.payment.gateway_status];
     $("payment-note").hidden = !dead;

@@ -92,15 +92,15 @@ async fn a_fan_books_a_seat_in_a_real_browser() {
     stack.shutdown().await;
 }
 
-/// A venue file in pounds sterling (issue 18 item 4): two sections, one with a plan (stage and
-/// section outlines).
+/// A venue file in pounds sterling (issue 18 item 4) with a plan (stage and section outlines):
+/// sections S (£45.00) and T (£30.00 plus a £2.50 booking fee per seat).
 fn gbp_venue(dir: &std::path::Path) -> std::path::PathBuf {
     let path = dir.join("gbp-venue.json");
     let venue = serde_json::json!({
         "name": "Royal Hall", "currency": "GBP", "time_zone": "Europe/London",
         "rows": 4, "seats_per_row": 12,
         "sections": [{"name": "S", "price_cents": 4500},
-                     {"name": "T", "price_cents": 3000, "rows": [20, 22, 24, 24]}],
+                     {"name": "T", "price_cents": 3000, "fee_cents": 250, "rows": [20, 22, 24, 24]}],
         "layout": {
             "stage": {"points": [[20, 0], [80, 0], [80, 10], [20, 10]]},
             "sections": [
@@ -192,7 +192,8 @@ async fn sideways(c: &fantoccini::Client) -> serde_json::Value {
 /// A seat map people can use on a phone (issue 18 item 3), at both sizes: the venue's plan and
 /// the list of sections; choosing section T (rows of up to 24 seats) shows its seats as a grid
 /// that fits the viewport's width (no sideways scroll), each seat named "Section T, row 1, seat
-/// 1, £30.00, free"; one tap on "Hold the best 2 together" holds two seats side by side in T.
+/// 1, £32.50, free" (price with fee); one tap on "Hold the best 2 together" holds two seats side
+/// by side in T, and the hold page shows "£60.00 + £5.00 fees = £65.00".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fan_chooses_a_section_and_holds_the_best_seats_in_one_tap() {
     let _one = support::browser::ONE_AT_A_TIME.lock().await;
@@ -216,7 +217,7 @@ async fn a_fan_chooses_a_section_and_holds_the_best_seats_in_one_tap() {
             .expect("admitted and the venue's plan is shown");
         let item = text_of(&c, "#section-T").await;
         assert!(
-            item.contains("£30.00") && item.contains(&format!("{free} free")),
+            item.contains("£32.50 (£30.00 + £2.50 fee)") && item.contains(&format!("{free} free")),
             "section T listed with price and seats free: {item}"
         );
         shot(&c, &format!("{n}-01-overview")).await;
@@ -232,9 +233,9 @@ async fn a_fan_chooses_a_section_and_holds_the_best_seats_in_one_tap() {
             .await
             .expect("label")
             .unwrap_or_default();
-        assert_eq!(label, "Section T, row 4, seat 24, £30.00, free");
+        assert_eq!(label, "Section T, row 4, seat 24, £32.50, free");
         let heading = wait_text(&c, "#section-h2", "Section T", 10).await;
-        assert!(heading.contains("£30.00"), "{heading}");
+        assert!(heading.contains("£32.50 (£30.00 + £2.50 fee)"), "{heading}");
         let fit = sideways(&c).await;
         let width = fit["width"].as_f64().unwrap_or(0.0);
         assert!(
@@ -254,8 +255,11 @@ async fn a_fan_chooses_a_section_and_holds_the_best_seats_in_one_tap() {
         let seats: Vec<&str> = held.split(", ").collect();
         assert_eq!(seats.len(), 2, "two seats held: {held}");
         assert!(seats.iter().all(|s| s.starts_with("T-")), "{held}");
+        // Price and fee apart before the gateway: 2 × £30.00 + 2 × £2.50.
         let total = text_of(&c, "#held-total").await;
-        assert_eq!(total, "£60.00");
+        assert_eq!(total, "£65.00");
+        let fees = text_of(&c, "#held-fees").await;
+        assert_eq!(fees, "£60.00 + £5.00 fees = £65.00");
         shot(&c, &format!("{n}-03-held")).await;
         c.close().await.ok();
     }

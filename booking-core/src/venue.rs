@@ -29,6 +29,11 @@ pub struct Section {
     pub name: String,
     /// Price of every seat in the section, cents.
     pub price_cents: i64,
+    /// Booking fee per seat, cents (default 0; the venue file's next version): a seat costs
+    /// `price_cents + fee_cents`, which is what its seat-map `price_cents`, holds and refunds
+    /// count; the pages show the two apart.
+    #[serde(default)]
+    pub fee_cents: i64,
     /// Seats in each row, row 1 first. Empty: the venue's `rows` × `seats_per_row`.
     #[serde(default)]
     pub rows: Vec<u32>,
@@ -92,7 +97,7 @@ pub struct SeatSpec {
     pub row: u32,
     /// Seat number in the row, from 1.
     pub number: u32,
-    /// Price, cents.
+    /// Price with the section's fee, cents.
     pub price_cents: i64,
 }
 
@@ -100,6 +105,7 @@ fn section(name: &str, price_cents: i64) -> Section {
     Section {
         name: name.into(),
         price_cents,
+        fee_cents: 0,
         rows: Vec::new(),
     }
 }
@@ -191,7 +197,7 @@ impl Venue {
                     section: s.name.clone(),
                     row,
                     number: k,
-                    price_cents: s.price_cents,
+                    price_cents: s.price_cents + s.fee_cents,
                 }));
             }
         }
@@ -232,8 +238,8 @@ impl Venue {
                 s.name
             );
             anyhow::ensure!(
-                s.price_cents >= 0,
-                "section {} has a negative price",
+                s.price_cents >= 0 && s.fee_cents >= 0,
+                "section {} has a negative price or fee_cents",
                 s.name
             );
         }
@@ -316,6 +322,25 @@ mod tests {
         let v: Venue = serde_json::from_str(&text).map_err(|e| e.to_string())?;
         v.validate().map_err(|e| e.to_string())?;
         Ok(v)
+    }
+
+    #[test]
+    fn a_sections_fee_is_part_of_its_seats_price_and_never_negative() {
+        let text = |fee: i64| {
+            format!(
+                r#"{{"sections":[{{"name":"A","price_cents":3000,"fee_cents":{fee},"rows":[2]}}]}}"#
+            )
+        };
+        let v: Venue = serde_json::from_str(&text(250)).unwrap();
+        v.validate().unwrap();
+        assert!(v.seats().iter().all(|s| s.price_cents == 3250));
+        assert_eq!(with("").unwrap().sections[0].fee_cents, 0);
+        let bad: Venue = serde_json::from_str(&text(-1)).unwrap();
+        assert!(bad
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("fee_cents"));
     }
 
     #[test]
