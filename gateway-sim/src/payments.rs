@@ -73,8 +73,9 @@ pub async fn create(
     gate(&state, &headers, state.store.faults()).await?;
     let absolute = |u: &str| u.starts_with("http://") || u.starts_with("https://");
     let currency = b.currency.unwrap_or_else(|| "EUR".into());
+    let iso_4217 = |c: &str| c.len() == 3 && c.bytes().all(|x| x.is_ascii_uppercase());
     if b.amount_cents < 0
-        || !(currency.len() == 3 && currency.bytes().all(|c| c.is_ascii_uppercase()))
+        || !iso_4217(&currency)
         || !absolute(&b.return_url)
         || !b.notify_url.as_deref().is_none_or(absolute)
     {
