@@ -47,7 +47,7 @@ async fn console_page_is_served_without_secrets() {
         let body = axum::body::to_bytes(r.into_body(), 1 << 20)
             .await
             .expect("body");
-        page.push_str(&String::from_utf8(body.to_vec()).expect("utf8"));
+        page.push_str(std::str::from_utf8(&body).expect("utf8"));
     }
     for needle in [
         "/admin/events/",
