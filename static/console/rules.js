@@ -1,6 +1,7 @@
 // The quiet lane panel (issue 15 item 2): the event's address rules (add: range, action, note;
 // delete) and the shadow line (who, which rule, when), where a false positive is released to
-// the back of the fans' line. Every change goes through the admin API, which audits it; a
+// the back of the fans' line. Both are folded (`<details>`) until the operator opens them, so
+// the console's main controls stay first in the keyboard order. Every change goes through the admin API, which audits it; a
 // refused change is reported in the errors panel. Strings in English and French (i18n.js).
 import { $, api, text } from "./api.js";
 import { report } from "./errors.js";
