@@ -1,7 +1,8 @@
 //! The console's quiet-lane panel (issue 15 item 2) in a real headless Chromium, in French:
 //! an operator adds a shadow rule for the local address range through the form, a client
 //! joining from it shows up in the shadow line (its rule, its address), the operator releases it
-//! into the fans' line, and a bad range is refused and reported. The panel's strings are the
+//! into the fans' line, and a bad range is refused and reported; a blocked range's waiting page
+//! says it is not accepted. The panel's strings are the
 //! French ones; every screenshot is checked by axe-core. Screenshots under `target/screenshots/`.
 
 mod support;
@@ -81,6 +82,22 @@ async fn console_lists_the_shadow_line_and_releases_a_false_positive_in_french()
     click(&c, "#rules button").await;
     wait_text(&c, "#rules-empty", "Aucune règle", 20).await;
     wait_text(&c, "#audit", "delete_rule", 20).await;
+
+    // A blocked range: the waiting page says so (in French) and stops asking.
+    let added = http
+        .post(format!("{}/admin/events/demo/rules", s.waiting_room_url))
+        .bearer_auth(&s.admin_token)
+        .json(&serde_json::json!({"cidr": "127.0.0.0/8", "action": "block"}))
+        .send()
+        .await
+        .expect("add a block rule");
+    assert_eq!(added.status(), 201);
+    c.goto(&format!("{}/?event=demo", s.waiting_room_url))
+        .await
+        .expect("waiting page");
+    wait_text(&c, "#blocked", "ne sont pas acceptées", 20).await;
+    wait_text(&c, "#state", "Non acceptée", 5).await;
+    shot(&c, "wait-blocked-fr").await;
     c.close().await.ok();
     s.shutdown().await;
 }
