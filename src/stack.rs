@@ -84,6 +84,9 @@ pub struct StackOptions {
     /// The event's closed loop (`events[0].closed_loop`; its figures read from this stack's
     /// booking core unless `load_urls` says otherwise).
     pub closed_loop: Option<waiting_room::closedloop::ClosedLoop>,
+    /// How often the sale report samples the event, **seconds** (the waiting room's
+    /// `report_sample_secs`, default 10).
+    pub report_sample_secs: u64,
 }
 
 impl StackOptions {
@@ -122,6 +125,7 @@ impl StackOptions {
             hold_queue: false,
             gate_audiences: Vec::new(),
             closed_loop: None,
+            report_sample_secs: 10,
         }
     }
 }

@@ -210,6 +210,35 @@ async fn console_keeps_typed_values(v: Viewport) {
     assert_eq!(allowed, [false, false, false, false, true]);
     wait_text(&c, "#audit", "close", 10).await;
     shot(&c, &format!("{n}-05-closed")).await;
+    // The sale report panel: totals and the charts, fetched with the admin token.
+    click(&c, "#report-refresh").await;
+    wait_text(&c, "#report-totals", "Admitted", 20).await;
+    let start = Instant::now();
+    loop {
+        let width = c
+            .execute(
+                "const i = document.getElementById('report-chart');
+                 return i.hidden ? 0 : i.naturalWidth;",
+                vec![],
+            )
+            .await
+            .expect("chart width");
+        if width.as_u64() == Some(1000) {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the report's chart never showed: {width}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    c.execute(
+        "document.getElementById('report-h2').scrollIntoView();",
+        vec![],
+    )
+    .await
+    .expect("scroll");
+    shot(&c, &format!("{n}-06-report")).await;
     c.close().await.ok();
     s.shutdown().await;
 }

@@ -155,6 +155,7 @@ async fn the_admit_rate_follows_a_booking_core_slowed_mid_sale() {
         }),
     );
     opts.database_url = db.clone();
+    opts.report_sample_secs = 1;
     let s = stack::start(opts).await.expect("stack starts");
     let c = reqwest::Client::builder()
         .timeout(Duration::from_secs(30))
@@ -238,6 +239,35 @@ async fn the_admit_rate_follows_a_booking_core_slowed_mid_sale() {
     for f in fans {
         let _ = f.await;
     }
+
+    // The sale report shows it (issue item 2): the slow hold p99 and the rate's curve, as the
+    // PNG's admit-rate chart right above the hold-p99 chart (kept in target/screenshots).
+    let get = |path: &str| c.get(format!("{wr}{path}")).bearer_auth(&admin).send();
+    let report: serde_json::Value = get("/admin/events/loop/report")
+        .await
+        .expect("report")
+        .json()
+        .await
+        .expect("report json");
+    let minutes = report["minutes"].as_array().cloned().unwrap_or_default();
+    let worst = minutes
+        .iter()
+        .filter_map(|m| m["hold_p99_worst_ms"].as_u64())
+        .max();
+    assert!(
+        worst.is_some_and(|ms| ms >= 1000),
+        "the slowdown is in the report's hold p99: {report}"
+    );
+    let png = get("/admin/events/loop/report.png")
+        .await
+        .expect("png")
+        .bytes()
+        .await
+        .expect("png bytes");
+    assert_eq!(&png[1..4], b"PNG");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/screenshots");
+    let _ = std::fs::create_dir_all(&dir);
+    let _ = std::fs::write(dir.join("closed-loop-report.png"), &png);
     s.shutdown().await;
 }
 

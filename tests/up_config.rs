@@ -2,12 +2,11 @@
 //! item 8): a short admin token is named as such, not reported as a service that did not answer;
 //! and `up` says where the webhook secret is without printing a secret it chose itself.
 
-use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use sale_common::testsupport::free_port;
+use sale_common::testsupport::{free_port, output_within, read_until_line, wait_within};
 
 #[test]
 fn up_with_a_short_admin_token_names_admin_token_before_binding() {
@@ -62,15 +61,11 @@ async fn up_prints_where_the_webhook_secret_is_and_not_the_secret() {
         .stderr(Stdio::null())
         .spawn()
         .expect("start ticket-sale up");
-    let mut printed = String::new();
-    let mut lines = BufReader::new(up.stdout.take().expect("stdout")).lines();
-    let start = Instant::now();
-    while !printed.contains("press Ctrl-C") {
-        assert!(start.elapsed() < Duration::from_secs(60), "{printed}");
-        let line = lines.next().expect("a line").expect("utf-8");
-        printed.push_str(&line);
-        printed.push('\n');
-    }
+    let printed = read_until_line(
+        up.stdout.take().expect("stdout"),
+        "press Ctrl-C",
+        Duration::from_secs(60),
+    );
     let path_after = |label: &str| -> std::path::PathBuf {
         let line = printed
             .lines()
@@ -121,7 +116,7 @@ async fn up_prints_where_the_webhook_secret_is_and_not_the_secret() {
         .status()
         .expect("kill");
     assert!(term.success());
-    assert!(up.wait().expect("wait").success());
+    assert!(wait_within(&mut up, Duration::from_secs(60)).success());
     assert!(!secret_file.exists(), "the secret file outlived up");
 }
 
@@ -145,25 +140,27 @@ fn a_second_up_on_the_same_sale_db_says_the_database_is_in_use() {
         .current_dir(dir.path())
         .arg("up")
         .args(ports(first_ports))
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .expect("first up");
-    let start = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", first_ports[1])).is_err() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "first up never listened"
-        );
-        std::thread::sleep(Duration::from_millis(25));
-    }
-    let second = Command::new(env!("CARGO_BIN_EXE_ticket-sale"))
-        .current_dir(dir.path())
-        .arg("up")
-        .args(ports([free_port(), free_port(), free_port()]))
-        .env("RUST_BACKTRACE", "0")
-        .output()
-        .expect("second up");
+    // `up` binds its ports before the booking core opens (and locks) the database, so a port
+    // that answers proves nothing: wait for the line `up` prints once every service is healthy.
+    // (Waiting for the port raced on a loaded CI machine: the second `up` took the lock first
+    // and ran for ever.)
+    read_until_line(
+        first.stdout.take().expect("stdout"),
+        "press Ctrl-C",
+        Duration::from_secs(60),
+    );
+    let second = output_within(
+        Command::new(env!("CARGO_BIN_EXE_ticket-sale"))
+            .current_dir(dir.path())
+            .arg("up")
+            .args(ports([free_port(), free_port(), free_port()]))
+            .env("RUST_BACKTRACE", "0"),
+        Duration::from_secs(60),
+    );
     let _ = first.kill();
     let _ = first.wait();
     let stderr = String::from_utf8_lossy(&second.stderr);

@@ -40,6 +40,7 @@ pub use http::router;
 pub use outbox::Outbox;
 pub use payments::reconciler::{Outcome, Reconciler};
 pub use state::AppState;
+pub use venue::{ResourceKind, Window};
 
 /// Serves the booking core on an already-bound listener until `shutdown` resolves (API.md).
 ///

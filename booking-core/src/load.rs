@@ -43,6 +43,18 @@ impl Histogram {
     }
 }
 
+/// The Prometheus twins of [`Load`]'s counters, registered once (no registry lookup per call).
+fn prometheus_counters() -> &'static [metrics::Counter; 3] {
+    static C: std::sync::OnceLock<[metrics::Counter; 3]> = std::sync::OnceLock::new();
+    C.get_or_init(|| {
+        [
+            metrics::counter!("bc_api_requests_total"),
+            metrics::counter!("bc_api_server_errors_total"),
+            metrics::counter!("bc_hold_requests_total"),
+        ]
+    })
+}
+
 /// What the booking core measured since it started (one per process, in `AppState`).
 #[derive(Debug, Default)]
 pub struct Load {
@@ -58,13 +70,19 @@ pub use sale_common::load::{LoadDoc, PoolFigures, ShowStock};
 
 impl Load {
     /// Counts one answered fan call; `hold`: it was a hold request, taking `ms` milliseconds.
+    /// The same counts go to Prometheus (`bc_api_requests_total`, `bc_api_server_errors_total`,
+    /// `bc_hold_requests_total`), which the waiting room's sale report must match.
     pub fn answered(&self, status: u16, hold: bool, ms: u64) {
+        let [requests, server_errors, holds] = prometheus_counters();
         self.requests.fetch_add(1, Ordering::Relaxed);
+        requests.increment(1);
         if status >= 500 {
             self.server_errors.fetch_add(1, Ordering::Relaxed);
+            server_errors.increment(1);
         }
         if hold {
             self.holds.record(ms);
+            holds.increment(1);
         }
     }
 

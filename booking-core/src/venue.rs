@@ -5,11 +5,21 @@
 //!
 //! Seat ids are `"{section}-{row}-{n}"`, rows and seats numbered from 1.
 //!
+//! The file's optional fields (issue 17; DECISIONS "the venue file's next version lands once"):
+//! `currency` (default EUR), `time_zone` (IANA, default UTC), `layout` and `tiers` ([`extras`]),
+//! and interval `resources` ([`resources`]). A file without them reads as before.
+//!
 //! Layer: the bottom; imports nothing from the crate (`config` re-exports its types).
+
+pub mod extras;
+pub mod resources;
 
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
+
+pub use extras::{Layout, SectionShape, Shape, Tier};
+pub use resources::{IntervalError, ResourceKind, Window};
 
 /// One seat section: name (`"A"`), price per seat in cents, and its rows.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -54,6 +64,21 @@ pub struct Venue {
     /// General-admission pools.
     #[serde(default)]
     pub pools: Vec<PoolSpec>,
+    /// ISO 4217 currency of every price (default EUR).
+    #[serde(default = "extras::default_currency")]
+    pub currency: String,
+    /// IANA time zone of the venue (default UTC).
+    #[serde(default = "extras::default_time_zone")]
+    pub time_zone: String,
+    /// The plan: stage and section outlines.
+    #[serde(default)]
+    pub layout: Option<Layout>,
+    /// Named price tiers over sections.
+    #[serde(default)]
+    pub tiers: Vec<Tier>,
+    /// Interval resources by kind.
+    #[serde(default)]
+    pub resources: Vec<ResourceKind>,
 }
 
 /// One seat to seed: id, section, row, number, price (cents).
@@ -93,7 +118,7 @@ impl Venue {
             sections,
             rows: 10,
             seats_per_row: 12,
-            pools: Vec::new(),
+            ..Self::empty()
         }
     }
 
@@ -104,8 +129,36 @@ impl Venue {
             sections: vec![section("A", 5_000)],
             rows: 1,
             seats_per_row: seats,
-            pools: Vec::new(),
+            ..Self::empty()
         }
+    }
+
+    /// Nothing to sell, every optional field at its default (a base for the builders).
+    fn empty() -> Self {
+        Self {
+            name: String::new(),
+            sections: Vec::new(),
+            rows: 0,
+            seats_per_row: 0,
+            pools: Vec::new(),
+            currency: extras::default_currency(),
+            time_zone: extras::default_time_zone(),
+            layout: None,
+            tiers: Vec::new(),
+            resources: Vec::new(),
+        }
+    }
+
+    /// The kind of interval resource `name` belongs to.
+    pub fn resource_kind_of(&self, name: &str) -> Option<&ResourceKind> {
+        self.resources
+            .iter()
+            .find(|k| k.resources.iter().any(|r| r == name))
+    }
+
+    /// The kind of interval resource named `kind`.
+    pub fn resource_kind(&self, kind: &str) -> Option<&ResourceKind> {
+        self.resources.iter().find(|k| k.kind == kind)
     }
 
     /// Reads and validates a JSON venue file (format: booking-core/README.md).
@@ -194,7 +247,33 @@ impl Venue {
             anyhow::ensure!(names.insert(p.id.clone()), "duplicate pool {:?}", p.id);
             anyhow::ensure!(p.price_cents >= 0, "pool {} has a negative price", p.id);
         }
+        // Interval resources alone are not enough: the stock figures (sold out, the closed
+        // loop's stock rule) count seats and pool places only.
         anyhow::ensure!(self.capacity() > 0, "the venue has nothing to sell");
+        self.validate_extras().map_err(anyhow::Error::msg)
+    }
+
+    /// The optional fields; each problem names its field.
+    fn validate_extras(&self) -> Result<(), String> {
+        extras::check_currency(&self.currency)?;
+        extras::check_time_zone(&self.time_zone)?;
+        let sections: Vec<&str> = self.sections.iter().map(|s| s.name.as_str()).collect();
+        if let Some(l) = &self.layout {
+            extras::check_layout(l, &sections)?;
+        }
+        extras::check_tiers(&self.tiers, &sections)?;
+        let mut kinds = std::collections::HashSet::new();
+        let mut names = std::collections::HashSet::new();
+        for (i, k) in self.resources.iter().enumerate() {
+            let field = format!("resources[{i}]");
+            k.validate(&field)?;
+            if !kinds.insert(&k.kind) {
+                return Err(format!("{field}.kind: duplicate kind {:?}", k.kind));
+            }
+            if let Some(r) = k.resources.iter().find(|r| !names.insert(*r)) {
+                return Err(format!("{field}.resources: duplicate resource {r:?}"));
+            }
+        }
         Ok(())
     }
 }
@@ -230,5 +309,64 @@ mod tests {
         let v: Venue = serde_json::from_str(bad).unwrap();
         assert!(v.validate().is_err());
         assert!(serde_json::from_str::<Venue>(r#"{"sections":[],"x":1}"#).is_err());
+    }
+
+    fn with(extra: &str) -> Result<Venue, String> {
+        let text = format!(r#"{{"sections":[{{"name":"A","price_cents":1,"rows":[2]}}]{extra}}}"#);
+        let v: Venue = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+        v.validate().map_err(|e| e.to_string())?;
+        Ok(v)
+    }
+
+    #[test]
+    fn optional_fields_default_and_old_files_read_as_before() {
+        let v = with("").unwrap();
+        assert_eq!((v.currency.as_str(), v.time_zone.as_str()), ("EUR", "UTC"));
+        assert!(v.layout.is_none() && v.tiers.is_empty() && v.resources.is_empty());
+    }
+
+    #[test]
+    fn every_new_field_is_read_and_checked_naming_the_field() {
+        let v = with(
+            r#","currency":"GBP","time_zone":"Europe/London",
+            "layout":{"stage":{"points":[[0,0],[10,0],[10,2]]},"sections":[{"section":"A","shape":{"points":[[0,5],[10,5],[10,9],[0,9]]}}]},
+            "tiers":[{"name":"premium","sections":["A"]}],
+            "resources":[{"kind":"parking","resources":["P1","P2"],"slot_minutes":30,"buffer_minutes":15,
+              "price_cents_per_slot":250,"windows":[{"start":"2026-12-31T16:00:00Z","end":"2026-12-31T23:00:00Z"}]}]"#,
+        )
+        .unwrap();
+        assert_eq!(v.resource_kind_of("P2").unwrap().kind, "parking");
+        let cases = [
+            (r#","currency":"eur""#, "currency"),
+            (r#","time_zone":"Mars/Olympus""#, "time_zone"),
+            (
+                r#","layout":{"stage":{"points":[[0,0]]}}"#,
+                "layout.stage.points",
+            ),
+            (
+                r#","layout":{"sections":[{"section":"Z","shape":{"points":[[0,0],[1,0],[1,1]]}}]}"#,
+                "layout.sections[0].section",
+            ),
+            (
+                r#","tiers":[{"name":"t","sections":["Q"]}]"#,
+                "tiers[0].sections",
+            ),
+            (
+                r#","resources":[{"kind":"k","resources":["R"],"slot_minutes":0,"windows":[]}]"#,
+                "resources[0].slot_minutes",
+            ),
+            (
+                r#","resources":[{"kind":"k","resources":["R"],"slot_minutes":30,"windows":[{"start":"2026-12-31T16:00:00Z","end":"2026-12-31T16:45:00Z"}]}]"#,
+                "resources[0].windows[0].end",
+            ),
+            (
+                r#","resources":[{"kind":"k","resources":["R"],"slot_minutes":30,"windows":[{"start":"31/12/2026","end":"2026-12-31T16:30:00Z"}]}]"#,
+                "resources[0].windows[0].start",
+            ),
+        ];
+        for (extra, field) in cases {
+            let e = with(extra).unwrap_err();
+            assert!(e.starts_with(field), "{extra}: {e}");
+        }
     }
 }

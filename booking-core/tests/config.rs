@@ -254,6 +254,52 @@ fn a_venue_file_is_read_relative_to_the_config_file() {
     );
 }
 
+#[test]
+fn the_venue_files_new_fields_are_checked_at_start_naming_the_field() {
+    let f = Fixture::new("");
+    let venue = VENUE.trim_end().trim_end_matches('}');
+    // A file of the previous version still loads: EUR, UTC.
+    let old = f.write("old.json", VENUE);
+    let zoned = f.write(
+        "zoned.json",
+        &format!(r#"{venue}, "time_zone": "Europe/Paris", "currency": "CHF"}}"#),
+    );
+    let bad = f.write(
+        "bad.json",
+        &format!(r#"{venue}, "time_zone": "Europe/Atlantis"}}"#),
+    );
+    let shows = format!(
+        r#"[{{"id": "a", "venue_file": "{}"}}, {{"id": "b", "venue_file": "{}"}}]"#,
+        old.display(),
+        zoned.display()
+    );
+    let c = f
+        .load(&with_secrets(&[("BOOKING_SHOWS", &*shows.leak())]))
+        .expect("loads");
+    assert_eq!(
+        (
+            c.shows[0].venue.currency.as_str(),
+            c.shows[0].venue.time_zone.as_str()
+        ),
+        ("EUR", "UTC")
+    );
+    assert_eq!(
+        (
+            c.shows[1].venue.currency.as_str(),
+            c.shows[1].venue.time_zone.as_str()
+        ),
+        ("CHF", "Europe/Paris")
+    );
+    let shows = format!(r#"[{{"id": "demo", "venue_file": "{}"}}]"#, bad.display());
+    let err = error_of(f.load(&with_secrets(&[("BOOKING_SHOWS", &*shows.leak())])));
+    assert!(
+        err.contains(
+            "- shows[0].venue_file: time_zone: \"Europe/Atlantis\" is not an IANA time zone"
+        ),
+        "{err}"
+    );
+}
+
 /// The binary checks the configuration before it binds: with the port already taken by this
 /// test, a bind-first binary would fail on the port instead of naming the bad fields.
 #[test]

@@ -2,14 +2,24 @@
 //! file refuses to start, naming PostgreSQL for several nodes, instead of answering
 //! `500 database is locked` under load; once the first stops (SIGTERM), the file is free again.
 
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use sale_common::testsupport::free_port;
+use sale_common::testsupport::{free_port, output_within, wait_within};
 
 fn start(db: &str, port: u16) -> Child {
+    command(db, port)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start booking-core")
+}
+
+/// A `booking-core` on `db`, listening on `port`, configured from the environment alone.
+fn command(db: &str, port: u16) -> Command {
     let public = format!("http://127.0.0.1:{port}");
-    Command::new(env!("CARGO_BIN_EXE_booking-core"))
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_booking-core"));
+    cmd
         .args(["--listen", &format!("127.0.0.1:{port}")])
         // The whole configuration from the environment, no file (booking-core/README.md).
         .envs([
@@ -26,11 +36,8 @@ fn start(db: &str, port: u16) -> Child {
             ("BOOKING_GATEWAY_CLIENT_SECRET", "b11-gateway-secret"),
             ("BOOKING_WEBHOOK_SECRETS", "b11-gateway-secret"),
             ("BOOKING_ADMIN_TOKEN", "b11-admin-token-0123456789"),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start booking-core")
+        ]);
+    cmd
 }
 
 fn answers(port: u16) -> bool {
@@ -52,18 +59,6 @@ fn wait_until(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
-fn wait_output(mut child: Child, limit: Duration) -> Output {
-    let start = Instant::now();
-    while child.try_wait().expect("wait").is_none() {
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            panic!("the second process is still running after {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    }
-    child.wait_with_output().expect("output")
-}
-
 #[test]
 fn case_b11_a_second_process_on_one_sqlite_file_refuses_to_start() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -74,7 +69,7 @@ fn case_b11_a_second_process_on_one_sqlite_file_refuses_to_start() {
         answers(p1)
     });
 
-    let second = wait_output(start(&db, p2), Duration::from_secs(30));
+    let second = output_within(&mut command(&db, p2), Duration::from_secs(30));
     let stderr = String::from_utf8_lossy(&second.stderr);
     assert!(!second.status.success(), "the second process must not run");
     assert!(
@@ -88,7 +83,7 @@ fn case_b11_a_second_process_on_one_sqlite_file_refuses_to_start() {
         .status()
         .expect("kill")
         .success());
-    let status = first.wait().expect("first exits");
+    let status = wait_within(&mut first, Duration::from_secs(30));
     assert_eq!(
         status.code(),
         Some(0),

@@ -7,6 +7,8 @@
 pub mod clock;
 pub mod config;
 pub mod load;
+#[cfg(feature = "plots")]
+pub mod plots;
 pub mod problem;
 pub mod prometheus;
 pub mod secret;

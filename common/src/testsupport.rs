@@ -15,6 +15,125 @@ pub fn free_port() -> u16 {
         .expect("bind 127.0.0.1:0")
 }
 
+/// Runs `cmd` to its end, like [`Command::output`], but never longer than `limit`: a process
+/// still running then is killed and the test fails with what it printed. A test that expects a
+/// process to refuse to start must not hang the whole run when it starts after all.
+///
+/// Panics: the command cannot be spawned, or it outlives `limit`.
+pub fn output_within(cmd: &mut Command, limit: Duration) -> std::process::Output {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the command");
+    // Readers drain both pipes meanwhile, so a chatty child never blocks on a full pipe.
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let stderr = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break Some(status);
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    };
+    let stdout = stdout.join().unwrap_or_default();
+    let stderr = stderr.join().unwrap_or_default();
+    match status {
+        Some(status) => std::process::Output {
+            status,
+            stdout,
+            stderr,
+        },
+        None => panic!(
+            "{cmd:?} was still running after {limit:?}; it printed:\n{}\n{}",
+            String::from_utf8_lossy(&stdout),
+            String::from_utf8_lossy(&stderr)
+        ),
+    }
+}
+
+/// Waits for `child` to exit, like [`Child::wait`], but never longer than `limit`: a child
+/// still running then is killed and the test fails (a stop that hangs is a failure, not a
+/// hung test run).
+///
+/// Panics: `limit` passes first.
+pub fn wait_within(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return status;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("process {} was still running after {limit:?}", child.id());
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+/// Reads `pipe` (a child's stdout or stderr) line by line until a line contains `needle` and
+/// returns everything read so far; a thread keeps draining the pipe afterwards, so the child
+/// never blocks on a full pipe nor fails on a closed one.
+///
+/// Panics: the pipe ends, or `limit` passes, before such a line (with what was read).
+pub fn read_until_line(pipe: impl Read + Send + 'static, needle: &str, limit: Duration) -> String {
+    use std::io::BufRead;
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(pipe).lines() {
+            let Ok(line) = line else { break };
+            // The receiver is gone once the needle was seen: keep draining regardless.
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = Instant::now() + limit;
+    let mut read = String::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) => {
+                read.push_str(&line);
+                read.push('\n');
+                if line.contains(needle) {
+                    return read;
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                panic!("no line with {needle:?} within {limit:?}; read:\n{read}")
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                panic!("the output ended before a line with {needle:?}; read:\n{read}")
+            }
+        }
+    }
+}
+
 /// A `redis-server` child process on a free port, data in a temp dir; no persistence unless
 /// started with [`RedisServer::start_persistent`].
 #[derive(Debug)]

@@ -16,6 +16,7 @@ mod chaos;
 mod checks;
 mod fan;
 mod stats;
+mod stock;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
@@ -48,7 +49,6 @@ enum Command {
 mod joins;
 mod order;
 mod picks;
-mod plots;
 mod rehearsal;
 mod report;
 mod revalidate;

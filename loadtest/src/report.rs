@@ -3,8 +3,8 @@
 //! and cursor, admissions/s, holds/s and 409s/s, paid/s, p99 latency per endpoint.
 
 use crate::checks::Check;
-use crate::plots::{line_chart, per_second, Line};
 use crate::timeline::Timeline;
+use sale_common::plots::{line_chart, per_second, Line};
 use serde_json::{json, Value};
 use std::path::Path;
 

@@ -99,6 +99,15 @@ pub struct RushArgs {
     /// `true`/`false`).
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
     hold_queue: bool,
+    /// The stock rule on the spawned event (its closed loop with the rate pinned at
+    /// `--admit-rate`, read every second): the line waits while nothing can be held but seats
+    /// sit in live holds; adds the check that no fan was let in to such an empty map.
+    #[arg(long, requires = "spawn")]
+    stock_rule: bool,
+    /// Adds that check (and its stock reads) without switching the rule on: the control run
+    /// that shows fans let in to an empty map.
+    #[arg(long)]
+    check_stock: bool,
     /// No progress bar (CI logs).
     #[arg(long)]
     quiet: bool,
@@ -146,6 +155,9 @@ struct Prepared {
     gateway: Option<String>,
     opens_in: u64,
 }
+
+/// The stock rule's closed-loop interval with `--stock-rule`, seconds.
+const STOCK_RULE_INTERVAL_SECS: u64 = 1;
 
 /// Runs the rush; `Ok(true)` when every check passed.
 pub async fn run(args: RushArgs) -> anyhow::Result<bool> {
@@ -199,6 +211,16 @@ pub async fn run(args: RushArgs) -> anyhow::Result<bool> {
         &admin_token,
         Duration::from_secs(1),
     );
+    let stock = (args.stock_rule || args.check_stock).then(|| {
+        crate::stock::Poller::spawn(
+            client.clone(),
+            &target.booking,
+            &target.event,
+            &admin_token,
+            Duration::from_millis(100),
+            started,
+        )
+    });
     let late = late_starts(&client, &target, &args).await;
     let barrier = Arc::new(tokio::sync::Barrier::new(args.fans - late.len()));
     let deadline = started + Duration::from_secs(args.timeout);
@@ -237,6 +259,10 @@ pub async fn run(args: RushArgs) -> anyhow::Result<bool> {
     if let Some(p) = poller {
         p.abort();
     }
+    let stock_reads = match stock {
+        Some(p) => Some(p.finish().await),
+        None => None,
+    };
     let wall = started.elapsed();
     // The schedule may outlast the fans: let it finish before anything is read back.
     let chaos_report = match chaos {
@@ -261,6 +287,11 @@ pub async fn run(args: RushArgs) -> anyhow::Result<bool> {
     results.extend(money_checks(&client, &target, &admin_token, gateway.as_deref()).await?);
     let samples = sampler.finish().await;
     results.extend(crate::rehearsal::checks(&fans, &samples, &office.stats));
+    if let Some(reads) = &stock_reads {
+        // The rule's reaction time: one loop interval, two admitter ticks, one stock read.
+        let reaction_ms = STOCK_RULE_INTERVAL_SECS * 1000 + 2 * 100 + 100;
+        results.push(crate::stock::check(&fans, reads, reaction_ms));
+    }
     if let (Some(report), Some(c)) = (&chaos_report, &cluster) {
         results.extend(crate::chaos::checks(report, &c.store));
     }
@@ -381,6 +412,12 @@ async fn prepare(args: &RushArgs) -> anyhow::Result<Prepared> {
         }
         if let Some(t) = args.rehearsal.payment_session {
             opts.payment_session_secs = t;
+        }
+        if args.stock_rule {
+            opts.closed_loop = Some(serde_json::from_value(serde_json::json!({
+                "min_rate": args.admit_rate, "max_rate": args.admit_rate,
+                "interval_secs": STOCK_RULE_INTERVAL_SECS
+            }))?);
         }
         let stack = ticket_sale::stack::start(opts).await?;
         // A Redis that already holds this event (an earlier run) would make this run a

@@ -109,6 +109,7 @@ pub(crate) fn waiting_room(
     cfg.s3_prefix = opts.s3_prefix.clone();
     cfg.gate_audiences = opts.gate_audiences.clone();
     cfg.events[0].closed_loop = opts.closed_loop.clone();
+    cfg.report_sample_secs = opts.report_sample_secs;
     Ok(cfg)
 }
 

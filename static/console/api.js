@@ -22,5 +22,17 @@ export async function api(method, path, body) {
   return j;
 }
 
+// The same call for a file (the report's CSV and PNG): the answer as a Blob.
+export async function apiBlob(path) {
+  const headers = { "Authorization": "Bearer " + current.token, "X-Operator": current.operator };
+  const r = await ServerClock.fetch("/admin/events/" + encodeURIComponent(current.event) + path,
+    { headers, cache: "no-store" });
+  if (!r.ok) {
+    const j = await r.json().catch(() => null);
+    throw new Error((j && (j.detail || j.title)) || r.statusText);
+  }
+  return r.blob();
+}
+
 export const $ = (id) => document.getElementById(id);
 export function text(el, value) { el.textContent = value; return el; }

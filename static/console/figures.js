@@ -17,6 +17,8 @@ export function show(f) {
     ["Silent in window", f.silent_in_window], ["Skipped places", f.skipped_total],
     ["Returning", f.returning], ["Sessions ended", f.sessions_ended_total],
     ["Admitted total", f.admitted_total], ["PoW bits", f.pow_difficulty],
+    // The stock rule: the line waits while every place left is in a live hold (0: not waiting).
+    [T("console_stock_wait"), f.waiting_for_stock || 0],
   ];
   $("figures").replaceChildren(...shown.map(([k, v]) => {
     const d = document.createElement("div");

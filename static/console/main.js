@@ -6,6 +6,7 @@ import * as knobs from "./knobs.js";
 import * as actions from "./actions.js";
 import * as audit from "./audit.js";
 import * as rules from "./rules.js";
+import * as report from "./report.js";
 
 let timer = null;
 
@@ -33,7 +34,7 @@ function start() {
   $("login").hidden = true; $("main").hidden = false;
   text($("who"), "operator " + who().operator);
   text($("ev"), who().event);
-  tick(); audit.refresh().catch(() => {});
+  tick(); audit.refresh().catch(() => {}); report.refresh();
   rules.refresh().catch((e) => text($("error"), e.message));
   timer = setInterval(tick, 1000);
   // The shadow line grows during a sale: its panel is re-read every 5 seconds.
@@ -42,6 +43,7 @@ function start() {
 
 applyI18n();
 knobs.init(afterChange);
+report.init();
 actions.init(afterChange, () => who().event);
 rules.init(afterChange);
 

@@ -279,7 +279,11 @@ pub struct EventLoop {
 }
 
 /// Reads one node's figures (2 s timeout); `None` on any failure.
-async fn read(http: &reqwest::Client, url: &str, token: Option<&str>) -> Option<LoadDoc> {
+pub(crate) async fn read(
+    http: &reqwest::Client,
+    url: &str,
+    token: Option<&str>,
+) -> Option<LoadDoc> {
     let mut req = http
         .get(format!("{}/internal/load", url.trim_end_matches('/')))
         .timeout(Duration::from_secs(2));

@@ -82,6 +82,9 @@ fn de_secrets<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Secret>, D::
     Vec::<String>::deserialize(d).map(|v| v.into_iter().map(Secret::new).collect())
 }
 
+fn default_report_sample() -> u64 {
+    10
+}
 fn default_ttl() -> u64 {
     600
 }
@@ -283,6 +286,10 @@ pub struct Config {
     /// are closed, **seconds** (case W13).
     #[serde(default = "default_drain")]
     pub drain_secs: u64,
+    /// How often each event's sale report takes a sample, **seconds** (1–60, default 10;
+    /// `report` module, API.md "Sale report"). Also the resolution of its time in queue.
+    #[serde(default = "default_report_sample")]
+    pub report_sample_secs: u64,
     /// Largest clock difference between this service and any booking door, **seconds** (case
     /// W11, DECISIONS "Tokens, capacity and clocks"). Admission tokens carry
     /// `nbf = iat - max_clock_skew_secs` (a door whose clock is behind accepts a fresh token),
@@ -381,6 +388,7 @@ impl Config {
             s3_bucket: None,
             s3_prefix: default_s3_prefix(),
             drain_secs: default_drain(),
+            report_sample_secs: default_report_sample(),
             max_clock_skew_secs: default_skew(),
             store_min_replicas: None,
             store_replication_timeout_ms: default_replication_timeout(),
@@ -412,6 +420,21 @@ impl Config {
                     cfg,
                     urls,
                 })
+            })
+            .collect()
+    }
+
+    /// Where each configured event's booking-core figures are read for its sale report: its
+    /// closed loop's `load_urls` when listed, else its `booking_url`.
+    pub fn report_load_urls(&self) -> crate::report::LoadUrls {
+        self.events
+            .iter()
+            .map(|e| {
+                let urls = match &e.closed_loop {
+                    Some(cl) if !cl.load_urls.is_empty() => cl.load_urls.clone(),
+                    _ => vec![e.booking_url.clone()],
+                };
+                (e.id.clone(), urls)
             })
             .collect()
     }

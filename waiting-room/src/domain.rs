@@ -348,6 +348,62 @@ pub struct AuditEntry {
     pub new: serde_json::Value,
 }
 
+/// One sample of an event's sale report (issue "closed loop and report", item 2), taken every
+/// `report_sample_secs` by the one node that holds the event's report lock and kept in the
+/// store, so every node builds the same report. The waiting room's figures are the store's
+/// cumulative ones (they are also the `wr_…` gauges of `/metrics`); `booking` is what the
+/// booking core's `/internal/load` said since the previous sample.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReportSample {
+    /// When, epoch **milliseconds**.
+    pub at_ms: i64,
+    /// The event's state then.
+    pub state: EventState,
+    /// Highest queue number handed out.
+    pub last_number: u64,
+    /// The admission cursor.
+    pub cursor: u64,
+    /// Fans in the pre-queue.
+    pub prequeued: u64,
+    /// Live admissions and invitations.
+    pub active: u64,
+    /// Admissions ever granted.
+    pub admitted_total: u64,
+    /// Places the cursor skipped ever (fans who left the line).
+    pub skipped_total: u64,
+    /// Sessions the booking core ended early ever (paid, released, left).
+    pub ended_total: u64,
+    /// The admit rate then, fans per **second** (the operator's or the closed loop's).
+    pub admit_rate: f64,
+    /// `max_active` then.
+    pub max_active: u64,
+    /// Places in live holds the line waited for (the stock rule; 0 when not waiting).
+    pub stock_wait: u64,
+    /// The booking core's figures since the previous sample, every node summed; `None` when
+    /// it could not be read.
+    pub booking: Option<BookingSample>,
+}
+
+/// What the booking core did between two report samples, every node summed (a node seen for
+/// the first time, or restarted, counts everything since its start).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BookingSample {
+    /// Hold-latency bucket bounds, ms (`None` = +Inf).
+    pub bounds_ms: Vec<Option<u64>>,
+    /// Hold requests per bucket in the interval, cumulative over the buckets.
+    pub hold_counts: Vec<u64>,
+    /// Fan calls answered in the interval.
+    pub requests: u64,
+    /// Of them, 5xx.
+    pub server_errors: u64,
+    /// Seats and places of the show sold at the read (cumulative).
+    pub sold: i64,
+    /// In live holds at the read.
+    pub held: i64,
+    /// Free at the read.
+    pub free: i64,
+}
+
 /// The live figures of one event, read whole from the store.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Figures {

@@ -19,6 +19,7 @@ pub mod lanes;
 pub mod pow;
 pub mod ratelimit;
 pub mod rates;
+pub mod report;
 pub mod screen;
 pub mod signer;
 pub mod status;
@@ -80,15 +81,25 @@ pub async fn serve_with_clock(
     let state = AppState::new(config, store, clock).await?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let loop_task = tokio::spawn(run_admitters(state.clone(), stop_rx.clone()));
+    let service_token = state
+        .0
+        .config
+        .service_token
+        .as_ref()
+        .map(|t| t.expose().to_owned());
     let closed_loops = tokio::spawn(closedloop::run(
         state.0.store.clone(),
         state.0.config.closed_loops(),
-        state
-            .0
-            .config
-            .service_token
-            .as_ref()
-            .map(|t| t.expose().to_owned()),
+        service_token.clone(),
+        state.0.clock.clone(),
+        stop_rx.clone(),
+    ));
+    let reports = tokio::spawn(report::run(
+        state.0.store.clone(),
+        state.0.config.report_load_urls(),
+        service_token,
+        state.0.config.silence_grace_ms,
+        Duration::from_secs(state.0.config.report_sample_secs),
         state.0.clock.clone(),
         stop_rx,
     ));
@@ -102,6 +113,7 @@ pub async fn serve_with_clock(
     // The admitter loop releases its owner-token locks before it returns (case W13).
     let _ = loop_task.await;
     let _ = closed_loops.await;
+    let _ = reports.await;
     Ok(result?)
 }
 

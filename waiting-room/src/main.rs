@@ -283,7 +283,9 @@ async fn verify_draw(source: &str, visitor: Option<&str>) -> i32 {
 async fn watch(base: &str, token: &str) -> anyhow::Result<()> {
     let client = reqwest::Client::new();
     let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
-    println!("time      state     cursor  waiting  active/max   rate  admitted/s  skipped");
+    println!(
+        "time      state     cursor  waiting  active/max   rate  admitted/s  skipped  stock-wait"
+    );
     loop {
         tokio::select! {
             _ = tick.tick() => {}
@@ -294,7 +296,7 @@ async fn watch(base: &str, token: &str) -> anyhow::Result<()> {
         let f: serde_json::Value = resp.json().await?;
         let n = |k: &str| f[k].as_f64().unwrap_or(0.0);
         println!(
-            "{:<9} {:<9} {:>6} {:>8} {:>6}/{:<5} {:>5} {:>11.2} {:>8}",
+            "{:<9} {:<9} {:>6} {:>8} {:>6}/{:<5} {:>5} {:>11.2} {:>8} {:>11}",
             f["updated_at"].as_i64().unwrap_or(0) % 86_400,
             f["state"].as_str().unwrap_or("?"),
             n("cursor"),
@@ -304,6 +306,8 @@ async fn watch(base: &str, token: &str) -> anyhow::Result<()> {
             n("admit_rate"),
             n("admitted_per_sec"),
             n("skipped_total"),
+            // Places in live holds the line waits for (the stock rule), 0 when moving.
+            n("waiting_for_stock"),
         );
     }
 }

@@ -351,6 +351,12 @@ impl QueueStore for Counting {
     async fn audit(&self, e: &EventId, l: usize) -> StoreResult<Vec<AuditEntry>> {
         self.hit().audit(e, l).await
     }
+    async fn report_append(&self, e: &EventId, r: &ReportSample) -> StoreResult<()> {
+        self.hit().report_append(e, r).await
+    }
+    async fn report_samples(&self, e: &EventId) -> StoreResult<Vec<ReportSample>> {
+        self.hit().report_samples(e).await
+    }
     async fn set_counter(&self, e: &EventId, v: u64) -> StoreResult<()> {
         self.hit().set_counter(e, v).await
     }

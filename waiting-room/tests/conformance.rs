@@ -462,6 +462,7 @@ conformance!(
     fans_behind_the_ready_window_need_not_heartbeat,
     session_end_frees_the_slot_once,
     audit_trail_keeps_actions_in_order,
+    report_samples_keep_their_order,
     prequeue_shuffle_is_uniform,
     prequeue_numbers_follow_the_published_draw,
     admission_order_equals_queue_order_after_opening,

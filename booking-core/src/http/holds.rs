@@ -48,7 +48,8 @@ async fn hold_of_fan(state: &AppState, headers: &HeaderMap, id: &str) -> ApiResu
     Ok(h)
 }
 
-/// Body of a hold request: exactly one of `seats`, `pool` (+ `quantity`), `best_available`.
+/// Body of a hold request: exactly one of `seats`, `pool` (+ `quantity`), `best_available`,
+/// `resource` (+ `start`, `end`).
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HoldBody {
@@ -64,6 +65,17 @@ pub struct HoldBody {
     /// The best free seats side by side in one row.
     #[serde(default)]
     best_available: Option<BestBody>,
+    /// An interval resource (by name), held for `[start, end)`.
+    #[serde(default)]
+    resource: Option<String>,
+    /// With `resource`: the first instant, epoch ms or RFC 3339 with an offset.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    start: Option<super::resources::Instant>,
+    /// With `resource`: the first instant after the interval (exclusive).
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    end: Option<super::resources::Instant>,
     /// Channel (`web`, `app`, …); the `X-Channel` header wins.
     #[serde(default)]
     channel: Option<String>,
@@ -99,8 +111,18 @@ fn idempotency_key(headers: &HeaderMap) -> ApiResult<String> {
         .to_owned())
 }
 
-/// The request's ask, validated: counts 1..=max, seats normalised.
-fn ask_of(body: HoldBody, max: usize) -> Result<Ask, Problem> {
+/// The request's ask, validated: counts 1..=max, seats normalised, an interval against its
+/// kind's grid and windows in `venue`.
+fn ask_of(body: HoldBody, max: usize, venue: &crate::venue::Venue) -> Result<Ask, Problem> {
+    if let Some(resource) = body.resource {
+        if body.seats.is_some() || body.pool.is_some() || body.best_available.is_some() {
+            return Err(invalid_request());
+        }
+        return super::resources::interval_ask(venue, &resource, body.start, body.end);
+    }
+    if body.start.is_some() || body.end.is_some() {
+        return Err(invalid_request());
+    }
     let count = |n: u32| -> Result<u32, Problem> {
         if n == 0 || n as usize > max {
             Err(unprocessable("seat-count", "Wrong number of seats")
@@ -123,11 +145,14 @@ fn ask_of(body: HoldBody, max: usize) -> Result<Ask, Problem> {
             quantity: count(b.quantity)?,
             allow_split: b.allow_split,
         }),
-        _ => Err(
-            unprocessable("invalid-hold-request", "Invalid hold request")
-                .detail("send exactly one of seats, pool (+ quantity) or best_available"),
-        ),
+        _ => Err(invalid_request()),
     }
+}
+
+fn invalid_request() -> Problem {
+    unprocessable("invalid-hold-request", "Invalid hold request").detail(
+        "send exactly one of seats, pool (+ quantity), best_available or resource (+ start, end)",
+    )
 }
 
 /// The channel: `X-Channel` header, else the body's `channel`, else the default; 422 if unknown.
@@ -162,21 +187,21 @@ fn channel_of(
     post,
     path = "/api/shows/{show}/holds",
     tag = "fan",
-    summary = "Hold seats, pool places or the best seats together (all or nothing)",
+    summary = "Hold seats, pool places, the best seats together (all or nothing), or an interval resource",
     params(
         ("show" = String, Path, description = "show id (the admission's event)"),
         ("Idempotency-Key" = String, Header, description = "1 to 200 characters; same key + same body → the stored answer"),
         ("X-Channel" = Option<String>, Header, description = "channel (wins over the body's); default web"),
     ),
-    request_body(content = HoldBody, description = "exactly one of seats, pool (+ quantity), best_available; optional channel"),
+    request_body(content = HoldBody, description = "exactly one of seats, pool (+ quantity), best_available, resource (+ start, end: epoch ms or RFC 3339); optional channel"),
     responses(
-        (status = 201, description = "{hold_id, show, seats, status: HELD, expires_at, payment_expires_at, amount_cents, channel, pool?, quantity?}", body = Object),
+        (status = 201, description = "{hold_id, show, seats, status: HELD, expires_at, payment_expires_at, amount_cents, channel, pool?, quantity?, interval? {kind, resource, start, end, start_at, end_at, blocked_until}}", body = Object),
         (status = 400, description = "idempotency-key-required; invalid-body", body = ProblemDoc),
         (status = 404, description = "no such show", body = ProblemDoc),
-        (status = 409, description = "seats-unavailable, pool-unavailable, no-seats-together (each with fresh availability), hold-exists (hold_id), visitor-hold-cap (max_holds), admission-ended (waiting_room), concurrent-request (Retry-After)", body = ProblemDoc,
+        (status = 409, description = "seats-unavailable, pool-unavailable, no-seats-together (each with fresh availability), interval-unavailable (free: the resource's fresh free intervals), hold-exists (hold_id), visitor-hold-cap (max_holds), admission-ended (waiting_room), concurrent-request (Retry-After)", body = ProblemDoc,
             headers(("Retry-After" = u64, description = "concurrent-request only"))),
         (status = 415, description = "invalid-body: not JSON", body = ProblemDoc),
-        (status = 422, description = "seat-count, duplicate-seats, unknown-seat, unknown-pool, unknown-section, unknown-channel, invalid-hold-request, idempotency-key-reused; invalid-body (unknown member)", body = ProblemDoc),
+        (status = 422, description = "seat-count, duplicate-seats, unknown-seat, unknown-pool, unknown-section, unknown-channel, invalid-hold-request, idempotency-key-reused, unknown-resource, invalid-interval (end not after start, or start/end missing), off-granularity, outside-windows; invalid-body (unknown member)", body = ProblemDoc),
         (status = 429, description = "hold-rate-limited: more than hold_rate_per_min requests a minute for this admission", body = ProblemDoc),
         (status = 503, description = "database busy or conflict", body = ProblemDoc),
     ),
@@ -193,7 +218,8 @@ pub async fn create_hold(
     let key = idempotency_key(&headers)?;
     let Json(body) = body.map_err(|r| rejection(r.status(), "body", &r.body_text()))?;
     let (channel, timing) = channel_of(&state, &headers, body.channel.as_deref())?;
-    let ask = ask_of(body, state.config.max_seats_per_hold)?;
+    let venue = &super::resources::show_config(&state, &show)?.venue;
+    let ask = ask_of(body, state.config.max_seats_per_hold, venue)?;
     telemetry::hold_attempt(&show, ask.kind());
     let now = state.clock.now_ms();
     let hash = ask.request_hash(&show, &channel);
@@ -236,7 +262,8 @@ pub async fn create_hold(
         timing,
         visitor_cap: state.config.max_holds_per_visitor,
     };
-    let created = if state.hold_queues.is_on(&show) {
+    // Interval holds never queue: the queue's batches are for seats and pools.
+    let created = if state.hold_queues.is_on(&show) && kind != "interval" {
         state.hold_queues.submit(&state.db, &req, now).await
     } else {
         claim::create(&state.db, &req, now).await
@@ -255,6 +282,11 @@ pub async fn create_hold(
             telemetry::hold_refused(&show, p.status.as_u16(), p.kind);
             if p.kind == "admission-ended" {
                 p = p.with("waiting_room", state.config.waiting_room_url.clone());
+            }
+            if let (true, Ask::Interval { claim, .. }) =
+                (p.kind == "interval-unavailable", &req.ask)
+            {
+                p = super::resources::with_fresh_free(&state, &show, claim, p, now).await?;
             }
             if p.status == StatusCode::CONFLICT && p.kind != "concurrent-request" {
                 // Remember the refused request's hash: the key cannot be reused for another.

@@ -16,6 +16,8 @@ pub mod load;
 pub mod office;
 pub mod openapi;
 pub mod ops;
+pub mod resources;
+pub mod venue;
 pub mod waitlist;
 pub mod webhook;
 
@@ -46,6 +48,8 @@ pub fn router(state: AppState) -> Router {
         .route("/api/shows/{show}/seats", get(fan::seats))
         .route("/api/shows/{show}/sections", get(fan::sections))
         .route("/api/shows/{show}/holds", post(holds::create_hold))
+        .route("/api/shows/{show}/resources/{kind}", get(resources::free))
+        .route("/api/shows/{show}/venue", get(venue::venue))
         .route(
             "/api/shows/{show}/waitlist",
             get(waitlist::status).post(waitlist::join),

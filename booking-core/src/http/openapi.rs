@@ -14,7 +14,10 @@ use utoipa::openapi::security::{ApiKey, ApiKeyValue, Http, HttpAuthScheme, Secur
 use utoipa::openapi::{Content, HeaderBuilder, Ref, RefOr, Response};
 use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 
-use super::{admin, cancel, fan, gate, history, holds, load, office, ops, waitlist, webhook};
+use super::{
+    admin, cancel, fan, gate, history, holds, load, office, ops, resources, venue, waitlist,
+    webhook,
+};
 
 /// An RFC 9457 problem document (`application/problem+json`), every error body. A problem
 /// may carry more members (`waiting_room`, `availability`, `hold_id`, `max_holds`, …; API.md).
@@ -142,7 +145,8 @@ impl Modify for Problems {
     paths(
         ops::healthz, ops::metrics, openapi,
         fan::session, fan::me, fan::leave, fan::seats, fan::sections, fan::callback,
-        holds::create_hold, holds::get_hold, holds::pay, holds::delete_hold,
+        holds::create_hold, holds::get_hold, holds::pay, holds::delete_hold, resources::free,
+        venue::venue,
         waitlist::join, waitlist::status,
         webhook::receive,
         admin::stats, admin::bookings, admin::drift, admin::oversell,

@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 use crate::db::{self, Actor, Backend, Db, Tx};
 use crate::door::Admission;
 use crate::error::ApiResult;
-use crate::inventory::{best, caps, holds, pools};
+use crate::inventory::{best, caps, holds, pools, resources};
 use crate::telemetry;
 
 /// What a hold asks for.
@@ -39,6 +39,13 @@ pub enum Ask {
         /// The fan accepts seats that are not side by side.
         allow_split: bool,
     },
+    /// A named resource for `[start, end)` (checked against its kind's grid and windows).
+    Interval {
+        /// What to claim.
+        claim: resources::Claim,
+        /// Its price, cents.
+        amount: i64,
+    },
 }
 
 impl Ask {
@@ -48,6 +55,7 @@ impl Ask {
             Ask::Seats(_) => "seats",
             Ask::Pool { .. } => "pool",
             Ask::Best { .. } => "best",
+            Ask::Interval { .. } => "interval",
         }
     }
 
@@ -66,6 +74,10 @@ impl Ask {
                 quantity,
                 allow_split,
             } => format!("{show}|best:{section}x{quantity}:{allow_split}|{channel}"),
+            Ask::Interval { claim, .. } => format!(
+                "{show}|interval:{}@{}-{}|{channel}",
+                claim.resource, claim.start, claim.end
+            ),
         }
     }
 }
@@ -158,6 +170,16 @@ pub async fn create_in(
         let qty = i64::from(*quantity);
         if !pools::claim(tx, pg, r.show, pool, qty, now_ms).await? {
             return Ok(Err(Lost::Pool(pool.clone())));
+        }
+    }
+    // An interval's claim likewise last: on PostgreSQL the exclusion constraint decides at the
+    // insert (a 23P01 aborts the transaction, which the caller rolls back).
+    if let Ask::Interval { claim, .. } = &r.ask {
+        if !resources::claim(tx, pg, r.show, &hold.id, claim, now_ms).await? {
+            return Ok(Err(Lost::Interval(
+                claim.kind.clone(),
+                claim.resource.clone(),
+            )));
         }
     }
     Ok(Ok(hold.answer()))
@@ -298,6 +320,7 @@ impl NewHold {
         let payment_expires_at = now_ms + r.timing.payment_session_ms;
         let what = match &r.ask {
             Ask::Pool { pool, quantity } => format!("{pool} x{quantity}"),
+            Ask::Interval { claim: c, .. } => format!("{} [{}, {})", c.resource, c.start, c.end),
             _ => seats.join(","),
         };
         let mut body = json!({
@@ -308,6 +331,10 @@ impl NewHold {
         if let Ask::Pool { pool, quantity } = &r.ask {
             body["pool"] = pool.clone().into();
             body["quantity"] = (*quantity).into();
+        }
+        if let Ask::Interval { claim: c, .. } = &r.ask {
+            body["interval"] =
+                resources::interval_json(&c.kind, &c.resource, c.start, c.end, c.until);
         }
         Self {
             id: p.hold_id.clone(),
@@ -594,6 +621,8 @@ pub enum Lost {
     Pool(String),
     /// No block of the asked size is free in the section.
     Section(String, usize),
+    /// The interval overlaps a live claim of the resource: (kind, resource).
+    Interval(String, String),
 }
 
 impl Lost {
@@ -622,6 +651,9 @@ impl Lost {
                     ))
                     .with("availability", fresh)
             }
+            Lost::Interval(..) => conflict("interval-unavailable", "Interval taken").detail(
+                "the resource is held or booked for part of this interval; nothing was held",
+            ),
         })
     }
 }
@@ -673,6 +705,8 @@ async fn take_inventory(
             let taken = best::take(tx, pg, r.show, &want, &p.hold_id, p.expires_at, now_ms).await?;
             Ok(taken.ok_or_else(|| Lost::Section(section.clone(), want.quantity)))
         }
+        // The claim is the last statement of the hold (see `create_in`).
+        Ask::Interval { amount, .. } => Ok(Ok((Vec::new(), *amount))),
     }
 }
 

@@ -94,6 +94,9 @@ pub async fn view(db: &Db, h: &Hold) -> sqlx::Result<Value> {
         v["pool"] = p.into();
         v["quantity"] = q.into();
     }
+    if let Some(i) = crate::inventory::resources::view(db, &h.id).await? {
+        v["interval"] = i;
+    }
     Ok(v)
 }
 
@@ -306,6 +309,7 @@ pub async fn release_in(
         .await?;
     let pool = crate::inventory::pools::of_hold(tx, hold_id).await?;
     crate::inventory::pools::release(tx, pg, &show, hold_id).await?;
+    crate::inventory::resources::release(tx, hold_id).await?;
     crate::inventory::caps::free_slots(tx, hold_id).await?;
     crate::outbox::notify::session_end(tx, &show, &jti, now_ms).await?;
     crate::inventory::waitlist::offer(tx, pg, &show, hold_id, &seats, now_ms).await?;
@@ -342,6 +346,7 @@ pub async fn keep(tx: &mut db::Tx<'_>, pg: bool, h: &Hold, until_ms: i64) -> sql
             .rows_affected();
     if kept != seats.len() as u64
         || !crate::inventory::pools::counted(tx, pg, &h.show_id, &h.id).await?
+        || !crate::inventory::resources::counted(tx, pg, &h.id).await?
     {
         return Ok(false);
     }

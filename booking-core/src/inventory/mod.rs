@@ -12,7 +12,9 @@
 //! - [`stock`]: how much of a show is left (free, held, sold);
 //! - [`hotq`]: the per-show hold queue of the hottest shows; [`batch`]: its named-seat requests
 //!   applied set-based (one guarded update and one insert per table for a whole batch);
-//! - [`waitlist`]: fans waiting for a released seat, offered it as a new hold.
+//! - [`waitlist`]: fans waiting for a released seat, offered it as a new hold;
+//! - [`resources`]: interval resources, a named resource held for `[start, end)` (PostgreSQL's
+//!   exclusion constraint, or SQLite's check under the single writer), and their free intervals.
 //!
 //! Layer: above `door` (the admission a hold belongs to), `outbox` (a release queues the session
 //! end), `db`, `config`; below `state`, `payments` and `http`. Knows no gateway and no HTTP
@@ -27,6 +29,7 @@ pub mod holds;
 pub mod hotq;
 pub mod inflight;
 pub mod pools;
+pub mod resources;
 pub mod seatmap;
 pub mod stock;
 pub mod waitlist;

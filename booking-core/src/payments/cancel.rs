@@ -4,7 +4,7 @@
 //!
 //! One transaction: the booking row is locked, the cancelled seats leave the booking
 //! (`hold_seats.cancelled_at`) and go back to sale (`sold` → `free`, only where this hold still
-//! has them) or the pool places stop counting, the booking becomes `cancelled` once nothing is
+//! has them) or the pool places or the interval stop counting, the booking becomes `cancelled` once nothing is
 //! left, a `cancellations` row and its outbox message are written (an operator refund: the
 //! gateway refund by amount under the idempotency key `cancellations.id`, then the fan's email;
 //! otherwise the email at once), the freed seats are offered to the waitlist first, and an audit
@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 use crate::db::{self, Actor, Backend, Db, Tx};
 use crate::error::ApiResult;
 use crate::gateway::PayStatus;
-use crate::inventory::{pools, waitlist};
+use crate::inventory::{pools, resources, waitlist};
 use crate::outbox::enqueue;
 use crate::payments::confirm::record_event;
 
@@ -114,11 +114,13 @@ pub async fn cancel(db: &Db, ask: &Ask<'_>, now_ms: i64) -> ApiResult<Cancelled>
     .fetch_all(&mut *tx)
     .await?;
     let pool = pools::of_hold(&mut tx, &hold).await?;
+    // A pool's places and an interval are cancelled whole.
+    let whole_only = pool.is_some() || resources::of_hold(&mut tx, pg, &hold).await?.is_some();
     let all: Vec<String> = sqlx::query_scalar("SELECT seat_id FROM hold_seats WHERE hold_id = $1")
         .bind(&hold)
         .fetch_all(&mut *tx)
         .await?;
-    let chosen = match chosen(ask, &active, &all, pool.is_some()) {
+    let chosen = match chosen(ask, &active, &all, whole_only) {
         Ok(c) => c,
         Err(p) => {
             tx.rollback().await?;
@@ -126,7 +128,7 @@ pub async fn cancel(db: &Db, ask: &Ask<'_>, now_ms: i64) -> ApiResult<Cancelled>
         }
     };
     let whole = chosen.len() == active.len();
-    if chosen.is_empty() && !(whole && pool.is_some()) {
+    if chosen.is_empty() && !(whole && whole_only) {
         tx.commit().await?;
         return Ok(Cancelled::Nothing);
     }
@@ -151,6 +153,7 @@ pub async fn cancel(db: &Db, ask: &Ask<'_>, now_ms: i64) -> ApiResult<Cancelled>
         _ => 0,
     };
     if whole {
+        resources::release(&mut tx, &hold).await?;
         sqlx::query("UPDATE bookings SET status = 'cancelled', cancelled_at = $1 WHERE id = $2")
             .bind(now_ms)
             .bind(ask.booking_id)
@@ -219,17 +222,18 @@ fn chosen(
     ask: &Ask<'_>,
     active: &[(String, i64)],
     all: &[String],
-    pool: bool,
+    whole_only: bool,
 ) -> Result<Vec<(String, i64)>, Problem> {
     let Some(asked) = &ask.seats else {
         return Ok(active.to_vec());
     };
     let unprocessable = |kind, title| Problem::new(StatusCode::UNPROCESSABLE_ENTITY, kind, title);
-    if pool {
-        return Err(
-            unprocessable("pool-booking", "A pool booking is cancelled whole")
-                .detail("leave out seats to cancel the booking's places"),
-        );
+    if whole_only {
+        return Err(unprocessable(
+            "pool-booking",
+            "A pool or interval booking is cancelled whole",
+        )
+        .detail("leave out seats to cancel the booking's places or interval"));
     }
     let foreign: Vec<&String> = asked.iter().filter(|s| !all.contains(s)).collect();
     if !foreign.is_empty() || asked.is_empty() {

@@ -87,6 +87,7 @@ pub async fn confirm_paid(
     }
     if !sell_seats(&mut tx, pg, hold, now_ms).await?
         || !crate::inventory::pools::sell(&mut tx, pg, &hold.show_id, &hold.id, now_ms).await?
+        || !crate::inventory::resources::sell(&mut tx, pg, &hold.show_id, &hold.id, now_ms).await?
     {
         tx.rollback().await?;
         return queue_refund(db, hold, txn, actor, now_ms, event).await;

@@ -114,6 +114,7 @@ impl Config {
             ("heartbeat_interval_ms", self.heartbeat_interval_ms),
             ("store_timeout_ms", self.store_timeout_ms),
             ("join_token_ttl_secs", self.join_token_ttl_secs),
+            ("report_sample_secs", self.report_sample_secs),
         ] {
             if v == 0 {
                 p.push(format!("{name}: must be > 0"));
@@ -123,6 +124,12 @@ impl Config {
             p.push(format!(
                 "silence_grace_ms ({}) must exceed heartbeat_interval_ms ({})",
                 self.silence_grace_ms, self.heartbeat_interval_ms
+            ));
+        }
+        if self.report_sample_secs > 60 {
+            p.push(format!(
+                "report_sample_secs: at most 60 (the report is per minute; got {})",
+                self.report_sample_secs
             ));
         }
         if self.max_clock_skew_secs > 600 {

@@ -106,7 +106,10 @@ pub(crate) async fn end_session(
         }
     };
     if ended {
-        metrics::counter!("wr_sessions_ended_total", "event" => event.to_string()).increment(1);
+        // Not `wr_sessions_ended_total`: that is the gauge of the store's count (every node's);
+        // one name with two types made an invalid exposition that summed to twice the truth.
+        metrics::counter!("wr_session_ends_received_total", "event" => event.to_string())
+            .increment(1);
         st.refresh_status(&event).await;
     }
     Ok(private_json(

@@ -11,6 +11,7 @@ pub mod internal;
 pub mod lanes;
 pub mod openapi;
 pub mod public;
+pub mod report;
 pub mod shadow;
 pub mod transitions;
 

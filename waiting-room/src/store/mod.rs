@@ -28,7 +28,7 @@ pub mod redis;
 
 use crate::domain::{
     AdmissionTerms, AdvanceParams, AuditEntry, ClaimOutcome, EventId, EventMeta, EventState,
-    Figures, Heartbeat, JoinOutcome, Position, SessionEnd, SessionRef, VisitorId,
+    Figures, Heartbeat, JoinOutcome, Position, ReportSample, SessionEnd, SessionRef, VisitorId,
 };
 use crate::draw::Draw;
 use crate::lanes::{AddressRule, ShadowEntry};
@@ -73,6 +73,10 @@ pub const RULES_MAX: usize = 1_000;
 
 /// Most audit entries kept per event (older ones are dropped).
 pub const AUDIT_KEEP: usize = 10_000;
+
+/// Report samples kept per event: 17,280 = two days at the default 10 s (about 400 bytes
+/// each in Redis, ~7 MB per event at most).
+pub const REPORT_KEEP: usize = 17_280;
 
 /// The queue's state, shared by every waiting-room node.
 #[async_trait]
@@ -218,6 +222,10 @@ pub trait QueueStore: Send + Sync + std::fmt::Debug + 'static {
         event: &EventId,
         visitor: &VisitorId,
     ) -> StoreResult<Option<ShadowEntry>>;
+    /// Appends one sample to the event's sale report (keeps the last [`REPORT_KEEP`]).
+    async fn report_append(&self, event: &EventId, sample: &ReportSample) -> StoreResult<()>;
+    /// The event's report samples, oldest first. Errors: `NotFound` for an unknown event.
+    async fn report_samples(&self, event: &EventId) -> StoreResult<Vec<ReportSample>>;
     /// Operator/test hook: sets the FIFO counter (the last number handed out) to `value`.
     async fn set_counter(&self, event: &EventId, value: u64) -> StoreResult<()>;
     /// Throttle latch of the status document (API.md "Status document"; seed 000: "a 2-second

@@ -277,3 +277,36 @@ pub async fn audit_trail_keeps_actions_in_order(s: Store) {
     let nope = waiting_room::domain::EventId::parse("nope").expect("id");
     assert!(s.audit(&nope, 10).await.is_err());
 }
+
+/// The sale report's samples (`report` module): kept in order, whole, per event; an unknown
+/// event is an error, not an empty report.
+pub async fn report_samples_keep_their_order(s: Store) {
+    create(&s, 10).await;
+    assert!(s.report_samples(&ev()).await.expect("samples").is_empty());
+    let f = s
+        .figures(&ev(), NOW, SILENCE)
+        .await
+        .expect("figures")
+        .expect("event");
+    let booking = waiting_room::domain::BookingSample {
+        bounds_ms: vec![Some(100), None],
+        hold_counts: vec![3, 4],
+        requests: 9,
+        server_errors: 1,
+        sold: 2,
+        held: 1,
+        free: 7,
+    };
+    for i in 0..3 {
+        let b = (i == 2).then(|| booking.clone());
+        let sample = waiting_room::report::sample(&f, NOW + i * 10_000, b);
+        s.report_append(&ev(), &sample).await.expect("append");
+    }
+    let all = s.report_samples(&ev()).await.expect("samples");
+    let at: Vec<i64> = all.iter().map(|x| x.at_ms - NOW).collect();
+    assert_eq!(at, [0, 10_000, 20_000]);
+    assert_eq!(all[2].booking.as_ref(), Some(&booking));
+    assert_eq!(all[0].admit_rate, f.meta.admit_rate);
+    let nope = waiting_room::domain::EventId::parse("nope").expect("id");
+    assert!(s.report_samples(&nope).await.is_err());
+}

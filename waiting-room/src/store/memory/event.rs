@@ -50,6 +50,8 @@ pub(super) struct Ev {
     pub skipped_total: u64,
     pub ended_total: u64,
     pub audit: VecDeque<AuditEntry>,
+    /// Sale-report samples, oldest first (at most `REPORT_KEEP`).
+    pub report: VecDeque<crate::domain::ReportSample>,
     /// State generation (`Figures::state_gen`).
     pub gen: u64,
     /// Address rules by id (issue 15 item 2).
@@ -101,6 +103,7 @@ impl Ev {
             shadow_seq: 0,
             gen: wall_ms(),
             audit: VecDeque::new(),
+            report: VecDeque::new(),
         }
     }
 

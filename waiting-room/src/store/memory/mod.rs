@@ -5,10 +5,12 @@
 mod event;
 mod live;
 
-use super::{Advance, QueueStore, StoreError, StoreResult, AUDIT_KEEP, NUMBERED_CHUNK};
+use super::{
+    Advance, QueueStore, StoreError, StoreResult, AUDIT_KEEP, NUMBERED_CHUNK, REPORT_KEEP,
+};
 use crate::domain::{
     AdmissionTerms, AdvanceParams, AuditEntry, ClaimOutcome, EventId, EventMeta, EventState,
-    Figures, Heartbeat, JoinOutcome, Position, SessionEnd, SessionRef, VisitorId,
+    Figures, Heartbeat, JoinOutcome, Position, ReportSample, SessionEnd, SessionRef, VisitorId,
 };
 use crate::draw::Draw;
 use crate::lanes::{AddressRule, ShadowEntry};
@@ -335,6 +337,19 @@ impl QueueStore for MemoryStore {
         visitor: &VisitorId,
     ) -> StoreResult<Option<ShadowEntry>> {
         self.with_event(event, |e| e.shadow.remove(visitor.as_str()))
+    }
+
+    async fn report_append(&self, event: &EventId, sample: &ReportSample) -> StoreResult<()> {
+        self.with_event(event, |e| {
+            e.report.push_back(sample.clone());
+            while e.report.len() > REPORT_KEEP {
+                e.report.pop_front();
+            }
+        })
+    }
+
+    async fn report_samples(&self, event: &EventId) -> StoreResult<Vec<ReportSample>> {
+        self.with_event(event, |e| e.report.iter().cloned().collect())
     }
 
     async fn set_counter(&self, event: &EventId, value: u64) -> StoreResult<()> {

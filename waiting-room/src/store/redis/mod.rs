@@ -17,9 +17,10 @@
 //! visitor → `"jti iat exp"`; `jti` hash jti → visitor; `live` sorted set member → expiry (epoch
 //! s; members are visitors or `inv:{number}` invitations); `hb` sorted set of fans in the ready
 //! window → last sign of life (epoch ms); `gone` hash skipped visitor → skipped-at ms (or `r`
-//! once back); `back` list of returning fans; `audit` list of JSON entries; `rules` hash rule id → JSON and
-//! `shadow` hash visitor → shadow entry (the quiet lane, `lanes.rs`; `meta` field `shadow_seq`
-//! is the shadow line's own counter); `admitter` owner-token
+//! once back); `back` list of returning fans; `audit` list of JSON entries; `report` list of JSON
+//! sale-report samples; `rules` hash rule id → JSON and `shadow` hash visitor → shadow entry (the
+//! quiet lane, `lanes.rs`; `meta` field `shadow_seq` is the shadow line's own counter);
+//! `admitter` owner-token
 //! lock; `status:throttle` and `status:latch`. Plus the registry set `wr:events` (its own slot:
 //! listing events reads one key, no `SCAN` over every master).
 //!
@@ -45,10 +46,10 @@ use conn::Conn;
 use parse::{err, key, parse_meta, parse_u64, state_of};
 use script::Lua;
 
-use super::{Advance, QueueStore, StoreError, StoreResult, AUDIT_KEEP};
+use super::{Advance, QueueStore, StoreError, StoreResult, AUDIT_KEEP, REPORT_KEEP};
 use crate::domain::{
     AdmissionTerms, AdvanceParams, AuditEntry, ClaimOutcome, EventId, EventMeta, EventState,
-    Figures, Heartbeat, JoinOutcome, Position, SessionEnd, SessionRef, VisitorId,
+    Figures, Heartbeat, JoinOutcome, Position, ReportSample, SessionEnd, SessionRef, VisitorId,
 };
 use crate::draw::{Draw, DrawSeed};
 use crate::lanes::{AddressRule, ShadowEntry};
@@ -524,6 +525,14 @@ impl QueueStore for RedisStore {
         self.remove_shadow(event, visitor).await
     }
 
+    async fn report_append(&self, event: &EventId, sample: &ReportSample) -> StoreResult<()> {
+        self.append_report(event, sample).await
+    }
+
+    async fn report_samples(&self, event: &EventId) -> StoreResult<Vec<ReportSample>> {
+        self.read_report(event).await
+    }
+
     async fn set_counter(&self, event: &EventId, value: u64) -> StoreResult<()> {
         self.set_fields(event, &[("counter", value.to_string())])
             .await
@@ -582,6 +591,11 @@ impl QueueStore for RedisStore {
 /// The lock key of an event's admitter, inside the event's hash slot.
 pub fn admitter_lock_key(event: &EventId) -> String {
     key(event, "admitter")
+}
+
+/// The owner-token lock of an event's report sampler (`crate::report::run`).
+pub fn report_lock_key(event: &EventId) -> String {
+    key(event, "report-lock")
 }
 
 /// The owner-token lock of an event's closed loop (the `closedloop` module's runner).

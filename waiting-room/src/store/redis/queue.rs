@@ -4,10 +4,10 @@
 //! here.
 
 use super::parse::{bad, err, key, opt_number, parse_admission, parse_meta, parse_u64, state_of};
-use super::{RedisStore, AUDIT_KEEP};
+use super::{RedisStore, AUDIT_KEEP, REPORT_KEEP};
 use crate::domain::{
-    AdmissionTerms, AuditEntry, ClaimOutcome, EventId, Figures, Heartbeat, Place, SessionEnd,
-    SessionRef, VisitorId,
+    AdmissionTerms, AuditEntry, ClaimOutcome, EventId, Figures, Heartbeat, Place, ReportSample,
+    SessionEnd, SessionRef, VisitorId,
 };
 use crate::store::{StoreError, StoreResult};
 use redis::AsyncCommands;
@@ -154,9 +154,24 @@ impl RedisStore {
     }
 
     pub(super) async fn append_audit(&self, event: &EventId, e: &AuditEntry) -> StoreResult<()> {
-        let json = serde_json::to_string(e).map_err(|e| bad(&e.to_string()))?;
-        let k = key(event, "audit");
-        let keep = AUDIT_KEEP as isize;
+        self.append_capped(key(event, "audit"), e, AUDIT_KEEP).await
+    }
+
+    /// One JSON sample on `wr:{event}:report` (one slot: the hash tag).
+    pub(super) async fn append_report(&self, event: &EventId, r: &ReportSample) -> StoreResult<()> {
+        self.append_capped(key(event, "report"), r, REPORT_KEEP)
+            .await
+    }
+
+    /// `RPUSH` of `value` as JSON on the list `k` and `LTRIM` to its last `keep`, atomically.
+    async fn append_capped(
+        &self,
+        k: String,
+        value: &impl serde::Serialize,
+        keep: usize,
+    ) -> StoreResult<()> {
+        let json = serde_json::to_string(value).map_err(|e| bad(&e.to_string()))?;
+        let keep = keep as isize;
         let _: ((), ()) = redis::pipe()
             .atomic()
             .rpush(&k, json)
@@ -165,6 +180,21 @@ impl RedisStore {
             .await
             .map_err(err)?;
         Ok(())
+    }
+
+    pub(super) async fn read_report(&self, event: &EventId) -> StoreResult<Vec<ReportSample>> {
+        let (exists, raw): (bool, Vec<String>) = redis::pipe()
+            .exists(key(event, "meta"))
+            .lrange(key(event, "report"), 0, -1)
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(err)?;
+        if !exists {
+            return Err(StoreError::NotFound);
+        }
+        raw.iter()
+            .map(|s| serde_json::from_str(s).map_err(|_| bad("report sample")))
+            .collect()
     }
 
     pub(super) async fn read_audit(

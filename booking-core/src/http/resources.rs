@@ -1,0 +1,207 @@
+//! Interval resources over HTTP (issue 17 item 2): the free intervals of a kind
+//! (`GET /api/shows/{show}/resources/{kind}`), and the edge checks of an interval hold (which
+//! `POST /api/shows/{show}/holds` takes with `resource`, `start`, `end`): instants as epoch ms or
+//! RFC 3339, end after start, on the kind's slot grid, inside one bookable window, a resource
+//! the venue names. Each refusal is its own 422 problem; a lost claim is 409 with the
+//! resource's fresh free intervals.
+
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
+use axum::Json;
+use sale_common::Problem;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::fan::known_show;
+use super::openapi::ProblemDoc;
+use crate::config::ShowConfig;
+use crate::error::{clip, rejection, ApiResult};
+use crate::inventory::claim::{unprocessable, Ask};
+use crate::inventory::resources::{self, Claim};
+use crate::state::AppState;
+use crate::venue::resources::parse_instant;
+use crate::venue::{IntervalError, Venue};
+
+/// An instant in a request: epoch milliseconds or an RFC 3339 string with an offset.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Instant {
+    /// Epoch ms.
+    Millis(i64),
+    /// `2026-12-31T18:00:00Z`, `2026-12-31T19:00:00+01:00`.
+    Text(String),
+}
+
+impl Instant {
+    fn ms(&self, field: &str) -> Result<i64, Problem> {
+        match self {
+            Instant::Millis(ms) => Ok(*ms),
+            Instant::Text(t) => parse_instant(t).map_err(|e| {
+                unprocessable("invalid-interval", "Invalid interval")
+                    .detail(format!("{field}: {}", clip(&e)))
+            }),
+        }
+    }
+}
+
+/// The show's configuration (404 when unknown).
+pub(super) fn show_config<'a>(state: &'a AppState, show: &str) -> ApiResult<&'a ShowConfig> {
+    known_show(state, show)?;
+    state
+        .config
+        .shows
+        .iter()
+        .find(|s| s.id == show)
+        .ok_or_else(|| Problem::not_found(format!("show {}", clip(show))).into())
+}
+
+/// The ask of an interval hold, checked at the edge.
+pub(super) fn interval_ask(
+    venue: &Venue,
+    resource: &str,
+    start: Option<Instant>,
+    end: Option<Instant>,
+) -> Result<Ask, Problem> {
+    let Some(k) = venue.resource_kind_of(resource) else {
+        return Err(unprocessable("unknown-resource", "Unknown resource")
+            .detail(format!("the venue has no resource {}", clip(resource)))
+            .with(
+                "resources",
+                venue
+                    .resources
+                    .iter()
+                    .flat_map(|k| k.resources.clone())
+                    .collect::<Vec<_>>(),
+            ));
+    };
+    let (Some(start), Some(end)) = (start, end) else {
+        return Err(unprocessable("invalid-interval", "Invalid interval")
+            .detail("an interval hold needs start and end"));
+    };
+    let (start, end) = (start.ms("start")?, end.ms("end")?);
+    k.check(start, end).map_err(|e| match e {
+        IntervalError::Empty => unprocessable("invalid-interval", "Invalid interval")
+            .detail("end must be after start (intervals are [start, end))"),
+        IntervalError::OffGrid => unprocessable("off-granularity", "Not on the slot grid")
+            .detail(format!(
+                "start and end must fall on the {}-minute slots of a bookable window",
+                k.slot_minutes
+            ))
+            .with("slot_minutes", k.slot_minutes),
+        IntervalError::OutsideWindows => {
+            unprocessable("outside-windows", "Outside the bookable windows")
+                .detail("the interval must lie inside one bookable window")
+                .with(
+                    "windows",
+                    serde_json::to_value(&k.windows).unwrap_or_default(),
+                )
+        }
+    })?;
+    Ok(Ask::Interval {
+        claim: Claim {
+            kind: k.kind.clone(),
+            resource: resource.to_owned(),
+            start,
+            end,
+            until: end + k.buffer_ms(),
+        },
+        amount: k.price(start, end),
+    })
+}
+
+/// `p` (a lost interval claim) with the resource's fresh free intervals, read after the
+/// rollback.
+pub(super) async fn with_fresh_free(
+    state: &AppState,
+    show: &str,
+    claim: &Claim,
+    p: Problem,
+    now_ms: i64,
+) -> ApiResult<Problem> {
+    let venue = &show_config(state, show)?.venue;
+    let Some(k) = venue.resource_kind(&claim.kind) else {
+        return Ok(p);
+    };
+    let fresh = resources::free(
+        &state.db,
+        show,
+        k,
+        Some(&claim.resource),
+        (i64::MIN, i64::MAX),
+        now_ms,
+    )
+    .await?;
+    Ok(p.with("free", fresh["resources"][0]["free"].clone()))
+}
+
+/// Query of the free-interval search.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct FreeQuery {
+    /// Only intervals from this instant (epoch ms or RFC 3339).
+    #[serde(default)]
+    #[param(value_type = Option<String>)]
+    from: Option<String>,
+    /// Only intervals up to this instant.
+    #[serde(default)]
+    #[param(value_type = Option<String>)]
+    to: Option<String>,
+    /// Only this resource of the kind.
+    #[serde(default)]
+    resource: Option<String>,
+}
+
+fn bound(v: Option<&str>, field: &str, default: i64) -> Result<i64, Problem> {
+    match v {
+        None => Ok(default),
+        Some(t) => t.parse::<i64>().or_else(|_| parse_instant(t)).map_err(|e| {
+            unprocessable("invalid-interval", "Invalid interval")
+                .detail(format!("{field}: {}", clip(&e)))
+        }),
+    }
+}
+
+/// `GET /api/shows/{show}/resources/{kind}` (API.md).
+#[utoipa::path(
+    get,
+    path = "/api/shows/{show}/resources/{kind}",
+    tag = "fan",
+    summary = "Free intervals of a kind of interval resource, per resource",
+    params(
+        ("show" = String, Path, description = "show id"),
+        ("kind" = String, Path, description = "resource kind (venue file `resources[].kind`)"),
+        FreeQuery,
+    ),
+    responses(
+        (status = 200, description = "{kind, slot_minutes, buffer_minutes, price_cents_per_slot, resources: [{resource, free: [{start, end, start_at, end_at}]}]}: maximal free runs on the slot grid inside the bookable windows", body = Object),
+        (status = 404, description = "no such show or kind", body = ProblemDoc),
+        (status = 422, description = "invalid-interval: from/to not an instant; unknown-resource; invalid-query", body = ProblemDoc),
+        (status = 503, description = "database busy", body = ProblemDoc),
+    ),
+)]
+pub async fn free(
+    State(state): State<AppState>,
+    Path((show, kind)): Path<(String, String)>,
+    q: Result<Query<FreeQuery>, QueryRejection>,
+) -> ApiResult<Json<Value>> {
+    let Query(q) = q.map_err(|r| rejection(r.status(), "query", &r.body_text()))?;
+    let venue = &show_config(&state, &show)?.venue;
+    let Some(k) = venue.resource_kind(&kind) else {
+        return Err(Problem::not_found(format!("resource kind {}", clip(&kind))).into());
+    };
+    if let Some(r) = q
+        .resource
+        .as_deref()
+        .filter(|r| !k.resources.iter().any(|n| n == r))
+    {
+        return Err(unprocessable("unknown-resource", "Unknown resource")
+            .detail(format!("kind {} has no resource {}", clip(&kind), clip(r)))
+            .into());
+    }
+    let from = bound(q.from.as_deref(), "from", i64::MIN)?;
+    let to = bound(q.to.as_deref(), "to", i64::MAX)?;
+    let now = state.clock.now_ms();
+    let v = resources::free(&state.db, &show, k, q.resource.as_deref(), (from, to), now).await?;
+    Ok(Json(v))
+}

@@ -1,0 +1,519 @@
+//! Interval resources (issue 17 items 1 and 2) on SQLite and PostgreSQL: the overlap race (the
+//! unguarded check-then-insert lets two claims in; through the API, with PostgreSQL's exclusion
+//! constraint or SQLite's check under the single writer, exactly one of N concurrent holders
+//! wins), back-to-back intervals, the buffer inside the range, an expired hold not blocking,
+//! SQLSTATE 23P01 answered 409 with fresh free intervals, and bad input as specific 422s.
+
+mod support;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use booking_core::inventory::resources::{INSERT, OVERLAP};
+use booking_core::venue::resources::parse_instant;
+use booking_core::{ResourceKind, Window};
+use serde_json::{json, Value};
+use support::{Backend, Harness, SHOW};
+use tokio::sync::Barrier;
+
+on_both!(
+    interval_overlap_race_two_winners_unguarded_one_with_the_guard,
+    back_to_back_intervals_both_succeed_and_the_buffer_is_in_the_range,
+    an_expired_interval_hold_does_not_block,
+    an_overlap_is_409_with_fresh_free_intervals,
+    bad_interval_input_is_a_specific_422,
+    a_paid_interval_keeps_blocking_and_a_released_one_frees_at_once,
+);
+
+fn at(hhmm: &str) -> i64 {
+    parse_instant(&format!("2030-06-01T{hhmm}:00Z")).unwrap()
+}
+
+fn kind(name: &str, resources: &[&str], buffer: u32) -> ResourceKind {
+    ResourceKind {
+        kind: name.into(),
+        resources: resources.iter().map(|r| (*r).to_owned()).collect(),
+        windows: vec![Window {
+            start: "2030-06-01T18:00:00Z".into(),
+            end: "2030-06-01T22:00:00Z".into(),
+        }],
+        slot_minutes: 30,
+        buffer_minutes: buffer,
+        price_cents_per_slot: 250,
+    }
+}
+
+/// A show with `parking` (P1, P2; no buffer) and `boxes` (B1; a 30-minute buffer).
+async fn with_resources(b: Backend) -> Harness {
+    Harness::on_with(b, |c| {
+        Harness::small_venue(c, 4);
+        let v = &mut c.shows[0].venue;
+        v.resources.push(kind("parking", &["P1", "P2"], 0));
+        v.resources.push(kind("boxes", &["B1"], 30));
+    })
+    .await
+}
+
+async fn hold_interval(h: &Harness, fan: &str, key: &str, body: Value) -> (u16, Value) {
+    h.hold_with(&h.token(fan), key, body, &[]).await
+}
+
+async fn free(h: &Harness, kind: &str, query: &str) -> (u16, Value) {
+    let r = h
+        .http
+        .get(format!(
+            "{}/api/shows/{SHOW}/resources/{kind}{query}",
+            h.base
+        ))
+        .send()
+        .await
+        .unwrap();
+    let st = r.status().as_u16();
+    (st, r.json().await.unwrap())
+}
+
+fn runs(v: &Value) -> Vec<(i64, i64)> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["start"].as_i64().unwrap(), r["end"].as_i64().unwrap()))
+        .collect()
+}
+
+/// The race without the guard: `fans` tasks each run the overlap check, pause (barrier), and
+/// insert when it found nothing, every statement on its own (no writer transaction around the
+/// check and the insert), into a copy of the table without the exclusion constraint. Returns
+/// how many inserted.
+async fn check_then_insert_unguarded(h: &Harness, fans: usize) -> usize {
+    let db = h.state.db.clone();
+    sqlx::query(
+        "CREATE TABLE hold_resources_unguarded AS SELECT * FROM hold_resources WHERE 1 = 0",
+    )
+    .execute(&db)
+    .await
+    .unwrap();
+    let overlap = OVERLAP.replace("hold_resources", "hold_resources_unguarded");
+    let insert = INSERT.replace("hold_resources", "hold_resources_unguarded");
+    let (winners, barrier) = (Arc::new(AtomicUsize::new(0)), Arc::new(Barrier::new(fans)));
+    let tasks: Vec<_> = (0..fans)
+        .map(|i| {
+            let (db, winners, barrier) = (db.clone(), winners.clone(), barrier.clone());
+            let (overlap, insert) = (overlap.clone(), insert.clone());
+            tokio::spawn(async move {
+                let found: Option<String> = sqlx::query_scalar(&overlap)
+                    .bind(SHOW)
+                    .bind("P1")
+                    .bind(at("19:00"))
+                    .bind(at("20:00"))
+                    .fetch_optional(&db)
+                    .await
+                    .unwrap();
+                barrier.wait().await;
+                if found.is_none() {
+                    sqlx::query(&insert)
+                        .bind(format!("h{i}"))
+                        .bind(SHOW)
+                        .bind("parking")
+                        .bind("P1")
+                        .bind(at("19:00"))
+                        .bind(at("20:00"))
+                        .bind(at("20:00"))
+                        .execute(&db)
+                        .await
+                        .unwrap();
+                    winners.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    winners.load(Ordering::SeqCst)
+}
+
+async fn interval_overlap_race_two_winners_unguarded_one_with_the_guard(b: Backend) {
+    let h = with_resources(b).await;
+    let unguarded = check_then_insert_unguarded(&h, 2).await;
+    assert_eq!(
+        unguarded, 2,
+        "unguarded: both claims of P1 19:00-20:00 got in"
+    );
+    // With the guard, over real HTTP: 8 fans ask overlapping intervals of P1 at once (all
+    // contain 19:00-19:30), exactly one wins.
+    let fans = 8;
+    let tries = (0..fans).map(|i| {
+        let h = &h;
+        async move {
+            let end = at("19:30") + i64::from(i % 4) * 30 * 60_000;
+            let body = json!({"resource": "P1", "start": at("19:00"), "end": end});
+            hold_interval(h, &format!("racer{i}"), "k", body).await
+        }
+    });
+    let results = futures::future::join_all(tries).await;
+    let winners: Vec<&(u16, Value)> = results.iter().filter(|r| r.0 == 201).collect();
+    assert_eq!(winners.len(), 1, "{results:?}");
+    for (st, body) in results.iter().filter(|r| r.0 != 201) {
+        assert_eq!(
+            (*st, body["type"].as_str()),
+            (409, Some("/problems/interval-unavailable")),
+            "{body}"
+        );
+        assert_eq!(runs(&body["free"])[0], (at("18:00"), at("19:00")), "{body}");
+    }
+    let blocking = h
+        .count(
+            "SELECT COUNT(*) FROM hold_resources WHERE resource = $1 AND blocking = 1",
+            "P1",
+        )
+        .await;
+    assert_eq!(blocking, 1);
+}
+
+async fn back_to_back_intervals_both_succeed_and_the_buffer_is_in_the_range(b: Backend) {
+    let h = with_resources(b).await;
+    let first = json!({"resource": "P2", "start": "2030-06-01T19:00:00Z", "end": at("20:00")});
+    let (st, a) = hold_interval(&h, "f1", "k1", first.clone()).await;
+    assert_eq!(st, 201, "{a}");
+    assert_eq!(a["amount_cents"], 500);
+    assert_eq!(a["interval"]["resource"], "P2");
+    // RFC 3339 with an offset is the same instant as 20:00Z.
+    let second =
+        json!({"resource": "P2", "start": "2030-06-01T22:00:00+02:00", "end": at("21:00")});
+    let (st, b2) = hold_interval(&h, "f2", "k2", second).await;
+    assert_eq!(st, 201, "back to back with buffer 0: {b2}");
+    // The same key and body replay the stored answer.
+    let (st, again) = hold_interval(&h, "f1", "k1", first).await;
+    assert_eq!((st, &again["hold_id"]), (201, &a["hold_id"]));
+    // Read back.
+    let hold = a["hold_id"].as_str().unwrap();
+    let v: Value = h
+        .http
+        .get(format!("{}/api/holds/{hold}", h.base))
+        .bearer_auth(h.token("f1"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            v["status"].as_str(),
+            v["interval"]["start"].as_i64(),
+            v["interval"]["end"].as_i64()
+        ),
+        (Some("HELD"), Some(at("19:00")), Some(at("20:00"))),
+        "{v}"
+    );
+    let (_, f) = free(&h, "parking", "?resource=P2").await;
+    assert_eq!(
+        runs(&f["resources"][0]["free"]),
+        vec![(at("18:00"), at("19:00")), (at("21:00"), at("22:00"))]
+    );
+    // B1 has a 30-minute buffer: 20:00 right after 19:00-20:00 is refused, 20:30 is not.
+    let (st, _) = hold_interval(
+        &h,
+        "f3",
+        "k3",
+        json!({"resource": "B1", "start": at("19:00"), "end": at("20:00")}),
+    )
+    .await;
+    assert_eq!(st, 201);
+    let (st, body) = hold_interval(
+        &h,
+        "f4",
+        "k4",
+        json!({"resource": "B1", "start": at("20:00"), "end": at("21:00")}),
+    )
+    .await;
+    assert_eq!(st, 409, "{body}");
+    assert_eq!(
+        runs(&body["free"]),
+        vec![(at("18:00"), at("18:30")), (at("20:30"), at("22:00"))]
+    );
+    let (st, body) = hold_interval(
+        &h,
+        "f5",
+        "k5",
+        json!({"resource": "B1", "start": at("20:30"), "end": at("21:00")}),
+    )
+    .await;
+    assert_eq!(st, 201, "{body}");
+}
+
+async fn an_expired_interval_hold_does_not_block(b: Backend) {
+    let h = with_resources(b).await;
+    let ask = json!({"resource": "P1", "start": at("19:00"), "end": at("20:00")});
+    let (st, a) = hold_interval(&h, "early", "k", ask.clone()).await;
+    assert_eq!(st, 201, "{a}");
+    let (st, _) = hold_interval(&h, "late", "k", ask.clone()).await;
+    assert_eq!(st, 409, "a live hold blocks");
+    h.clock.advance_ms(481_000); // past the web channel's 480 s hold
+    let (_, f) = free(&h, "parking", "?resource=P1").await;
+    assert_eq!(
+        runs(&f["resources"][0]["free"]),
+        vec![(at("18:00"), at("22:00"))],
+        "expiry on read: the lapsed hold is free"
+    );
+    let (st, b2) = hold_interval(&h, "late2", "k", ask).await;
+    assert_eq!(st, 201, "an expired hold does not block: {b2}");
+    let dead = h
+        .count(
+            "SELECT COUNT(*) FROM hold_resources WHERE hold_id = $1 AND blocking = 0",
+            a["hold_id"].as_str().unwrap(),
+        )
+        .await;
+    assert_eq!(
+        dead, 1,
+        "the dead claim was cleared in the new hold's transaction"
+    );
+}
+
+async fn an_overlap_is_409_with_fresh_free_intervals(b: Backend) {
+    let h = with_resources(b).await;
+    let (st, a) = hold_interval(
+        &h,
+        "a",
+        "k",
+        json!({"resource": "P1", "start": at("19:00"), "end": at("20:00")}),
+    )
+    .await;
+    assert_eq!(st, 201, "{a}");
+    let r = h
+        .http
+        .post(format!("{}/api/shows/{SHOW}/holds", h.base))
+        .bearer_auth(h.token("b"))
+        .header("Idempotency-Key", "k")
+        .json(&json!({"resource": "P1", "start": at("19:30"), "end": at("20:30")}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 409);
+    assert_eq!(r.headers()["content-type"], "application/problem+json");
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["type"], "/problems/interval-unavailable", "{body}");
+    assert_eq!(
+        runs(&body["free"]),
+        vec![(at("18:00"), at("19:00")), (at("20:00"), at("22:00"))]
+    );
+    if b == Backend::Postgres {
+        // The refusal came from the exclusion constraint (no check before the insert on
+        // PostgreSQL): counted from SQLSTATE 23P01, and the constraint refuses a direct insert.
+        assert!(h
+            .metrics()
+            .await
+            .contains("bc_interval_overlaps_refused_total"));
+        sqlx::query("INSERT INTO holds (id, show_id, visitor_id, admission_jti, status, amount_cents, expires_at, payment_expires_at, created_at) \
+             SELECT 'copy', show_id, visitor_id, admission_jti, status, amount_cents, expires_at, payment_expires_at, created_at FROM holds WHERE id = $1")
+            .bind(a["hold_id"].as_str().unwrap())
+            .execute(&h.state.db)
+            .await
+            .unwrap();
+        let err = sqlx::query("INSERT INTO hold_resources (hold_id, show_id, kind, resource, start_ms, end_ms, until_ms) VALUES ('copy', $1, 'parking', 'P1', $2, $3, $3)")
+            .bind(SHOW)
+            .bind(at("19:30"))
+            .bind(at("20:30"))
+            .execute(&h.state.db)
+            .await
+            .unwrap_err();
+        assert!(
+            booking_core::inventory::resources::is_overlap(&err),
+            "{err}"
+        );
+    }
+}
+
+async fn bad_interval_input_is_a_specific_422(b: Backend) {
+    let h = with_resources(b).await;
+    let cases = [
+        (
+            json!({"resource": "P1", "start": at("20:00"), "end": at("19:00")}),
+            "invalid-interval",
+        ),
+        (
+            json!({"resource": "P1", "start": at("19:00"), "end": at("19:00")}),
+            "invalid-interval",
+        ),
+        (
+            json!({"resource": "P1", "start": at("19:00")}),
+            "invalid-interval",
+        ),
+        (
+            json!({"resource": "P1", "start": "tomorrow", "end": at("20:00")}),
+            "invalid-interval",
+        ),
+        (
+            json!({"resource": "P1", "start": at("19:10"), "end": at("20:00")}),
+            "off-granularity",
+        ),
+        (
+            json!({"resource": "P1", "start": at("21:30"), "end": at("22:30")}),
+            "outside-windows",
+        ),
+        (
+            json!({"resource": "P1", "start": at("17:00"), "end": at("18:30")}),
+            "outside-windows",
+        ),
+        (
+            json!({"resource": "P9", "start": at("19:00"), "end": at("20:00")}),
+            "unknown-resource",
+        ),
+        (
+            json!({"resource": "P1", "seats": ["A-1-1"], "start": at("19:00"), "end": at("20:00")}),
+            "invalid-hold-request",
+        ),
+        (
+            json!({"seats": ["A-1-1"], "start": at("19:00")}),
+            "invalid-hold-request",
+        ),
+    ];
+    for (i, (body, kind)) in cases.into_iter().enumerate() {
+        let (st, p) = hold_interval(&h, &format!("bad{i}"), "k", body.clone()).await;
+        assert_eq!(
+            (st, p["type"].as_str()),
+            (422, Some(format!("/problems/{kind}").as_str())),
+            "{body}: {p}"
+        );
+    }
+    let (st, p) = free(&h, "rooms", "").await;
+    assert_eq!(
+        (st, p["type"].as_str()),
+        (404, Some("/problems/not-found")),
+        "{p}"
+    );
+    let (st, p) = free(&h, "parking", "?from=yesterday").await;
+    assert_eq!(
+        (st, p["type"].as_str()),
+        (422, Some("/problems/invalid-interval")),
+        "{p}"
+    );
+    let (st, p) = free(&h, "parking", "?resource=B1").await;
+    assert_eq!(
+        (st, p["type"].as_str()),
+        (422, Some("/problems/unknown-resource")),
+        "{p}"
+    );
+    let (st, p) = free(
+        &h,
+        "parking",
+        "?from=2030-06-01T19:00:00Z&to=2030-06-01T20:00:00Z",
+    )
+    .await;
+    assert_eq!(st, 200, "{p}");
+    assert_eq!(
+        runs(&p["resources"][1]["free"]),
+        vec![(at("19:00"), at("20:00"))]
+    );
+}
+
+async fn a_paid_interval_keeps_blocking_and_a_released_one_frees_at_once(b: Backend) {
+    let h = with_resources(b).await;
+    let ask = json!({"resource": "P1", "start": at("19:00"), "end": at("20:00")});
+    let (st, a) = hold_interval(&h, "payer", "k", ask.clone()).await;
+    assert_eq!(st, 201, "{a}");
+    let hold = a["hold_id"].as_str().unwrap();
+    let (_, back) = h.approve(&h.token("payer"), hold).await;
+    let r = h.http.get(back).send().await.unwrap();
+    assert!(
+        r.headers()["location"]
+            .to_str()
+            .unwrap()
+            .starts_with("/confirmation.html"),
+        "{r:?}"
+    );
+    h.clock.advance_ms(481_000); // past the hold's deadline: a booking still blocks
+    let (st, body) = hold_interval(&h, "other", "k", ask).await;
+    assert_eq!(st, 409, "{body}");
+    assert_eq!(
+        runs(&body["free"]),
+        vec![(at("18:00"), at("19:00")), (at("20:00"), at("22:00"))]
+    );
+    // An operator's refund of the booking frees the interval.
+    let v: Value = h
+        .http
+        .get(format!("{}/api/holds/{hold}", h.base))
+        .bearer_auth(h.token("payer"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let booking = v["booking_id"].as_str().expect("a booking");
+    let r = h
+        .http
+        .post(format!("{}/admin/bookings/{booking}/cancel", h.base))
+        .bearer_auth(support::ADMIN)
+        .json(&json!({"refund": true, "operator": "ops"}))
+        .send()
+        .await
+        .unwrap();
+    let st = r.status().as_u16();
+    let c: Value = r.json().await.unwrap();
+    assert_eq!(
+        (st, c["booking_status"].as_str()),
+        (200, Some("cancelled")),
+        "{c}"
+    );
+    assert_eq!(c["amount_cents"], 500, "{c}");
+    let (st, body) = hold_interval(
+        &h,
+        "other2",
+        "k",
+        json!({"resource": "P1", "start": at("19:00"), "end": at("20:00")}),
+    )
+    .await;
+    assert_eq!(st, 201, "the cancelled booking's interval is free: {body}");
+    // A hold the fan cancels frees its interval at once.
+    let later = json!({"resource": "P1", "start": at("20:00"), "end": at("21:00")});
+    let (st, c) = hold_interval(&h, "canceller", "k", later.clone()).await;
+    assert_eq!(st, 201, "{c}");
+    let r = h
+        .http
+        .delete(format!(
+            "{}/api/holds/{}",
+            h.base,
+            c["hold_id"].as_str().unwrap()
+        ))
+        .bearer_auth(h.token("canceller"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let (st, d) = hold_interval(&h, "next", "k", later).await;
+    assert_eq!(st, 201, "released at once: {d}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_venue_endpoint_shows_the_venue_files_new_fields() {
+    let h = Harness::on_with(Backend::Sqlite, |c| {
+        Harness::small_venue(c, 4);
+        let v = &mut c.shows[0].venue;
+        v.resources.push(kind("parking", &["P1"], 15));
+        v.time_zone = "Europe/London".into();
+    })
+    .await;
+    let v: Value = h
+        .http
+        .get(format!("{}/api/shows/{SHOW}/venue", h.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (&v["currency"], &v["time_zone"], &v["layout"]),
+        (&json!("EUR"), &json!("Europe/London"), &Value::Null),
+        "{v}"
+    );
+    assert_eq!(v["resources"][0]["buffer_minutes"], 15, "{v}");
+    let r = h
+        .http
+        .get(format!("{}/api/shows/nope/venue", h.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+}
