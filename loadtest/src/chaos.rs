@@ -20,10 +20,9 @@
 //! `kill_admitter`, `failover_redis` (`kill`, default true: kill -9 the master; false: a
 //! `CLUSTER FAILOVER`), `restart_postgres`.
 
-pub mod seen;
-
-use crate::checks::Check;
-use crate::rush::cluster::Cluster;
+use crate::cluster::Cluster;
+use crate::model::Check;
+use crate::seen;
 use crate::stats::Stats;
 use crate::timeline::{self, CallSpan};
 use serde::Deserialize;
@@ -520,7 +519,7 @@ pub async fn probe(ctx: &Ctx) -> Probe {
                         .get(format!("{wr}/api/events/{ev}/position"))
                         .bearer_auth(&token);
                     if let Ok((s, body, _)) =
-                        crate::fan::call(&c, &stats, "probe_position", req).await
+                        crate::calls::call(&c, &stats, "probe_position", req).await
                     {
                         if s.is_success() {
                             changed = Some(match body["queue_number"].as_u64() {
@@ -538,13 +537,14 @@ pub async fn probe(ctx: &Ctx) -> Probe {
                     let req = c
                         .post(format!("{wr}/api/events/{ev}/admission"))
                         .bearer_auth(&token);
-                    if let Ok((s, body, _)) = crate::fan::call(&c, &stats, "probe_claim", req).await
+                    if let Ok((s, body, _)) =
+                        crate::calls::call(&c, &stats, "probe_claim", req).await
                     {
                         status = Some(s.as_u16());
                         if s.is_success() {
                             let other = body["admission_token"]
                                 .as_str()
-                                .and_then(crate::fan::jwt_claims)
+                                .and_then(crate::calls::jwt_claims)
                                 .and_then(|cl| cl["jti"].as_str().map(str::to_owned));
                             again = Some(other.as_deref() != Some(jti.as_str()));
                         }

@@ -2,7 +2,8 @@
 //! and pay, cancel or walk away; then every invariant check is printed PASS/FAIL.
 
 use crate::checks::{self, BackOffice};
-use crate::fan::{self, FanOutcome, Target};
+use crate::fan;
+use crate::model::{Check, FanOutcome, Target};
 use crate::stats::Stats;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::sync::Arc;
@@ -132,7 +133,6 @@ pub struct RushArgs {
     rehearsal: crate::rehearsal::RehearsalArgs,
 }
 
-pub mod cluster;
 mod profile;
 
 /// Fills the figures the command line left unset from `--profile`.
@@ -148,7 +148,7 @@ pub fn apply_profile(args: &mut RushArgs, m: &clap::ArgMatches) {
 /// token, the event's `max_active`, the gateway, and the seconds until the sale opens.
 struct Prepared {
     stack: Option<ticket_sale::stack::Stack>,
-    cluster: Option<std::sync::Arc<cluster::Cluster>>,
+    cluster: Option<std::sync::Arc<crate::cluster::Cluster>>,
     target: Target,
     admin_token: String,
     max_active: u64,
@@ -180,7 +180,7 @@ pub async fn run(args: RushArgs) -> anyhow::Result<bool> {
         .pool_max_idle_per_host(args.concurrency)
         .timeout(Duration::from_secs(30))
         .build()?;
-    fan::set_concurrency(args.concurrency);
+    crate::calls::set_concurrency(args.concurrency);
     let stats = Arc::new(Stats::default());
     crate::timeline::start(started);
     let mut target = target;
@@ -340,7 +340,7 @@ async fn prepare(args: &RushArgs) -> anyhow::Result<Prepared> {
         pay_share: args.pay_share,
         cancel_share: args.cancel_share,
         mix: args.rehearsal.mix(),
-        picks: crate::picks::Shares {
+        picks: crate::model::Shares {
             best_available: args.best_available_share,
             pool: args.pool_share,
         },
@@ -349,22 +349,23 @@ async fn prepare(args: &RushArgs) -> anyhow::Result<Prepared> {
     let target = |wr: String, bc: String| target_of(wr, bc, args.event.clone());
     let default_opens_in = args.opens_in.unwrap_or(2 + args.fans as u64 / 1500);
     if let Some(dir) = &args.cluster {
-        let c = cluster::Cluster::load(dir)?;
+        let c = crate::cluster::Cluster::load(dir)?;
         let event = if args.event_given {
             args.event.clone()
         } else {
             c.shows.first().cloned().unwrap_or_else(|| c.event.clone())
         };
         let client = reqwest::Client::new();
-        let new = cluster::NewEvent {
+        let new = crate::cluster::NewEvent {
             opens_in: default_opens_in,
             admit_rate: args.admit_rate,
             max_active: args.max_active,
             admission_ttl: args.admission_ttl,
         };
-        let (max_active, opens_at) = cluster::prepare_event(&client, &c, &event, new).await?;
+        let (max_active, opens_at) =
+            crate::cluster::prepare_event(&client, &c, &event, new).await?;
         set_faults(args, &c.gateway).await?;
-        cluster::wait_for_status(&client, &c, &event).await?;
+        crate::cluster::wait_for_status(&client, &c, &event).await?;
         let now = time::OffsetDateTime::now_utc().unix_timestamp();
         let opens_in = (opens_at - now).max(0) as u64;
         println!(
@@ -537,7 +538,7 @@ async fn money_checks(
     t: &Target,
     token: &str,
     gateway: Option<&str>,
-) -> anyhow::Result<Vec<checks::Check>> {
+) -> anyhow::Result<Vec<Check>> {
     let get = |url: String, auth: bool| {
         let req = if auth {
             client.get(url).bearer_auth(token)

@@ -593,7 +593,7 @@ pub fn admitter_lock_key(event: &EventId) -> String {
     key(event, "admitter")
 }
 
-/// The owner-token lock of an event's report sampler (`crate::report::run`).
+/// The owner-token lock of an event's report sampler (the `report` module's runner).
 pub fn report_lock_key(event: &EventId) -> String {
     key(event, "report-lock")
 }
