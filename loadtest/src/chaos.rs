@@ -587,6 +587,23 @@ fn dropped(c: &CallSpan) -> bool {
 
 /// A server error as the rush counts them: a transport error or a 5xx other than 503 +
 /// `Retry-After`.
+/// Server errors answered while a process was being killed with -9. A crash loses the requests
+/// it was serving (nginx cannot send a POST that reached it again; the fans retry): the rush's
+/// server-error check counts these apart and says how many. Stops and restarts drop nothing
+/// (their own check).
+pub fn crash_errors(report: &Report) -> u64 {
+    let spans = timeline::spans();
+    in_windows_by(
+        &spans,
+        &report.windows,
+        |w| w.what.starts_with("kill -9"),
+        server_error,
+    )
+    .values()
+    .map(|x| x.1)
+    .sum()
+}
+
 fn server_error(c: &CallSpan) -> bool {
     c.status == 0 || (c.status >= 500 && !(c.status == 503 && c.retry_later))
 }

@@ -285,6 +285,7 @@ pub async fn run(args: RushArgs) -> anyhow::Result<bool> {
     print_figures(&fans, &stats, wall);
     let mut results = checks::run(&fans, max_active, &office, stats.totals());
     results.extend(money_checks(&client, &target, &admin_token, gateway.as_deref()).await?);
+    sold_out_told(&client, &target, &office.stats).await;
     let samples = sampler.finish().await;
     results.extend(crate::rehearsal::checks(&fans, &samples, &office.stats));
     if let Some(reads) = &stock_reads {
@@ -293,6 +294,7 @@ pub async fn run(args: RushArgs) -> anyhow::Result<bool> {
         results.push(crate::stock::check(&fans, reads, reaction_ms));
     }
     if let (Some(report), Some(c)) = (&chaos_report, &cluster) {
+        crash_apart(&mut results, &stats, crate::chaos::crash_errors(report));
         results.extend(crate::chaos::checks(report, &c.store));
     }
     let report_dir = args.rehearsal.report_dir();
@@ -316,6 +318,49 @@ pub async fn run(args: RushArgs) -> anyhow::Result<bool> {
         stack.shutdown().await;
     }
     Ok(all)
+}
+
+/// With a chaos schedule: the server-error check counts the errors answered while a process was
+/// killed with -9 apart (a crash loses what it was serving), and says how many.
+fn crash_apart(results: &mut [Check], stats: &Stats, crash: u64) {
+    let t = stats.totals();
+    let Some(c) = results
+        .iter_mut()
+        .find(|c| c.name.starts_with("server errors below"))
+    else {
+        return;
+    };
+    let outside = t.server_errors.saturating_sub(crash);
+    c.pass = outside == 0 || (t.calls > 0 && (outside as f64) < 0.0001 * t.calls as f64);
+    c.detail = format!(
+        "{outside} of {} calls outside the kill -9 window ({crash} answered while a process was \
+         killed with -9: a crash loses what it was serving; the fans retried); {}",
+        t.calls, c.detail
+    );
+}
+
+/// When every seat is sold, waits (at most 30 s, the booking core's outbox retrying through
+/// restarts) until the waiting room says `sold_out`, so the sampler records it: the last seat
+/// may sell as the last fan leaves, and the notice is sent at least once, not at once.
+async fn sold_out_told(client: &reqwest::Client, target: &Target, stats: &serde_json::Value) {
+    let capacity = stats["capacity"].as_u64().unwrap_or(0);
+    if capacity == 0 || stats["sold"].as_u64().unwrap_or(0) < capacity {
+        return;
+    }
+    let url = format!("{}/status/{}.json", target.waiting_room, target.event);
+    let give_up = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < give_up {
+        let state = match client.get(&url).send().await {
+            Ok(r) => r.json::<serde_json::Value>().await.unwrap_or_default()["state"].clone(),
+            Err(_) => serde_json::Value::Null,
+        };
+        if state == "sold_out" {
+            // One more sample interval, so the sampler sees it too.
+            tokio::time::sleep(Duration::from_millis(1100)).await;
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }
 
 /// Sets the gateway simulator's fault rates from the flags.
