@@ -46,6 +46,8 @@
     return { "X-Pow-Challenge": body.challenge, "X-Pow-Solution": solution };
   }
 
+  const BLOCKED = new Error("address blocked");
+
   async function join(powHeaders) {
     const opts = { method: "POST" };
     if (powHeaders) {
@@ -57,6 +59,12 @@
     if (res.status === 401) { localStorage.removeItem(storeKey); return join(); }
     if (res.status === 403 && body && body.type === "/problems/pow-required" && !powHeaders) {
       return join(await proofOfWork());
+    }
+    // The operator blocked this address range: say so once, and stop asking (no retry loop).
+    if (res.status === 403 && body && body.type === "/problems/address-blocked") {
+      $("blocked").hidden = false;
+      $("state").textContent = T("blocked_state");
+      throw BLOCKED;
     }
     if (!res.ok) throw new Error("join failed: " + res.status);
     localStorage.setItem(storeKey, body.join_token);
@@ -241,6 +249,7 @@
         }
       }
     } catch (e) {
+      if (e === BLOCKED) return;
       $("trouble").hidden = false;
       setTimeout(tick, backoff());
       return;
@@ -256,6 +265,7 @@
       $("state").textContent = T("placed");
       if (j.queue_number !== null && j.queue_number !== undefined) $("queue-number").textContent = j.queue_number;
     } catch (e) {
+      if (e === BLOCKED) return;
       $("trouble").hidden = false;
       setTimeout(start, backoff());
       return;

@@ -437,7 +437,7 @@ async fn expired_admission_told_before_rejoining(v: Viewport) {
     let told = wait_text(&c, "#lapsed:not([hidden]) #lapsed-text", "ended at", 30).await;
     assert!(told.contains("new place at the end"), "{told}");
     assert_eq!(c.title().await.expect("title"), "Your admission has ended");
-    let old: u64 = wait_text(&c, "#queue-number", "", 5)
+    let old: u64 = wait_text(&c, "#queue-number", "", 15)
         .await
         .parse()
         .expect("the old number is still shown");
@@ -445,7 +445,7 @@ async fn expired_admission_told_before_rejoining(v: Viewport) {
     click(&c, "#rejoin").await;
     let start = Instant::now();
     let new = loop {
-        let shown_number: u64 = wait_text(&c, "#queue-number", "", 5)
+        let shown_number: u64 = wait_text(&c, "#queue-number", "", 15)
             .await
             .parse()
             .unwrap_or(old);
@@ -480,7 +480,7 @@ async fn a_full_booking_page_stalls_the_line_truthfully(v: Viewport) {
         .expect("waiting page");
     let said = wait_text(&c, "#stalled:not([hidden])", "standing still", 30).await;
     assert!(said.contains("all 1 places"), "{said}");
-    let number: u64 = wait_text(&c, "#queue-number", "", 5)
+    let number: u64 = wait_text(&c, "#queue-number", "", 15)
         .await
         .parse()
         .expect("a number");

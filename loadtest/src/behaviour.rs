@@ -3,103 +3,14 @@
 //! token) and how it checks out (pay, pay slowly, pay after the deadline, cancel, walk away).
 //! The shares come from `rush` flags or a `--profile`; [`Mix::pick`] draws one fan's behaviour.
 
-use crate::fan::{call, FanOutcome, Target};
+use crate::calls::call;
+use crate::model::{Behaviour, Checkout, FanOutcome, HoldStyle, Target};
 use crate::picks::Pick;
 use crate::stats::Stats;
 use rand::Rng;
 use reqwest::{Client, StatusCode};
 use serde_json::Value;
 use std::time::Duration;
-
-/// How a fan sends its hold.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
-pub enum HoldStyle {
-    /// One request per attempt.
-    #[default]
-    Single,
-    /// The same request twice, concurrently, with one `Idempotency-Key`: both answers must
-    /// name the same hold.
-    SameKeyRetry,
-    /// `n` tabs hold different seats at once with one admission token: at most one may win.
-    Tabs(usize),
-}
-
-/// What a fan does at checkout.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
-pub enum Checkout {
-    /// Pays at once.
-    #[default]
-    Pay,
-    /// Pays after waiting about half of the payment window.
-    PaySlowly,
-    /// Opens the checkout, then presses Pay one second after the payment deadline.
-    PayLate,
-    /// Cancels on the checkout page.
-    Cancel,
-    /// Walks away: the hold lapses on its own.
-    WalkAway,
-}
-
-/// One fan's drawn behaviour.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
-pub struct Behaviour {
-    /// Hold style.
-    pub hold: HoldStyle,
-    /// Checkout choice.
-    pub checkout: Checkout,
-}
-
-/// Shares (0..=1) of each behaviour. Checkout shares are taken from the whole population in
-/// this order: pay slowly, pay late, then the target's `pay_share` and `cancel_share` from
-/// the rest; hold styles are drawn independently.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Mix {
-    /// Share who pay slowly (within the deadline).
-    pub pay_slowly: f64,
-    /// Share who press Pay after the payment deadline.
-    pub pay_late: f64,
-    /// Share who send their hold twice with one `Idempotency-Key`.
-    pub same_key_retry: f64,
-    /// Share who hold from several tabs at once.
-    pub tabs_share: f64,
-    /// Tabs per such fan.
-    pub tabs: usize,
-    /// Fans who find no free seat poll the map again for this many seconds (seats lapse and
-    /// are resold) before giving up.
-    pub sold_out_patience_secs: u64,
-}
-
-impl Mix {
-    /// Draws one fan's behaviour (`pay`/`cancel` shares from the target).
-    pub fn pick(&self, pay: f64, cancel: f64) -> Behaviour {
-        let mut rng = rand::thread_rng();
-        let r: f64 = rng.gen();
-        let checkout = if r < self.pay_slowly {
-            Checkout::PaySlowly
-        } else if r < self.pay_slowly + self.pay_late {
-            Checkout::PayLate
-        } else {
-            let rest = 1.0 - self.pay_slowly - self.pay_late;
-            let x = (r - self.pay_slowly - self.pay_late) / rest.max(1e-9);
-            if x < pay {
-                Checkout::Pay
-            } else if x < pay + cancel {
-                Checkout::Cancel
-            } else {
-                Checkout::WalkAway
-            }
-        };
-        let h: f64 = rng.gen();
-        let hold = if h < self.same_key_retry {
-            HoldStyle::SameKeyRetry
-        } else if h < self.same_key_retry + self.tabs_share && self.tabs > 1 {
-            HoldStyle::Tabs(self.tabs)
-        } else {
-            HoldStyle::Single
-        };
-        Behaviour { hold, checkout }
-    }
-}
 
 fn key() -> String {
     format!("{:032x}", rand::thread_rng().gen::<u128>())

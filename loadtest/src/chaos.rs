@@ -20,10 +20,9 @@
 //! `kill_admitter`, `failover_redis` (`kill`, default true: kill -9 the master; false: a
 //! `CLUSTER FAILOVER`), `restart_postgres`.
 
-pub mod seen;
-
-use crate::checks::Check;
-use crate::rush::cluster::Cluster;
+use crate::cluster::Cluster;
+use crate::model::Check;
+use crate::seen;
 use crate::stats::Stats;
 use crate::timeline::{self, CallSpan};
 use serde::Deserialize;
@@ -520,7 +519,7 @@ pub async fn probe(ctx: &Ctx) -> Probe {
                         .get(format!("{wr}/api/events/{ev}/position"))
                         .bearer_auth(&token);
                     if let Ok((s, body, _)) =
-                        crate::fan::call(&c, &stats, "probe_position", req).await
+                        crate::calls::call(&c, &stats, "probe_position", req).await
                     {
                         if s.is_success() {
                             changed = Some(match body["queue_number"].as_u64() {
@@ -538,13 +537,14 @@ pub async fn probe(ctx: &Ctx) -> Probe {
                     let req = c
                         .post(format!("{wr}/api/events/{ev}/admission"))
                         .bearer_auth(&token);
-                    if let Ok((s, body, _)) = crate::fan::call(&c, &stats, "probe_claim", req).await
+                    if let Ok((s, body, _)) =
+                        crate::calls::call(&c, &stats, "probe_claim", req).await
                     {
                         status = Some(s.as_u16());
                         if s.is_success() {
                             let other = body["admission_token"]
                                 .as_str()
-                                .and_then(crate::fan::jwt_claims)
+                                .and_then(crate::calls::jwt_claims)
                                 .and_then(|cl| cl["jti"].as_str().map(str::to_owned));
                             again = Some(other.as_deref() != Some(jti.as_str()));
                         }
@@ -587,6 +587,23 @@ fn dropped(c: &CallSpan) -> bool {
 
 /// A server error as the rush counts them: a transport error or a 5xx other than 503 +
 /// `Retry-After`.
+/// Server errors answered while a process was being killed with -9. A crash loses the requests
+/// it was serving (nginx cannot send a POST that reached it again; the fans retry): the rush's
+/// server-error check counts these apart and says how many. Stops and restarts drop nothing
+/// (their own check).
+pub fn crash_errors(report: &Report) -> u64 {
+    let spans = timeline::spans();
+    in_windows_by(
+        &spans,
+        &report.windows,
+        |w| w.what.starts_with("kill -9"),
+        server_error,
+    )
+    .values()
+    .map(|x| x.1)
+    .sum()
+}
+
 fn server_error(c: &CallSpan) -> bool {
     c.status == 0 || (c.status >= 500 && !(c.status == 503 && c.retry_later))
 }

@@ -1,20 +1,10 @@
 //! The invariant checks printed at the end of a rush, each PASS or FAIL. They compare what the
 //! fans saw with what the booking core's back office reports (HTTP only, never the database).
 
-use crate::fan::FanOutcome;
+pub use crate::model::Check;
+use crate::model::FanOutcome;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
-
-/// One named check and its verdict.
-#[derive(Debug, Clone)]
-pub struct Check {
-    /// Short name printed before PASS/FAIL.
-    pub name: &'static str,
-    /// Whether it held.
-    pub pass: bool,
-    /// The figures behind the verdict.
-    pub detail: String,
-}
 
 /// Largest number of admissions live at one instant, from the tokens' `[iat, exp)` intervals
 /// (Unix seconds). Sweep line over interval ends; an end at `t` is processed before a start at `t`.

@@ -3,6 +3,8 @@
 //! available seats or pool places (`picks`; retrying on 409 with the fresh map), then pay,
 //! cancel or walk away.
 
+use crate::calls::{call, jwt_claims, retry_after};
+use crate::model::{FanOutcome, SharedDoc, Target};
 use crate::stats::Stats;
 use rand::seq::SliceRandom;
 use rand::Rng;
@@ -10,39 +12,6 @@ use reqwest::{Client, StatusCode};
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Where the fans go and who they are.
-#[derive(Debug, Clone)]
-pub struct Target {
-    /// Waiting room base URL.
-    pub waiting_room: String,
-    /// Booking core base URL.
-    pub booking: String,
-    /// Event id at the waiting room; also the show id at the booking core.
-    pub event: String,
-    /// How often a fan polls the status document while waiting, milliseconds.
-    pub poll_ms: u64,
-    /// Share of fans who pay (0..=1); `cancel_share` cancel; the rest walk away.
-    pub pay_share: f64,
-    /// Share of fans who cancel on the checkout page.
-    pub cancel_share: f64,
-    /// Behaviour mix (hold styles, slow and late payers, patience when sold out).
-    pub mix: crate::behaviour::Mix,
-    /// Shares of fans holding by best available and in a pool (the rest pick seats).
-    pub picks: crate::picks::Shares,
-    /// The status document as one shared poller last fetched it (`rush --shared-status`), the
-    /// way a CDN answers every fan with one copy; `None`: each fan fetches its own.
-    pub shared_status: Option<tokio::sync::watch::Receiver<SharedDoc>>,
-}
-
-/// The last status document the shared poller fetched, and when it asked (ms since start).
-#[derive(Debug, Clone, Default)]
-pub struct SharedDoc {
-    /// When the poller sent the request, ms since the run started.
-    pub asked_ms: u64,
-    /// The document (`Null` before the first answer or after a failed fetch).
-    pub doc: Arc<Value>,
-}
 
 /// Fetches the status document every `every` and publishes it to the fans until `stop`.
 pub fn spawn_status_poller(
@@ -78,107 +47,6 @@ pub fn spawn_status_poller(
     (rx, task)
 }
 
-/// What one fan ended with.
-#[derive(Debug, Default, Clone)]
-pub struct FanOutcome {
-    /// The queue number the fan was given.
-    pub queue_number: Option<u64>,
-    /// Admission token's `iat` and `exp` (Unix seconds) when admitted.
-    pub admission: Option<(i64, i64)>,
-    /// Wall time (ms since the run started) when admission was granted.
-    pub admitted_at_ms: Option<u64>,
-    /// The hold id and its seats, if a hold succeeded.
-    pub hold: Option<(String, Vec<String>)>,
-    /// Whether the fan's hold ended PAID (confirmed by reading it back).
-    pub paid: bool,
-    /// Whether the fan cancelled and the hold was released.
-    pub cancelled: bool,
-    /// 409s met while holding.
-    pub conflicts: u32,
-    /// A description of why the journey stopped early, if it did.
-    pub gave_up: Option<String>,
-    /// The behaviour this fan was drawn.
-    pub behaviour: crate::behaviour::Behaviour,
-    /// Wall time (ms since the run started) when the join answered.
-    pub joined_at_ms: Option<u64>,
-    /// Joined after the sale opened (a late arrival).
-    pub late_arrival: bool,
-    /// The join answer carried no queue number: the fan really joined the pre-queue (a fan
-    /// meant to join early can arrive after opening on a loaded machine).
-    pub prequeued: bool,
-    /// When the fan saw its turn come (ms since start): after the last status document that
-    /// showed the cursor below its number, and before the first that showed it reached.
-    pub turn_window_ms: Option<(u64, u64)>,
-    /// Wall time (ms since start) when the fan read its hold back PAID.
-    pub paid_at_ms: Option<u64>,
-    /// A same-key retry was sent; and whether its answers named different holds.
-    pub idempotent_checked: bool,
-    /// Two answers to one `Idempotency-Key` disagreed.
-    pub idempotency_mismatch: bool,
-    /// Tabs that won a hold at once with one admission token (several-tab fans).
-    pub tabs_won: Option<usize>,
-}
-
-/// Times a fan waits in all for one call answered 503 + `Retry-After` before it takes the 503.
-const RETRY_LATER_FOR: Duration = Duration::from_secs(60);
-
-/// A timed HTTP call that records latency and status under `endpoint`. A 503 with
-/// `Retry-After` (the server's "come back later": a store failing over, a database restarting,
-/// a node draining) is waited out and sent again, as the fans' pages do, for up to a minute;
-/// each such answer is recorded apart from the server errors.
-pub async fn call(
-    client: &Client,
-    stats: &Stats,
-    endpoint: &'static str,
-    req: reqwest::RequestBuilder,
-) -> anyhow::Result<(StatusCode, Value, reqwest::header::HeaderMap)> {
-    let _ = client;
-    let give_up = Instant::now() + RETRY_LATER_FOR;
-    let mut req = req;
-    loop {
-        let again = req.try_clone();
-        let permit = permit(endpoint).await;
-        let t = Instant::now();
-        let res = req.send().await;
-        match res {
-            Ok(r) => {
-                let status = r.status();
-                let headers = r.headers().clone();
-                let bytes = r.bytes().await.unwrap_or_default();
-                let later = status == StatusCode::SERVICE_UNAVAILABLE
-                    && headers.contains_key(reqwest::header::RETRY_AFTER);
-                stats.record_answer(endpoint, t.elapsed(), Some(status.as_u16()), later);
-                drop(permit);
-                if let (true, Some(next)) = (later, again) {
-                    let pause = retry_after(&headers);
-                    if Instant::now() + pause < give_up {
-                        tokio::time::sleep(pause).await;
-                        req = next;
-                        continue;
-                    }
-                }
-                let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-                return Ok((status, json, headers));
-            }
-            Err(e) => {
-                let kind = crate::stats::transport_kind(&e);
-                stats.record_transport_error(endpoint, t.elapsed(), kind);
-                return Err(e.into());
-            }
-        }
-    }
-}
-
-/// Decodes a JWT's claims without verifying (the fan only reads `iat`/`exp` for the checks).
-pub fn jwt_claims(token: &str) -> Option<Value> {
-    use base64::Engine as _;
-    let payload = token.split('.').nth(1)?;
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(payload)
-        .ok()?;
-    serde_json::from_slice(&bytes).ok()
-}
-
 /// Runs one fan: join, wait, claim, hold, then pay/cancel/walk away.
 pub async fn run_fan(
     client: Client,
@@ -206,7 +74,7 @@ pub async fn run_fan(
             Ok((s, body, _)) if s.is_success() => {
                 token = body["join_token"].as_str().map(str::to_owned);
                 if let Some(t) = &token {
-                    crate::chaos::seen::join(t, body["queue_number"].as_u64());
+                    crate::seen::join(t, body["queue_number"].as_u64());
                 }
                 out.joined_at_ms = Some(started.elapsed().as_millis() as u64);
                 out.prequeued = body["queue_number"].is_null();
@@ -293,7 +161,7 @@ pub async fn run_fan(
             c["iat"].as_i64().unwrap_or(0),
             c["exp"].as_i64().unwrap_or(0),
         ));
-        crate::chaos::seen::admission(&token, &c);
+        crate::seen::admission(&token, &c);
     }
     book(&client, &target, &stats, &adm, &mut out).await;
     out
@@ -351,7 +219,7 @@ async fn wait_for_turn(
                 if s.is_success() {
                     number = body["queue_number"].as_u64();
                     if let Some(n) = number {
-                        crate::chaos::seen::number(token, n);
+                        crate::seen::number(token, n);
                     }
                 }
             }
@@ -409,59 +277,6 @@ async fn heartbeat_if_near(
     .await;
 }
 
-/// Seconds to wait from a 429/503 `Retry-After` header (default 1 s, at most 30 s).
-fn retry_after(headers: &reqwest::header::HeaderMap) -> Duration {
-    let secs = headers
-        .get(reqwest::header::RETRY_AFTER)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(1);
-    Duration::from_secs(secs.clamp(1, 30))
-}
-
-/// Picks `n` adjacent free seats in a random row that has them, from a seat-map answer.
-pub fn pick_seats(map: &Value, n: usize) -> Option<Vec<String>> {
-    let seats = map["seats"].as_array()?;
-    type Rows = std::collections::BTreeMap<(String, String), Vec<(u64, String, bool)>>;
-    let mut rows: Rows = Default::default();
-    for s in seats {
-        let key = (
-            s["section"].as_str()?.to_owned(),
-            s["row"]
-                .as_str()
-                .map(str::to_owned)
-                .unwrap_or_else(|| s["row"].to_string()),
-        );
-        let free = s["status"].as_str() == Some("free");
-        rows.entry(key).or_default().push((
-            s["number"].as_u64()?,
-            s["id"].as_str()?.to_owned(),
-            free,
-        ));
-    }
-    let mut blocks = Vec::new();
-    for row in rows.values_mut() {
-        row.sort();
-        for w in row.windows(n) {
-            if w.iter().all(|s| s.2) {
-                blocks.push(w.iter().map(|s| s.1.clone()).collect::<Vec<_>>());
-            }
-        }
-    }
-    // Fans crowd towards the front: pick among the first blocks more often (realistic conflicts).
-    let mut rng = rand::thread_rng();
-    let front = blocks.len().min(40);
-    if front == 0 {
-        return None;
-    }
-    let i = if rng.gen_bool(0.7) {
-        rng.gen_range(0..front)
-    } else {
-        rng.gen_range(0..blocks.len())
-    };
-    blocks.get(i).cloned()
-}
-
 async fn book(client: &Client, target: &Target, stats: &Stats, adm: &str, out: &mut FanOutcome) {
     let bc = &target.booking;
     let ev = &target.event;
@@ -490,7 +305,7 @@ async fn book(client: &Client, target: &Target, stats: &Stats, adm: &str, out: &
         // takes any single seat).
         let n = if attempt > 2 { 1 } else { want };
         let section = match kind {
-            crate::picks::Kind::Seats => crate::picks::section_to_open(&overview),
+            crate::model::Kind::Seats => crate::picks::section_to_open(&overview),
             _ => None,
         };
         let section_map = match section {
@@ -542,7 +357,7 @@ async fn book(client: &Client, target: &Target, stats: &Stats, adm: &str, out: &
                     .unwrap_or_else(|| pick.seats());
                 out.hold = Some((hold.clone(), held));
                 if waited {
-                    out.behaviour.checkout = crate::behaviour::Checkout::Pay;
+                    out.behaviour.checkout = crate::model::Checkout::Pay;
                 }
                 let deadline = body["payment_expires_at"].as_i64();
                 finish(client, target, stats, adm, &hold, deadline, out).await;
@@ -632,27 +447,4 @@ pub fn shuffled(n: usize) -> Vec<usize> {
     let mut v: Vec<usize> = (0..n).collect();
     v.shuffle(&mut rand::thread_rng());
     v
-}
-
-static LIMIT: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
-static CHECKOUT_LIMIT: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
-
-/// Caps HTTP calls in flight across all fans (set once, before the fans start): `n` for the
-/// queue and the hold, and a separate `n / 4` (at least 16) for the checkout steps, so fans
-/// paying for a hold never wait behind thousands of others still fighting for seats (each real
-/// fan has a browser of its own; only the load generator shares its sockets).
-pub fn set_concurrency(n: usize) {
-    let _ = LIMIT.set(tokio::sync::Semaphore::new(n.max(1)));
-    let _ = CHECKOUT_LIMIT.set(tokio::sync::Semaphore::new((n / 4).max(16)));
-}
-
-async fn permit(endpoint: &str) -> Option<tokio::sync::SemaphorePermit<'static>> {
-    let pool = match endpoint {
-        "pay" | "checkout" | "callback" | "hold_read" | "release" => &CHECKOUT_LIMIT,
-        _ => &LIMIT,
-    };
-    match pool.get() {
-        Some(s) => s.acquire().await.ok(),
-        None => None,
-    }
 }

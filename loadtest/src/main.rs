@@ -12,9 +12,13 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod behaviour;
 mod bench;
 mod calibrate;
+mod calls;
 mod chaos;
 mod checks;
+mod cluster;
 mod fan;
+mod model;
+mod seen;
 mod stats;
 mod stock;
 

@@ -3,8 +3,7 @@
 //! predict queue number: |τ| within four standard errors of 0), admissions stopped at the cap
 //! (sold out), one hold at a time across tabs, and one answer per idempotency key.
 
-use crate::checks::Check;
-use crate::fan::FanOutcome;
+use crate::model::{Check, FanOutcome};
 use crate::timeline::Sample;
 use rand::Rng;
 

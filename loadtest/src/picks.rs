@@ -4,44 +4,10 @@
 //! what is (seats, then a pool). Also the back office's pool figures for the checks: a pool
 //! booking has no seats; the checks count it here and leave it out of the seat bookings.
 
-use crate::fan::Target;
+use crate::model::{Kind, Target};
 use rand::Rng;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashSet};
-
-/// Shares (0..=1) of fans who hold by best available and in a pool; the rest pick seats.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Shares {
-    /// Share of fans who ask for the best N seats together in a section.
-    pub best_available: f64,
-    /// Share of fans who ask for N places in a general-admission pool.
-    pub pool: f64,
-}
-
-/// The way one fan asks for places.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// Picks adjacent seats from the seat map.
-    Seats,
-    /// `{"best_available":{…}}`.
-    Best,
-    /// `{"pool":…,"quantity":n}`.
-    Pool,
-}
-
-impl Shares {
-    /// Draws one fan's kind.
-    pub fn draw(&self) -> Kind {
-        let r: f64 = rand::thread_rng().gen();
-        if r < self.pool {
-            Kind::Pool
-        } else if r < self.pool + self.best_available {
-            Kind::Best
-        } else {
-            Kind::Seats
-        }
-    }
-}
 
 /// One hold request's ask.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,7 +83,7 @@ fn free_by_section(map: &Value) -> BTreeMap<String, usize> {
 fn seat_pick(map: &Value, n: usize) -> Option<Pick> {
     (1..=n)
         .rev()
-        .find_map(|k| crate::fan::pick_seats(map, k))
+        .find_map(|k| pick_seats(map, k))
         .map(Pick::Seats)
 }
 
@@ -346,6 +312,7 @@ pub async fn pool_office(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::Shares;
 
     fn map() -> Value {
         json!({"seats": [
@@ -390,4 +357,47 @@ mod tests {
         assert_eq!(all_pool.draw(), Kind::Pool);
         assert_eq!(Shares::default().draw(), Kind::Seats);
     }
+}
+
+/// Picks `n` adjacent free seats in a random row that has them, from a seat-map answer.
+pub fn pick_seats(map: &Value, n: usize) -> Option<Vec<String>> {
+    let seats = map["seats"].as_array()?;
+    type Rows = std::collections::BTreeMap<(String, String), Vec<(u64, String, bool)>>;
+    let mut rows: Rows = Default::default();
+    for s in seats {
+        let key = (
+            s["section"].as_str()?.to_owned(),
+            s["row"]
+                .as_str()
+                .map(str::to_owned)
+                .unwrap_or_else(|| s["row"].to_string()),
+        );
+        let free = s["status"].as_str() == Some("free");
+        rows.entry(key).or_default().push((
+            s["number"].as_u64()?,
+            s["id"].as_str()?.to_owned(),
+            free,
+        ));
+    }
+    let mut blocks = Vec::new();
+    for row in rows.values_mut() {
+        row.sort();
+        for w in row.windows(n) {
+            if w.iter().all(|s| s.2) {
+                blocks.push(w.iter().map(|s| s.1.clone()).collect::<Vec<_>>());
+            }
+        }
+    }
+    // Fans crowd towards the front: pick among the first blocks more often (realistic conflicts).
+    let mut rng = rand::thread_rng();
+    let front = blocks.len().min(40);
+    if front == 0 {
+        return None;
+    }
+    let i = if rng.gen_bool(0.7) {
+        rng.gen_range(0..front)
+    } else {
+        rng.gen_range(0..blocks.len())
+    };
+    blocks.get(i).cloned()
 }

@@ -2,8 +2,7 @@
 //! shares, late arrivals, hold and payment lifetimes, and the report folder; plus the checks and
 //! the report written after the fans finished.
 
-use crate::checks::Check;
-use crate::fan::FanOutcome;
+use crate::model::{Check, FanOutcome};
 use crate::timeline::{Sample, Timeline};
 use std::path::PathBuf;
 
@@ -63,8 +62,8 @@ pub struct RehearsalArgs {
 
 impl RehearsalArgs {
     /// The behaviour mix these flags describe.
-    pub fn mix(&self) -> crate::behaviour::Mix {
-        crate::behaviour::Mix {
+    pub fn mix(&self) -> crate::model::Mix {
+        crate::model::Mix {
             pay_slowly: self.pay_slowly_share,
             pay_late: self.pay_late_share,
             same_key_retry: self.same_key_share,

@@ -2,7 +2,7 @@
 //! `summary.md` (the same for people) and PNG plots over time (1-second buckets): queue length
 //! and cursor, admissions/s, holds/s and 409s/s, paid/s, p99 latency per endpoint.
 
-use crate::checks::Check;
+use crate::model::Check;
 use crate::timeline::Timeline;
 use sale_common::plots::{line_chart, per_second, Line};
 use serde_json::{json, Value};

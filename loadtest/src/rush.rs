@@ -2,7 +2,8 @@
 //! and pay, cancel or walk away; then every invariant check is printed PASS/FAIL.
 
 use crate::checks::{self, BackOffice};
-use crate::fan::{self, FanOutcome, Target};
+use crate::fan;
+use crate::model::{Check, FanOutcome, Target};
 use crate::stats::Stats;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::sync::Arc;
@@ -132,7 +133,6 @@ pub struct RushArgs {
     rehearsal: crate::rehearsal::RehearsalArgs,
 }
 
-pub mod cluster;
 mod profile;
 
 /// Fills the figures the command line left unset from `--profile`.
@@ -148,7 +148,7 @@ pub fn apply_profile(args: &mut RushArgs, m: &clap::ArgMatches) {
 /// token, the event's `max_active`, the gateway, and the seconds until the sale opens.
 struct Prepared {
     stack: Option<ticket_sale::stack::Stack>,
-    cluster: Option<std::sync::Arc<cluster::Cluster>>,
+    cluster: Option<std::sync::Arc<crate::cluster::Cluster>>,
     target: Target,
     admin_token: String,
     max_active: u64,
@@ -180,7 +180,7 @@ pub async fn run(args: RushArgs) -> anyhow::Result<bool> {
         .pool_max_idle_per_host(args.concurrency)
         .timeout(Duration::from_secs(30))
         .build()?;
-    fan::set_concurrency(args.concurrency);
+    crate::calls::set_concurrency(args.concurrency);
     let stats = Arc::new(Stats::default());
     crate::timeline::start(started);
     let mut target = target;
@@ -285,6 +285,7 @@ pub async fn run(args: RushArgs) -> anyhow::Result<bool> {
     print_figures(&fans, &stats, wall);
     let mut results = checks::run(&fans, max_active, &office, stats.totals());
     results.extend(money_checks(&client, &target, &admin_token, gateway.as_deref()).await?);
+    sold_out_told(&client, &target, &office.stats).await;
     let samples = sampler.finish().await;
     results.extend(crate::rehearsal::checks(&fans, &samples, &office.stats));
     if let Some(reads) = &stock_reads {
@@ -293,6 +294,7 @@ pub async fn run(args: RushArgs) -> anyhow::Result<bool> {
         results.push(crate::stock::check(&fans, reads, reaction_ms));
     }
     if let (Some(report), Some(c)) = (&chaos_report, &cluster) {
+        crash_apart(&mut results, &stats, crate::chaos::crash_errors(report));
         results.extend(crate::chaos::checks(report, &c.store));
     }
     let report_dir = args.rehearsal.report_dir();
@@ -318,6 +320,49 @@ pub async fn run(args: RushArgs) -> anyhow::Result<bool> {
     Ok(all)
 }
 
+/// With a chaos schedule: the server-error check counts the errors answered while a process was
+/// killed with -9 apart (a crash loses what it was serving), and says how many.
+fn crash_apart(results: &mut [Check], stats: &Stats, crash: u64) {
+    let t = stats.totals();
+    let Some(c) = results
+        .iter_mut()
+        .find(|c| c.name.starts_with("server errors below"))
+    else {
+        return;
+    };
+    let outside = t.server_errors.saturating_sub(crash);
+    c.pass = outside == 0 || (t.calls > 0 && (outside as f64) < 0.0001 * t.calls as f64);
+    c.detail = format!(
+        "{outside} of {} calls outside the kill -9 window ({crash} answered while a process was \
+         killed with -9: a crash loses what it was serving; the fans retried); {}",
+        t.calls, c.detail
+    );
+}
+
+/// When every seat is sold, waits (at most 30 s, the booking core's outbox retrying through
+/// restarts) until the waiting room says `sold_out`, so the sampler records it: the last seat
+/// may sell as the last fan leaves, and the notice is sent at least once, not at once.
+async fn sold_out_told(client: &reqwest::Client, target: &Target, stats: &serde_json::Value) {
+    let capacity = stats["capacity"].as_u64().unwrap_or(0);
+    if capacity == 0 || stats["sold"].as_u64().unwrap_or(0) < capacity {
+        return;
+    }
+    let url = format!("{}/status/{}.json", target.waiting_room, target.event);
+    let give_up = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < give_up {
+        let state = match client.get(&url).send().await {
+            Ok(r) => r.json::<serde_json::Value>().await.unwrap_or_default()["state"].clone(),
+            Err(_) => serde_json::Value::Null,
+        };
+        if state == "sold_out" {
+            // One more sample interval, so the sampler sees it too.
+            tokio::time::sleep(Duration::from_millis(1100)).await;
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
 /// Sets the gateway simulator's fault rates from the flags.
 async fn set_faults(args: &RushArgs, gateway: &str) -> anyhow::Result<()> {
     let faults = serde_json::json!({"fail_rate": args.fail_rate, "cancel_rate": args.cancel_rate,
@@ -340,7 +385,7 @@ async fn prepare(args: &RushArgs) -> anyhow::Result<Prepared> {
         pay_share: args.pay_share,
         cancel_share: args.cancel_share,
         mix: args.rehearsal.mix(),
-        picks: crate::picks::Shares {
+        picks: crate::model::Shares {
             best_available: args.best_available_share,
             pool: args.pool_share,
         },
@@ -349,22 +394,23 @@ async fn prepare(args: &RushArgs) -> anyhow::Result<Prepared> {
     let target = |wr: String, bc: String| target_of(wr, bc, args.event.clone());
     let default_opens_in = args.opens_in.unwrap_or(2 + args.fans as u64 / 1500);
     if let Some(dir) = &args.cluster {
-        let c = cluster::Cluster::load(dir)?;
+        let c = crate::cluster::Cluster::load(dir)?;
         let event = if args.event_given {
             args.event.clone()
         } else {
             c.shows.first().cloned().unwrap_or_else(|| c.event.clone())
         };
         let client = reqwest::Client::new();
-        let new = cluster::NewEvent {
+        let new = crate::cluster::NewEvent {
             opens_in: default_opens_in,
             admit_rate: args.admit_rate,
             max_active: args.max_active,
             admission_ttl: args.admission_ttl,
         };
-        let (max_active, opens_at) = cluster::prepare_event(&client, &c, &event, new).await?;
+        let (max_active, opens_at) =
+            crate::cluster::prepare_event(&client, &c, &event, new).await?;
         set_faults(args, &c.gateway).await?;
-        cluster::wait_for_status(&client, &c, &event).await?;
+        crate::cluster::wait_for_status(&client, &c, &event).await?;
         let now = time::OffsetDateTime::now_utc().unix_timestamp();
         let opens_in = (opens_at - now).max(0) as u64;
         println!(
@@ -537,7 +583,7 @@ async fn money_checks(
     t: &Target,
     token: &str,
     gateway: Option<&str>,
-) -> anyhow::Result<Vec<checks::Check>> {
+) -> anyhow::Result<Vec<Check>> {
     let get = |url: String, auth: bool| {
         let req = if auth {
             client.get(url).bearer_auth(token)

@@ -6,8 +6,7 @@
 //! (the closed loop's interval plus two admitter ticks and one poll): the waiting room let them
 //! in to an empty map. It must be none.
 
-use crate::checks::Check;
-use crate::fan::FanOutcome;
+use crate::model::{Check, FanOutcome};
 use std::time::{Duration, Instant};
 
 /// One read: ms since the run started, places free, places in live holds.

@@ -1,10 +1,11 @@
 // The console's wiring: sign in and out, the once-a-second refresh that feeds every panel, and
-// the change hook (after a knob or a transition: refresh the figures, then the audit trail).
+// the change hook (after a knob, a transition or a rule: refresh the figures, then the audit trail).
 import { $, api, session, text, use, who } from "./api.js";
 import * as figures from "./figures.js";
 import * as knobs from "./knobs.js";
 import * as actions from "./actions.js";
 import * as audit from "./audit.js";
+import * as rules from "./rules.js";
 import * as report from "./report.js";
 
 let timer = null;
@@ -34,13 +35,17 @@ function start() {
   text($("who"), "operator " + who().operator);
   text($("ev"), who().event);
   tick(); audit.refresh().catch(() => {}); report.refresh();
+  rules.refresh().catch((e) => text($("error"), e.message));
   timer = setInterval(tick, 1000);
+  // The shadow line grows during a sale: its panel is re-read every 5 seconds.
+  setInterval(() => rules.refresh().catch(() => {}), 5000);
 }
 
 applyI18n();
 knobs.init(afterChange);
 report.init();
 actions.init(afterChange, () => who().event);
+rules.init(afterChange);
 
 $("login").addEventListener("submit", async (ev) => {
   ev.preventDefault();

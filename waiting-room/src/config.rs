@@ -326,6 +326,22 @@ pub struct Config {
     /// answers 503 + `Retry-After` and hands out nothing.
     #[serde(default = "default_replication_timeout")]
     pub store_replication_timeout_ms: u64,
+    /// Proof-of-work failures from one client address (IPv6: its /64) within
+    /// `pow_failure_window_secs` after which its joins go to the shadow line (issue 15 item 2;
+    /// default 5, 0 = never). Counted per node, like the rate limits.
+    #[serde(default = "default_shadow_after")]
+    pub shadow_after_pow_failures: u32,
+    /// The window of those failures, **seconds** (default 600).
+    #[serde(default = "default_pow_failure_window")]
+    pub pow_failure_window_secs: u64,
+}
+
+fn default_shadow_after() -> u32 {
+    5
+}
+
+fn default_pow_failure_window() -> u64 {
+    600
 }
 
 impl Config {
@@ -398,6 +414,8 @@ impl Config {
             max_clock_skew_secs: default_skew(),
             store_min_replicas: None,
             store_replication_timeout_ms: default_replication_timeout(),
+            shadow_after_pow_failures: default_shadow_after(),
+            pow_failure_window_secs: default_pow_failure_window(),
         }
     }
 

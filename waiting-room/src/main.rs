@@ -125,6 +125,31 @@ enum Action {
     },
     /// Print live figures every second until interrupted.
     Watch,
+    /// Print the address rules (issue 15 item 2).
+    Rules,
+    /// Add an address rule: `add-rule 203.0.113.0/24 shadow --note "scalper farm"`.
+    AddRule {
+        /// IPv4 or IPv6 range (CIDR) or one address.
+        cidr: String,
+        /// block, bypass, challenge or shadow.
+        action: String,
+        /// challenge only: leading zero bits (1..=28, default 16).
+        #[arg(long)]
+        pow_bits: Option<u32>,
+        /// Why (kept with the rule).
+        #[arg(long)]
+        note: Option<String>,
+    },
+    /// Delete an address rule by id.
+    DeleteRule { id: String },
+    /// Print the shadow line (who, which rule, when).
+    Shadow {
+        /// First entries to show.
+        #[arg(long, default_value_t = 500)]
+        limit: usize,
+    },
+    /// Release a visitor from the shadow line to the back of the fans' line.
+    Release { visitor: String },
 }
 
 #[tokio::main]
@@ -312,6 +337,18 @@ async fn admin(base: &str, token: &str, operator: &str, action: Action) -> anyho
         Action::SoldOut => client.post(format!("{base}/sold-out")),
         Action::Audit { limit } => client.get(format!("{base}/audit?limit={limit}")),
         Action::Watch => anyhow::bail!("watch is handled separately"),
+        Action::Rules => client.get(format!("{base}/rules")),
+        Action::AddRule {
+            cidr,
+            action,
+            pow_bits,
+            note,
+        } => client.post(format!("{base}/rules")).json(
+            &serde_json::json!({"cidr": cidr, "action": action, "pow_bits": pow_bits, "note": note}),
+        ),
+        Action::DeleteRule { id } => client.delete(format!("{base}/rules/{id}")),
+        Action::Shadow { limit } => client.get(format!("{base}/shadow?limit={limit}")),
+        Action::Release { visitor } => client.post(format!("{base}/shadow/{visitor}/release")),
     };
     let resp = req
         .bearer_auth(token)

@@ -472,8 +472,9 @@ pub fn lock_key(event: &EventId) -> String {
     crate::store::redis::report_lock_key(event)
 }
 
-/// Where each event's booking-core figures are read: its closed loop's `load_urls` when set,
-/// else its `booking_url`.
+/// Where each configured event's booking-core figures are read: its closed loop's `load_urls`
+/// when set, else its `booking_url`; an event not in it (created through the admin API) is read
+/// at its own `booking_url`.
 pub type LoadUrls = HashMap<EventId, Vec<String>>;
 
 /// Samples every event every `every` until `stop`, on the one node holding each event's
@@ -518,8 +519,16 @@ pub async fn run(
             let Ok(Some(f)) = store.figures(&event, now_ms, silence_ms).await else {
                 continue;
             };
-            let booking = match (&token, urls.get(&event)) {
-                (Some(t), Some(list)) => {
+            // An event created through the admin API is read at its own booking URL.
+            let list: Vec<String> = urls
+                .get(&event)
+                .cloned()
+                .unwrap_or_else(|| vec![f.meta.booking_url.clone()])
+                .into_iter()
+                .filter(|u| !u.is_empty())
+                .collect();
+            let booking = match (&token, list.is_empty()) {
+                (Some(t), false) => {
                     let http = &http;
                     let docs = futures::future::join_all(list.iter().map(|u| async move {
                         (u.clone(), crate::closedloop::read(http, u, Some(t)).await)

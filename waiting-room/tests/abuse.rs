@@ -263,6 +263,8 @@ impl Counting {
     }
 }
 
+use waiting_room::lanes::{AddressRule, ShadowEntry};
+
 #[async_trait]
 impl QueueStore for Counting {
     async fn ping(&self) -> StoreResult<()> {
@@ -357,6 +359,27 @@ impl QueueStore for Counting {
     }
     async fn set_counter(&self, e: &EventId, v: u64) -> StoreResult<()> {
         self.hit().set_counter(e, v).await
+    }
+    async fn rules(&self, e: &EventId) -> StoreResult<Vec<AddressRule>> {
+        self.hit().rules(e).await
+    }
+    async fn put_rule(&self, e: &EventId, r: &AddressRule) -> StoreResult<()> {
+        self.hit().put_rule(e, r).await
+    }
+    async fn delete_rule(&self, e: &EventId, id: &str) -> StoreResult<Option<AddressRule>> {
+        self.hit().delete_rule(e, id).await
+    }
+    async fn shadow_join(&self, e: &EventId, s: &ShadowEntry) -> StoreResult<ShadowEntry> {
+        self.hit().shadow_join(e, s).await
+    }
+    async fn shadow_entry(&self, e: &EventId, v: &VisitorId) -> StoreResult<Option<ShadowEntry>> {
+        self.hit().shadow_entry(e, v).await
+    }
+    async fn shadow_list(&self, e: &EventId, l: usize) -> StoreResult<Vec<ShadowEntry>> {
+        self.hit().shadow_list(e, l).await
+    }
+    async fn shadow_remove(&self, e: &EventId, v: &VisitorId) -> StoreResult<Option<ShadowEntry>> {
+        self.hit().shadow_remove(e, v).await
     }
     async fn status_throttle(&self, e: &EventId, now: i64, ms: u64) -> StoreResult<bool> {
         self.hit().status_throttle(e, now, ms).await

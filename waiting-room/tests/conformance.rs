@@ -2,7 +2,8 @@
 //! generic async fn over `Arc<dyn QueueStore>`, run against the in-memory store, against a
 //! real `redis-server` started on a free port, and against a real Redis Cluster (3 masters +
 //! 3 replicas, one per test binary, each rule on its own event so its keys land in their own
-//! slot). `conformance/cluster.rs` adds a slot migration and a master failover mid-suite.
+//! slot). `conformance/lanes.rs` holds the quiet lane's rules (issue 15 item 2).
+//! `conformance/cluster.rs` adds a slot migration and a master failover mid-suite.
 
 use futures::future::join_all;
 use std::collections::HashSet;
@@ -21,10 +22,13 @@ mod capacity;
 mod cluster;
 #[path = "conformance/fairness.rs"]
 mod fairness;
+#[path = "conformance/lanes.rs"]
+mod lanes;
 #[path = "conformance/liveness.rs"]
 mod liveness;
 use capacity::*;
 use fairness::*;
+use lanes::*;
 use liveness::*;
 
 type Store = Arc<dyn QueueStore>;
@@ -464,4 +468,6 @@ conformance!(
     admission_order_equals_queue_order_after_opening,
     case_w10_slot_ends_after_exp_plus_skew,
     case_w10_lapsed_invitation_never_overshoots,
+    address_rules_are_stored_per_event,
+    the_shadow_line_has_its_own_numbers,
 );

@@ -32,6 +32,7 @@ async fn console_page_is_served_without_secrets() {
         "/console/actions.js",
         "/console/errors.js",
         "/console/audit.js",
+        "/console/rules.js",
     ] {
         let req = Request::get(path).body(Body::empty()).expect("req");
         let r = app.clone().oneshot(req).await.expect("call");
@@ -46,7 +47,7 @@ async fn console_page_is_served_without_secrets() {
         let body = axum::body::to_bytes(r.into_body(), 1 << 20)
             .await
             .expect("body");
-        page.push_str(&String::from_utf8(body.to_vec()).expect("utf8"));
+        page.push_str(std::str::from_utf8(&body).expect("utf8"));
     }
     for needle in [
         "/admin/events/",
@@ -54,6 +55,8 @@ async fn console_page_is_served_without_secrets() {
         "/audit?limit=",
         "sessionStorage",
         "pow_difficulty",
+        "/rules",
+        "/shadow",
     ] {
         assert!(page.contains(needle), "{needle}");
     }
@@ -88,7 +91,9 @@ async fn openapi_describes_every_route_the_router_serves() {
     for (path, ops) in paths {
         let uri = path
             .replace("{event}", "demo")
-            .replace("{file}", "demo.json");
+            .replace("{file}", "demo.json")
+            .replace("{rule}", "r00000000")
+            .replace("{visitor}", "00000000-0000-4000-8000-000000000000");
         for method in ops.as_object().expect("ops").keys() {
             let req = Request::builder()
                 .method(method.to_uppercase().as_str())

@@ -48,7 +48,11 @@ pub fn token_matches(given: &str, expected: &str) -> bool {
     !given.is_empty() && bool::from(a.ct_eq(&b))
 }
 
-async fn require_admin(State(st): State<AppState>, req: Request, next: Next) -> Response {
+pub(crate) async fn require_admin(
+    State(st): State<AppState>,
+    req: Request,
+    next: Next,
+) -> Response {
     let given = req
         .headers()
         .get(header::AUTHORIZATION)

@@ -8,13 +8,15 @@ use super::{parse_event, private_json, AppState};
 use crate::domain::{AdmissionTerms, ClaimOutcome, EventId, EventState, VisitorId};
 use crate::http::openapi::ProblemDoc;
 use crate::identity::IDENTITY_TOKEN_HEADER;
-use crate::ratelimit::{peer_ip, TrustedProxyKey};
+use crate::ratelimit::{client_ip, peer_ip, TrustedProxyKey};
+use crate::screen::Verdict;
 use crate::tokens::new_jti;
 use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use sale_common::Problem;
 use serde_json::json;
+use std::net::IpAddr;
 
 /// The verified identity of a join: set by a trusted upstream in `identity_header` (honoured
 /// only when the peer is a trusted proxy), else a signed `X-Identity-Token` (honoured from any
@@ -73,7 +75,7 @@ fn header_identity(st: &AppState, req: &Request) -> Result<Option<String>, Probl
     params(("event" = String, Path, description = "event id, [a-z0-9-]{1,40}")),
     responses(
         (status = 200, description = "visitor_id, join_token, queue_number (null while pre-queued), state", body = Object),
-        (status = 403, description = "proof of work required or invalid", body = ProblemDoc),
+        (status = 403, description = "proof of work required or invalid (pow-required), or the client's address range is blocked by the operator (address-blocked)", body = ProblemDoc),
         (status = 401, description = "missing, malformed, forged or expired token", body = ProblemDoc),
         (status = 404, description = "no such event", body = ProblemDoc),
         (status = 429, description = "rate-limited per client IP (Retry-After)", body = ProblemDoc),
@@ -88,13 +90,28 @@ pub async fn join(
 ) -> Result<Response, Problem> {
     let event = parse_event(&event)?;
     let by_token = st.join_identity(req.headers(), &event)?;
-    let visitor = match (by_token, upstream_identity(&st, &req)?) {
-        (_, Some(identity)) => st.0.join_keys.identity_visitor(&event, &identity),
-        (Some(v), None) => v,
-        (None, None) => {
-            check_pow(&st, &event, req.headers()).await?;
-            VisitorId::random()
+    if let Some(v) = &by_token {
+        if let Some(entry) = shadow_entry(&st, &event, v).await? {
+            return Ok(super::shadow::joined(&st, &event, v, &entry));
         }
+    }
+    let identity = upstream_identity(&st, &req)?;
+    let ip = client_addr(&st, &req);
+    let headers = req.into_parts().0.headers;
+    let visitor = match (by_token, identity) {
+        (_, Some(identity)) => {
+            if let Some(Verdict::Block(_)) = screen(&st, &event, ip).await? {
+                return Err(blocked());
+            }
+            st.0.join_keys.identity_visitor(&event, &identity)
+        }
+        (Some(v), None) => v,
+        (None, None) => match new_visitor(&st, &event, &headers, ip).await? {
+            NewVisitor::Fan(v) => v,
+            NewVisitor::Shadow(v, entry) => {
+                return Ok(super::shadow::joined(&st, &event, &v, &entry))
+            }
+        },
     };
     let now_ms = st.0.clock.now_ms();
     let rejoin = st.0.config.rejoin_grace_ms();
@@ -120,14 +137,111 @@ pub async fn join(
     ))
 }
 
-/// A new join (no join token) must carry a proof of work when the event's difficulty (from the
-/// published status document: no store call) is above 0.
+/// The client address, as the trusted-proxy rules find it (`X-Forwarded-For` believed only
+/// from `trusted_proxies`, case W03).
+fn client_addr(st: &AppState, req: &Request) -> Option<IpAddr> {
+    peer_ip(req.extensions()).map(|p| client_ip(p, req.headers(), &st.0.config.trusted_proxies))
+}
+
+/// The verdict of the event's address rules and this node's proof-of-work failure count for a
+/// new join (`None` when the client address is unknown).
+async fn screen(
+    st: &AppState,
+    event: &EventId,
+    ip: Option<IpAddr>,
+) -> Result<Option<Verdict>, Problem> {
+    let Some(ip) = ip else {
+        return Ok(None);
+    };
+    let now_ms = st.0.clock.now_ms();
+    let call = st.0.screen.rules(&*st.0.store, event, now_ms);
+    let rules = bounded(st.store_timeout(), call).await?;
+    Ok(Some(st.0.screen.verdict(event, &rules, ip, now_ms)))
+}
+
+fn blocked() -> Problem {
+    Problem::new(
+        StatusCode::FORBIDDEN,
+        "address-blocked",
+        "Joins from your network are not accepted for this event",
+    )
+    .detail("the organiser blocked this address range; contact the organiser if this is a mistake")
+}
+
+/// A shadowed visitor's entry (an id not minted for the shadow line costs no store call).
+pub(super) async fn shadow_entry(
+    st: &AppState,
+    event: &EventId,
+    visitor: &VisitorId,
+) -> Result<Option<crate::lanes::ShadowEntry>, Problem> {
+    if !st.0.screen.tag().is_shadow(visitor.as_str()) {
+        return Ok(None);
+    }
+    let call = st.0.store.shadow_entry(event, visitor);
+    bounded(st.store_timeout(), call).await
+}
+
+enum NewVisitor {
+    Fan(VisitorId),
+    Shadow(VisitorId, crate::lanes::ShadowEntry),
+}
+
+/// A join without a token or identity: the address rules, the proof of work (failures counted
+/// per address), then a fresh visitor id, in the fans' line or the shadow line.
+async fn new_visitor(
+    st: &AppState,
+    event: &EventId,
+    headers: &HeaderMap,
+    ip: Option<IpAddr>,
+) -> Result<NewVisitor, Problem> {
+    let verdict = screen(st, event, ip).await?.unwrap_or(Verdict::Normal);
+    let bits = st.0.status.pow_bits(event).unwrap_or(0);
+    let now_ms = st.0.clock.now_ms();
+    let checked = |bits| async move {
+        let r = check_pow(st, event, headers, bits).await;
+        if let (Err(_), Some(ip)) = (&r, ip) {
+            st.0.screen.pow_failed(ip, now_ms);
+        }
+        r
+    };
+    let shadow_reason = match verdict {
+        Verdict::Block(_) => return Err(blocked()),
+        Verdict::Bypass(_) => None,
+        Verdict::Normal => checked(bits).await.map(|_| None)?,
+        Verdict::Challenge(_, rule_bits) => checked(bits.max(rule_bits)).await.map(|_| None)?,
+        // Flagged by its own failures: its next join is quietly accepted into the shadow line.
+        Verdict::Shadow(reason) if reason == crate::lanes::POW_FAILURES => Some(reason),
+        Verdict::Shadow(reason) => checked(bits).await.map(|_| Some(reason))?,
+    };
+    let Some(reason) = shadow_reason else {
+        return Ok(NewVisitor::Fan(VisitorId::random()));
+    };
+    let visitor = VisitorId::from_verified(st.0.screen.tag().mint());
+    let entry = crate::lanes::ShadowEntry {
+        visitor: visitor.as_str().to_owned(),
+        shadow_number: 0,
+        behind: 0,
+        rule: reason.clone(),
+        address: ip.map_or_else(|| "unknown".to_owned(), |ip| ip.to_string()),
+        at_ms: now_ms,
+    };
+    let entry = bounded(st.store_timeout(), st.0.store.shadow_join(event, &entry)).await?;
+    crate::screen::shadow_joined(event, &reason);
+    Ok(NewVisitor::Shadow(visitor, entry))
+}
+
+/// A new join (no join token) must carry a proof of work of `bits` when above 0: the event's
+/// difficulty (from the published status document: no store call), or a `challenge` rule's.
 ///
 /// A challenge is spent once across every node: the node's own replay cache first (no store
 /// call), then one `SET NX PX` on `wr:{event}:pow:{mac}` for the challenge's remaining life
 /// (issue 11 item 6). A bad proof never reaches the store.
-async fn check_pow(st: &AppState, event: &EventId, headers: &HeaderMap) -> Result<(), Problem> {
-    let bits = st.0.status.pow_bits(event).unwrap_or(0);
+async fn check_pow(
+    st: &AppState,
+    event: &EventId,
+    headers: &HeaderMap,
+    bits: u32,
+) -> Result<(), Problem> {
     if bits == 0 {
         return Ok(());
     }
@@ -172,16 +286,31 @@ async fn check_pow(st: &AppState, event: &EventId, headers: &HeaderMap) -> Resul
 pub async fn pow_challenge(
     State(st): State<AppState>,
     Path(event): Path<String>,
+    req: Request,
 ) -> Result<Response, Problem> {
     let event = parse_event(&event)?;
     let doc =
         st.0.status
             .get(&event)
             .ok_or_else(|| Problem::not_found("no such event"))?;
+    // A `challenge` rule's address is asked for its harder proof (no rule hit counted here).
+    let mut difficulty = doc.pow_difficulty;
+    let ip = client_addr(&st, &req);
+    drop(req);
+    if let Some(ip) = ip {
+        let call = st.0.screen.rules(&*st.0.store, &event, st.0.clock.now_ms());
+        let rules = bounded(st.store_timeout(), call).await?;
+        if let Some(r) = crate::lanes::rule_for(&rules, ip)
+            .filter(|r| r.action == crate::lanes::RuleAction::Challenge)
+        {
+            let bits = r.pow_bits.unwrap_or(crate::screen::CHALLENGE_DEFAULT_BITS);
+            difficulty = difficulty.max(bits);
+        }
+    }
     let (challenge, expires_at) = st.0.pow.issue(&event, st.0.clock.now_secs());
     Ok(private_json(
         StatusCode::OK,
-        json!({"challenge": challenge, "difficulty": doc.pow_difficulty, "expires_at": expires_at}),
+        json!({"challenge": challenge, "difficulty": difficulty, "expires_at": expires_at}),
     ))
 }
 
@@ -224,6 +353,9 @@ pub async fn heartbeat(
 ) -> Result<Response, Problem> {
     let event = parse_event(&event)?;
     let visitor = require_identity(&st, &headers, &event)?;
+    if let Some(entry) = shadow_entry(&st, &event, &visitor).await? {
+        return Ok(super::shadow::heartbeat(&st, &event, &entry));
+    }
     let now_ms = st.0.clock.now_ms();
     let rejoin = st.0.config.rejoin_grace_ms();
     let call = st.0.store.heartbeat(&event, &visitor, now_ms, rejoin);
@@ -264,6 +396,9 @@ pub async fn position(
 ) -> Result<Response, Problem> {
     let event = parse_event(&event)?;
     let visitor = require_identity(&st, &headers, &event)?;
+    if let Some(entry) = shadow_entry(&st, &event, &visitor).await? {
+        return Ok(super::shadow::position(&st, &event, &visitor, &entry));
+    }
     let p = bounded(st.store_timeout(), st.0.store.position(&event, &visitor)).await?;
     Ok(private_json(
         StatusCode::OK,
@@ -304,6 +439,9 @@ pub async fn admission(
 ) -> Result<Response, Problem> {
     let event = parse_event(&event)?;
     let visitor = require_identity(&st, &headers, &event)?;
+    if let Some(entry) = shadow_entry(&st, &event, &visitor).await? {
+        return Err(super::shadow::claim(&st, &event, &entry));
+    }
     let limit = st.store_timeout();
     let meta = st.event_constants(&event).await?;
     let now_ms = st.0.clock.now_ms();
@@ -366,7 +504,7 @@ pub async fn admission(
     }
 }
 
-fn refused(state: EventState) -> Problem {
+pub(super) fn refused(state: EventState) -> Problem {
     let kind = match state {
         EventState::Paused => "event-paused",
         EventState::SoldOut => "event-sold_out",

@@ -8,9 +8,11 @@ pub mod draw;
 pub mod error;
 pub mod fan;
 pub mod internal;
+pub mod lanes;
 pub mod openapi;
 pub mod public;
 pub mod report;
+pub mod shadow;
 pub mod transitions;
 
 use crate::config::Config;
@@ -57,6 +59,8 @@ pub struct Inner {
     /// `Cache-Control` of the status document ([`crate::status::cache_control`]), built
     /// once.
     pub status_cache_control: HeaderValue,
+    /// The quiet lane's node state: rules cache, proof-of-work failures, shadow id tag.
+    pub screen: crate::screen::Screen,
     /// Verifier of signed identity tokens (`identity_token_key`), if configured.
     pub identity: Option<crate::identity::IdentityVerifier>,
     /// Per event: admission-token lifetime (s) and booking URL, read from the store once.
@@ -167,6 +171,11 @@ impl AppState {
             .map(|k| crate::identity::IdentityVerifier::new(k.expose().as_bytes()));
         let status_cache_control =
             HeaderValue::from_str(&crate::status::cache_control(config.status_max_age_secs))?;
+        let screen = crate::screen::Screen::new(
+            config_key.as_bytes(),
+            config.shadow_after_pow_failures,
+            config.pow_failure_window_secs,
+        );
         let state = Self(Arc::new(Inner {
             store,
             clock,
@@ -177,6 +186,7 @@ impl AppState {
             publisher,
             limits,
             pow: crate::pow::Pow::new(config_key.as_bytes()),
+            screen,
             status_cache_control,
             identity,
             constants: Default::default(),
@@ -379,6 +389,7 @@ pub fn router(state: AppState) -> Router {
             get(public::admission_policy),
         )
         .merge(admin::routes(state.clone()))
+        .merge(lanes::routes(state.clone()))
         .merge(internal::routes(state.clone()));
     let app = app.method_not_allowed_fallback(|| async {
         Problem::new(

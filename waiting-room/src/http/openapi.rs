@@ -4,7 +4,7 @@
 
 use crate::domain::AuditEntry;
 use crate::draw::Publication;
-use crate::http::{admin, draw, fan, internal, public, report, transitions};
+use crate::http::{admin, draw, fan, internal, lanes, public, report, transitions};
 use crate::rates::WaitEstimate;
 use crate::status::StatusDoc;
 use axum::Json;
@@ -65,12 +65,14 @@ impl Modify for Bearers {
         report::json, report::csv, report::png,
         transitions::pause, transitions::resume, transitions::open, transitions::close,
         transitions::sold_out,
+        lanes::list_rules, lanes::add_rule, lanes::delete_rule, lanes::shadow_line, lanes::release,
         internal::end_session, internal::sold_out, internal::reopen,
     ),
     components(schemas(
         StatusDoc, WaitEstimate, AuditEntry, ProblemDoc, Publication,
         crate::report::Report, crate::report::Minute, crate::report::Totals,
         admin::CreateEvent, admin::PatchEvent, internal::EndSession,
+        lanes::NewRule, crate::lanes::AddressRule,
     )),
     modifiers(&Bearers),
     tags(

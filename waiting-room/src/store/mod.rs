@@ -31,6 +31,7 @@ use crate::domain::{
     Figures, Heartbeat, JoinOutcome, Position, ReportSample, SessionEnd, SessionRef, VisitorId,
 };
 use crate::draw::Draw;
+use crate::lanes::{AddressRule, ShadowEntry};
 use async_trait::async_trait;
 
 /// Store failures. `NotFound` is a client error (404); `Unavailable` becomes 503 + Retry-After.
@@ -66,6 +67,9 @@ pub struct Advance {
 
 /// Most numbers one [`QueueStore::numbered`] call reads.
 pub const NUMBERED_CHUNK: u64 = 10_000;
+
+/// Most address rules per event (`put_rule` beyond it is refused by the admin API).
+pub const RULES_MAX: usize = 1_000;
 
 /// Most audit entries kept per event (older ones are dropped).
 pub const AUDIT_KEEP: usize = 10_000;
@@ -192,6 +196,32 @@ pub trait QueueStore: Send + Sync + std::fmt::Debug + 'static {
     async fn audit_append(&self, event: &EventId, entry: &AuditEntry) -> StoreResult<()>;
     /// The last `limit` audit entries of an event, oldest first.
     async fn audit(&self, event: &EventId, limit: usize) -> StoreResult<Vec<AuditEntry>>;
+    /// The event's address rules (issue 15 item 2), in no particular order. `NotFound` for an
+    /// unknown event.
+    async fn rules(&self, event: &EventId) -> StoreResult<Vec<AddressRule>>;
+    /// Stores a rule under its id (replacing one with the same id).
+    async fn put_rule(&self, event: &EventId, rule: &AddressRule) -> StoreResult<()>;
+    /// Deletes a rule; `Some(rule)` when it existed.
+    async fn delete_rule(&self, event: &EventId, id: &str) -> StoreResult<Option<AddressRule>>;
+    /// Puts `entry.visitor` in the shadow line in one atomic step unless it is there already
+    /// (then its stored entry is returned unchanged). The store fills `shadow_number` from the
+    /// shadow line's own counter (never the fans' counter, which does not move) and `behind`
+    /// from the fans numbered or pre-queued now; the caller's values of both are ignored.
+    async fn shadow_join(&self, event: &EventId, entry: &ShadowEntry) -> StoreResult<ShadowEntry>;
+    /// A visitor's shadow-line entry, `None` when it is not in the shadow line.
+    async fn shadow_entry(
+        &self,
+        event: &EventId,
+        visitor: &VisitorId,
+    ) -> StoreResult<Option<ShadowEntry>>;
+    /// The shadow line, oldest first, at most `limit` entries.
+    async fn shadow_list(&self, event: &EventId, limit: usize) -> StoreResult<Vec<ShadowEntry>>;
+    /// Takes a visitor out of the shadow line; `Some(entry)` when it was there.
+    async fn shadow_remove(
+        &self,
+        event: &EventId,
+        visitor: &VisitorId,
+    ) -> StoreResult<Option<ShadowEntry>>;
     /// Appends one sample to the event's sale report (keeps the last [`REPORT_KEEP`]).
     async fn report_append(&self, event: &EventId, sample: &ReportSample) -> StoreResult<()>;
     /// The event's report samples, oldest first. Errors: `NotFound` for an unknown event.

@@ -54,6 +54,11 @@ pub(super) struct Ev {
     pub report: VecDeque<crate::domain::ReportSample>,
     /// State generation (`Figures::state_gen`).
     pub gen: u64,
+    /// Address rules by id (issue 15 item 2).
+    pub rules: BTreeMap<String, crate::lanes::AddressRule>,
+    /// The shadow line: visitor → entry, and its own counter (never `counter`).
+    pub shadow: HashMap<String, crate::lanes::ShadowEntry>,
+    pub shadow_seq: u64,
 }
 
 /// Wall-clock time in epoch **ms** (the store's own clock, like Redis `TIME`).
@@ -93,6 +98,9 @@ impl Ev {
             max_active_seen: 0,
             skipped_total: 0,
             ended_total: 0,
+            rules: BTreeMap::new(),
+            shadow: HashMap::new(),
+            shadow_seq: 0,
             gen: wall_ms(),
             audit: VecDeque::new(),
             report: VecDeque::new(),

@@ -13,6 +13,7 @@ use crate::domain::{
     Figures, Heartbeat, JoinOutcome, Position, ReportSample, SessionEnd, SessionRef, VisitorId,
 };
 use crate::draw::Draw;
+use crate::lanes::{AddressRule, ShadowEntry};
 use async_trait::async_trait;
 use event::Ev;
 use std::collections::HashMap;
@@ -281,6 +282,61 @@ impl QueueStore for MemoryStore {
             let skip = e.audit.len().saturating_sub(limit);
             e.audit.iter().skip(skip).cloned().collect()
         })
+    }
+
+    async fn rules(&self, event: &EventId) -> StoreResult<Vec<AddressRule>> {
+        self.with_event(event, |e| e.rules.values().cloned().collect())
+    }
+
+    async fn put_rule(&self, event: &EventId, rule: &AddressRule) -> StoreResult<()> {
+        self.with_event(event, |e| {
+            e.rules.insert(rule.id.clone(), rule.clone());
+        })
+    }
+
+    async fn delete_rule(&self, event: &EventId, id: &str) -> StoreResult<Option<AddressRule>> {
+        self.with_event(event, |e| e.rules.remove(id))
+    }
+
+    async fn shadow_join(&self, event: &EventId, entry: &ShadowEntry) -> StoreResult<ShadowEntry> {
+        self.with_event(event, |e| {
+            if let Some(old) = e.shadow.get(&entry.visitor) {
+                return old.clone();
+            }
+            e.shadow_seq += 1;
+            let new = ShadowEntry {
+                shadow_number: e.shadow_seq,
+                behind: e.counter + e.pre.len() as u64,
+                ..entry.clone()
+            };
+            e.shadow.insert(new.visitor.clone(), new.clone());
+            new
+        })
+    }
+
+    async fn shadow_entry(
+        &self,
+        event: &EventId,
+        visitor: &VisitorId,
+    ) -> StoreResult<Option<ShadowEntry>> {
+        self.with_event(event, |e| e.shadow.get(visitor.as_str()).cloned())
+    }
+
+    async fn shadow_list(&self, event: &EventId, limit: usize) -> StoreResult<Vec<ShadowEntry>> {
+        self.with_event(event, |e| {
+            let mut all: Vec<ShadowEntry> = e.shadow.values().cloned().collect();
+            all.sort_by_key(|s| s.shadow_number);
+            all.truncate(limit);
+            all
+        })
+    }
+
+    async fn shadow_remove(
+        &self,
+        event: &EventId,
+        visitor: &VisitorId,
+    ) -> StoreResult<Option<ShadowEntry>> {
+        self.with_event(event, |e| e.shadow.remove(visitor.as_str()))
     }
 
     async fn report_append(&self, event: &EventId, sample: &ReportSample) -> StoreResult<()> {

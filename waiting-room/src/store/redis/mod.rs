@@ -17,8 +17,10 @@
 //! visitor → `"jti iat exp"`; `jti` hash jti → visitor; `live` sorted set member → expiry (epoch
 //! s; members are visitors or `inv:{number}` invitations); `hb` sorted set of fans in the ready
 //! window → last sign of life (epoch ms); `gone` hash skipped visitor → skipped-at ms (or `r`
-//! once back); `back` list of returning fans; `audit` list of JSON entries; `report` list of JSON sale-report
-//! samples; `admitter` owner-token
+//! once back); `back` list of returning fans; `audit` list of JSON entries; `report` list of JSON
+//! sale-report samples; `rules` hash rule id → JSON and `shadow` hash visitor → shadow entry (the
+//! quiet lane, `lanes.rs`; `meta` field `shadow_seq` is the shadow line's own counter);
+//! `admitter` owner-token
 //! lock; `status:throttle` and `status:latch`. Plus the registry set `wr:events` (its own slot:
 //! listing events reads one key, no `SCAN` over every master).
 //!
@@ -30,6 +32,7 @@
 mod conn;
 mod draw;
 mod durable;
+mod lanes;
 mod latch;
 mod numbers;
 mod parse;
@@ -49,6 +52,7 @@ use crate::domain::{
     Figures, Heartbeat, JoinOutcome, Position, ReportSample, SessionEnd, SessionRef, VisitorId,
 };
 use crate::draw::{Draw, DrawSeed};
+use crate::lanes::{AddressRule, ShadowEntry};
 use async_trait::async_trait;
 use redis::AsyncCommands;
 use std::collections::HashMap;
@@ -74,6 +78,8 @@ struct Scripts {
     position: Lua,
     figures: Lua,
     draw: Lua,
+    rules: Lua,
+    shadow: Lua,
 }
 
 /// Helpers shared by several scripts (prepended).
@@ -201,6 +207,8 @@ impl RedisStore {
             position: read_only(include_str!("position.lua")),
             figures: read_only(include_str!("figures.lua")),
             draw: moving(include_str!("draw.lua")),
+            rules: Lua::new(include_str!("rules.lua").to_owned()),
+            shadow: Lua::new(include_str!("shadow.lua").to_owned()),
         };
         Ok(Self {
             conn,
@@ -481,6 +489,42 @@ impl QueueStore for RedisStore {
         self.read_audit(event, limit).await
     }
 
+    async fn rules(&self, event: &EventId) -> StoreResult<Vec<AddressRule>> {
+        self.read_rules(event).await
+    }
+
+    async fn put_rule(&self, event: &EventId, rule: &AddressRule) -> StoreResult<()> {
+        self.write_rule(event, rule).await
+    }
+
+    async fn delete_rule(&self, event: &EventId, id: &str) -> StoreResult<Option<AddressRule>> {
+        self.remove_rule(event, id).await
+    }
+
+    async fn shadow_join(&self, event: &EventId, entry: &ShadowEntry) -> StoreResult<ShadowEntry> {
+        self.join_shadow(event, entry).await
+    }
+
+    async fn shadow_entry(
+        &self,
+        event: &EventId,
+        visitor: &VisitorId,
+    ) -> StoreResult<Option<ShadowEntry>> {
+        self.read_shadow(event, visitor).await
+    }
+
+    async fn shadow_list(&self, event: &EventId, limit: usize) -> StoreResult<Vec<ShadowEntry>> {
+        self.list_shadow(event, limit).await
+    }
+
+    async fn shadow_remove(
+        &self,
+        event: &EventId,
+        visitor: &VisitorId,
+    ) -> StoreResult<Option<ShadowEntry>> {
+        self.remove_shadow(event, visitor).await
+    }
+
     async fn report_append(&self, event: &EventId, sample: &ReportSample) -> StoreResult<()> {
         self.append_report(event, sample).await
     }
@@ -549,7 +593,7 @@ pub fn admitter_lock_key(event: &EventId) -> String {
     key(event, "admitter")
 }
 
-/// The owner-token lock of an event's report sampler (`crate::report::run`).
+/// The owner-token lock of an event's report sampler (the `report` module's runner).
 pub fn report_lock_key(event: &EventId) -> String {
     key(event, "report-lock")
 }
