@@ -28,12 +28,12 @@ fn metric(text: &str, name: &str, label: &str) -> u64 {
 
 /// One fan who holds a seat and then pays (`"pay"`), cancels at the gateway and releases
 /// (`"cancel"`), or walks away from the hold (`"leave"`).
-async fn book(c: &reqwest::Client, bc: &str, admission: &str, how: &str, n: usize) {
+async fn book(c: &reqwest::Client, bc: &str, admission: &str, how: &str, n: usize, seats: u32) {
     let h: Value = c
         .post(format!("{bc}/api/shows/report/holds"))
         .bearer_auth(admission)
         .header("Idempotency-Key", format!("report-fan-{n}"))
-        .json(&serde_json::json!({"best_available": {"section": "A", "quantity": 1}}))
+        .json(&serde_json::json!({"best_available": {"section": "A", "quantity": seats}}))
         .send()
         .await
         .expect("hold")
@@ -105,7 +105,8 @@ async fn the_report_matches_the_prometheus_counters_as_json_csv_and_png() {
         .build()
         .expect("client");
 
-    // 12 fans join and are let in; 8 of them hold a seat: 4 pay, 2 cancel, 2 walk away.
+    // 12 fans join and are let in; 8 of them hold seats: 4 pay (the first for two seats: 4
+    // bookings, 5 seats sold), 2 cancel, 2 walk away.
     let mut joins = Vec::new();
     for _ in 0..12 {
         joins.push(join(&c, &wr, "report").await);
@@ -126,7 +127,7 @@ async fn the_report_matches_the_prometheus_counters_as_json_csv_and_png() {
         "pay", "pay", "pay", "pay", "cancel", "cancel", "leave", "leave",
     ];
     for (n, (adm, how)) in admissions.iter().zip(ways).enumerate() {
-        book(&c, &bc, adm, how, n).await;
+        book(&c, &bc, adm, how, n, if n == 0 { 2 } else { 1 }).await;
     }
     // No fan call from here on. A sample taken after this instant saw everything.
     let quiet_ms = std::time::SystemTime::now()
@@ -218,6 +219,7 @@ async fn the_report_matches_the_prometheus_counters_as_json_csv_and_png() {
         t["bookings"],
         metric(&bc_metrics, "bc_bookings_total", "show=\"report\"")
     );
+    assert_eq!(t["places_sold"], 5, "{t}");
     assert_eq!(t["conversion"], 0.333, "4 bookings of 12 admissions");
     assert!(t["time_in_queue_p50_secs"].is_number(), "{t}");
 
@@ -228,6 +230,7 @@ async fn the_report_matches_the_prometheus_counters_as_json_csv_and_png() {
         ("admitted", "admitted"),
         ("holds", "holds"),
         ("bookings", "bookings"),
+        ("places_sold", "places_sold"),
         ("requests", "requests"),
         ("sessions_ended", "sessions_ended"),
     ] {
@@ -249,10 +252,9 @@ async fn the_report_matches_the_prometheus_counters_as_json_csv_and_png() {
     let csv = r.text().await.expect("csv text");
     let rows: Vec<&str> = csv.split("\r\n").filter(|l| !l.is_empty()).collect();
     assert!(rows[0].starts_with("minute_utc,minute_ms,state,queue_length"));
-    assert!(rows
-        .iter()
-        .any(|l| *l == format!("total,admitted,{}", t["admitted"])));
-    assert!(rows.iter().any(|l| *l == "total,bookings,4"), "{csv}");
+    let admitted = format!("total,admitted,{}", t["admitted"]);
+    assert!(rows.contains(&admitted.as_str()), "{csv}");
+    assert!(rows.contains(&"total,bookings,4"), "{csv}");
     let minute_rows = rows.iter().filter(|l| !l.starts_with("total,")).count() - 1;
     assert!(minute_rows >= minutes.len(), "{csv}");
 

@@ -46,4 +46,8 @@ pub struct ShowStock {
     pub held: i64,
     /// Sold.
     pub sold: i64,
+    /// Bookings (paid holds) of the show: one per payment, whatever its seats, places or
+    /// interval (a field added later: 0 from a booking core that does not send it).
+    #[serde(default)]
+    pub bookings: i64,
 }

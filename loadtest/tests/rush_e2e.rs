@@ -96,7 +96,8 @@ fn rush_on_postgres_with_gateway_faults_passes_every_check() {
     assert!(out.contains("PASS emails sent = bookings"), "{out}");
 }
 
-/// The stock rule (issue "closed loop and report"): on a 60-seat show with 80 fans let in at
+/// The stock rule (issue "closed loop and report"): on a small show (`--seats 6`: the launcher's
+/// smallest venue, 100 seats) with 80 fans let in at
 /// 5/s, 20 s holds and half the fans walking away from theirs, a control run without the rule lets fans in while
 /// every seat left sits in a live hold (the check fails), and the run with the rule lets
 /// nobody in then (the check passes, and says it saw such windows).

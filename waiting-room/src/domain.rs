@@ -398,6 +398,9 @@ pub struct BookingSample {
     pub server_errors: u64,
     /// Seats and places of the show sold at the read (cumulative).
     pub sold: i64,
+    /// Bookings (paid holds) of the show at the read, whatever their size (cumulative).
+    #[serde(default)]
+    pub bookings: i64,
     /// In live holds at the read.
     pub held: i64,
     /// Free at the read.

@@ -74,6 +74,16 @@ impl Cidr {
                 .filter(|b| *b <= max)
                 .ok_or_else(|| format!("{s:?}: prefix length must be 0..={max}"))?,
         };
+        // An IPv4-mapped IPv6 range (`::ffff:192.0.2.0/120`) is its IPv4 range: clients are
+        // matched by their IPv4 address (newcomer review: such a rule was accepted and never
+        // matched).
+        let (net, bits) = match net {
+            IpAddr::V6(v6) if bits >= 96 => match v6.to_ipv4_mapped() {
+                Some(v4) => (IpAddr::V4(v4), bits - 96),
+                None => (net, bits),
+            },
+            _ => (net, bits),
+        };
         let c = Self { net, bits };
         if c.masked(net) != net {
             return Err(format!("{s:?}: host bits set (did you mean {c}?)"));
@@ -255,6 +265,16 @@ mod tests {
             .contains(ip("1.2.3.4")));
         assert_eq!(Cidr::parse("::/0").expect("all v6").to_string(), "::/0");
         assert_eq!(Cidr::parse("192.0.2.1").expect("host").bits(), 32);
+        // An IPv4-mapped range is its IPv4 range and matches IPv4 clients.
+        let mapped = Cidr::parse("::ffff:127.0.0.5").expect("mapped");
+        assert_eq!(mapped.to_string(), "127.0.0.5/32");
+        assert!(mapped.contains(ip("127.0.0.5")));
+        assert_eq!(
+            Cidr::parse("::ffff:192.0.2.0/120")
+                .expect("mapped /120")
+                .to_string(),
+            "192.0.2.0/24"
+        );
         for bad in [
             "10.0.0.1/8",
             "10.0.0.0/33",

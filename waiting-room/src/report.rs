@@ -88,7 +88,7 @@ impl BookingReads {
             o.server_errors += since(doc.server_errors, prev.map(|p| p.server_errors));
             // Every node reads the same database: the last answer's stock is the show's.
             if let Some(s) = doc.shows.iter().find(|s| s.show == show) {
-                (o.sold, o.held, o.free) = (s.sold, s.held, s.free);
+                (o.sold, o.held, o.free, o.bookings) = (s.sold, s.held, s.free, s.bookings);
             }
             self.last.insert(url, doc);
         }
@@ -125,8 +125,10 @@ pub struct Minute {
     /// The worst p99 of one sampling interval (`report_sample_secs`) in the minute, ms: a few
     /// slow seconds that the minute's p99 averages away (what the closed loop reacts to).
     pub hold_p99_worst_ms: Option<u64>,
-    /// Seats and places sold in the minute.
+    /// Bookings (paid holds, whatever their size) made in the minute.
     pub bookings: i64,
+    /// Seats and places sold in the minute.
+    pub places_sold: i64,
     /// Fan calls the booking core answered in the minute.
     pub requests: u64,
     /// Of them, 5xx.
@@ -153,9 +155,13 @@ pub struct Totals {
     pub time_in_queue_p90_secs: Option<f64>,
     /// Hold requests the booking core answered while sampled.
     pub holds: u64,
-    /// Seats and places of the show sold.
+    /// Bookings of the show (paid holds, whatever their size; = `bc_bookings_total{show}`
+    /// when none was cancelled).
     pub bookings: i64,
-    /// bookings ÷ admitted; `None` before any admission.
+    /// Seats and places of the show sold.
+    pub places_sold: i64,
+    /// bookings ÷ admitted (at most 1 when each admission books once); `None` before any
+    /// admission.
     pub conversion: Option<f64>,
     /// Fan calls the booking core answered while sampled.
     pub requests: u64,
@@ -242,15 +248,17 @@ pub fn build(event: &EventId, samples: &[ReportSample], now_ms: i64) -> Report {
         }
         mono.push(s);
     }
-    let mut minutes: BTreeMap<i64, (Minute, Vec<u64>, Vec<Option<u64>>)> = BTreeMap::new();
+    // Per minute start: the row, and its merged hold buckets (counts, bounds).
+    type Buckets = (Vec<u64>, Vec<Option<u64>>);
+    let mut minutes: BTreeMap<i64, (Minute, Buckets)> = BTreeMap::new();
     let mut totals = Totals::default();
     let mut prev: Option<&ReportSample> = None;
-    let mut last_sold = 0i64;
+    let (mut last_sold, mut last_bookings) = (0i64, 0i64);
     for s in samples {
         let since =
             |now: u64, then: fn(&ReportSample) -> u64| now.saturating_sub(prev.map_or(0, then));
         let minute_ms = s.at_ms.div_euclid(60_000) * 60_000;
-        let (m, counts, bounds) = minutes.entry(minute_ms).or_default();
+        let (m, (counts, bounds)) = minutes.entry(minute_ms).or_default();
         m.minute_ms = minute_ms;
         m.state = s.state.as_str().to_owned();
         m.queue_length = s.last_number.saturating_sub(s.cursor);
@@ -283,15 +291,16 @@ pub fn build(event: &EventId, samples: &[ReportSample], now_ms: i64) -> Report {
             m.server_errors += b.server_errors;
             totals.requests += b.requests;
             totals.server_errors += b.server_errors;
-            m.bookings += (b.sold - last_sold).max(0);
-            last_sold = b.sold;
-            totals.bookings = b.sold;
+            m.places_sold += (b.sold - last_sold).max(0);
+            m.bookings += (b.bookings - last_bookings).max(0);
+            (last_sold, last_bookings) = (b.sold, b.bookings);
+            (totals.places_sold, totals.bookings) = (b.sold, b.bookings);
         }
         prev = Some(s);
     }
     let minutes: Vec<Minute> = minutes
         .into_values()
-        .map(|(mut m, counts, bounds)| {
+        .map(|(mut m, (counts, bounds))| {
             m.hold_p99_ms = p99_bound(&bounds, &counts);
             m.target = (m.target * 1000.0).round() / 1000.0;
             m
@@ -329,12 +338,13 @@ pub fn build(event: &EventId, samples: &[ReportSample], now_ms: i64) -> Report {
 pub fn csv(r: &Report) -> String {
     let mut out = String::from(
         "minute_utc,minute_ms,state,queue_length,prequeued,admitted,target,admit_rate,abandoned,\
-         sessions_ended,holds,hold_p99_ms,hold_p99_worst_ms,bookings,requests,server_errors\r\n",
+         sessions_ended,holds,hold_p99_ms,hold_p99_worst_ms,bookings,places_sold,requests,\
+         server_errors\r\n",
     );
     for m in &r.minutes {
         let utc = chrono_free_utc(m.minute_ms);
         out.push_str(&format!(
-            "{utc},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\r\n",
+            "{utc},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\r\n",
             m.minute_ms,
             m.state,
             m.queue_length,
@@ -350,6 +360,7 @@ pub fn csv(r: &Report) -> String {
                 .map(|v| v.to_string())
                 .unwrap_or_default(),
             m.bookings,
+            m.places_sold,
             m.requests,
             m.server_errors
         ));
@@ -366,6 +377,7 @@ pub fn csv(r: &Report) -> String {
         ("time_in_queue_p90_secs", opt(t.time_in_queue_p90_secs)),
         ("holds", t.holds.to_string()),
         ("bookings", t.bookings.to_string()),
+        ("places_sold", t.places_sold.to_string()),
         ("conversion", opt(t.conversion)),
         ("requests", t.requests.to_string()),
         ("server_errors", t.server_errors.to_string()),
@@ -618,6 +630,7 @@ mod tests {
                 free: 1,
                 held: 0,
                 sold,
+                bookings: sold,
             }],
         }
     }
@@ -662,7 +675,7 @@ mod tests {
         let r = build(&EventId::parse("e").unwrap(), &samples, 0);
         let text = csv(&r);
         let lines: Vec<&str> = text.split("\r\n").filter(|l| !l.is_empty()).collect();
-        assert_eq!(lines.len(), 1 + 2 + 12);
+        assert_eq!(lines.len(), 1 + 2 + 13);
         assert!(lines[1].starts_with("2027-01-15T08:00Z,"), "{}", lines[1]);
         assert!(text.contains("total,admitted,11\r\n"));
     }

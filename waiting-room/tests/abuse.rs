@@ -363,8 +363,13 @@ impl QueueStore for Counting {
     async fn rules(&self, e: &EventId) -> StoreResult<Vec<AddressRule>> {
         self.hit().rules(e).await
     }
-    async fn put_rule(&self, e: &EventId, r: &AddressRule) -> StoreResult<()> {
-        self.hit().put_rule(e, r).await
+    async fn put_rule(
+        &self,
+        e: &EventId,
+        r: &AddressRule,
+        max: usize,
+    ) -> StoreResult<waiting_room::store::RuleAdded> {
+        self.hit().put_rule(e, r, max).await
     }
     async fn delete_rule(&self, e: &EventId, id: &str) -> StoreResult<Option<AddressRule>> {
         self.hit().delete_rule(e, id).await

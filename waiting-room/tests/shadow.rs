@@ -591,3 +591,56 @@ async fn bad_rule_input_is_a_4xx_problem_and_rules_are_listed_and_deleted() {
         .collect();
     assert_eq!(actions, ["add_rule", "delete_rule"]);
 }
+
+/// Two operators at once (found by the newcomer review on Redis): 20 concurrent adds of one
+/// range store exactly one rule (the rest `409 rule-exists`), and 20 concurrent releases of one
+/// shadowed visitor answer exactly one 200 with one audit entry (the rest `404`), the visitor
+/// holding one place in the fans' line.
+async fn one_winner_among_concurrent_operators(r: &Room) {
+    let adds = futures::future::join_all((0..20).map(|_| {
+        r.admin(
+            "POST",
+            "/rules",
+            Some(json!({"cidr": "198.51.100.0/24", "action": "shadow"})),
+        )
+    }))
+    .await;
+    let created = adds.iter().filter(|a| a.0 == 201).count();
+    let exists = adds
+        .iter()
+        .filter(|a| a.0 == 409 && a.2["type"] == "/problems/rule-exists")
+        .count();
+    assert_eq!((created, exists), (1, 19), "{adds:?}");
+    let (_, _, list) = r.admin("GET", "/rules", None).await;
+    assert_eq!(list.as_array().map(Vec::len), Some(1), "{list}");
+
+    let joined = r.join("198.51.100.7", Some(EVENT_BITS)).await;
+    let visitor = joined.2["visitor_id"].as_str().expect("visitor").to_owned();
+    let (_, _, shadow) = r.admin("GET", "/shadow", None).await;
+    assert!(shadow.to_string().contains(&visitor), "shadowed: {shadow}");
+    let path = format!("/shadow/{visitor}/release");
+    let releases = futures::future::join_all((0..20).map(|_| r.admin("POST", &path, None))).await;
+    let ok: Vec<&Answer> = releases.iter().filter(|a| a.0 == 200).collect();
+    let gone = releases.iter().filter(|a| a.0 == 404).count();
+    assert_eq!((ok.len(), gone), (1, 19), "{releases:?}");
+    let (_, _, audit) = r.admin("GET", "/audit", None).await;
+    let released = audit
+        .as_array()
+        .expect("audit")
+        .iter()
+        .filter(|e| e["action"] == "release_shadow")
+        .count();
+    assert_eq!(released, 1, "{audit}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_winner_among_concurrent_operators_on_memory_and_redis() {
+    let memory = room(Arc::new(MemoryStore::new()), "ops-mem").await;
+    one_winner_among_concurrent_operators(&memory).await;
+    let server = sale_common::testsupport::RedisServer::start();
+    let store = RedisStore::connect(&server.url(), std::time::Duration::from_secs(2))
+        .await
+        .expect("redis");
+    let redis = room(Arc::new(store), "ops-redis").await;
+    one_winner_among_concurrent_operators(&redis).await;
+}

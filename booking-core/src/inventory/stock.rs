@@ -23,11 +23,18 @@ pub async fn seat_counts(db: &Db, show: &str, now_ms: i64) -> sqlx::Result<(i64,
 /// and sold.
 pub async fn of_show(db: &Db, show: &str, now_ms: i64) -> sqlx::Result<ShowStock> {
     let (capacity, sold, held) = seat_counts(db, show, now_ms).await?;
+    let bookings: i64 = sqlx::query_scalar(
+        "SELECT CAST(COUNT(*) AS BIGINT) FROM holds WHERE show_id = $1 AND status = 'PAID'",
+    )
+    .bind(show)
+    .fetch_one(db)
+    .await?;
     let mut stock = ShowStock {
         show: show.to_owned(),
         free: capacity - sold - held,
         held,
         sold,
+        bookings,
     };
     for pool in super::pools::availability(db, show, now_ms).await? {
         stock.free += pool["available"].as_i64().unwrap_or(0);

@@ -9,6 +9,7 @@ use super::{parse_event, private_json, AppState};
 use crate::domain::{EventId, VisitorId};
 use crate::http::openapi::ProblemDoc;
 use crate::lanes::{AddressRule, Cidr, RuleAction, ShadowEntry};
+use crate::store::RuleAdded;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -128,6 +129,7 @@ async fn list_rules(
     responses(
         (status = 201, description = "the rule", body = AddressRule),
         (status = 422, description = "invalid-cidr, invalid-action, invalid-pow-bits, invalid-note, too-many-rules, or a malformed body", body = ProblemDoc),
+        (status = 409, description = "rule-exists: a rule on this range exists (`rule` names it)", body = ProblemDoc),
         (status = 400, description = "invalid X-Operator", body = ProblemDoc),
         (status = 401, body = ProblemDoc),
         (status = 404, description = "no such event", body = ProblemDoc),
@@ -145,9 +147,6 @@ async fn add_rule(
     let who = operator(&headers)?;
     let Json(b) = body.map_err(json_problem)?;
     let (cidr, action, pow_bits, note) = check(b)?;
-    if sorted_rules(&st, &event).await?.len() >= crate::store::RULES_MAX {
-        return Err(invalid("too-many-rules", "at most 1000 rules per event"));
-    }
     let rule = AddressRule {
         id: format!("r{:08x}", rand::random::<u32>()),
         cidr: cidr.to_string(),
@@ -157,7 +156,29 @@ async fn add_rule(
         created_by: who.clone(),
         created_at: st.0.clock.now_secs(),
     };
-    bounded(st.store_timeout(), st.0.store.put_rule(&event, &rule)).await?;
+    let call = st.0.store.put_rule(&event, &rule, crate::store::RULES_MAX);
+    match bounded(st.store_timeout(), call).await? {
+        RuleAdded::Added => {}
+        RuleAdded::Full => {
+            return Err(invalid("too-many-rules", "at most 1000 rules per event"));
+        }
+        // Two rules on one range would leave which applies to chance (same prefix, same
+        // second): change a range's action by deleting its rule first.
+        RuleAdded::SameRange(same) => {
+            return Err(Problem::new(
+                StatusCode::CONFLICT,
+                "rule-exists",
+                "A rule on this address range exists",
+            )
+            .detail(format!(
+                "rule {} already applies {} to {}; delete it first to change it",
+                same.id,
+                same.action.as_str(),
+                same.cidr
+            ))
+            .with("rule", same.id));
+        }
+    }
     st.0.screen.forget_rules(&event);
     let v = serde_json::to_value(&rule).map_err(|_| Problem::internal())?;
     record(&st, &event, &who, "add_rule", Value::Null, v.clone()).await;
@@ -291,7 +312,13 @@ async fn release(
     // the visitor shadowed, and releasing again returns the same place (joins are `NX`).
     let (now_ms, rejoin) = (st.0.clock.now_ms(), st.0.config.rejoin_grace_ms());
     let out = bounded(limit, st.0.store.join(&event, &visitor, now_ms, rejoin)).await?;
-    bounded(limit, st.0.store.shadow_remove(&event, &visitor)).await?;
+    // Concurrent releases of one visitor all join the same place (joins are per visitor); only
+    // the one whose removal took the entry out answers 200 and writes the audit entry (found by
+    // the newcomer review: 20 concurrent releases on Redis answered 20 × 200 and audited 20).
+    let removed = bounded(limit, st.0.store.shadow_remove(&event, &visitor)).await?;
+    if removed.is_none() {
+        return Err(not_there());
+    }
     let new = json!({"queue_number": out.queue_number});
     record(&st, &event, &who, "release_shadow", row(&entry), new).await;
     Ok(private_json(

@@ -71,6 +71,17 @@ pub const NUMBERED_CHUNK: u64 = 10_000;
 /// Most address rules per event (`put_rule` beyond it is refused by the admin API).
 pub const RULES_MAX: usize = 1_000;
 
+/// What [`QueueStore::put_rule`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RuleAdded {
+    /// Stored.
+    Added,
+    /// The event has its maximum number of rules: nothing stored.
+    Full,
+    /// A rule on the same range exists (this one): nothing stored.
+    SameRange(AddressRule),
+}
+
 /// Most audit entries kept per event (older ones are dropped).
 pub const AUDIT_KEEP: usize = 10_000;
 
@@ -199,8 +210,15 @@ pub trait QueueStore: Send + Sync + std::fmt::Debug + 'static {
     /// The event's address rules (issue 15 item 2), in no particular order. `NotFound` for an
     /// unknown event.
     async fn rules(&self, event: &EventId) -> StoreResult<Vec<AddressRule>>;
-    /// Stores a rule under its id (replacing one with the same id).
-    async fn put_rule(&self, event: &EventId, rule: &AddressRule) -> StoreResult<()>;
+    /// Adds a rule in one atomic step unless the event already has `max` rules or a rule on the
+    /// same range (`cidr` compared as written: callers store the canonical form). Two
+    /// operators adding at once can neither pass the cap nor both put one range.
+    async fn put_rule(
+        &self,
+        event: &EventId,
+        rule: &AddressRule,
+        max: usize,
+    ) -> StoreResult<RuleAdded>;
     /// Deletes a rule; `Some(rule)` when it existed.
     async fn delete_rule(&self, event: &EventId, id: &str) -> StoreResult<Option<AddressRule>>;
     /// Puts `entry.visitor` in the shadow line in one atomic step unless it is there already

@@ -26,8 +26,20 @@ pub async fn address_rules_are_stored_per_event(s: Store) {
         pow_bits: Some(12),
         ..rule("r2", "2001:db8::/32", RuleAction::Challenge)
     };
-    s.put_rule(&ev(), &a).await.expect("put");
-    s.put_rule(&ev(), &b).await.expect("put");
+    let added = waiting_room::store::RuleAdded::Added;
+    assert_eq!(s.put_rule(&ev(), &a, 2).await.expect("put"), added);
+    assert_eq!(s.put_rule(&ev(), &b, 2).await.expect("put"), added);
+    // One rule per range, and the cap, in the same atomic step.
+    let again = rule("r9", "203.0.113.0/24", RuleAction::Block);
+    assert_eq!(
+        s.put_rule(&ev(), &again, 10).await.expect("put"),
+        waiting_room::store::RuleAdded::SameRange(a.clone())
+    );
+    let third = rule("r3", "198.51.100.0/24", RuleAction::Block);
+    assert_eq!(
+        s.put_rule(&ev(), &third, 2).await.expect("put"),
+        waiting_room::store::RuleAdded::Full
+    );
     let mut got = s.rules(&ev()).await.expect("rules");
     got.sort_by(|x, y| x.id.cmp(&y.id));
     assert_eq!(got, vec![a.clone(), b]);
@@ -37,7 +49,7 @@ pub async fn address_rules_are_stored_per_event(s: Store) {
     let nope = EventId::parse("no-such-event").expect("id");
     assert!(s.rules(&nope).await.is_err(), "unknown event");
     assert!(s
-        .put_rule(&nope, &rule("r", "10.0.0.0/8", RuleAction::Block))
+        .put_rule(&nope, &rule("r", "10.0.0.0/8", RuleAction::Block), 10)
         .await
         .is_err());
 }

@@ -296,6 +296,7 @@ pub async fn report_samples_keep_their_order(s: Store) {
         sold: 2,
         held: 1,
         free: 7,
+        bookings: 1,
     };
     for i in 0..3 {
         let b = (i == 2).then(|| booking.clone());

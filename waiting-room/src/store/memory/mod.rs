@@ -288,9 +288,21 @@ impl QueueStore for MemoryStore {
         self.with_event(event, |e| e.rules.values().cloned().collect())
     }
 
-    async fn put_rule(&self, event: &EventId, rule: &AddressRule) -> StoreResult<()> {
+    async fn put_rule(
+        &self,
+        event: &EventId,
+        rule: &AddressRule,
+        max: usize,
+    ) -> StoreResult<super::RuleAdded> {
         self.with_event(event, |e| {
+            if let Some(same) = e.rules.values().find(|r| r.cidr == rule.cidr) {
+                return super::RuleAdded::SameRange(same.clone());
+            }
+            if e.rules.len() >= max {
+                return super::RuleAdded::Full;
+            }
             e.rules.insert(rule.id.clone(), rule.clone());
+            super::RuleAdded::Added
         })
     }
 

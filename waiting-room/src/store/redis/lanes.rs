@@ -7,7 +7,7 @@ use super::parse::{bad, err, key, parse_u64};
 use super::RedisStore;
 use crate::domain::{EventId, VisitorId};
 use crate::lanes::{AddressRule, ShadowEntry};
-use crate::store::{StoreError, StoreResult};
+use crate::store::{RuleAdded, StoreError, StoreResult};
 use redis::{AsyncCommands, Value};
 
 fn missing(v: &Value) -> bool {
@@ -57,10 +57,26 @@ impl RedisStore {
             .collect()
     }
 
-    pub(super) async fn write_rule(&self, event: &EventId, rule: &AddressRule) -> StoreResult<()> {
+    pub(super) async fn write_rule(
+        &self,
+        event: &EventId,
+        rule: &AddressRule,
+        max: usize,
+    ) -> StoreResult<RuleAdded> {
         let json = serde_json::to_string(rule).map_err(|e| bad(&e.to_string()))?;
-        self.rules_call(event, &["put", &rule.id, &json]).await?;
-        Ok(())
+        let max = max.to_string();
+        let args = ["put", &rule.id, &json, &rule.cidr, &max];
+        let answer = text(self.rules_call(event, &args).await?)?;
+        match answer.as_str() {
+            "added" => Ok(RuleAdded::Added),
+            "full" => Ok(RuleAdded::Full),
+            other => {
+                let same = other.strip_prefix("same:").ok_or_else(|| bad("put rule"))?;
+                serde_json::from_str(same)
+                    .map(RuleAdded::SameRange)
+                    .map_err(|_| bad("rule"))
+            }
+        }
     }
 
     pub(super) async fn remove_rule(

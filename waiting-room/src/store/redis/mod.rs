@@ -493,8 +493,13 @@ impl QueueStore for RedisStore {
         self.read_rules(event).await
     }
 
-    async fn put_rule(&self, event: &EventId, rule: &AddressRule) -> StoreResult<()> {
-        self.write_rule(event, rule).await
+    async fn put_rule(
+        &self,
+        event: &EventId,
+        rule: &AddressRule,
+        max: usize,
+    ) -> StoreResult<super::RuleAdded> {
+        self.write_rule(event, rule, max).await
     }
 
     async fn delete_rule(&self, event: &EventId, id: &str) -> StoreResult<Option<AddressRule>> {
