@@ -43,8 +43,10 @@ struct UpArgs {
     /// Gateway simulator listen address.
     #[arg(long, default_value = "127.0.0.1:8082")]
     gateway: SocketAddr,
-    /// Seconds until the demo event opens.
-    #[arg(long, default_value_t = 60)]
+    /// Seconds until the demo event opens (at most one year: the admin API's bound on
+    /// `opens_at`, API.md "Events").
+    #[arg(long, default_value_t = 60,
+          value_parser = clap::value_parser!(u64).range(0..=waiting_room::http::admin::OPENS_AT_SPAN_SECS as u64))]
     opens_in: u64,
     /// Admissions per second for the demo event.
     #[arg(long, default_value_t = 5.0)]

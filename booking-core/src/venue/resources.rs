@@ -51,8 +51,64 @@ pub enum IntervalError {
     OutsideWindows,
 }
 
-/// Parses an RFC 3339 instant to epoch ms.
+/// Whether `s` has RFC 3339's `date-time` shape (section 5.6): `YYYY-MM-DDTHH:MM:SS`, at most
+/// three fraction digits (the booking core keeps milliseconds and never rounds a time silently),
+/// then `Z` or `±HH:MM` with HH ≤ 23 and MM ≤ 59. jiff alone also takes a space for `T`, offset
+/// seconds and `[zone]` suffixes (RFC 9557), which a client of this API must not rely on.
+fn rfc3339_shape(s: &str) -> Result<(), String> {
+    let b = s.as_bytes();
+    let digits =
+        |r: std::ops::Range<usize>| b.get(r).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
+    let at = |i: usize, c: &[u8]| b.get(i).is_some_and(|x| c.contains(x));
+    let date_time = digits(0..4)
+        && at(4, b"-")
+        && digits(5..7)
+        && at(7, b"-")
+        && digits(8..10)
+        && at(10, b"Tt")
+        && digits(11..13)
+        && at(13, b":")
+        && digits(14..16)
+        && at(16, b":")
+        && digits(17..19);
+    if !date_time {
+        return Err(format!(
+            "{s:?} is not an RFC 3339 instant (YYYY-MM-DDTHH:MM:SSZ or ±HH:MM)"
+        ));
+    }
+    let mut i = 19;
+    if at(i, b".") {
+        let n = b[i + 1..].iter().take_while(|c| c.is_ascii_digit()).count();
+        if n == 0 || n > 3 {
+            return Err(format!("{s:?}: 1 to 3 fraction digits (milliseconds)"));
+        }
+        i += 1 + n;
+    }
+    let two = |r: std::ops::Range<usize>| std::str::from_utf8(b.get(r)?).ok()?.parse::<u8>().ok();
+    let zone = match b.get(i) {
+        Some(b'Z' | b'z') => b.len() == i + 1,
+        Some(b'+' | b'-') => {
+            b.len() == i + 6
+                && at(i + 3, b":")
+                && digits(i + 1..i + 3)
+                && digits(i + 4..i + 6)
+                && two(i + 1..i + 3).is_some_and(|h| h <= 23)
+                && two(i + 4..i + 6).is_some_and(|m| m <= 59)
+        }
+        _ => false,
+    };
+    if zone {
+        Ok(())
+    } else {
+        Err(format!(
+            "{s:?}: the offset must be Z or ±HH:MM, nothing after it"
+        ))
+    }
+}
+
+/// Parses an RFC 3339 instant to epoch ms (the shape checked by [`rfc3339_shape`]).
 pub fn parse_instant(s: &str) -> Result<i64, String> {
+    rfc3339_shape(s)?;
     let t: jiff::Timestamp = s
         .parse()
         .map_err(|e| format!("{s:?} is not an RFC 3339 instant with an offset: {e}"))?;
@@ -205,6 +261,32 @@ impl ResourceKind {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn instants_are_rfc_3339_and_at_most_milliseconds() {
+        assert_eq!(parse_instant("2030-06-01T19:00:00Z"), Ok(1_906_570_800_000));
+        assert_eq!(
+            parse_instant("2030-06-01T21:00:00.5+02:00"),
+            Ok(1_906_570_800_500)
+        );
+        assert_eq!(
+            parse_instant("2030-06-01t19:00:00.123z"),
+            Ok(1_906_570_800_123)
+        );
+        for bad in [
+            "2030-06-01T19:00:00.0009Z",
+            "2030-06-01 19:00:00Z",
+            "2030-06-01T19:00:00+24:00",
+            "2030-06-01T19:00:00+01:00:30",
+            "2030-06-01T19:00:00+01:00[Europe/Paris]",
+            "2030-06-01T19:00:00",
+            "2030-02-30T19:00:00Z",
+            "1906570800000",
+            "",
+        ] {
+            assert!(parse_instant(bad).is_err(), "{bad}");
+        }
+    }
 
     fn kind(buffer: u32) -> ResourceKind {
         ResourceKind {
