@@ -1,4 +1,5 @@
-//! A fan's holds: create one (by seats, pool or best available, with `Idempotency-Key`), read
+//! A fan's holds: create one (by seats, pool, best available, interval resource or several of
+//! them in one mixed order, with `Idempotency-Key`), read
 //! it, pay it and cancel it. Every call passes the door first (`super::fan::fan`); a hold of
 //! another visitor is answered 404.
 
@@ -48,8 +49,10 @@ async fn hold_of_fan(state: &AppState, headers: &HeaderMap, id: &str) -> ApiResu
     Ok(h)
 }
 
-/// Body of a hold request: exactly one of `seats`, `pool` (+ `quantity`), `best_available`,
-/// `resource` (+ `start`, `end`).
+/// Body of a hold request: `seats` or `best_available`, `pool` (+ `quantity`), `resource`
+/// (+ `start`, `end`), one of them or several for one all-or-nothing mixed order (issue 17
+/// item 3: one hold, one payment, one booking; seats and places together at most
+/// `max_seats_per_hold`).
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HoldBody {
@@ -112,46 +115,71 @@ fn idempotency_key(headers: &HeaderMap) -> ApiResult<String> {
 }
 
 /// The request's ask, validated: counts 1..=max, seats normalised, an interval against its
-/// kind's grid and windows in `venue`.
+/// kind's grid and windows in `venue`. Any combination of one seat part (`seats` or
+/// `best_available`), `pool` and `resource` is one mixed order (issue 17 item 3) whose seats
+/// and pool places together stay within `max`; a single part is the single-kind ask it always was.
 fn ask_of(body: HoldBody, max: usize, venue: &crate::venue::Venue) -> Result<Ask, Problem> {
-    if let Some(resource) = body.resource {
-        if body.seats.is_some() || body.pool.is_some() || body.best_available.is_some() {
-            return Err(invalid_request());
-        }
-        return super::resources::interval_ask(venue, &resource, body.start, body.end);
-    }
-    if body.start.is_some() || body.end.is_some() {
-        return Err(invalid_request());
-    }
-    let count = |n: u32| -> Result<u32, Problem> {
-        if n == 0 || n as usize > max {
+    let count = |n: usize| -> Result<u32, Problem> {
+        if n == 0 || n > max {
             Err(unprocessable("seat-count", "Wrong number of seats")
                 .detail(format!("a hold takes 1 to {max} seats or places"))
                 .with("max_seats", max))
         } else {
-            Ok(n)
+            Ok(u32::try_from(n).unwrap_or(u32::MAX))
         }
     };
-    match (body.seats, body.pool, body.best_available) {
-        (Some(seats), None, None) if body.quantity.is_none() => {
-            Ok(Ask::Seats(holds::normalise_seats(seats, max)?))
-        }
-        (None, Some(pool), None) => Ok(Ask::Pool {
-            pool,
-            quantity: count(body.quantity.unwrap_or(1))?,
-        }),
-        (None, None, Some(b)) if body.quantity.is_none() => Ok(Ask::Best {
+    let mut parts = Vec::new();
+    match (body.seats, body.best_available) {
+        (Some(_), Some(_)) => return Err(invalid_request()),
+        (Some(seats), None) => parts.push(Ask::Seats(holds::normalise_seats(seats, max)?)),
+        (None, Some(b)) => parts.push(Ask::Best {
             section: b.section,
-            quantity: count(b.quantity)?,
+            quantity: count(b.quantity as usize)?,
             allow_split: b.allow_split,
         }),
-        _ => Err(invalid_request()),
+        (None, None) => {}
+    }
+    match (body.pool, body.quantity) {
+        (Some(pool), q) => parts.push(Ask::Pool {
+            pool,
+            quantity: count(q.unwrap_or(1) as usize)?,
+        }),
+        (None, Some(_)) => return Err(invalid_request()),
+        (None, None) => {}
+    }
+    match body.resource {
+        Some(resource) => parts.push(super::resources::interval_ask(
+            venue, &resource, body.start, body.end,
+        )?),
+        None if body.start.is_some() || body.end.is_some() => return Err(invalid_request()),
+        None => {}
+    }
+    match parts.len() {
+        0 => Err(invalid_request()),
+        1 => Ok(parts.remove(0)),
+        _ => {
+            let places: usize = parts.iter().map(places_of).sum();
+            if places > 0 {
+                count(places)?;
+            }
+            Ok(Ask::Mixed(parts))
+        }
+    }
+}
+
+/// Seats or places a part takes (an interval takes none).
+fn places_of(part: &Ask) -> usize {
+    match part {
+        Ask::Seats(s) => s.len(),
+        Ask::Pool { quantity, .. } | Ask::Best { quantity, .. } => *quantity as usize,
+        Ask::Interval { .. } | Ask::Mixed(_) => 0,
     }
 }
 
 fn invalid_request() -> Problem {
     unprocessable("invalid-hold-request", "Invalid hold request").detail(
-        "send exactly one of seats, pool (+ quantity), best_available or resource (+ start, end)",
+        "send seats or best_available, pool (+ quantity), resource (+ start, end), \
+         or several of them for one order (at most one of seats and best_available)",
     )
 }
 
@@ -187,13 +215,13 @@ fn channel_of(
     post,
     path = "/api/shows/{show}/holds",
     tag = "fan",
-    summary = "Hold seats, pool places, the best seats together (all or nothing), or an interval resource",
+    summary = "Hold seats, pool places, the best seats together, an interval resource, or several of them in one order (all or nothing)",
     params(
         ("show" = String, Path, description = "show id (the admission's event)"),
         ("Idempotency-Key" = String, Header, description = "1 to 200 characters; same key + same body → the stored answer"),
         ("X-Channel" = Option<String>, Header, description = "channel (wins over the body's); default web"),
     ),
-    request_body(content = HoldBody, description = "exactly one of seats, pool (+ quantity), best_available, resource (+ start, end: epoch ms or RFC 3339); optional channel"),
+    request_body(content = HoldBody, description = "seats or best_available, pool (+ quantity), resource (+ start, end: epoch ms or RFC 3339): one, or several for one all-or-nothing mixed order (a refused part refuses the whole hold with its 409); optional channel"),
     responses(
         (status = 201, description = "{hold_id, show, seats, status: HELD, expires_at, payment_expires_at, amount_cents, currency (the venue's, ISO 4217), channel, pool?, quantity?, interval? {kind, resource, start, end, start_at, end_at, blocked_until}}", body = Object),
         (status = 400, description = "idempotency-key-required; invalid-body", body = ProblemDoc),
@@ -253,7 +281,7 @@ pub async fn create_hold(
         .retry_after(wait)
         .into());
     }
-    let kind = ask.kind();
+    let (kind, queueable) = (ask.kind(), ask.queueable());
     let req = claim::Request {
         adm: &adm,
         show: &show,
@@ -263,8 +291,8 @@ pub async fn create_hold(
         timing,
         visitor_cap: state.config.max_holds_per_visitor,
     };
-    // Interval holds never queue: the queue's batches are for seats and pools.
-    let created = if state.hold_queues.is_on(&show) && kind != "interval" {
+    // Interval and mixed holds never queue: the queue's batches are for seats and pools.
+    let created = if state.hold_queues.is_on(&show) && queueable {
         state.hold_queues.submit(&state.db, &req, now).await
     } else {
         claim::create(&state.db, &req, now).await
@@ -284,9 +312,7 @@ pub async fn create_hold(
             if p.kind == "admission-ended" {
                 p = p.with("waiting_room", state.config.waiting_room_url.clone());
             }
-            if let (true, Ask::Interval { claim, .. }) =
-                (p.kind == "interval-unavailable", &req.ask)
-            {
+            if let (true, Some(claim)) = (p.kind == "interval-unavailable", req.ask.interval()) {
                 p = super::resources::with_fresh_free(&state, &show, claim, p, now).await?;
             }
             if p.status == StatusCode::CONFLICT && p.kind != "concurrent-request" {

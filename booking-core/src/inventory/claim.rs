@@ -46,6 +46,10 @@ pub enum Ask {
         /// Its price, cents.
         amount: i64,
     },
+    /// Several kinds in one all-or-nothing hold (issue 17 item 3): at most one seat part
+    /// (`Seats` or `Best`), at most one `Pool` and at most one `Interval`, in that order, at
+    /// least two parts, never nested. One transaction claims them all; the amount is the sum.
+    Mixed(Vec<Ask>),
 }
 
 impl Ask {
@@ -56,7 +60,38 @@ impl Ask {
             Ask::Pool { .. } => "pool",
             Ask::Best { .. } => "best",
             Ask::Interval { .. } => "interval",
+            Ask::Mixed(_) => "mixed",
         }
+    }
+
+    /// The single-kind parts: the mixed order's, or this ask alone.
+    pub fn parts(&self) -> &[Ask] {
+        match self {
+            Ask::Mixed(parts) => parts,
+            one => std::slice::from_ref(one),
+        }
+    }
+
+    /// The pool part, if any: (pool id, units).
+    pub fn pool(&self) -> Option<(&str, u32)> {
+        self.parts().iter().find_map(|p| match p {
+            Ask::Pool { pool, quantity } => Some((pool.as_str(), *quantity)),
+            _ => None,
+        })
+    }
+
+    /// The interval part's claim, if any.
+    pub fn interval(&self) -> Option<&resources::Claim> {
+        self.parts().iter().find_map(|p| match p {
+            Ask::Interval { claim, .. } => Some(claim),
+            _ => None,
+        })
+    }
+
+    /// Whether the per-show hold queue may run this ask (its batches are for one seat or pool
+    /// part; interval and mixed holds go straight to [`create`]).
+    pub fn queueable(&self) -> bool {
+        matches!(self, Ask::Seats(_) | Ask::Pool { .. } | Ask::Best { .. })
     }
 
     /// Hash of the request's canonical text: what the idempotency store compares.
@@ -64,19 +99,28 @@ impl Ask {
         hex::encode(Sha256::digest(self.canonical(show, channel).as_bytes()))
     }
 
-    /// Canonical text of the request, hashed for the idempotency check.
+    /// Canonical text of the request, hashed for the idempotency check (a single kind's text
+    /// is unchanged since before mixed orders, so stored keys still match).
     fn canonical(&self, show: &str, channel: &str) -> String {
+        format!("{show}|{}|{channel}", self.what())
+    }
+
+    /// The middle of [`Self::canonical`]: what is asked, kind by kind.
+    fn what(&self) -> String {
         match self {
-            Ask::Seats(s) => format!("{show}|{}|{channel}", s.join(",")),
-            Ask::Pool { pool, quantity } => format!("{show}|pool:{pool}x{quantity}|{channel}"),
+            Ask::Seats(s) => s.join(","),
+            Ask::Pool { pool, quantity } => format!("pool:{pool}x{quantity}"),
             Ask::Best {
                 section,
                 quantity,
                 allow_split,
-            } => format!("{show}|best:{section}x{quantity}:{allow_split}|{channel}"),
-            Ask::Interval { claim, .. } => format!(
-                "{show}|interval:{}@{}-{}|{channel}",
-                claim.resource, claim.start, claim.end
+            } => format!("best:{section}x{quantity}:{allow_split}"),
+            Ask::Interval { claim, .. } => {
+                format!("interval:{}@{}-{}", claim.resource, claim.start, claim.end)
+            }
+            Ask::Mixed(parts) => format!(
+                "mixed:{}",
+                parts.iter().map(Ask::what).collect::<Vec<_>>().join("+")
             ),
         }
     }
@@ -166,15 +210,16 @@ pub async fn create_in(
     }
     // A pool's places last: its one guarded update decides, and the pool row is locked only
     // from here to the commit (issue 13 item 3: no hot row held across the transaction).
-    if let Ask::Pool { pool, quantity } = &r.ask {
-        let qty = i64::from(*quantity);
+    if let Some((pool, quantity)) = r.ask.pool() {
+        let qty = i64::from(quantity);
         if !pools::claim(tx, pg, r.show, pool, qty, now_ms).await? {
-            return Ok(Err(Lost::Pool(pool.clone())));
+            return Ok(Err(Lost::Pool(pool.to_owned())));
         }
     }
     // An interval's claim likewise last: on PostgreSQL the exclusion constraint decides at the
-    // insert (a 23P01 aborts the transaction, which the caller rolls back).
-    if let Ask::Interval { claim, .. } = &r.ask {
+    // insert (a 23P01 aborts the transaction, which the caller rolls back: a mixed order's
+    // seats and pool places go with it, no savepoint).
+    if let Some(claim) = r.ask.interval() {
         if !resources::claim(tx, pg, r.show, &hold.id, claim, now_ms).await? {
             return Ok(Err(Lost::Interval(
                 claim.kind.clone(),
@@ -318,21 +363,29 @@ impl NewHold {
     /// The hold `r` becomes with `seats` (empty for a pool) worth `amount` cents, at `now_ms`.
     pub fn of(r: &Request<'_>, p: &Prepared, seats: Vec<String>, amount: i64, now_ms: i64) -> Self {
         let payment_expires_at = now_ms + r.timing.payment_session_ms;
-        let what = match &r.ask {
-            Ask::Pool { pool, quantity } => format!("{pool} x{quantity}"),
-            Ask::Interval { claim: c, .. } => format!("{} [{}, {})", c.resource, c.start, c.end),
-            _ => seats.join(","),
-        };
+        let what: Vec<String> = r
+            .ask
+            .parts()
+            .iter()
+            .map(|part| match part {
+                Ask::Pool { pool, quantity } => format!("{pool} x{quantity}"),
+                Ask::Interval { claim: c, .. } => {
+                    format!("{} [{}, {})", c.resource, c.start, c.end)
+                }
+                _ => seats.join(","),
+            })
+            .collect();
+        let what = what.join(" + ");
         let mut body = json!({
             "hold_id": p.hold_id, "show": r.show, "seats": seats, "status": "HELD",
             "expires_at": p.expires_at / 1000, "payment_expires_at": payment_expires_at / 1000,
             "amount_cents": amount, "channel": r.channel,
         });
-        if let Ask::Pool { pool, quantity } = &r.ask {
-            body["pool"] = pool.clone().into();
-            body["quantity"] = (*quantity).into();
+        if let Some((pool, quantity)) = r.ask.pool() {
+            body["pool"] = pool.into();
+            body["quantity"] = quantity.into();
         }
-        if let Ask::Interval { claim: c, .. } = &r.ask {
+        if let Some(c) = r.ask.interval() {
             body["interval"] =
                 resources::interval_json(&c.kind, &c.resource, c.start, c.end, c.until);
         }
@@ -434,8 +487,8 @@ fn write_parts(b: &mut db::Binds, holds: &[(&Request<'_>, &NewHold)]) -> WritePa
         for s in &h.seats {
             seat_rows.push(format!("({id}, {show}, {})", b.push(s.clone())));
         }
-        if let Ask::Pool { pool, quantity } = &r.ask {
-            let (p, q) = (b.push(pool.clone()), b.push(i64::from(*quantity)));
+        if let Some((pool, quantity)) = r.ask.pool() {
+            let (p, q) = (b.push(pool.to_owned()), b.push(i64::from(quantity)));
             pool_rows.push(format!("({id}, {show}, {p}, {q}, 1)"));
         }
         audit_rows.push(format!(
@@ -658,8 +711,9 @@ impl Lost {
     }
 }
 
-/// Claims what `r.ask` names: the seats (empty for a pool) and the amount in cents, or what
-/// was lost (the caller rolls back and answers 409).
+/// Claims what `r.ask` names, part by part (a mixed order's seat part first): the seats (empty
+/// without a seat part) and the amount in cents (the parts' sum), or what was lost (the caller
+/// rolls back and answers 409).
 async fn take_inventory(
     tx: &mut Tx<'_>,
     pg: bool,
@@ -667,13 +721,35 @@ async fn take_inventory(
     p: &Prepared,
     now_ms: i64,
 ) -> ApiResult<Result<(Vec<String>, i64), Lost>> {
-    match &r.ask {
+    let (mut seats, mut amount) = (Vec::new(), 0);
+    for part in r.ask.parts() {
+        match take_part(tx, pg, r.show, part, p, now_ms).await? {
+            Ok((s, a)) => {
+                seats.extend(s);
+                amount += a;
+            }
+            Err(lost) => return Ok(Err(lost)),
+        }
+    }
+    Ok(Ok((seats, amount)))
+}
+
+/// One single-kind part of [`take_inventory`].
+async fn take_part(
+    tx: &mut Tx<'_>,
+    pg: bool,
+    show: &str,
+    part: &Ask,
+    p: &Prepared,
+    now_ms: i64,
+) -> ApiResult<Result<(Vec<String>, i64), Lost>> {
+    match part {
         Ask::Seats(seats) => {
-            db::lock_seats(tx, pg, r.show, seats).await?;
-            let prices = holds::claim(tx, r.show, seats, &p.hold_id, p.expires_at, now_ms).await?;
+            db::lock_seats(tx, pg, show, seats).await?;
+            let prices = holds::claim(tx, show, seats, &p.hold_id, p.expires_at, now_ms).await?;
             if prices.len() != seats.len() {
                 // Unknown seats are a 422 (this read runs only on the refusal path).
-                check_known(tx, r.show, seats).await?;
+                check_known(tx, show, seats).await?;
                 return Ok(Err(Lost::Seats(seats.clone())));
             }
             Ok(Ok((seats.clone(), prices.iter().sum())))
@@ -682,7 +758,7 @@ async fn take_inventory(
             let price: Option<i64> = sqlx::query_scalar(
                 "SELECT price_cents FROM pools WHERE show_id = $1 AND pool_id = $2",
             )
-            .bind(r.show)
+            .bind(show)
             .bind(pool)
             .fetch_optional(&mut **tx)
             .await?;
@@ -702,11 +778,13 @@ async fn take_inventory(
                 quantity: *quantity as usize,
                 allow_split: *allow_split,
             };
-            let taken = best::take(tx, pg, r.show, &want, &p.hold_id, p.expires_at, now_ms).await?;
+            let taken = best::take(tx, pg, show, &want, &p.hold_id, p.expires_at, now_ms).await?;
             Ok(taken.ok_or_else(|| Lost::Section(section.clone(), want.quantity)))
         }
         // The claim is the last statement of the hold (see `create_in`).
         Ask::Interval { amount, .. } => Ok(Ok((Vec::new(), *amount))),
+        // Never nested (see `Ask::Mixed`): nothing of its own to take.
+        Ask::Mixed(_) => Ok(Ok((Vec::new(), 0))),
     }
 }
 

@@ -390,6 +390,33 @@ impl Harness {
         hold
     }
 
+    /// `GET /api/holds/{hold}` as `fan`.
+    pub async fn hold_view(&self, fan: &str, hold: &str) -> Value {
+        self.http
+            .get(format!("{}/api/holds/{hold}", self.base))
+            .bearer_auth(self.token(fan))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    /// An operator's `POST /admin/bookings/{booking}/cancel` with `body`: (status, answer).
+    pub async fn cancel_booking(&self, booking: &str, body: Value) -> (u16, Value) {
+        let r = self
+            .http
+            .post(format!("{}/admin/bookings/{booking}/cancel", self.base))
+            .bearer_auth(ADMIN)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let st = r.status().as_u16();
+        (st, r.json().await.unwrap_or(Value::Null))
+    }
+
     /// The process's Prometheus text.
     pub async fn metrics(&self) -> String {
         self.http
