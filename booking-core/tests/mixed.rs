@@ -144,13 +144,13 @@ async fn mixed_order_is_all_or_nothing(b: Backend) {
     let p = got.1;
     assert_eq!(p["availability"]["A-1-3"], "held", "{p}");
     nothing_written(&h, "mixer", &["A-1-2"]).await;
-    let claims = h
+    let blocking = h
         .count(
             "SELECT COUNT(*) FROM hold_resources WHERE show_id = $1 AND blocking = 1",
             SHOW,
         )
         .await;
-    assert_eq!(claims, 1, "only the blocker's interval");
+    assert_eq!(blocking, 1, "only the blocker's interval");
     // More seats and places than a hold takes: 422 seat-count.
     let too_many = json!({"seats": ["A-1-1", "A-1-2", "A-1-4"], "pool": "FLOOR", "quantity": 2});
     let got = hold(&h, "mixer", "k3", too_many).await;
@@ -185,6 +185,32 @@ async fn mixed_order_is_all_or_nothing(b: Backend) {
     );
     h.clock.advance_ms(481_000); // past the hold's deadline: the booking keeps every kind
     assert_eq!(floor_available(&h).await, 3);
+    // The back office lists both blocking claims of P1: the blocker's lapsed hold (not live,
+    // not yet cleared) and the booking's.
+    let c = claims(&h).await;
+    let p1 = &c["resources"][0];
+    assert_eq!(
+        (&p1["resource"], &p1["kind"]),
+        (&json!("P1"), &json!("parking")),
+        "{c}"
+    );
+    let seen: Vec<(&str, bool, i64)> = p1["claims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| {
+            (
+                x["status"].as_str().unwrap(),
+                x["live"] == true,
+                x["start"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        vec![("HELD", false, at("19:00")), ("PAID", true, at("20:00"))],
+        "{c}"
+    );
     assert_eq!(h.seat_status("A-1-2").await, "sold");
     for _ in 0..2 {
         h.state.outbox().step(h.clock.now_ms()).await.unwrap();
@@ -195,6 +221,22 @@ async fn mixed_order_is_all_or_nothing(b: Backend) {
         .filter(|m| m.starts_with("confirmation-email-"))
         .count();
     assert_eq!(confirmations, 1, "{mails:?}");
+}
+
+/// `GET /admin/shows/{show}/resources/claims` (and refused without the admin token).
+async fn claims(h: &Harness) -> Value {
+    let url = format!("{}/admin/shows/{SHOW}/resources/claims", h.base);
+    let r = h.http.get(&url).send().await.unwrap();
+    assert_eq!(r.status(), 401);
+    let r = h
+        .http
+        .get(&url)
+        .bearer_auth(support::ADMIN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    r.json().await.unwrap()
 }
 
 /// Creates `hold`'s payment, pays at the gateway and follows the callback to the confirmation.

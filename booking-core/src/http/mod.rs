@@ -79,6 +79,10 @@ pub fn router(state: AppState) -> Router {
         .route("/admin/holds/{hold}/history", get(history::hold))
         .route("/admin/shows/{show}/pools/drift", get(admin::drift))
         .route(
+            "/admin/shows/{show}/resources/claims",
+            get(resources::claims),
+        )
+        .route(
             "/admin/shows/{show}/hold-queue",
             get(admin::hold_queue).post(admin::set_hold_queue),
         )

@@ -149,7 +149,7 @@ impl Modify for Problems {
         venue::venue,
         waitlist::join, waitlist::status,
         webhook::receive,
-        admin::stats, admin::bookings, admin::drift, admin::oversell,
+        admin::stats, admin::bookings, admin::drift, admin::oversell, resources::claims,
         admin::hold_queue, admin::set_hold_queue,
         office::outbox, office::refunds, office::alerts,
         cancel::cancel_booking, cancel::office_page,

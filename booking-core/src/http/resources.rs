@@ -205,3 +205,34 @@ pub async fn free(
     let v = resources::free(&state.db, &show, k, q.resource.as_deref(), (from, to), now).await?;
     Ok(Json(v))
 }
+
+/// `GET /admin/shows/{show}/resources/claims`: every blocking interval claim of the show, per
+/// resource (API.md). The rush reads it to check that no two claims of a resource overlap,
+/// buffer included (DECISIONS "The rush checks interval claims through a back-office endpoint").
+#[utoipa::path(
+    get,
+    path = "/admin/shows/{show}/resources/claims",
+    tag = "admin",
+    summary = "Blocking interval claims per resource (no two of one resource may overlap)",
+    params(("show" = String, Path, description = "show id")),
+    responses(
+        (status = 200, description = "{show, now (epoch ms), resources:[{resource, kind, claims:[{hold_id, status: HELD/PAID, start, end, until (end + buffer, epoch ms), live}]}]}: claims with blocking = 1 in start order; live = false for a lapsed HELD hold not yet cleared", body = Object),
+        (status = 401, description = "admin-required", body = ProblemDoc),
+        (status = 404, description = "no such show", body = ProblemDoc),
+        (status = 503, description = "database busy", body = ProblemDoc),
+    ),
+    security(("admin_token" = [])),
+)]
+pub async fn claims(
+    State(state): State<AppState>,
+    Path(show): Path<String>,
+    headers: axum::http::HeaderMap,
+) -> ApiResult<Json<Value>> {
+    super::admin::admin(&state, &headers)?;
+    show_config(&state, &show)?;
+    let now = state.clock.now_ms();
+    let resources = resources::blocking_claims(&state.db, &show, now).await?;
+    Ok(Json(
+        serde_json::json!({"show": show, "now": now, "resources": resources}),
+    ))
+}

@@ -279,3 +279,37 @@ pub fn interval_json(kind: &str, resource: &str, start: i64, end: i64, until: i6
         "start_at": format_instant(start), "end_at": format_instant(end), "blocked_until": until,
     })
 }
+
+/// The claims of `show` that block (`blocking = 1`: what the exclusion constraint, or SQLite's
+/// check, keeps apart), grouped per resource in start order, each with its hold's status and
+/// whether it is live at `now_ms` (a HELD hold past its deadline and not kept by the reconciler
+/// still blocks until a claim in its way clears it). The back office's view for the rush's
+/// "no overlapping live claims" check (DECISIONS "Interval resources").
+pub async fn blocking_claims(db: &Db, show: &str, now_ms: i64) -> sqlx::Result<Value> {
+    let sql = format!(
+        "SELECT r.resource, r.kind, r.hold_id, h.status, r.start_ms, r.end_ms, r.until_ms, \
+         CASE WHEN {} THEN 0 ELSE 1 END FROM hold_resources r JOIN holds h ON h.id = r.hold_id \
+         WHERE r.show_id = $1 AND r.blocking = 1 ORDER BY r.resource, r.start_ms, r.hold_id",
+        dead("$2")
+    );
+    type Row = (String, String, String, String, i64, i64, i64, i64);
+    let rows: Vec<Row> = sqlx::query_as(&sql)
+        .bind(show)
+        .bind(now_ms)
+        .fetch_all(db)
+        .await?;
+    let mut out: Vec<Value> = Vec::new();
+    for (resource, kind, hold, status, start, end, until, live) in rows {
+        let claim = json!({"hold_id": hold, "status": status, "start": start, "end": end,
+                           "until": until, "live": live == 1});
+        match out.last_mut() {
+            Some(last) if last["resource"] == resource.as_str() => {
+                if let Some(a) = last["claims"].as_array_mut() {
+                    a.push(claim);
+                }
+            }
+            _ => out.push(json!({"resource": resource, "kind": kind, "claims": [claim]})),
+        }
+    }
+    Ok(Value::Array(out))
+}
