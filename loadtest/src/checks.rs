@@ -34,6 +34,8 @@ pub struct BackOffice {
     pub seatmap_available: u64,
     /// Pool holds, places and counters (pool bookings have no seats: not in `bookings`).
     pub pools: crate::picks::PoolOffice,
+    /// `GET /admin/shows/{show}/resources/claims`: the interval claims that block, per resource.
+    pub claims: Value,
     /// The waiting room's admin figures at the end (`GET /admin/events/{event}`), with
     /// `max_active_seen`: the most live sessions it ever held, measured in the same atomic step
     /// as each admission.
@@ -161,6 +163,22 @@ pub fn run(
         ),
     });
 
+    let o = crate::intervals::overlaps(&office.claims);
+    out.push(Check {
+        name: "no overlapping live claims on any resource",
+        pass: o.pairs.is_empty(),
+        detail: format!(
+            "{} claims blocking ({} live, {} paid) on {} resources, read from the database; \
+             {} overlapping pairs (buffer included) {:?}",
+            o.claims,
+            o.live,
+            o.paid,
+            o.resources,
+            o.pairs.len(),
+            o.pairs.iter().take(5).collect::<Vec<_>>()
+        ),
+    });
+
     let (calls, errors, retry_later) = (totals.calls, totals.server_errors, totals.retry_later);
     let ratio = if calls == 0 {
         0.0
@@ -258,6 +276,7 @@ mod tests {
             ],
             seatmap_available: 0,
             pools: Default::default(),
+            claims: serde_json::json!({"resources": []}),
             waiting_room: serde_json::json!({"max_active_seen": 3}),
         };
         let totals = crate::stats::Totals {

@@ -282,6 +282,12 @@ async fn book(client: &Client, target: &Target, stats: &Stats, adm: &str, out: &
     let ev = &target.event;
     let want = rand::thread_rng().gen_range(1..=4usize);
     let kind = target.picks.draw();
+    // A fan who adds an interval resource (parking, a meet-and-greet slot) to its seats.
+    let interval_kind = if target.picks.wants_interval() {
+        crate::intervals::choose_kind(client, stats, target).await
+    } else {
+        None
+    };
     let patience = Instant::now() + Duration::from_secs(target.mix.sold_out_patience_secs);
     let mut attempt = 0;
     // A fan who waited for a lapsed seat to come back does not walk away from it: it pays.
@@ -341,6 +347,15 @@ async fn book(client: &Client, target: &Target, stats: &Stats, adm: &str, out: &
             .filter_map(|_| crate::picks::choose(map, kind, n, attempt))
             .collect();
         drop((section_map, overview));
+        let slot = match &interval_kind {
+            Some(k) => crate::intervals::free_slot(client, stats, target, k).await,
+            None => None,
+        };
+        let pick = pick.with_interval(slot.as_ref());
+        let alternatives: Vec<_> = alternatives
+            .into_iter()
+            .map(|p| p.with_interval(slot.as_ref()))
+            .collect();
         let sent =
             crate::behaviour::send_hold(client, stats, target, adm, &pick, &alternatives, out)
                 .await;

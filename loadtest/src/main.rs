@@ -17,6 +17,7 @@ mod chaos;
 mod checks;
 mod cluster;
 mod fan;
+mod intervals;
 mod model;
 mod seen;
 mod stats;

@@ -179,6 +179,8 @@ pub struct Shares {
     pub best_available: f64,
     /// Share of fans who ask for N places in a general-admission pool.
     pub pool: f64,
+    /// Share of fans who add an interval resource to their seats (drawn apart from the kind).
+    pub interval: f64,
 }
 
 /// The way one fan asks for places.
@@ -193,6 +195,11 @@ pub enum Kind {
 }
 
 impl Shares {
+    /// Whether one fan adds an interval resource to its order.
+    pub fn wants_interval(&self) -> bool {
+        self.interval > 0.0 && rand::thread_rng().gen_bool(self.interval.min(1.0))
+    }
+
     /// Draws one fan's kind.
     pub fn draw(&self) -> Kind {
         let r: f64 = rand::thread_rng().gen();

@@ -30,6 +30,8 @@ pub enum Pick {
         /// Places wanted.
         quantity: usize,
     },
+    /// A seat pick with an interval resource added: one mixed order (`rush --interval-share`).
+    WithInterval(Box<Pick>, crate::intervals::Slot),
 }
 
 impl Pick {
@@ -44,6 +46,22 @@ impl Pick {
             } => json!({"best_available": {"section": section, "quantity": quantity,
                                            "allow_split": allow_split}}),
             Pick::Pool { pool, quantity } => json!({"pool": pool, "quantity": quantity}),
+            Pick::WithInterval(seats, slot) => {
+                let mut body = seats.body();
+                slot.add_to(&mut body);
+                body
+            }
+        }
+    }
+
+    /// This pick with `slot` added when it is a seat pick (named or best available); a pool
+    /// pick stays as it is (the checks count a pool booking's places from its amount).
+    pub fn with_interval(self, slot: Option<&crate::intervals::Slot>) -> Pick {
+        match (self, slot) {
+            (p @ (Pick::Seats(_) | Pick::Best { .. }), Some(s)) => {
+                Pick::WithInterval(Box::new(p), s.clone())
+            }
+            (p, _) => p,
         }
     }
 
@@ -51,6 +69,7 @@ impl Pick {
     pub fn seats(&self) -> Vec<String> {
         match self {
             Pick::Seats(s) => s.clone(),
+            Pick::WithInterval(p, _) => p.seats(),
             _ => Vec::new(),
         }
     }
@@ -353,6 +372,7 @@ mod tests {
         let all_pool = Shares {
             best_available: 0.0,
             pool: 1.0,
+            interval: 0.0,
         };
         assert_eq!(all_pool.draw(), Kind::Pool);
         assert_eq!(Shares::default().draw(), Kind::Seats);

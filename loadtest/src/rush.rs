@@ -33,6 +33,11 @@ pub struct RushArgs {
     /// Share of fans who hold places in a general-admission pool.
     #[arg(long, default_value_t = 0.0)]
     pool_share: f64,
+    /// Share of fans who add an interval resource (a random kind of the venue's `resources`,
+    /// a free interval of one or two slots) to their seats in one all-or-nothing hold; needs a
+    /// venue with resources (e.g. `--venue infra/venues/club-240-resources.json`).
+    #[arg(long, default_value_t = 0.0)]
+    interval_share: f64,
     /// Queue store for the spawned waiting room: a Redis URL (default: in memory).
     #[arg(long)]
     redis: Option<String>,
@@ -388,6 +393,7 @@ async fn prepare(args: &RushArgs) -> anyhow::Result<Prepared> {
         picks: crate::model::Shares {
             best_available: args.best_available_share,
             pool: args.pool_share,
+            interval: args.interval_share,
         },
         shared_status: None,
     };
@@ -572,6 +578,11 @@ async fn back_office(
         bookings,
         seatmap_available: map["available"].as_u64().unwrap_or(u64::MAX),
         pools: crate::picks::pool_office(client, t, token, &map).await?,
+        claims: get(format!(
+            "{}/admin/shows/{}/resources/claims",
+            t.booking, t.event
+        ))
+        .await?,
         waiting_room,
     })
 }
