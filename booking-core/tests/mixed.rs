@@ -2,7 +2,9 @@
 //! interval resource in one all-or-nothing hold. A refused part refuses the whole hold with that
 //! part's 409 and nothing written (on PostgreSQL the exclusion constraint's 23P01 aborts the one
 //! transaction, taking the seats and pool places with it); an accepted order is one hold, one
-//! payment, one booking and one email, and an operator's cancel frees every kind.
+//! payment, one booking and one email, and an operator's cancel frees every kind. A payment that
+//! completes after the reconciler released a mixed hold retakes every kind, or, when one part
+//! was taken meanwhile, none (refunded once).
 
 mod support;
 
@@ -15,6 +17,7 @@ use support::{Backend, Harness, SHOW};
 on_both!(
     mixed_order_is_all_or_nothing,
     a_cancelled_mixed_booking_frees_every_kind,
+    a_late_success_of_a_mixed_hold_retakes_every_kind_or_nothing,
 );
 
 fn at(hhmm: &str) -> i64 {
@@ -290,4 +293,56 @@ async fn a_cancelled_mixed_booking_frees_every_kind(b: Backend) {
     )
     .await;
     assert_eq!(st, 201, "the interval, seats and places are free: {again}");
+}
+
+/// Holds `body` for `fan`, creates the payment and clicks Pay at a gateway that completes it
+/// late (the callback finds it not done). Returns the hold's id.
+async fn approved_late(h: &Harness, fan: &str, body: Value) -> String {
+    let (st, a) = hold(h, fan, "k", body).await;
+    assert_eq!(st, 201, "{a}");
+    let id = a["hold_id"].as_str().unwrap().to_owned();
+    let (_, back) = h.approve(&h.token(fan), &id).await;
+    let r = h.http.get(back).send().await.unwrap();
+    let to = r.headers()["location"].to_str().unwrap();
+    assert!(to.starts_with("/book.html"), "not completed yet: {to}");
+    id
+}
+
+async fn a_late_success_of_a_mixed_hold_retakes_every_kind_or_nothing(b: Backend) {
+    let h = venue(b).await;
+    h.faults(json!({"late_success_rate": 1.0})).await;
+    let taken = approved_late(&h, "late-taken", order(&["A-1-1"], "19:00", "20:00")).await;
+    let free = approved_late(&h, "late-free", order(&["A-1-3"], "20:00", "21:00")).await;
+    let rec = booking_core::Reconciler::new(h.state.clone());
+    h.clock.advance_ms(8 * 60_000 + 1_000);
+    let out = rec.step(h.clock.now_ms()).await.unwrap();
+    assert_eq!(out.released, 2, "{out:?}");
+    assert_eq!(floor_available(&h).await, 5, "released: every place back");
+    h.clock.advance_ms(29_000); // 8:30: someone else takes P1 19:00-20:00
+    let (st, c) = hold(
+        &h,
+        "taker",
+        "k",
+        json!({"resource": "P1", "start": at("19:00"), "end": at("20:00")}),
+    )
+    .await;
+    assert_eq!(st, 201, "{c}");
+    h.clock.advance_ms(31_000); // 9:01: the gateway completes both and sends the webhooks
+    h.wait_count("SELECT COUNT(*) FROM refunds WHERE hold_id = $1", &taken, 1)
+        .await;
+    h.wait_count("SELECT COUNT(*) FROM bookings WHERE hold_id = $1", &free, 1)
+        .await;
+    // The one whose interval was taken: nothing retaken (its seat and places stay free).
+    assert_eq!(
+        h.count("SELECT COUNT(*) FROM bookings WHERE hold_id = $1", &taken)
+            .await,
+        0
+    );
+    assert_eq!(h.seat_status("A-1-1").await, "free");
+    // The other: every kind retaken.
+    assert_eq!(h.seat_status("A-1-3").await, "sold");
+    assert_eq!(floor_available(&h).await, 3, "only late-free's two places");
+    let blocking = "SELECT COUNT(*) FROM hold_resources WHERE hold_id = $1 AND blocking = 1";
+    assert_eq!(h.count(blocking, &free).await, 1);
+    assert_eq!(h.count(blocking, &taken).await, 0);
 }
