@@ -453,18 +453,7 @@ async fn a_paid_interval_keeps_blocking_and_a_released_one_frees_at_once(b: Back
     let later = json!({"resource": "P1", "start": at("20:00"), "end": at("21:00")});
     let (st, c) = hold_interval(&h, "canceller", "k", later.clone()).await;
     assert_eq!(st, 201, "{c}");
-    let r = h
-        .http
-        .delete(format!(
-            "{}/api/holds/{}",
-            h.base,
-            c["hold_id"].as_str().unwrap()
-        ))
-        .bearer_auth(h.token("canceller"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
+    assert_eq!(h.cancel_hold("canceller", &c["hold_id"]).await, 200);
     let (st, d) = hold_interval(&h, "next", "k", later).await;
     assert_eq!(st, 201, "released at once: {d}");
 }

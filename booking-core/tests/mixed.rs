@@ -18,6 +18,7 @@ on_both!(
     mixed_order_is_all_or_nothing,
     a_cancelled_mixed_booking_frees_every_kind,
     a_late_success_of_a_mixed_hold_retakes_every_kind_or_nothing,
+    a_released_mixed_hold_offers_its_seats_and_places_to_the_waitlists,
 );
 
 fn at(hhmm: &str) -> i64 {
@@ -345,4 +346,66 @@ async fn a_late_success_of_a_mixed_hold_retakes_every_kind_or_nothing(b: Backend
     let blocking = "SELECT COUNT(*) FROM hold_resources WHERE hold_id = $1 AND blocking = 1";
     assert_eq!(h.count(blocking, &free).await, 1);
     assert_eq!(h.count(blocking, &taken).await, 0);
+}
+
+/// Joins the show's waitlist (`{"pool"}` for a pool's places): (status, entry).
+async fn join_waitlist(h: &Harness, fan: &str, body: Value) -> (u16, Value) {
+    let r = h
+        .http
+        .post(format!("{}/api/shows/{SHOW}/waitlist", h.base))
+        .bearer_auth(h.token(fan))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+}
+
+async fn a_released_mixed_hold_offers_its_seats_and_places_to_the_waitlists(b: Backend) {
+    let h = venue(b).await;
+    // Every seat and place in holds, the first fan's a mixed one: the show is sold out for
+    // both waitlists.
+    let (st, a) = hold(
+        &h,
+        "first",
+        "k",
+        order(&["A-1-1", "A-1-2"], "19:00", "20:00"),
+    )
+    .await;
+    assert_eq!(st, 201, "{a}");
+    let rest = json!({"seats": ["A-1-3", "A-1-4"], "pool": "FLOOR", "quantity": 2});
+    let (st, r) = hold(&h, "second", "k", rest).await;
+    assert_eq!(st, 201, "{r}");
+    let (st, r) = hold(&h, "third", "k", json!({"pool": "FLOOR"})).await;
+    assert_eq!(st, 201, "{r}");
+    let (st, w) = join_waitlist(&h, "seat-fan", json!({})).await;
+    assert_eq!(st, 201, "{w}");
+    let (st, w) = join_waitlist(&h, "pool-fan", json!({"pool": "FLOOR"})).await;
+    assert_eq!(st, 201, "{w}");
+    // The first fan cancels: the seats go to the seat waitlist, the places to the pool's, each
+    // as a new hold; the interval is free at once.
+    assert_eq!(h.cancel_hold("first", &a["hold_id"]).await, 200);
+    for (fan, what) in [("seat-fan", "seats"), ("pool-fan", "pool")] {
+        let e = h.fan_get(fan, &format!("/api/shows/{SHOW}/waitlist")).await;
+        assert_eq!(e["status"], "offered", "{what}: {e}");
+        let offer = h.hold_view(fan, e["hold_id"].as_str().unwrap()).await;
+        assert_eq!(offer["status"], "HELD", "{offer}");
+        if what == "seats" {
+            assert_eq!(offer["seats"], json!(["A-1-1", "A-1-2"]), "{offer}");
+        } else {
+            assert_eq!(
+                (&offer["pool"], &offer["quantity"]),
+                (&json!("FLOOR"), &json!(2)),
+                "{offer}"
+            );
+        }
+    }
+    let (st, p) = hold(
+        &h,
+        "parker",
+        "k",
+        json!({"resource": "P1", "start": at("19:00"), "end": at("20:00")}),
+    )
+    .await;
+    assert_eq!(st, 201, "{p}");
 }

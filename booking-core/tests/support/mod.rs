@@ -390,10 +390,10 @@ impl Harness {
         hold
     }
 
-    /// `GET /api/holds/{hold}` as `fan`.
-    pub async fn hold_view(&self, fan: &str, hold: &str) -> Value {
+    /// `GET {path}` as `fan`, the JSON answer.
+    pub async fn fan_get(&self, fan: &str, path: &str) -> Value {
         self.http
-            .get(format!("{}/api/holds/{hold}", self.base))
+            .get(format!("{}{path}", self.base))
             .bearer_auth(self.token(fan))
             .send()
             .await
@@ -401,6 +401,24 @@ impl Harness {
             .json()
             .await
             .unwrap()
+    }
+
+    /// `GET /api/holds/{hold}` as `fan`.
+    pub async fn hold_view(&self, fan: &str, hold: &str) -> Value {
+        self.fan_get(fan, &format!("/api/holds/{hold}")).await
+    }
+
+    /// `DELETE /api/holds/{hold}` as `fan` (the fan cancels): the status.
+    pub async fn cancel_hold(&self, fan: &str, hold: &Value) -> u16 {
+        let id = hold.as_str().unwrap();
+        self.http
+            .delete(format!("{}/api/holds/{id}", self.base))
+            .bearer_auth(self.token(fan))
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
     }
 
     /// An operator's `POST /admin/bookings/{booking}/cancel` with `body`: (status, answer).
