@@ -94,15 +94,16 @@ impl RedisStore {
     ) -> StoreResult<Option<Figures>> {
         let now = now_ms.div_euclid(1000);
         let dead_before = now_ms - silence_ms as i64;
-        let (h, pre, active, silent, returning): (HashMap<String, String>, u64, u64, u64, u64) =
-            self.scripts
-                .figures
-                .on(event, &["meta", "pre", "live", "hb", "back"])
-                .arg(now)
-                .arg(dead_before)
-                .invoke_async(&mut self.conn.clone())
-                .await
-                .map_err(err)?;
+        type Read = (HashMap<String, String>, u64, u64, u64, u64, u64);
+        let (h, pre, active, silent, returning, left): Read = self
+            .scripts
+            .figures
+            .on(event, &["meta", "pre", "live", "hb", "back", "vac"])
+            .arg(now)
+            .arg(dead_before)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err)?;
         if h.is_empty() {
             return Ok(None);
         }
@@ -117,6 +118,7 @@ impl RedisStore {
             max_active_seen: num("max_active_seen")?,
             silent,
             returning,
+            left,
             skipped_total: num("skipped_total")?,
             ended_total: num("ended_total")?,
             ready_window: num("win")?,
