@@ -252,6 +252,8 @@ async fn a_fan_chooses_a_section_and_holds_the_best_seats_in_one_tap() {
         assert_eq!(best, "Hold the best 2 together");
         click(&c, "#best").await;
         let held = wait_text(&c, "#held:not([hidden]) #held-seats", "T-", 20).await;
+        // Focus is on the headline that says so (issue 18 item 8).
+        support::browser::wait_focus(&c, "#headline", 5).await;
         let seats: Vec<&str> = held.split(", ").collect();
         assert_eq!(seats.len(), 2, "two seats held: {held}");
         assert!(seats.iter().all(|s| s.starts_with("T-")), "{held}");
