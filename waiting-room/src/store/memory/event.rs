@@ -187,7 +187,8 @@ impl Ev {
     }
 
     /// People ahead of number `n` (`Position::ahead`): the vacated places between the cursor
-    /// and `n` are a `BTreeSet` range (all vacated places are above the cursor).
+    /// and `n` are a `BTreeSet` range, O(log n + k) for k places vacated ahead (all vacated
+    /// places are above the cursor).
     pub fn ahead(&self, n: Option<u64>) -> Option<u64> {
         let between = match n {
             Some(n) if n > self.cursor + 1 => self.vacated.range(self.cursor + 1..n).count(),

@@ -43,7 +43,7 @@ pub use durable::Durability;
 pub use latch::{status_latch_key, status_throttle_key};
 
 use conn::Conn;
-use parse::{bad, err, key, parse_meta, parse_u64, state_of};
+use parse::{err, key, parse_meta, parse_u64, state_of};
 use script::Lua;
 
 use super::{Advance, QueueStore, StoreError, StoreResult, AUDIT_KEEP, REPORT_KEEP};
@@ -414,25 +414,7 @@ impl QueueStore for RedisStore {
     }
 
     async fn leave(&self, event: &EventId, visitor: &VisitorId) -> StoreResult<Left> {
-        let (_, member) = self.seed(event).await?.entry(visitor.as_str());
-        let r: Vec<String> = self
-            .scripts
-            .leave
-            .on(event, &["meta", "num", "pre", "hb", "vac"])
-            .arg(visitor.as_str())
-            .arg(&member)
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(err)?;
-        let left = match r.as_slice() {
-            [s, _] if s == "missing" => return Err(StoreError::NotFound),
-            [s, n] if s == "vacated" => Left::Vacated(parse_u64(n)?),
-            [s, _] if s == "unqueued" => Left::Unqueued,
-            [s, _] if s == "not_waiting" => Left::NotWaiting,
-            _ => return Err(bad("leave")),
-        };
-        self.replicated(event).await?;
-        Ok(left)
+        self.leave_line(event, visitor).await
     }
 
     async fn begin_open(&self, event: &EventId) -> StoreResult<u64> {
