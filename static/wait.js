@@ -18,6 +18,9 @@
   let firstCursor = null;
   let claiming = false;
   let leftLine = false; // the fan gave the place up: no polling until they join again
+  // One polling loop at a time: leaving or joining again starts a new generation, and a tick of
+  // an older one (a timer or a request still in flight) stops instead of polling beside it.
+  let loop = 0;
 
   function backoff() {
     failures += 1;
@@ -119,6 +122,7 @@
       if (j.queue_number !== null && j.queue_number !== undefined) $("queue-number").textContent = j.queue_number;
       section.hidden = true;
       leftLine = false;
+      loop += 1;
       document.title = T("tab_wait");
       $("state").textContent = T("placed");
       $("state").focus();
@@ -152,8 +156,9 @@
       if (res.status === 409) { showLeaveError("leave_too_late"); return; }
       if (!res.ok) { showLeaveError("leave_failed"); return; }
       leftLine = true;
+      loop += 1;
       localStorage.removeItem(storeKey);
-      $("queue-box").hidden = true;
+      for (const id of ["queue-box", "countdown-box", "leave-box"]) $(id).hidden = true;
       $("left").hidden = false;
       document.title = T("left_title");
       $("left-title").focus();
@@ -248,8 +253,10 @@
     api("/api/events/" + event + "/heartbeat", { method: "POST" }).catch(function () {});
   }
 
-  async function tick() {
-    if (leftLine) return;
+  async function tick(generation) {
+    const mine = generation === undefined ? loop : generation;
+    const stale = () => leftLine || mine !== loop;
+    if (stale()) return;
     let status;
     try {
       const res = await fetch("/status/" + event + ".json", { cache: "no-cache" });
@@ -259,7 +266,7 @@
       $("trouble").hidden = true;
     } catch (e) {
       $("trouble").hidden = false;
-      setTimeout(tick, backoff());
+      setTimeout(() => tick(mine), backoff());
       return;
     }
     pollMs = status.poll_interval_ms || pollMs;
@@ -276,7 +283,9 @@
     }
     try {
       const pos = await position();
-      if (leftLine) return;
+      if (stale()) return;
+      // A pre-queued fan (no number before the opening) may leave the pre-queue too.
+      if (pos.queue_number === null || pos.queue_number === undefined) $("leave-box").hidden = status.state !== "prequeue";
       if (pos.queue_number !== null && pos.queue_number !== undefined) {
         $("queue-box").hidden = false;
         $("queue-number").textContent = pos.queue_number;
@@ -293,7 +302,7 @@
         $("ahead").textContent = ahead;
         const span = Math.max(1, pos.queue_number - firstCursor);
         $("progress").value = Math.min(100, Math.round(100 * (1 - toGo / span)));
-        $("leave").hidden = distance === 0;
+        $("leave-box").hidden = distance === 0;
         showWait(status, toGo);
         heartbeat(status, distance);
         if ((distance === 0 || pos.admitted) && !claiming && status.state === "open") {
@@ -307,10 +316,10 @@
     } catch (e) {
       if (e === BLOCKED) return;
       $("trouble").hidden = false;
-      setTimeout(tick, backoff());
+      setTimeout(() => tick(mine), backoff());
       return;
     }
-    setTimeout(tick, pollMs);
+    setTimeout(() => tick(mine), pollMs);
   }
 
   (async function start() {

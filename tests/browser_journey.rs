@@ -336,6 +336,18 @@ async fn the_waiting_page_says_what_the_fan_waits_for() {
             let at = wait_text(&c, "#opens-at", "Asia/Tokyo", 10).await;
             assert_eq!(at, opening, "{lang} opening time");
             shot(&c, &format!("journey-waiting-about-{lang}-{}", v.name())).await;
+            // A pre-queued fan may leave the pre-queue (issue 18 item 5), focus following.
+            click(&c, "#leave").await;
+            support::browser::wait_focus(&c, "#leave-question", 5).await;
+            click(&c, "#leave-yes").await;
+            let left = support::browser::wait_focus(&c, "#left-title", 10).await;
+            let want = if lang == "fr" {
+                "Vous avez quitté la file"
+            } else {
+                "You left the line"
+            };
+            assert_eq!(left, want);
+            shot(&c, &format!("journey-waiting-left-{lang}-{}", v.name())).await;
             c.close().await.ok();
         }
     }
