@@ -30,7 +30,8 @@
     return (body && (body.detail || body.title)) || fallback;
   }
 
-  function showError(text) { $("error").hidden = false; $("error").textContent = text; }
+  // Focus goes to the element that states an action's result (issue 18 item 8): the error here.
+  function showError(text) { $("error").hidden = false; $("error").textContent = text; $("error").focus(); }
   function clearError() { $("error").hidden = true; $("error").textContent = ""; }
   function stopTimer() { if (timer) clearInterval(timer); timer = null; stopWaitlist(); }
 
@@ -330,6 +331,7 @@
     if (!res.ok) { showError(problem(json, T("waitlist_failed"))); return; }
     sessionStorage.setItem("waitlist:" + show, "1");
     await showWaitlist(true);
+    $("waitlist-text").focus();
   };
 
   async function loadMap() {
@@ -452,7 +454,7 @@
     await loadMap();
     $("race").hidden = false;
     $("race").textContent = none ? T("best_none", { n: n, section: section }) : problem(json, T("hold_failed"));
-    $("best").focus();
+    $("race").focus();
   };
 
   async function held(json) {
@@ -482,7 +484,7 @@
       window.scrollTo(0, scroll);
       $("race").hidden = false;
       $("race").textContent = T(taken.length === 1 ? "lost_one" : "lost_some", { seats: taken.join(", ") });
-      $("hold").focus();
+      $("race").focus(); // it says which seats went; the Hold button for the others is next to it
       return;
     }
     showError(res.status === 409 ? T("lost_race") : problem(json, T("hold_failed")));

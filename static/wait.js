@@ -1,5 +1,7 @@
 // The waiting page: joins once (the join token lives in localStorage, never in a URL), follows the
-// public status document at the interval it names, shows people ahead = my number - cursor - 1, and on
+// public status document at the interval it names, shows the people ahead its position answer counts
+// (number - cursor - 1 minus places ahead whose fans left the line; the formula alone only when the
+// answer has no `ahead`), lets the fan leave the line (the place goes to the people behind), and on
 // admission claims the admission token and hands it to the booking core with a form POST. The
 // countdown to opening counts from the server's clock (clock.js), not the device's (case W15).
 // Before it, the page says what the fan waits for: the event's name, venue and date, and the
@@ -15,6 +17,10 @@
   let failures = 0;
   let firstCursor = null;
   let claiming = false;
+  let leftLine = false; // the fan gave the place up: no polling until they join again
+  // One polling loop at a time: leaving or joining again starts a new generation, and a tick of
+  // an older one (a timer or a request still in flight) stops instead of polling beside it.
+  let loop = 0;
 
   function backoff() {
     failures += 1;
@@ -102,21 +108,68 @@
     $("lapsed").hidden = false;
     document.title = T("lapsed_title");
     $("lapsed-title").focus();
-    $("rejoin").onclick = async function () {
-      $("rejoin").disabled = true;
-      localStorage.removeItem(storeKey);
-      firstCursor = null;
-      try {
-        const j = await join();
-        if (j.queue_number !== null && j.queue_number !== undefined) $("queue-number").textContent = j.queue_number;
-        $("lapsed").hidden = true;
-        document.title = T("tab_wait");
-      } finally {
-        $("rejoin").disabled = false;
-      }
-      tick();
-    };
+    $("rejoin").onclick = function () { rejoin($("rejoin"), $("lapsed")); };
   }
+
+  // A new place at the end of the line, asked for by the fan (after a lapsed admission or after
+  // leaving); focus goes to the line's state, which says where they are.
+  async function rejoin(button, section) {
+    button.disabled = true;
+    localStorage.removeItem(storeKey);
+    firstCursor = null;
+    try {
+      const j = await join();
+      if (j.queue_number !== null && j.queue_number !== undefined) $("queue-number").textContent = j.queue_number;
+      section.hidden = true;
+      leftLine = false;
+      loop += 1;
+      document.title = T("tab_wait");
+      $("state").textContent = T("placed");
+      $("state").focus();
+    } finally {
+      button.disabled = false;
+    }
+    tick();
+  }
+
+  // "Leave the line": asks once, then gives the place up (POST …/leave) so everyone behind has one
+  // fewer ahead at once. Focus follows each step: the question, the result, or the error.
+  function showLeaveError(key) {
+    $("leave-error").textContent = T(key);
+    $("leave-error").hidden = false;
+    $("leave-error").focus();
+  }
+  $("leave").onclick = function () {
+    $("leave-error").hidden = true;
+    $("leave-confirm").hidden = false;
+    $("leave-question").focus();
+  };
+  $("leave-no").onclick = function () {
+    $("leave-confirm").hidden = true;
+    $("leave").focus();
+  };
+  $("leave-yes").onclick = async function () {
+    $("leave-yes").disabled = true;
+    try {
+      const { res } = await api("/api/events/" + event + "/leave", { method: "POST" });
+      $("leave-confirm").hidden = true;
+      if (res.status === 409) { showLeaveError("leave_too_late"); return; }
+      if (!res.ok) { showLeaveError("leave_failed"); return; }
+      leftLine = true;
+      loop += 1;
+      localStorage.removeItem(storeKey);
+      for (const id of ["queue-box", "countdown-box", "leave-box"]) $(id).hidden = true;
+      $("left").hidden = false;
+      document.title = T("left_title");
+      $("left-title").focus();
+    } catch (_) {
+      $("leave-confirm").hidden = true;
+      showLeaveError("leave_failed");
+    } finally {
+      $("leave-yes").disabled = false;
+    }
+  };
+  $("left-rejoin").onclick = function () { rejoin($("left-rejoin"), $("left")); };
 
   function handOff(adm) {
     $("admitted").hidden = false;
@@ -200,7 +253,10 @@
     api("/api/events/" + event + "/heartbeat", { method: "POST" }).catch(function () {});
   }
 
-  async function tick() {
+  async function tick(generation) {
+    const mine = generation === undefined ? loop : generation;
+    const stale = () => leftLine || mine !== loop;
+    if (stale()) return;
     let status;
     try {
       const res = await fetch("/status/" + event + ".json", { cache: "no-cache" });
@@ -210,7 +266,7 @@
       $("trouble").hidden = true;
     } catch (e) {
       $("trouble").hidden = false;
-      setTimeout(tick, backoff());
+      setTimeout(() => tick(mine), backoff());
       return;
     }
     pollMs = status.poll_interval_ms || pollMs;
@@ -227,20 +283,29 @@
     }
     try {
       const pos = await position();
+      if (stale()) return;
+      // A pre-queued fan (no number before the opening) may leave the pre-queue too.
+      if (pos.queue_number === null || pos.queue_number === undefined) $("leave-box").hidden = status.state !== "prequeue";
       if (pos.queue_number !== null && pos.queue_number !== undefined) {
         $("queue-box").hidden = false;
         $("queue-number").textContent = pos.queue_number;
         const cursor = Math.max(status.cursor || 0, pos.cursor || 0);
         if (firstCursor === null) firstCursor = cursor;
         // The cursor is the last number let in: the people ahead are the numbers between it and
-        // this fan's (DECISIONS), and the cursor must move `toGo` places to reach this fan.
-        const toGo = Math.max(0, pos.queue_number - cursor);
-        $("ahead").textContent = Math.max(0, toGo - 1);
+        // this fan's less the places whose fans left (DECISIONS "People ahead"), counted by the
+        // server (`ahead`); a newer cursor from the status document can only lower it.
+        const distance = Math.max(0, pos.queue_number - cursor);
+        const formula = Math.max(0, distance - 1);
+        const ahead = distance === 0 ? 0 : (typeof pos.ahead === "number" ? Math.min(pos.ahead, formula) : formula);
+        // Places the cursor must let in before this fan: the people ahead, then the fan.
+        const toGo = distance === 0 ? 0 : ahead + 1;
+        $("ahead").textContent = ahead;
         const span = Math.max(1, pos.queue_number - firstCursor);
         $("progress").value = Math.min(100, Math.round(100 * (1 - toGo / span)));
+        $("leave-box").hidden = distance === 0;
         showWait(status, toGo);
-        heartbeat(status, toGo);
-        if ((toGo === 0 || pos.admitted) && !claiming && status.state === "open") {
+        heartbeat(status, distance);
+        if ((distance === 0 || pos.admitted) && !claiming && status.state === "open") {
           claiming = true;
           const adm = await claim();
           claiming = false;
@@ -251,10 +316,10 @@
     } catch (e) {
       if (e === BLOCKED) return;
       $("trouble").hidden = false;
-      setTimeout(tick, backoff());
+      setTimeout(() => tick(mine), backoff());
       return;
     }
-    setTimeout(tick, pollMs);
+    setTimeout(() => tick(mine), pollMs);
   }
 
   (async function start() {

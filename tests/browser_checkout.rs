@@ -19,8 +19,8 @@ mod support;
 use fantoccini::{Client, Locator};
 use std::time::{Duration, Instant};
 use support::browser::{
-    click, hold_on_page, open, shot, shown_secs, skew, unix_now, wait_text, wait_url, Driver,
-    Viewport, ONE_AT_A_TIME,
+    click, hold_on_page, open, shot, shown_secs, skew, unix_now, wait_focus, wait_text, wait_url,
+    Driver, Viewport, ONE_AT_A_TIME,
 };
 use ticket_sale::stack::{self, Stack, StackOptions};
 
@@ -359,6 +359,8 @@ async fn lost_race_keeps_the_other_seats(v: Viewport) {
     click(&c, "#hold").await;
     let said = wait_text(&c, "#race:not([hidden])", &two[1], 20).await;
     assert!(said.contains("still selected"), "{said}");
+    // Focus is on the message that says which seat went (issue 18 item 8).
+    assert_eq!(wait_focus(&c, "#race", 5).await, said);
     assert!(
         !said.contains(&two[0]),
         "only the taken seat is named: {said}"
@@ -390,6 +392,7 @@ async fn lost_race_keeps_the_other_seats(v: Viewport) {
     click(&c, "#hold").await;
     let held = wait_text(&c, "#held:not([hidden]) #held-seats", &two[0], 20).await;
     assert_eq!(held, two[0]);
+    assert_eq!(wait_focus(&c, "#headline", 5).await, "Seats held");
     assert!(
         !shown(&c, "#race").await,
         "the lost race's message is gone after the success"

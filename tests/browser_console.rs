@@ -9,7 +9,7 @@ mod support;
 
 use fantoccini::{Client, Locator};
 use std::time::{Duration, Instant};
-use support::browser::{click, open, shot, wait_text, Driver, Viewport, ONE_AT_A_TIME};
+use support::browser::{click, open, shot, wait_focus, wait_text, Driver, Viewport, ONE_AT_A_TIME};
 use ticket_sale::stack::{self, Stack, StackOptions};
 
 /// An event that opens in 10 minutes: it stays in the pre-queue for the whole test.
@@ -153,6 +153,8 @@ async fn console_keeps_typed_values(v: Viewport) {
         "{applied}"
     );
     assert!(!applied.contains("Not what was asked"), "{applied}");
+    // Focus is on the result line after every console action (issue 18 item 8).
+    wait_focus(&c, "#applied", 5).await;
     wait_text(&c, "#live-rate", "7", 10).await;
     wait_text(&c, "#live-max", "3", 10).await;
     let f = figures(&s).await;
@@ -170,6 +172,7 @@ async fn console_keeps_typed_values(v: Viewport) {
     type_into(&c, "#k-rate", "2000000").await;
     click(&c, "#apply").await;
     let err = wait_text(&c, "#errors li", "admit_rate", 20).await;
+    assert!(wait_focus(&c, "#errors li", 5).await.contains("admit_rate"));
     refreshes(&c, 2).await;
     assert_eq!(
         wait_text(&c, "#errors li", "admit_rate", 1).await,
@@ -186,6 +189,7 @@ async fn console_keeps_typed_values(v: Viewport) {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    wait_focus(&c, "#applied", 5).await;
     // Closing asks first; "keep" changes nothing, "yes" closes.
     click(&c, "[data-act='close']").await;
     let ask = wait_text(
@@ -205,6 +209,7 @@ async fn console_keeps_typed_values(v: Viewport) {
     wait_text(&c, "#confirm:not([hidden]) #confirm-yes", "Yes", 10).await;
     click(&c, "#confirm-yes").await;
     wait_text(&c, "#state", "closed", 20).await;
+    assert!(wait_focus(&c, "#applied", 5).await.contains("now closed"));
     assert_eq!(figures(&s).await["internal_state"], "closed");
     let allowed = allowed_buttons(&c).await;
     assert_eq!(allowed, [false, false, false, false, true]);

@@ -252,6 +252,8 @@ async fn a_fan_chooses_a_section_and_holds_the_best_seats_in_one_tap() {
         assert_eq!(best, "Hold the best 2 together");
         click(&c, "#best").await;
         let held = wait_text(&c, "#held:not([hidden]) #held-seats", "T-", 20).await;
+        // Focus is on the headline that says so (issue 18 item 8).
+        support::browser::wait_focus(&c, "#headline", 5).await;
         let seats: Vec<&str> = held.split(", ").collect();
         assert_eq!(seats.len(), 2, "two seats held: {held}");
         assert!(seats.iter().all(|s| s.starts_with("T-")), "{held}");
@@ -334,8 +336,145 @@ async fn the_waiting_page_says_what_the_fan_waits_for() {
             let at = wait_text(&c, "#opens-at", "Asia/Tokyo", 10).await;
             assert_eq!(at, opening, "{lang} opening time");
             shot(&c, &format!("journey-waiting-about-{lang}-{}", v.name())).await;
+            // A pre-queued fan may leave the pre-queue (issue 18 item 5), focus following.
+            click(&c, "#leave").await;
+            support::browser::wait_focus(&c, "#leave-question", 5).await;
+            click(&c, "#leave-yes").await;
+            let left = support::browser::wait_focus(&c, "#left-title", 10).await;
+            let want = if lang == "fr" {
+                "Vous avez quitté la file"
+            } else {
+                "You left the line"
+            };
+            assert_eq!(left, want);
+            shot(&c, &format!("journey-waiting-left-{lang}-{}", v.name())).await;
             c.close().await.ok();
         }
+    }
+    stack.shutdown().await;
+}
+
+/// Polls (every 100 ms, at most 20 s) until `#ahead` shows exactly `want`.
+async fn wait_ahead(c: &fantoccini::Client, want: u64) {
+    let start = std::time::Instant::now();
+    loop {
+        let shown = text_of(c, "#ahead").await;
+        if shown == want.to_string() {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "people ahead never showed {want} (shows {shown})"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The line told truthfully (issue 18 item 5) and focus after each action (item 8), on a laptop
+/// and a phone: with the line paused, a fan ahead leaves and the page's "people ahead" drops at
+/// once (the old formula number − cursor − 1 would not move); the fan leaves the line in two
+/// steps (focus on the question, then on "You left the line"), and joins again at the back
+/// (focus on the line's state).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn people_ahead_drop_when_a_fan_ahead_leaves_the_line() {
+    let _one = support::browser::ONE_AT_A_TIME.lock().await;
+    let mut opts = StackOptions::local_random_ports();
+    opts.event = support::demo_event(0, 600);
+    let stack = stack::start(opts).await.expect("stack starts");
+    let wr = stack.waiting_room_url.clone();
+    let http = reqwest::Client::new();
+    let admin = |method: reqwest::Method, tail: &str| {
+        http.request(method, format!("{wr}/admin/events/demo{tail}"))
+            .bearer_auth(&stack.admin_token)
+            .header("x-operator", "ops-test")
+    };
+    // Open, then pause so the cursor stands still while the test looks at the line.
+    let start = std::time::Instant::now();
+    loop {
+        let f: serde_json::Value = admin(reqwest::Method::GET, "")
+            .send()
+            .await
+            .expect("figures")
+            .json()
+            .await
+            .expect("figures json");
+        if f["internal_state"] == "open" {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "never opened: {f}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let paused = admin(reqwest::Method::POST, "/pause")
+        .send()
+        .await
+        .expect("pause");
+    assert!(paused.status().is_success(), "{}", paused.status());
+    let driver = Driver::start();
+    for v in Viewport::BOTH {
+        let n = format!("journey-leave-{}", v.name());
+        let _first = support::join(&http, &wr, "demo").await;
+        let second = support::join(&http, &wr, "demo").await;
+        let (c, _profile) = open(&driver, v, "en").await;
+        c.goto(&format!("{wr}/?event=demo"))
+            .await
+            .expect("waiting page");
+        wait_text(&c, "#queue-box:not([hidden]) #queue-number", "", 20).await;
+        let token = c
+            .execute("return localStorage.getItem('join:demo');", vec![])
+            .await
+            .expect("join token");
+        let token = token.as_str().expect("token").to_owned();
+        let pos = |t: String| {
+            let http = http.clone();
+            let url = format!("{wr}/api/events/demo/position");
+            async move {
+                let r = http.get(url).bearer_auth(t).send().await.expect("position");
+                r.json::<serde_json::Value>().await.expect("position json")
+            }
+        };
+        let p = pos(token.clone()).await;
+        let before = p["ahead"].as_u64().expect("ahead");
+        let formula = p["queue_number"].as_u64().expect("n") - p["cursor"].as_u64().expect("c") - 1;
+        wait_ahead(&c, before).await;
+        // The second fan ahead leaves: one fewer ahead, though no number moved.
+        let left = http
+            .post(format!("{wr}/api/events/demo/leave"))
+            .bearer_auth(&second)
+            .send()
+            .await
+            .expect("leave");
+        assert_eq!(left.status(), 200);
+        wait_ahead(&c, before - 1).await;
+        let p = pos(token.clone()).await;
+        let formula_now =
+            p["queue_number"].as_u64().expect("n") - p["cursor"].as_u64().expect("c") - 1;
+        assert_eq!(formula_now, formula, "the old formula did not move");
+        assert_eq!(p["ahead"].as_u64(), Some(before - 1));
+        shot(&c, &format!("{n}-01-one-fewer-ahead")).await;
+        // This fan leaves too: asked first, then told, focus following each step.
+        click(&c, "#leave").await;
+        let q = support::browser::wait_focus(&c, "#leave-question", 5).await;
+        assert!(q.contains("cannot be given back"), "{q}");
+        support::browser::axe(&c, &format!("{n}-02-leave-question")).await;
+        click(&c, "#leave-yes").await;
+        let said = support::browser::wait_focus(&c, "#left-title", 10).await;
+        assert_eq!(said, "You left the line");
+        assert_eq!(c.title().await.expect("title"), "You left the line");
+        shot(&c, &format!("{n}-03-left")).await;
+        let p = pos(token.clone()).await;
+        assert_eq!(
+            p["queue_number"],
+            serde_json::Value::Null,
+            "the place is given up: {p}"
+        );
+        // Joining again is a new place at the end, and focus goes to the line's state.
+        click(&c, "#left-rejoin").await;
+        support::browser::wait_focus(&c, "#state", 10).await;
+        wait_text(&c, "#queue-box:not([hidden]) #queue-number", "", 20).await;
+        c.close().await.ok();
     }
     stack.shutdown().await;
 }

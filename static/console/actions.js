@@ -23,7 +23,13 @@ export function show(f) {
 
 export function init(afterChange, event) {
   const run = async (what) => {
-    try { await api("POST", "/" + what); await afterChange(); } catch (e) { report(what, e.message); }
+    try {
+      await api("POST", "/" + what);
+      await afterChange();
+      // The result line says what the state is now, and takes the focus (issue 18 item 8).
+      text($("applied"), T("console_state_now", { what: what, state: $("state").textContent }));
+      $("applied").focus();
+    } catch (e) { report(what, e.message); }
   };
   for (const b of document.querySelectorAll("[data-act]")) {
     b.addEventListener("click", () => {

@@ -27,7 +27,7 @@ export function init(afterChange) {
       const v = k.parse(raw);
       if (!live || v !== live[k.field]) body[k.field] = v;
     }
-    if (Object.keys(body).length === 0) { text($("applied"), T("console_nothing")); return; }
+    if (Object.keys(body).length === 0) { text($("applied"), T("console_nothing")); $("applied").focus(); return; }
     $("apply").disabled = true;
     try {
       const answer = await api("PATCH", "", body);
@@ -39,6 +39,7 @@ export function init(afterChange) {
       }
       text($("applied"), T("console_applied", { what: parts.join(", ") }) +
         (differ.length ? " " + T("console_differs", { what: differ.join(", ") }) : ""));
+      $("applied").focus(); // the result, from the server's answer (issue 18 item 8)
       await afterChange(answer);
     } catch (e) {
       text($("applied"), "");

@@ -476,3 +476,31 @@ pub async fn focus_visible(c: &fantoccini::Client, tabs: usize) -> Vec<serde_jso
     assert!(!seen.is_empty(), "Tab focused nothing");
     seen
 }
+
+/// Waits (polling every 100 ms, at most `secs`) until the keyboard focus is on an element
+/// matching `css`: after an action, focus goes to the element stating its result (issue 18
+/// item 8). Returns the focused element's text.
+pub async fn wait_focus(c: &fantoccini::Client, css: &str, secs: u64) -> String {
+    let start = std::time::Instant::now();
+    loop {
+        let v = c
+            .execute(
+                "const el = document.activeElement;
+                 return {on: !!el && el.matches(arguments[0]),
+                         what: el ? (el.id ? '#' + el.id : el.tagName) : null,
+                         text: el ? el.textContent : ''};",
+                vec![serde_json::Value::from(css)],
+            )
+            .await
+            .expect("read the focus");
+        if v["on"] == true {
+            return v["text"].as_str().unwrap_or_default().to_owned();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(secs),
+            "focus never reached {css} (it is on {})",
+            v["what"]
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -164,6 +164,37 @@ pub struct Position {
     pub state: EventState,
     /// Whether this visitor holds an admission.
     pub admitted: bool,
+    /// People ahead (issue 18 item 5; DECISIONS.md "People ahead"): `queue_number − cursor −
+    /// 1` minus the places between the cursor and this number whose fans left the line
+    /// ([`QueueStore::leave`](crate::store::QueueStore::leave)); 0 once the cursor reached the
+    /// number; `None` without a number. Counted by the store in the same read (O(log n) on
+    /// Redis: one `ZCOUNT`).
+    pub ahead: Option<u64>,
+}
+
+impl Position {
+    /// [`Position::ahead`] from the number, the cursor and the vacated places strictly between
+    /// them (`vacated_between`).
+    pub fn ahead_of(queue_number: Option<u64>, cursor: u64, vacated_between: u64) -> Option<u64> {
+        queue_number.map(|n| {
+            n.saturating_sub(cursor)
+                .saturating_sub(1)
+                .saturating_sub(vacated_between)
+        })
+    }
+}
+
+/// What [`QueueStore::leave`](crate::store::QueueStore::leave) did ("Leave the line", issue 18
+/// item 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Left {
+    /// The fan's number (above the cursor) is free: the people behind have one fewer ahead.
+    Vacated(u64),
+    /// The fan left the pre-queue (no number yet).
+    Unqueued,
+    /// Nothing to leave: no place, or the cursor already reached the number (the invitation
+    /// or admission runs its course).
+    NotWaiting,
 }
 
 /// A stored admission (idempotent: claiming again returns the same one).
@@ -428,6 +459,8 @@ pub struct Figures {
     pub silent: u64,
     /// Skipped fans who came back and wait for the next tick.
     pub returning: u64,
+    /// Places above the cursor whose fans left the line (the cursor skips them).
+    pub left: u64,
     /// Places the cursor skipped, ever.
     pub skipped_total: u64,
     /// Sessions ended early by the booking core, ever.
@@ -442,12 +475,13 @@ pub struct Figures {
 
 impl Figures {
     /// Live fans still waiting: numbered above the cursor, minus the silent ones in the ready
-    /// window, plus returning fans and the pre-queue. Fans behind the ready window are presumed
+    /// window and the places whose fans left the line, plus returning fans and the pre-queue. Fans behind the ready window are presumed
     /// live: they are not asked to heartbeat, so nothing could say otherwise.
     pub fn queue_length(&self) -> u64 {
         self.last_number
             .saturating_sub(self.cursor)
             .saturating_sub(self.silent)
+            .saturating_sub(self.left)
             + self.returning
             + self.prequeued
     }

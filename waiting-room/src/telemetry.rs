@@ -172,6 +172,7 @@ pub fn record_figures(f: &Figures, doc: Derived) {
     g("wr_prequeued", f.prequeued as f64);
     g("wr_active_sessions", f.active as f64);
     g("wr_silent_in_window", f.silent as f64);
+    g("wr_left_places", f.left as f64);
     g("wr_admit_rate", f.meta.admit_rate);
     g("wr_admitted_per_sec", doc.admitted_per_sec);
     g("wr_cursor_places_per_sec", doc.places_per_sec);

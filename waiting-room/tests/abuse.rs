@@ -311,6 +311,9 @@ impl QueueStore for Counting {
     async fn position(&self, e: &EventId, v: &VisitorId) -> StoreResult<Position> {
         self.hit().position(e, v).await
     }
+    async fn leave(&self, e: &EventId, v: &VisitorId) -> StoreResult<Left> {
+        self.hit().leave(e, v).await
+    }
     async fn begin_open(&self, e: &EventId) -> StoreResult<u64> {
         self.hit().begin_open(e).await
     }

@@ -2,7 +2,8 @@
 //! generic async fn over `Arc<dyn QueueStore>`, run against the in-memory store, against a
 //! real `redis-server` started on a free port, and against a real Redis Cluster (3 masters +
 //! 3 replicas, one per test binary, each rule on its own event so its keys land in their own
-//! slot). `conformance/lanes.rs` holds the quiet lane's rules (issue 15 item 2).
+//! slot). `conformance/lanes.rs` holds the quiet lane's rules (issue 15 item 2),
+//! `conformance/leave.rs` people ahead and leaving the line (issue 18 item 5).
 //! `conformance/cluster.rs` adds a slot migration and a master failover mid-suite.
 
 use futures::future::join_all;
@@ -24,11 +25,14 @@ mod cluster;
 mod fairness;
 #[path = "conformance/lanes.rs"]
 mod lanes;
+#[path = "conformance/leave.rs"]
+mod leave;
 #[path = "conformance/liveness.rs"]
 mod liveness;
 use capacity::*;
 use fairness::*;
 use lanes::*;
+use leave::*;
 use liveness::*;
 
 type Store = Arc<dyn QueueStore>;
@@ -470,4 +474,6 @@ conformance!(
     case_w10_lapsed_invitation_never_overshoots,
     address_rules_are_stored_per_event,
     the_shadow_line_has_its_own_numbers,
+    people_ahead_excludes_vacated_places,
+    leaving_the_prequeue,
 );

@@ -1,4 +1,4 @@
-//! Per-fan endpoints: join, heartbeat, position, admission (API.md). Tokens are checked before
+//! Per-fan endpoints: join, heartbeat, position, admission (API.md); leaving is `leave.rs`. Tokens are checked before
 //! any store call; every answer is `private, no-store`. A join behind a trusted proxy that
 //! sets the configured identity header, or carrying a valid signed identity token, gets the
 //! visitor id derived from that identity, so one identity holds one place.
@@ -314,7 +314,7 @@ pub async fn pow_challenge(
     ))
 }
 
-fn require_identity(
+pub(super) fn require_identity(
     st: &AppState,
     headers: &HeaderMap,
     event: &EventId,
@@ -382,7 +382,7 @@ pub async fn heartbeat(
     summary = "A fan's place",
     params(("event" = String, Path, description = "event id, [a-z0-9-]{1,40}")),
     responses(
-        (status = 200, description = "visitor_id, queue_number, cursor, state, admitted", body = Object),
+        (status = 200, description = "visitor_id, queue_number, cursor, ahead (people ahead: queue_number - cursor - 1 minus places vacated between them; 0 once reached; null without a number), state, admitted", body = Object),
         (status = 401, description = "missing, malformed, forged or expired token", body = ProblemDoc),
         (status = 404, description = "no such event", body = ProblemDoc),
         (status = 503, description = "store unavailable (Retry-After)", body = ProblemDoc)
@@ -406,6 +406,7 @@ pub async fn position(
             "visitor_id": visitor.as_str(),
             "queue_number": p.queue_number,
             "cursor": p.cursor,
+            "ahead": p.ahead,
             "state": p.state.public(),
             "admitted": p.admitted,
         }),

@@ -9,6 +9,7 @@ pub mod error;
 pub mod fan;
 pub mod internal;
 pub mod lanes;
+pub mod leave;
 pub mod openapi;
 pub mod public;
 pub mod report;
@@ -367,12 +368,16 @@ pub fn router(state: AppState) -> Router {
     let heartbeat = Router::new()
         .route("/api/events/{event}/heartbeat", post(fan::heartbeat))
         .layer(Limits::layer(&l.heartbeat, "heartbeat"));
+    let leave = Router::new()
+        .route("/api/events/{event}/leave", post(leave::leave))
+        .layer(Limits::layer(&l.heartbeat, "leave"));
     let claim = Router::new()
         .route("/api/events/{event}/admission", post(fan::admission))
         .layer(Limits::layer(&l.claim, "admission"));
     let app = Router::new()
         .merge(join)
         .merge(heartbeat)
+        .merge(leave)
         .merge(claim)
         .route("/healthz", get(public::healthz))
         .route("/readyz", get(public::readyz))

@@ -4,7 +4,7 @@
 
 use crate::domain::AuditEntry;
 use crate::draw::Publication;
-use crate::http::{admin, draw, fan, internal, lanes, public, report, transitions};
+use crate::http::{admin, draw, fan, internal, lanes, leave, public, report, transitions};
 use crate::rates::WaitEstimate;
 use crate::status::StatusDoc;
 use axum::Json;
@@ -57,7 +57,7 @@ impl Modify for Bearers {
         description = "Virtual queue in front of the booking core. Times are Unix epoch seconds unless a name ends in _ms. See API.md."
     ),
     paths(
-        fan::join, fan::heartbeat, fan::position, fan::admission, fan::pow_challenge,
+        fan::join, fan::heartbeat, fan::position, fan::admission, fan::pow_challenge, leave::leave,
         public::healthz, public::readyz, public::status, public::about, public::jwks, public::admission_policy,
         draw::draw,
         crate::telemetry::metrics,

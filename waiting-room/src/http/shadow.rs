@@ -54,6 +54,7 @@ pub fn position(st: &AppState, event: &EventId, visitor: &VisitorId, e: &ShadowE
             "visitor_id": visitor.as_str(),
             "queue_number": n,
             "cursor": cursor,
+            "ahead": n.map(|n| n - cursor - 1),
             "state": state,
             "admitted": false,
         }),

@@ -28,7 +28,8 @@ pub mod redis;
 
 use crate::domain::{
     AdmissionTerms, AdvanceParams, AuditEntry, ClaimOutcome, EventId, EventMeta, EventState,
-    Figures, Heartbeat, JoinOutcome, Position, ReportSample, SessionEnd, SessionRef, VisitorId,
+    Figures, Heartbeat, JoinOutcome, Left, Position, ReportSample, SessionEnd, SessionRef,
+    VisitorId,
 };
 use crate::draw::Draw;
 use crate::lanes::{AddressRule, ShadowEntry};
@@ -59,7 +60,7 @@ pub struct Advance {
     pub cursor: u64,
     /// Live fans the cursor invited this step (numbers passed minus skipped ones).
     pub moved: u64,
-    /// Silent places the cursor skipped this step.
+    /// Places the cursor skipped this step: silent fans, and places whose fans left the line.
     pub skipped: u64,
     /// Skipped fans who had come back and were invited this step.
     pub returned: u64,
@@ -142,8 +143,15 @@ pub trait QueueStore: Send + Sync + std::fmt::Debug + 'static {
         now_ms: i64,
         rejoin_grace_ms: u64,
     ) -> StoreResult<Heartbeat>;
-    /// A visitor's place, the cursor and the state in one read.
+    /// A visitor's place, the cursor, the state and the people ahead in one read.
     async fn position(&self, event: &EventId, visitor: &VisitorId) -> StoreResult<Position>;
+    /// "Leave the line" (issue 18 item 5), one atomic step: a numbered fan above the cursor
+    /// gives the number up — it joins the event's vacated places (Redis: sorted set
+    /// `wr:{event}:vac` scored by number), which [`QueueStore::position`] subtracts from the
+    /// people ahead of everyone behind and the cursor skips without an invitation (removing
+    /// it then, so every vacated place stays above the cursor); a pre-queued fan leaves the
+    /// pre-queue. The visitor keeps nothing: a later join is a new place at the back.
+    async fn leave(&self, event: &EventId, visitor: &VisitorId) -> StoreResult<Left>;
     /// `prequeue` → `opening`; returns the pre-queue size `n` (later joins get numbers > n).
     /// Does nothing (returns 0) in any other state.
     async fn begin_open(&self, event: &EventId) -> StoreResult<u64>;

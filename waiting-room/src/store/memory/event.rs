@@ -9,7 +9,7 @@ use crate::domain::{
 };
 use crate::draw::{public_id, DrawSeed};
 use crate::store::Advance;
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 
 /// A skipped fan: skipped at (epoch ms), or back and waiting for the next tick.
 #[derive(Debug, Clone, Copy)]
@@ -42,6 +42,8 @@ pub(super) struct Ev {
     pub hb: HashMap<String, i64>,
     pub gone: HashMap<String, Gone>,
     pub back: VecDeque<String>,
+    /// Numbers above the cursor whose fans left the line (`QueueStore::leave`).
+    pub vacated: BTreeSet<u64>,
     /// Highest number whose silence clock was started (entered the ready window).
     pub edge: u64,
     pub window: u64,
@@ -92,6 +94,7 @@ impl Ev {
             hb: HashMap::new(),
             gone: HashMap::new(),
             back: VecDeque::new(),
+            vacated: BTreeSet::new(),
             edge: 0,
             window: 0,
             admitted_total: 0,
@@ -183,6 +186,37 @@ impl Ev {
         }
     }
 
+    /// People ahead of number `n` (`Position::ahead`): the vacated places between the cursor
+    /// and `n` are a `BTreeSet` range, O(log n + k) for k places vacated ahead (all vacated
+    /// places are above the cursor).
+    pub fn ahead(&self, n: Option<u64>) -> Option<u64> {
+        let between = match n {
+            Some(n) if n > self.cursor + 1 => self.vacated.range(self.cursor + 1..n).count(),
+            _ => 0,
+        };
+        crate::domain::Position::ahead_of(n, self.cursor, between as u64)
+    }
+
+    /// "Leave the line" (`QueueStore::leave`; mirrors `leave.lua`).
+    pub fn leave(&mut self, v: &str) -> crate::domain::Left {
+        use crate::domain::Left;
+        match self.numbers.get(v).copied() {
+            Some(n) if n > self.cursor => {
+                self.numbers.remove(v);
+                self.hb.remove(v);
+                self.vacated.insert(n);
+                Left::Vacated(n)
+            }
+            Some(_) => Left::NotWaiting,
+            None if self.pre_set.remove(v) => {
+                let p = public_id(v);
+                self.pre.remove(&(self.seed.rank(&p), p));
+                Left::Unqueued
+            }
+            None => Left::NotWaiting,
+        }
+    }
+
     pub fn heartbeat(&mut self, v: &str, now_ms: i64, rejoin_ms: u64) -> Heartbeat {
         let n = self.numbers.get(v).copied();
         let place = match n {
@@ -242,6 +276,10 @@ impl Ev {
             self.cursor += 1;
             scanned += 1;
             let k = self.cursor;
+            if self.vacated.remove(&k) {
+                out.skipped += 1;
+                continue;
+            }
             let seen = self.by_number.get(&k).and_then(|v| self.hb.remove(v));
             match (self.by_number.get(&k), seen) {
                 (Some(v), Some(s)) if s < dead_before => {
@@ -262,6 +300,9 @@ impl Ev {
             .min(self.counter)
             .min(from + p.liveness.scan_limit);
         for k in from + 1..=to {
+            if self.vacated.contains(&k) {
+                continue;
+            }
             if let Some(v) = self.by_number.get(&k) {
                 self.hb.insert(v.clone(), p.now_ms);
             }

@@ -10,7 +10,8 @@ use super::{
 };
 use crate::domain::{
     AdmissionTerms, AdvanceParams, AuditEntry, ClaimOutcome, EventId, EventMeta, EventState,
-    Figures, Heartbeat, JoinOutcome, Position, ReportSample, SessionEnd, SessionRef, VisitorId,
+    Figures, Heartbeat, JoinOutcome, Left, Position, ReportSample, SessionEnd, SessionRef,
+    VisitorId,
 };
 use crate::draw::Draw;
 use crate::lanes::{AddressRule, ShadowEntry};
@@ -151,12 +152,20 @@ impl QueueStore for MemoryStore {
     }
 
     async fn position(&self, event: &EventId, visitor: &VisitorId) -> StoreResult<Position> {
-        self.with_event(event, |e| Position {
-            queue_number: e.numbers.get(visitor.as_str()).copied(),
-            cursor: e.cursor,
-            state: e.meta.state,
-            admitted: e.admissions.contains_key(visitor.as_str()),
+        self.with_event(event, |e| {
+            let queue_number = e.numbers.get(visitor.as_str()).copied();
+            Position {
+                queue_number,
+                cursor: e.cursor,
+                state: e.meta.state,
+                admitted: e.admissions.contains_key(visitor.as_str()),
+                ahead: e.ahead(queue_number),
+            }
         })
+    }
+
+    async fn leave(&self, event: &EventId, visitor: &VisitorId) -> StoreResult<Left> {
+        self.with_event(event, |e| e.leave(visitor.as_str()))
     }
 
     async fn begin_open(&self, event: &EventId) -> StoreResult<u64> {
@@ -250,6 +259,7 @@ impl QueueStore for MemoryStore {
                 max_active_seen: e.max_active_seen,
                 silent: e.silent(now_ms, silence_ms),
                 returning: e.back.len() as u64,
+                left: e.vacated.len() as u64,
                 skipped_total: e.skipped_total,
                 ended_total: e.ended_total,
                 ready_window: e.window,

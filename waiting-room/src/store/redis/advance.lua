@@ -1,6 +1,8 @@
--- One admitter move (case W06). KEYS: meta, live, hb, gone, back, num, then the number buckets
+-- One admitter move (case W06). KEYS: meta, live, hb, gone, back, num, vac, then the number buckets
 -- the caller declared (numbers.rs): the scan and the window fill stop at the first number whose
--- bucket is not declared, like at the scan limit (the next tick goes on).
+-- bucket is not declared, like at the scan limit (the next tick goes on). A vacated number
+-- (`vac`, leave.lua) is skipped without an invitation and leaves `vac`, so `vac` only ever
+-- holds numbers above the cursor.
 -- ARGV: n, max_active, now (ms), invite grace (s), silence (ms), ready window, scan limit.
 -- Returns {cursor, invited, skipped, returned}, or {-1, 0, 0, 0} for an unknown event.
 local m = redis.call('HMGET', KEYS[1], 'state', 'cursor', 'counter', 'edge')
@@ -26,20 +28,23 @@ end
 local counter = tonumber(m[3] or '0')
 local limit = tonumber(ARGV[7])
 local dead_before = now_ms - tonumber(ARGV[5])
-local t = buckets(7)
+local t = buckets(8)
 while returned + moved < budget and cursor < counter and scanned < limit do
   local bucket = byn(t, cursor + 1)
   if not bucket then break end
   cursor = cursor + 1
   scanned = scanned + 1
   local k = string.format('%d', cursor)
-  local v = redis.call('HGET', bucket, k)
+  local vacated = redis.call('ZREM', KEYS[7], k) == 1
+  local v = not vacated and redis.call('HGET', bucket, k)
   local seen = nil
   if v then
     seen = redis.call('ZSCORE', KEYS[3], v)
     redis.call('ZREM', KEYS[3], v)
   end
-  if seen and tonumber(seen) < dead_before then
+  if vacated then
+    skipped = skipped + 1
+  elseif seen and tonumber(seen) < dead_before then
     redis.call('HSET', KEYS[4], v, ARGV[3])
     skipped = skipped + 1
   else
@@ -58,8 +63,9 @@ for k = from + 1, to do
     to = k - 1
     break
   end
-  local v = redis.call('HGET', bucket, string.format('%d', k))
-  if v then redis.call('ZADD', KEYS[3], ARGV[3], v) end
+  local ks = string.format('%d', k)
+  local v = redis.call('HGET', bucket, ks)
+  if v and not redis.call('ZSCORE', KEYS[7], ks) then redis.call('ZADD', KEYS[3], ARGV[3], v) end
 end
 redis.call('HSET', KEYS[1], 'cursor', string.format('%d', cursor), 'win', ARGV[6],
   'edge', string.format('%d', math.max(edge, to)))

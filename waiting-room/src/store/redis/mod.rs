@@ -49,7 +49,8 @@ use script::Lua;
 use super::{Advance, QueueStore, StoreError, StoreResult, AUDIT_KEEP, REPORT_KEEP};
 use crate::domain::{
     AdmissionTerms, AdvanceParams, AuditEntry, ClaimOutcome, EventId, EventMeta, EventState,
-    Figures, Heartbeat, JoinOutcome, Position, ReportSample, SessionEnd, SessionRef, VisitorId,
+    Figures, Heartbeat, JoinOutcome, Left, Position, ReportSample, SessionEnd, SessionRef,
+    VisitorId,
 };
 use crate::draw::{Draw, DrawSeed};
 use crate::lanes::{AddressRule, ShadowEntry};
@@ -76,6 +77,7 @@ struct Scripts {
     heartbeat: Lua,
     end_session: Lua,
     position: Lua,
+    leave: Lua,
     figures: Lua,
     draw: Lua,
     rules: Lua,
@@ -205,6 +207,7 @@ impl RedisStore {
             heartbeat: moving_with_lib(include_str!("heartbeat.lua")),
             end_session: moving(include_str!("end_session.lua")),
             position: read_only(include_str!("position.lua")),
+            leave: moving(include_str!("leave.lua")),
             figures: read_only(include_str!("figures.lua")),
             draw: moving(include_str!("draw.lua")),
             rules: Lua::new(include_str!("rules.lua").to_owned()),
@@ -387,12 +390,10 @@ impl QueueStore for RedisStore {
     }
 
     async fn position(&self, event: &EventId, visitor: &VisitorId) -> StoreResult<Position> {
-        let (state, cursor, n, admitted): (String, String, String, bool) = self
+        let (state, cursor, n, admitted, between): (String, String, String, bool, u64) = self
             .scripts
             .position
-            .key(key(event, "meta"))
-            .key(key(event, "num"))
-            .key(key(event, "adm"))
+            .on(event, &["meta", "num", "adm", "vac"])
             .arg(visitor.as_str())
             .invoke_async(&mut self.conn.clone())
             .await
@@ -401,12 +402,19 @@ impl QueueStore for RedisStore {
             return Err(StoreError::NotFound);
         }
         let opt = |s: String| (!s.is_empty()).then_some(s);
+        let queue_number = opt(n).as_deref().map(parse_u64).transpose()?;
+        let cursor = parse_u64(opt(cursor).as_deref().unwrap_or("0"))?;
         Ok(Position {
-            queue_number: opt(n).as_deref().map(parse_u64).transpose()?,
-            cursor: parse_u64(opt(cursor).as_deref().unwrap_or("0"))?,
+            queue_number,
+            cursor,
             state: state_of(&state)?,
             admitted,
+            ahead: Position::ahead_of(queue_number, cursor, between),
         })
+    }
+
+    async fn leave(&self, event: &EventId, visitor: &VisitorId) -> StoreResult<Left> {
+        self.leave_line(event, visitor).await
     }
 
     async fn begin_open(&self, event: &EventId) -> StoreResult<u64> {

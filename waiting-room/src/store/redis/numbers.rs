@@ -181,7 +181,7 @@ impl RedisStore {
         let (cursor, moved, skipped, returned): (i64, i64, i64, i64) = self
             .scripts
             .advance
-            .on(event, &["meta", "live", "hb", "gone", "back", "num"])
+            .on(event, &["meta", "live", "hb", "gone", "back", "num", "vac"])
             .keys(declared.into_iter().map(|b| bucket_key(event, b)))
             .arg(p.n)
             .arg(p.max_active)

@@ -1,13 +1,13 @@
 //! The Redis backend's queue operations with liveness that touch no number bucket: heartbeat,
-//! claim, session end, figures and the audit trail (join and advance are in `numbers.rs`). Each
+//! claim, session end, leaving the line, figures and the audit trail (join and advance are in `numbers.rs`). Each
 //! multi-key change is one Lua script (beside this file); the trait impl in `mod.rs` delegates
 //! here.
 
 use super::parse::{bad, err, key, opt_number, parse_admission, parse_meta, parse_u64, state_of};
 use super::{RedisStore, AUDIT_KEEP, REPORT_KEEP};
 use crate::domain::{
-    AdmissionTerms, AuditEntry, ClaimOutcome, EventId, Figures, Heartbeat, Place, ReportSample,
-    SessionEnd, SessionRef, VisitorId,
+    AdmissionTerms, AuditEntry, ClaimOutcome, EventId, Figures, Heartbeat, Left, Place,
+    ReportSample, SessionEnd, SessionRef, VisitorId,
 };
 use crate::store::{StoreError, StoreResult};
 use redis::AsyncCommands;
@@ -94,15 +94,16 @@ impl RedisStore {
     ) -> StoreResult<Option<Figures>> {
         let now = now_ms.div_euclid(1000);
         let dead_before = now_ms - silence_ms as i64;
-        let (h, pre, active, silent, returning): (HashMap<String, String>, u64, u64, u64, u64) =
-            self.scripts
-                .figures
-                .on(event, &["meta", "pre", "live", "hb", "back"])
-                .arg(now)
-                .arg(dead_before)
-                .invoke_async(&mut self.conn.clone())
-                .await
-                .map_err(err)?;
+        type Read = (HashMap<String, String>, u64, u64, u64, u64, u64);
+        let (h, pre, active, silent, returning, left): Read = self
+            .scripts
+            .figures
+            .on(event, &["meta", "pre", "live", "hb", "back", "vac"])
+            .arg(now)
+            .arg(dead_before)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err)?;
         if h.is_empty() {
             return Ok(None);
         }
@@ -117,6 +118,7 @@ impl RedisStore {
             max_active_seen: num("max_active_seen")?,
             silent,
             returning,
+            left,
             skipped_total: num("skipped_total")?,
             ended_total: num("ended_total")?,
             ready_window: num("win")?,
@@ -221,5 +223,33 @@ impl RedisStore {
         raw.iter()
             .map(|s| serde_json::from_str(s).map_err(|_| bad("audit entry")))
             .collect()
+    }
+
+    /// `QueueStore::leave`: `leave.lua`, then the replication wait of joins (a vacated place
+    /// must not come back after a failover while the fans behind were told it was gone).
+    pub(super) async fn leave_line(
+        &self,
+        event: &EventId,
+        visitor: &VisitorId,
+    ) -> StoreResult<Left> {
+        let (_, member) = self.seed(event).await?.entry(visitor.as_str());
+        let r: Vec<String> = self
+            .scripts
+            .leave
+            .on(event, &["meta", "num", "pre", "hb", "vac"])
+            .arg(visitor.as_str())
+            .arg(&member)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err)?;
+        let left = match r.as_slice() {
+            [s, _] if s == "missing" => return Err(StoreError::NotFound),
+            [s, n] if s == "vacated" => Left::Vacated(parse_u64(n)?),
+            [s, _] if s == "unqueued" => Left::Unqueued,
+            [s, _] if s == "not_waiting" => Left::NotWaiting,
+            _ => return Err(bad("leave")),
+        };
+        self.replicated(event).await?;
+        Ok(left)
     }
 }
