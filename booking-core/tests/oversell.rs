@@ -295,6 +295,27 @@ async fn oversold_bookings_are_listed_in_policy_order(b: Backend) {
     assert_eq!(to_move(&list), vec![ids[0].clone()]);
     let (st, _) = get(&h, "/admin/shows/nope/oversold").await;
     assert_eq!(st, 404);
+    // the back office lists it, with its three actions in English and French
+    let page = h
+        .http
+        .get(format!("{}/office", h.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for text in [
+        "/oversold\"",
+        "/oversell-resolution\"",
+        "Oversold pools",
+        "Jauges en survente",
+        "Dédommager",
+        "Rembourser",
+        "Déplacer",
+    ] {
+        assert!(page.contains(text), "office page lacks {text}");
+    }
 }
 
 async fn an_operator_moves_compensates_or_refunds_an_oversold_booking(b: Backend) {
