@@ -194,6 +194,7 @@ pub async fn cancel_in(
         operator,
         reason: ask.reason,
         booking_status: if whole { "cancelled" } else { "active" },
+        mail: "cancellation-email",
     };
     let (id, mut body) = record(tx, &rec, now_ms).await?;
     let offered = offer(tx, pg, &show, &id, &seats, pool.as_ref(), whole, now_ms).await?;
@@ -232,6 +233,8 @@ pub(crate) struct Record<'a> {
     pub reason: &'a str,
     /// The booking's status after this: `active` or `cancelled`.
     pub booking_status: &'a str,
+    /// The fan's email, once the money is back: `cancellation-email` or `compensation-email`.
+    pub mail: &'static str,
 }
 
 /// Writes `r` (see [`Record`]); returns the cancellation id and the JSON sent to the outbox.
@@ -256,11 +259,11 @@ pub(crate) async fn record(
     let body = json!({"cancellation_id": id, "booking_id": r.booking_id, "hold_id": r.hold,
         "visitor_id": r.visitor, "show": r.show, "seats": r.seats, "quantity": r.quantity,
         "amount_cents": r.amount, "payment_id": r.payment_id, "origin": r.origin, "refund": r.refund,
-        "reason": r.reason, "booking_status": r.booking_status});
+        "reason": r.reason, "booking_status": r.booking_status, "mail": r.mail});
     let kind = if r.refund == "pending" {
         "booking-refund"
     } else {
-        "cancellation-email"
+        r.mail
     };
     enqueue(tx, &id, kind, r.show, &body, now_ms).await?;
     Ok((id, body))

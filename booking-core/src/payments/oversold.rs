@@ -5,10 +5,11 @@
 //! naming the operator and the pool's policy version:
 //!
 //! - `move`: the places go to another pool of the same show with free *physical* places (the
-//!   guarded counter `taken + n <= capacity`, no oversell), the booking stays;
+//!   guarded counter `taken + n <= capacity`, no oversell), the booking stays (the price paid
+//!   too) and the fan is mailed (`oversell-moved-email`);
 //! - `compensate`: an amount goes back at the gateway through the cancel's refund record
 //!   ([`cancel::record`]: a `cancellations` row, the outbox's gateway refund under its id as
-//!   idempotency key, then the fan's email); the booking stays;
+//!   idempotency key, then the fan's `compensation-email`); the booking stays;
 //! - `refund`: the booking is cancelled and refunded through [`cancel::cancel_in`].
 //!
 //! Only a booking the oversold list marks `to_move` can be acted on.
@@ -20,6 +21,7 @@ use serde_json::{json, Value};
 use crate::db::{self, Actor, Backend, Db, Tx};
 use crate::error::ApiResult;
 use crate::inventory::{oversell, pools};
+use crate::outbox::enqueue;
 use crate::payments::cancel::{self, Cancelled, Origin};
 
 /// What the operator does with an oversold booking.
@@ -132,6 +134,20 @@ pub async fn resolve(
     let (to_pool, amount, cancellation) = match action {
         Action::Move(to) => {
             move_places(&mut tx, pg, &show, &hold, &pool, to, qty).await?;
+            let (_, _, visitor, _, _, _) = cancel::lock_booking(&mut tx, booking)
+                .await?
+                .expect("locked above");
+            let mail = json!({"booking_id": booking, "hold_id": hold, "visitor_id": visitor, "show": show,
+                "from_pool": pool, "to_pool": to, "quantity": qty, "reason": why});
+            enqueue(
+                &mut tx,
+                booking,
+                "oversell-moved-email",
+                &show,
+                &mail,
+                now_ms,
+            )
+            .await?;
             (Some(to.clone()), 0, None)
         }
         Action::Compensate(cents) => {
@@ -300,6 +316,7 @@ async fn compensate(
         operator: Some(who),
         reason: why,
         booking_status: "active",
+        mail: "compensation-email",
     };
     let (id, _) = cancel::record(tx, &rec, now_ms).await?;
     Ok(id)
