@@ -188,7 +188,9 @@ async fn pool_expiry_release_drift_and_oversell(b: Backend) {
             h.base
         ))
         .bearer_auth(ADMIN)
-        .json(&json!({"allowance": 2, "operator": "ops-anna"}))
+        .json(&json!({"allowance": 2, "operator": "ops-anna", "policy": {
+            "no_show_rate": 0.7, "sample": "club nights 2026, 30 shows",
+            "move_order": "latest-booking-first", "offers": [{"kind": "refund-plus-compensation", "compensation_cents": 500}]}}))
         .send()
         .await
         .unwrap();

@@ -183,64 +183,6 @@ pub async fn drift(
     ))
 }
 
-/// Body of the oversell endpoint.
-#[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct OversellBody {
-    /// Units a pool may sell beyond its capacity.
-    allowance: u32,
-    /// Who sets it (1 to 80 characters), kept with the value and audited.
-    operator: String,
-}
-
-/// `POST /admin/shows/{show}/pools/{pool}/oversell` `{"allowance","operator"}`: sets the
-/// pool's oversell allowance (units beyond capacity; seed 001 "Overbooking Is a Policy"),
-/// stored with who set it and when, and audited. Seats can never be oversold.
-#[utoipa::path(
-    post,
-    path = "/admin/shows/{show}/pools/{pool}/oversell",
-    tag = "admin",
-    summary = "Set a pool's oversell allowance (audited)",
-    params(("show" = String, Path, description = "show id"),
-        ("pool" = String, Path, description = "pool id")),
-    request_body(content = OversellBody),
-    responses(
-        (status = 200, description = "{show, pool, oversell, set_by, set_at}", body = Object),
-        (status = 400, description = "bad-request: operator must be 1 to 80 characters; invalid-body", body = ProblemDoc),
-        (status = 415, description = "invalid-body: not JSON", body = ProblemDoc),
-        (status = 422, description = "invalid-body: a member missing, unknown or of the wrong type", body = ProblemDoc),
-        (status = 404, description = "no such pool of this show", body = ProblemDoc),
-        (status = 503, description = "database busy", body = ProblemDoc),
-    ),
-    security(("admin_token" = [])),
-)]
-pub async fn oversell(
-    State(state): State<AppState>,
-    Path((show, pool)): Path<(String, String)>,
-    headers: HeaderMap,
-    body: Result<Json<OversellBody>, axum::extract::rejection::JsonRejection>,
-) -> ApiResult<Json<Value>> {
-    admin(&state, &headers)?;
-    let Json(b) = body.map_err(|r| crate::error::rejection(r.status(), "body", &r.body_text()))?;
-    let who = b.operator.trim();
-    if who.is_empty() || who.len() > 80 {
-        return Err(Problem::bad_request("operator: 1 to 80 characters").into());
-    }
-    let now = state.clock.now_ms();
-    let allowance = i64::from(b.allowance);
-    if !crate::inventory::pools::set_oversell(&state.db, &show, &pool, allowance, who, now).await? {
-        return Err(Problem::not_found(format!(
-            "pool {} of show {}",
-            crate::error::clip(&pool),
-            crate::error::clip(&show)
-        ))
-        .into());
-    }
-    Ok(Json(
-        json!({"show": show, "pool": pool, "oversell": allowance, "set_by": who, "set_at": now / 1000}),
-    ))
-}
-
 /// Body of `POST /admin/shows/{show}/hold-queue`.
 #[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]

@@ -16,6 +16,7 @@ pub mod load;
 pub mod office;
 pub mod openapi;
 pub mod ops;
+pub mod oversell;
 pub mod resources;
 pub mod venue;
 pub mod waitlist;
@@ -88,7 +89,12 @@ pub fn router(state: AppState) -> Router {
         )
         .route(
             "/admin/shows/{show}/pools/{pool}/oversell",
-            post(admin::oversell),
+            get(oversell::get).post(oversell::set),
+        )
+        .route("/admin/shows/{show}/oversold", get(oversell::list))
+        .route(
+            "/admin/bookings/{booking}/oversell-resolution",
+            post(oversell::resolve),
         )
         .route("/internal/load", get(load::load))
         .layer(SetResponseHeaderLayer::overriding(

@@ -15,8 +15,8 @@ use utoipa::openapi::{Content, HeaderBuilder, Ref, RefOr, Response};
 use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 
 use super::{
-    admin, cancel, fan, gate, history, holds, load, office, ops, resources, venue, waitlist,
-    webhook,
+    admin, cancel, fan, gate, history, holds, load, office, ops, oversell, resources, venue,
+    waitlist, webhook,
 };
 
 /// An RFC 9457 problem document (`application/problem+json`), every error body. A problem
@@ -149,7 +149,7 @@ impl Modify for Problems {
         venue::venue,
         waitlist::join, waitlist::status,
         webhook::receive,
-        admin::stats, admin::bookings, admin::drift, admin::oversell, resources::claims,
+        admin::stats, admin::bookings, admin::drift, oversell::set, oversell::get, oversell::list, oversell::resolve, resources::claims,
         admin::hold_queue, admin::set_hold_queue,
         office::outbox, office::refunds, office::alerts,
         cancel::cancel_booking, cancel::office_page,
@@ -158,7 +158,7 @@ impl Modify for Problems {
     ),
     components(schemas(
         ProblemDoc, fan::SessionForm, holds::HoldBody, holds::BestBody, holds::PayBody,
-        admin::OversellBody, admin::QueueSwitch, cancel::CancelBody, waitlist::JoinBody,
+        oversell::OversellBody, oversell::PolicyBody, oversell::OrderBody, oversell::Offer, oversell::ResolutionBody, oversell::ActionName, admin::QueueSwitch, cancel::CancelBody, waitlist::JoinBody,
         gate::EnterForm,
     )),
     modifiers(&Schemes, &Problems),

@@ -12,6 +12,7 @@
 //! - [`stock`]: how much of a show is left (free, held, sold);
 //! - [`hotq`]: the per-show hold queue of the hottest shows; [`batch`]: its named-seat requests
 //!   applied set-based (one guarded update and one insert per table for a whole batch);
+//! - [`oversell`]: a pool's oversell allowance with its written policy, and what is oversold;
 //! - [`waitlist`]: fans waiting for a released seat, offered it as a new hold;
 //! - [`resources`]: interval resources, a named resource held for `[start, end)` (PostgreSQL's
 //!   exclusion constraint, or SQLite's check under the single writer), and their free intervals.
@@ -28,6 +29,7 @@ pub mod claim;
 pub mod holds;
 pub mod hotq;
 pub mod inflight;
+pub mod oversell;
 pub mod pools;
 pub mod resources;
 pub mod seatmap;

@@ -220,39 +220,3 @@ pub async fn drift(db: &Db, show: &str) -> sqlx::Result<Vec<Value>> {
         })
         .collect())
 }
-
-/// Sets a pool's oversell allowance (units beyond capacity), recording who and when (epoch ms).
-/// False when the pool does not exist.
-pub async fn set_oversell(
-    db: &Db,
-    show: &str,
-    pool: &str,
-    allowance: i64,
-    who: &str,
-    now_ms: i64,
-) -> sqlx::Result<bool> {
-    crate::inventory::seatmap::touch();
-    let mut tx = crate::db::begin_write(db).await?;
-    let n = sqlx::query(
-        "UPDATE pools SET oversell = $1, oversell_set_by = $2, oversell_set_at = $3 WHERE show_id = $4 AND pool_id = $5",
-    )
-    .bind(allowance)
-    .bind(who)
-    .bind(now_ms)
-    .bind(show)
-    .bind(pool)
-    .execute(&mut *tx)
-    .await?
-    .rows_affected();
-    if n == 1 {
-        sqlx::query("INSERT INTO audit (at, show_id, hold_id, seat_id, action, actor, reason) VALUES ($1, $2, NULL, $3, 'oversell-set', 'operator', $4)")
-            .bind(now_ms)
-            .bind(show)
-            .bind(pool)
-            .bind(format!("oversell {allowance} set by {who}"))
-            .execute(&mut *tx)
-            .await?;
-    }
-    tx.commit().await?;
-    Ok(n == 1)
-}

@@ -45,7 +45,7 @@ impl Mailer {
         }
     }
 
-    /// Sends one message of `kind` (`confirmation-email`, `refund-notice`) about `ref_id`.
+    /// Sends one message of `kind` (`confirmation-email`, `refund-notice`, …) about `ref_id`.
     pub async fn send(&self, ref_id: &str, kind: &str, payload: &Value) -> anyhow::Result<()> {
         match self {
             Self::Dir(dir) => Ok(write_mail(dir, ref_id, kind, payload)?),
@@ -98,6 +98,8 @@ pub fn subject(kind: &str) -> &str {
         "confirmation-email" => "Your tickets are booked",
         "refund-notice" => "Your payment was refunded: the seats were no longer available",
         "cancellation-email" => "Your booking was cancelled",
+        "compensation-email" => "Your booking stands, with a compensation paid back to you",
+        "oversell-moved-email" => "Your places were moved to another area",
         other => other,
     }
 }

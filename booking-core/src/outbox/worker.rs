@@ -259,15 +259,10 @@ impl Outbox {
             let mut mail = payload.clone();
             mail["refund"] = "refunded".into();
             mail["refund_id"] = r.refund_id.clone().into();
-            enqueue(
-                &mut tx,
-                cancel_id,
-                "cancellation-email",
-                &show,
-                &mail,
-                now_ms,
-            )
-            .await?;
+            // the email the cancellation asked for (a compensation's differs), by default the
+            // cancellation's
+            let kind = payload["mail"].as_str().unwrap_or("cancellation-email");
+            enqueue(&mut tx, cancel_id, kind, &show, &mail, now_ms).await?;
             let why = format!("{} cents, {}", amount.unwrap_or_default(), r.refund_id);
             db::audit(
                 &mut tx,

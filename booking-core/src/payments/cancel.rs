@@ -69,7 +69,7 @@ pub enum Cancelled {
 /// The booking row, locked: (hold, show, visitor, status, payment id, amount).
 type Booking = (String, String, String, String, String, i64);
 
-async fn lock_booking(tx: &mut Tx<'_>, id: &str) -> sqlx::Result<Option<Booking>> {
+pub(crate) async fn lock_booking(tx: &mut Tx<'_>, id: &str) -> sqlx::Result<Option<Booking>> {
     // A no-op update locks the row on PostgreSQL (SQLite has one writer).
     sqlx::query_as(
         "UPDATE bookings SET status = status WHERE id = $1 RETURNING hold_id, show_id, visitor_id, status, \
@@ -86,10 +86,28 @@ async fn lock_booking(tx: &mut Tx<'_>, id: &str) -> sqlx::Result<Option<Booking>
 pub async fn cancel(db: &Db, ask: &Ask<'_>, now_ms: i64) -> ApiResult<Cancelled> {
     let pg = db::backend(db) == Backend::Postgres;
     let mut tx = crate::db::begin_write(db).await?;
+    let done = cancel_in(&mut tx, pg, ask, now_ms).await?;
+    tx.commit().await?;
+    if let Cancelled::Done(v) = &done {
+        let show = v["show"].as_str().unwrap_or_default().to_owned();
+        let origin = v["origin"].as_str().unwrap_or_default().to_owned();
+        metrics::counter!("bc_bookings_cancelled_total", "show" => show, "origin" => origin)
+            .increment(1);
+    }
+    Ok(done)
+}
+
+/// [`cancel`] inside the caller's transaction (the caller commits on `Ok`, also for
+/// [`Cancelled::Nothing`], which keeps a webhook's event id; an `Err` leaves it to roll back).
+pub async fn cancel_in(
+    tx: &mut Tx<'_>,
+    pg: bool,
+    ask: &Ask<'_>,
+    now_ms: i64,
+) -> ApiResult<Cancelled> {
     let Some((hold, show, visitor, status, payment_id, total)) =
-        lock_booking(&mut tx, ask.booking_id).await?
+        lock_booking(tx, ask.booking_id).await?
     else {
-        tx.rollback().await?;
         let what = format!("booking {}", crate::error::clip(ask.booking_id));
         return Err(Problem::not_found(what).into());
     };
@@ -97,13 +115,12 @@ pub async fn cancel(db: &Db, ask: &Ask<'_>, now_ms: i64) -> ApiResult<Cancelled>
         event: Some(ev), ..
     } = ask.origin
     {
-        if !record_event(&mut tx, ev, &payment_id, now_ms).await? {
-            tx.rollback().await?;
+        if !record_event(tx, ev, &payment_id, now_ms).await? {
             return Ok(Cancelled::DuplicateEvent);
         }
     }
     if status == "cancelled" {
-        tx.commit().await?; // keeps the event id: the delivery was handled
+        // the caller commits: keeps the event id, the delivery was handled
         return Ok(Cancelled::Nothing);
     }
     let active: Vec<(String, i64)> = sqlx::query_as(
@@ -111,25 +128,21 @@ pub async fn cancel(db: &Db, ask: &Ask<'_>, now_ms: i64) -> ApiResult<Cancelled>
          WHERE hs.hold_id = $1 AND hs.cancelled_at IS NULL ORDER BY hs.seat_id",
     )
     .bind(&hold)
-    .fetch_all(&mut *tx)
+    .fetch_all(&mut **tx)
     .await?;
-    let pool = pools::of_hold(&mut tx, &hold).await?;
+    let pool = pools::of_hold(tx, &hold).await?;
     // A pool's places and an interval are cancelled whole.
-    let whole_only = pool.is_some() || resources::of_hold(&mut tx, pg, &hold).await?.is_some();
+    let whole_only = pool.is_some() || resources::of_hold(tx, pg, &hold).await?.is_some();
     let all: Vec<String> = sqlx::query_scalar("SELECT seat_id FROM hold_seats WHERE hold_id = $1")
         .bind(&hold)
-        .fetch_all(&mut *tx)
+        .fetch_all(&mut **tx)
         .await?;
     let chosen = match chosen(ask, &active, &all, whole_only) {
         Ok(c) => c,
-        Err(p) => {
-            tx.rollback().await?;
-            return Err(p.into());
-        }
+        Err(p) => return Err(p.into()),
     };
     let whole = chosen.len() == active.len();
     if chosen.is_empty() && !(whole && whole_only) {
-        tx.commit().await?;
         return Ok(Cancelled::Nothing);
     }
     let seats: Vec<String> = chosen.iter().map(|c| c.0.clone()).collect();
@@ -137,34 +150,29 @@ pub async fn cancel(db: &Db, ask: &Ask<'_>, now_ms: i64) -> ApiResult<Cancelled>
         "SELECT CAST(COALESCE(SUM(amount_cents), 0) AS BIGINT) FROM cancellations WHERE booking_id = $1",
     )
     .bind(ask.booking_id)
-    .fetch_one(&mut *tx)
+    .fetch_one(&mut **tx)
     .await?;
     let amount = if whole {
         total - already
     } else {
         chosen.iter().map(|c| c.1).sum()
     };
-    free_seats(&mut tx, pg, &show, &hold, &seats, now_ms).await?;
+    free_seats(tx, pg, &show, &hold, &seats, now_ms).await?;
     let quantity = match (&pool, whole) {
         (Some((_, q, _)), true) => {
-            pools::release(&mut tx, pg, &show, &hold).await?;
+            pools::release(tx, pg, &show, &hold).await?;
             *q
         }
         _ => 0,
     };
     if whole {
-        resources::release(&mut tx, &hold).await?;
+        resources::release(tx, &hold).await?;
         sqlx::query("UPDATE bookings SET status = 'cancelled', cancelled_at = $1 WHERE id = $2")
             .bind(now_ms)
             .bind(ask.booking_id)
-            .execute(&mut *tx)
+            .execute(&mut **tx)
             .await?;
     }
-    let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM cancellations WHERE booking_id = $1")
-        .bind(ask.booking_id)
-        .fetch_one(&mut *tx)
-        .await?;
-    let id = format!("cancel-{}-{}", ask.booking_id, n + 1);
     let (origin, refund, actor, operator) = match ask.origin {
         Origin::Operator { name, refund } if refund && amount > 0 => {
             ("operator", "pending", Actor::Operator, Some(name))
@@ -172,35 +180,24 @@ pub async fn cancel(db: &Db, ask: &Ask<'_>, now_ms: i64) -> ApiResult<Cancelled>
         Origin::Operator { name, .. } => ("operator", "none", Actor::Operator, Some(name)),
         Origin::Gateway { .. } => ("gateway", "at-gateway", Actor::Webhook, None),
     };
-    sqlx::query(
-        "INSERT INTO cancellations (id, booking_id, hold_id, show_id, seats, quantity, amount_cents, origin, refund, operator, reason, created_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
-    )
-    .bind(&id).bind(ask.booking_id).bind(&hold).bind(&show).bind(seats.join(",")).bind(quantity)
-    .bind(amount).bind(origin).bind(refund).bind(operator).bind(ask.reason).bind(now_ms)
-    .execute(&mut *tx)
-    .await?;
-    let mut body = json!({"cancellation_id": id, "booking_id": ask.booking_id, "hold_id": hold,
-        "visitor_id": visitor, "show": show, "seats": seats, "quantity": quantity,
-        "amount_cents": amount, "payment_id": payment_id, "origin": origin, "refund": refund,
-        "reason": ask.reason, "booking_status": if whole { "cancelled" } else { "active" }});
-    let kind = if refund == "pending" {
-        "booking-refund"
-    } else {
-        "cancellation-email"
+    let rec = Record {
+        booking_id: ask.booking_id,
+        hold: &hold,
+        show: &show,
+        visitor: &visitor,
+        payment_id: &payment_id,
+        seats: &seats,
+        quantity,
+        amount,
+        origin,
+        refund,
+        operator,
+        reason: ask.reason,
+        booking_status: if whole { "cancelled" } else { "active" },
+        mail: "cancellation-email",
     };
-    enqueue(&mut tx, &id, kind, &show, &body, now_ms).await?;
-    let offered = offer(
-        &mut tx,
-        pg,
-        &show,
-        &id,
-        &seats,
-        pool.as_ref(),
-        whole,
-        now_ms,
-    )
-    .await?;
+    let (id, mut body) = record(tx, &rec, now_ms).await?;
+    let offered = offer(tx, pg, &show, &id, &seats, pool.as_ref(), whole, now_ms).await?;
     body["offered_to_waitlist"] = offered.into();
     let who = operator.map_or_else(|| "gateway".to_owned(), |o| format!("operator {o}"));
     let what = if seats.is_empty() {
@@ -209,11 +206,67 @@ pub async fn cancel(db: &Db, ask: &Ask<'_>, now_ms: i64) -> ApiResult<Cancelled>
         seats.join(",")
     };
     let reason = format!("{what} by {who}, refund {refund}: {}", ask.reason);
-    db::audit(&mut tx, now_ms, &show, &hold, "cancelled", actor, &reason).await?;
-    tx.commit().await?;
-    metrics::counter!("bc_bookings_cancelled_total", "show" => show, "origin" => origin)
-        .increment(1);
+    db::audit(tx, now_ms, &show, &hold, "cancelled", actor, &reason).await?;
     Ok(Cancelled::Done(body))
+}
+
+/// Money going back for a booking: one `cancellations` row (its id is the gateway refund's
+/// idempotency key) and its outbox message, `booking-refund` when `refund` is `pending` (the
+/// worker refunds `amount` at the gateway, then mails the fan) or the fan's
+/// `cancellation-email` at once. Shared by a cancel and an oversold booking's compensation.
+pub(crate) struct Record<'a> {
+    pub booking_id: &'a str,
+    pub hold: &'a str,
+    pub show: &'a str,
+    pub visitor: &'a str,
+    pub payment_id: &'a str,
+    pub seats: &'a [String],
+    /// Pool places cancelled (0 for seats, or for a compensation).
+    pub quantity: i64,
+    /// Cents going back.
+    pub amount: i64,
+    /// `operator` or `gateway`.
+    pub origin: &'a str,
+    /// `pending`, `none` or `at-gateway`.
+    pub refund: &'a str,
+    pub operator: Option<&'a str>,
+    pub reason: &'a str,
+    /// The booking's status after this: `active` or `cancelled`.
+    pub booking_status: &'a str,
+    /// The fan's email, once the money is back: `cancellation-email` or `compensation-email`.
+    pub mail: &'static str,
+}
+
+/// Writes `r` (see [`Record`]); returns the cancellation id and the JSON sent to the outbox.
+pub(crate) async fn record(
+    tx: &mut Tx<'_>,
+    r: &Record<'_>,
+    now_ms: i64,
+) -> sqlx::Result<(String, Value)> {
+    let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM cancellations WHERE booking_id = $1")
+        .bind(r.booking_id)
+        .fetch_one(&mut **tx)
+        .await?;
+    let id = format!("cancel-{}-{}", r.booking_id, n + 1);
+    sqlx::query(
+        "INSERT INTO cancellations (id, booking_id, hold_id, show_id, seats, quantity, amount_cents, origin, refund, operator, reason, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+    )
+    .bind(&id).bind(r.booking_id).bind(r.hold).bind(r.show).bind(r.seats.join(",")).bind(r.quantity)
+    .bind(r.amount).bind(r.origin).bind(r.refund).bind(r.operator).bind(r.reason).bind(now_ms)
+    .execute(&mut **tx)
+    .await?;
+    let body = json!({"cancellation_id": id, "booking_id": r.booking_id, "hold_id": r.hold,
+        "visitor_id": r.visitor, "show": r.show, "seats": r.seats, "quantity": r.quantity,
+        "amount_cents": r.amount, "payment_id": r.payment_id, "origin": r.origin, "refund": r.refund,
+        "reason": r.reason, "booking_status": r.booking_status, "mail": r.mail});
+    let kind = if r.refund == "pending" {
+        "booking-refund"
+    } else {
+        r.mail
+    };
+    enqueue(tx, &id, kind, r.show, &body, now_ms).await?;
+    Ok((id, body))
 }
 
 /// The seats to cancel: all active ones, or the asked ones that are still active (422 for a

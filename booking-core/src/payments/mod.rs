@@ -6,6 +6,7 @@
 //! The rest of the payment side lives beside this file: [`confirm`] (the one HELD→PAID update,
 //! late success and the refund it queues), [`cancel`] (a booking cancelled in full or by seat:
 //! refunded or charged back at the gateway, or by an operator, with the refund it asks for), [`webhook`] (the gateway's signed notifications),
+//! [`oversold`] (an operator moves, compensates or refunds an oversold pool booking),
 //! [`reconciler`] (the only releaser after a payment attempt) with its extension [`ladder`] and
 //! the [`late`]-success sweep. The gateway client is `crate::gateway`, one layer down.
 //!
@@ -17,6 +18,7 @@ pub mod cancel;
 pub mod confirm;
 pub mod ladder;
 pub mod late;
+pub mod oversold;
 pub mod reconciler;
 pub mod webhook;
 

@@ -423,9 +423,15 @@ impl Harness {
 
     /// An operator's `POST /admin/bookings/{booking}/cancel` with `body`: (status, answer).
     pub async fn cancel_booking(&self, booking: &str, body: Value) -> (u16, Value) {
+        self.admin_post(&format!("/admin/bookings/{booking}/cancel"), body)
+            .await
+    }
+
+    /// `POST {path}` with the admin token and `body`: (status, answer).
+    pub async fn admin_post(&self, path: &str, body: Value) -> (u16, Value) {
         let r = self
             .http
-            .post(format!("{}/admin/bookings/{booking}/cancel", self.base))
+            .post(format!("{}{path}", self.base))
             .bearer_auth(ADMIN)
             .json(&body)
             .send()
