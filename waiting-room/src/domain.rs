@@ -405,6 +405,10 @@ pub struct BookingSample {
     pub held: i64,
     /// Free at the read.
     pub free: i64,
+    /// Holds of the show that ended, by why, at the read (cumulative; lapsed holds not yet
+    /// swept count as expired).
+    #[serde(default)]
+    pub ended: sale_common::load::HoldEnds,
 }
 
 /// The live figures of one event, read whole from the store.
