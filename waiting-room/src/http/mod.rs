@@ -10,6 +10,7 @@ pub mod fan;
 pub mod internal;
 pub mod lanes;
 pub mod openapi;
+pub mod opening;
 pub mod public;
 pub mod report;
 pub mod shadow;
