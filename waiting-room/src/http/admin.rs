@@ -118,6 +118,9 @@ pub(crate) async fn figures_json(st: &AppState, event: &EventId) -> Result<Value
     v["skipped_total"] = f.skipped_total.into();
     v["sessions_ended_total"] = f.ended_total.into();
     v["internal_state"] = f.meta.state.as_str().into();
+    // The zone the console shows the opening in: the configured event's (API.md "Events").
+    let zone = st.0.config.events.iter().find(|e| &e.id == event);
+    v["time_zone"] = zone.map_or("UTC", |e| e.time_zone.as_str()).into();
     Ok(v)
 }
 
