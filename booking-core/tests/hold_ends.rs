@@ -17,6 +17,7 @@ on_both!(
     released_hold_stays_released,
     failed_payments_hold_is_failed,
     hold_ends_are_counted_apart,
+    holds_released_before_the_column_are_classified_from_their_audit,
 );
 
 /// The web channel's hold lifetime (480 s) and a second more, ms.
@@ -251,4 +252,79 @@ async fn hold_ends_are_counted_apart(b: Backend) {
             "bc_holds_ended_total for {end}"
         );
     }
+}
+
+/// The migration's backfill (20261201010000_hold_end_reason), run again over rows written the
+/// old way (RELEASED, `ended_as` NULL, audit action `released`): the reconciler's releases
+/// become expired (failed when the reason is "payment failed"), the fan's released (also a cancel
+/// after a failed payment); HELD rows stay NULL.
+async fn holds_released_before_the_column_are_classified_from_their_audit(b: Backend) {
+    let h = Harness::on(b).await;
+    let file = match b {
+        Backend::Sqlite => include_str!("../migrations/sqlite/20261201010000_hold_end_reason.sql"),
+        Backend::Postgres => {
+            include_str!("../migrations/postgres/20261201010000_hold_end_reason.sql")
+        }
+    };
+    let backfill = &file[file.find("UPDATE holds").expect("the backfill")..];
+    let old = [
+        (
+            "lapsed",
+            "RELEASED",
+            "reconciler",
+            "expired without payment",
+        ),
+        ("refused", "RELEASED", "reconciler", "payment failed"),
+        ("let-go", "RELEASED", "api", "released by fan"),
+        (
+            "let-go-too",
+            "RELEASED",
+            "api",
+            "released by fan; payment failed",
+        ),
+        ("live", "HELD", "api", ""),
+    ];
+    for (id, status, actor, reason) in old {
+        sqlx::query(
+            "INSERT INTO holds (id, show_id, visitor_id, admission_jti, status, amount_cents, \
+             expires_at, payment_expires_at, created_at) VALUES ($1, $2, $1, $1, $3, 0, 0, 0, 0)",
+        )
+        .bind(id)
+        .bind(SHOW)
+        .bind(status)
+        .execute(&h.state.db)
+        .await
+        .unwrap();
+        if status == "RELEASED" {
+            sqlx::query(
+                "INSERT INTO audit (at, show_id, hold_id, action, actor, reason) \
+                 VALUES (0, $1, $2, 'released', $3, $4)",
+            )
+            .bind(SHOW)
+            .bind(id)
+            .bind(actor)
+            .bind(reason)
+            .execute(&h.state.db)
+            .await
+            .unwrap();
+        }
+    }
+    sqlx::query(backfill).execute(&h.state.db).await.unwrap();
+    let got: Vec<(String, Option<String>)> =
+        sqlx::query_as("SELECT id, ended_as FROM holds ORDER BY id")
+            .fetch_all(&h.state.db)
+            .await
+            .unwrap();
+    let want = [
+        ("lapsed", Some("expired")),
+        ("let-go", Some("released")),
+        ("let-go-too", Some("released")),
+        ("live", None),
+        ("refused", Some("failed")),
+    ];
+    let want: Vec<(String, Option<String>)> = want
+        .iter()
+        .map(|(i, e)| ((*i).to_owned(), e.map(str::to_owned)))
+        .collect();
+    assert_eq!(got, want);
 }
