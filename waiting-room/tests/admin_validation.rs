@@ -428,6 +428,10 @@ async fn dst_overlap_local_time_needs_an_offset() {
     );
     assert_eq!(a, 1_792_888_200, "2026-10-25T00:30:00Z");
     assert_eq!(b - a, 3600);
+    assert_eq!(
+        first["time_zone"], "Europe/London",
+        "the event keeps its own zone: {first}"
+    );
     let mut bad = valid_create();
     bad["time_zone"] = json!("Mars/Olympus");
     bad["opens_at"] = json!("2026-10-25T19:00");

@@ -118,9 +118,12 @@ pub(crate) async fn figures_json(st: &AppState, event: &EventId) -> Result<Value
     v["skipped_total"] = f.skipped_total.into();
     v["sessions_ended_total"] = f.ended_total.into();
     v["internal_state"] = f.meta.state.as_str().into();
-    // The zone the console shows the opening in: the configured event's (API.md "Events").
-    let zone = st.0.config.events.iter().find(|e| &e.id == event);
-    v["time_zone"] = zone.map_or("UTC", |e| e.time_zone.as_str()).into();
+    // The zone the console shows the opening in: the configured event's, else the event's own
+    // (given at creation; API.md "Events").
+    let configured = st.0.config.events.iter().find(|e| &e.id == event);
+    v["time_zone"] = configured
+        .map_or(f.meta.time_zone.as_str(), |e| e.time_zone.as_str())
+        .into();
     Ok(v)
 }
 
@@ -271,6 +274,7 @@ async fn create(
         booking_url,
         pow_bits: 0,
         stock_wait: 0,
+        time_zone: zone.clone(),
     };
     if !bounded(st.store_timeout(), st.0.store.create_event(&meta)).await? {
         return Err(Problem::new(
