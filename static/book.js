@@ -97,10 +97,16 @@
     outcome("over", "over_text", { key: "choose_again", run: () => chooseAgain(h.hold_id) });
   }
 
+  // Why the hold ended: the booking core's `ended_as` (expired, released, failed); an older
+  // answer without it reads the payment's last gateway status.
+  function endKind(h) {
+    if (h.ended_as === "expired" || h.ended_as === "failed" || h.ended_as === "released") return h.ended_as;
+    return h.payment && h.payment.gateway_status === "failed" ? "failed" : "released";
+  }
+
   function released(h) {
-    const failed = h.payment && h.payment.gateway_status === "failed";
-    outcome(failed ? "failed" : "released", failed ? "failed_text" : "released_text",
-      { key: "choose_again", run: () => chooseAgain(null) });
+    const kind = endKind(h);
+    outcome(kind, kind + "_text", { key: "choose_again", run: () => chooseAgain(null) });
   }
 
   // An amount in the venue's currency (a hold's own `currency` wins), in the page's language.

@@ -219,7 +219,12 @@
     const day = (d) => new Intl.DateTimeFormat("en", { year: "numeric", month: "2-digit", day: "2-digit", timeZone: zone }).format(d);
     const today = day(at) === day(new Date(ServerClock.nowSecs() * 1000));
     const date = new Intl.DateTimeFormat(lang, { weekday: "long", day: "numeric", month: "long", timeZone: zone }).format(at);
-    $("opens-at").textContent = T(today ? "opens_at" : "opens_on", { time: time, date: date, zone: zone });
+    // The zone with its offset at that moment ("Europe/London, GMT+1"): in a fall-back hour the
+    // same clock time happens twice, and the offset says which.
+    const offset = new Intl.DateTimeFormat("en", { timeZone: zone, timeZoneName: "shortOffset" })
+      .formatToParts(at).find((p) => p.type === "timeZoneName");
+    const named = offset ? zone + ", " + offset.value : zone;
+    $("opens-at").textContent = T(today ? "opens_at" : "opens_on", { time: time, date: date, zone: named });
   }
 
   // An honest estimate: people ahead over the measured admission rate, shown as a range.

@@ -107,6 +107,17 @@ async fn console_keeps_typed_values(v: Viewport) {
     type_into(&c, "#operator", "ops-anna").await;
     click(&c, "#login button").await;
     wait_text(&c, "#live-rate", "20", 20).await;
+    // Issue 17 item 4: the opening as local time with its offset and the event's zone (UTC here).
+    let shown = wait_text(&c, "#figures", "Opens at (local)", 20).await;
+    let opening = shown
+        .lines()
+        .skip_while(|l| !l.contains("Opens at (local)"))
+        .nth(1)
+        .unwrap_or_default();
+    assert!(
+        opening.ends_with(" UTC") && opening.contains("GMT"),
+        "{opening:?}"
+    );
     // The accessibility check can fail: an image without a text alternative is reported.
     c.execute(
         "const i = document.createElement('img'); i.id = 'axe-probe'; i.src = 'x.png';

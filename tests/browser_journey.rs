@@ -316,12 +316,12 @@ async fn the_waiting_page_says_what_the_fan_waits_for() {
         (
             "en",
             "Royal Hall · Saturday, December 12, 2026 at 20:00 (Asia/Tokyo)",
-            format!("Opens at {opens} Asia/Tokyo"),
+            format!("Opens at {opens} Asia/Tokyo, GMT+9"),
         ),
         (
             "fr",
             "Royal Hall · samedi 12 décembre 2026 à 20:00 (Asia/Tokyo)",
-            format!("Ouverture à {opens} Asia/Tokyo"),
+            format!("Ouverture à {opens} Asia/Tokyo, GMT+9"),
         ),
     ];
     for (lang, details, opening) in cases {

@@ -220,6 +220,21 @@ async fn the_report_matches_the_prometheus_counters_as_json_csv_and_png() {
         metric(&bc_metrics, "bc_bookings_total", "show=\"report\"")
     );
     assert_eq!(t["places_sold"], 5, "{t}");
+    // Issue 17 item 6: holds that ended, counted apart. The two fans who cancelled let their
+    // holds go (released); the two who walked away still hold live ones (not expired yet).
+    assert_eq!(
+        (
+            &t["holds_released"],
+            &t["holds_expired"],
+            &t["holds_failed"]
+        ),
+        (&2.into(), &0.into(), &0.into()),
+        "{t}"
+    );
+    assert_eq!(
+        t["holds_released"],
+        metric(&bc_metrics, "bc_holds_ended_total", "ended_as=\"released\"")
+    );
     assert_eq!(t["conversion"], 0.333, "4 bookings of 12 admissions");
     assert!(t["time_in_queue_p50_secs"].is_number(), "{t}");
 

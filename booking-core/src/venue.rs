@@ -171,10 +171,43 @@ impl Venue {
     pub fn load(path: &Path) -> anyhow::Result<Self> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| anyhow::anyhow!("venue file {}: {e}", path.display()))?;
-        let v: Venue = serde_json::from_str(&text)
+        let mut v: Venue = serde_json::from_str(&text)
             .map_err(|e| anyhow::anyhow!("venue file {}: {e}", path.display()))?;
+        v.resolve_local_times().map_err(anyhow::Error::msg)?;
         v.validate()?;
         Ok(v)
+    }
+
+    /// Rewrites every interval window given as a local wall-clock time (`2026-10-25T01:30`, no
+    /// offset) into its RFC 3339 instant in UTC, read in the venue's `time_zone` (issue 17
+    /// item 4; `sale_common::localtime`). A time in a spring-forward gap or an ambiguous
+    /// fall-back hour without an offset is refused, naming its field. Windows with an offset
+    /// are kept as given (and checked by [`Venue::validate`]).
+    pub fn resolve_local_times(&mut self) -> Result<(), String> {
+        use sale_common::localtime;
+        if !self.resources.iter().any(|k| {
+            k.windows
+                .iter()
+                .any(|w| !localtime::has_offset(&w.start) || !localtime::has_offset(&w.end))
+        }) {
+            return Ok(());
+        }
+        extras::check_time_zone(&self.time_zone)?;
+        let zone = self.time_zone.clone();
+        for (i, k) in self.resources.iter_mut().enumerate() {
+            for (j, w) in k.windows.iter_mut().enumerate() {
+                for (end, t) in [("start", &mut w.start), ("end", &mut w.end)] {
+                    if localtime::has_offset(t) {
+                        continue;
+                    }
+                    let at = localtime::to_instant(t, &zone).map_err(|e| {
+                        format!("resources[{i}].windows[{j}].{end}: {} ({e})", e.kind())
+                    })?;
+                    *t = at.to_string();
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Seats per row of `s`, row 1 first.
@@ -287,6 +320,59 @@ impl Venue {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A London venue with one parking kind whose window is `[start, end)` as written.
+    fn london_window(start: &str, end: &str) -> Result<Venue, String> {
+        let json = format!(
+            r#"{{"name":"v","rows":1,"seats_per_row":1,"sections":[{{"name":"A","price_cents":1}}],
+            "time_zone":"Europe/London","resources":[{{"kind":"parking","resources":["P1"],
+            "slot_minutes":30,"windows":[{{"start":"{start}","end":"{end}"}}]}}]}}"#
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("venue.json");
+        std::fs::write(&path, json).unwrap();
+        Venue::load(&path).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn dst_gap_local_time_is_refused() {
+        // 2026-03-29: London's clocks go from 01:00 GMT to 02:00 BST; 01:30 never happens.
+        let e = london_window("2026-03-29T01:30", "2026-03-29T04:00").unwrap_err();
+        assert!(
+            e.contains("resources[0].windows[0].start: nonexistent-local-time")
+                && e.contains("gap"),
+            "{e}"
+        );
+        let v = london_window("2026-03-29T00:30", "2026-03-29T03:00").unwrap();
+        let (s, e) = v.resources[0].windows_ms()[0];
+        assert_eq!(v.resources[0].windows[0].start, "2026-03-29T00:30:00Z");
+        assert_eq!(
+            e - s,
+            90 * 60_000,
+            "00:30 GMT to 03:00 BST is an hour and a half"
+        );
+    }
+
+    #[test]
+    fn dst_overlap_local_time_needs_an_offset() {
+        // 2026-10-25: London's 01:00–02:00 happens twice (BST, then GMT).
+        let e = london_window("2026-10-25T01:30", "2026-10-25T04:00").unwrap_err();
+        assert!(
+            e.contains("resources[0].windows[0].start: ambiguous-local-time")
+                && e.contains("2026-10-25T01:30+01:00")
+                && e.contains("2026-10-25T01:30+00:00"),
+            "{e}"
+        );
+        let first = london_window("2026-10-25T01:30:00+01:00", "2026-10-25T04:00").unwrap();
+        let second = london_window("2026-10-25T01:30:00+00:00", "2026-10-25T04:00").unwrap();
+        let (a, b) = (
+            first.resources[0].windows_ms()[0],
+            second.resources[0].windows_ms()[0],
+        );
+        assert_eq!(b.0 - a.0, 3_600_000, "the two 01:30s are an hour apart");
+        assert_eq!(a.1, b.1, "04:00 is not ambiguous");
+        assert_eq!(first.resources[0].windows[0].end, "2026-10-25T04:00:00Z");
+    }
 
     #[test]
     fn demo_has_600_seats_with_ids_in_order() {

@@ -178,7 +178,7 @@ async fn case_b13_approved_at_the_deadline_is_executed_once_never_released(b: Ba
             1,
         ),
         (
-            "SELECT COUNT(*) FROM audit WHERE action = 'released' AND hold_id = $1",
+            "SELECT COUNT(*) FROM audit WHERE action IN ('released', 'expired', 'failed') AND hold_id = $1",
             0,
         ),
         (

@@ -490,3 +490,33 @@ async fn the_venue_endpoint_shows_the_venue_files_new_fields() {
         .unwrap();
     assert_eq!(r.status(), 404);
 }
+
+/// Issue 17 item 4: free runs carry the venue's local time with its offset and zone, so the
+/// two 01:30s of London's fall-back night (2026-10-25) read apart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn free_intervals_name_the_venues_local_time_across_the_fall_back() {
+    let h = Harness::on_with(Backend::Sqlite, |c| {
+        Harness::small_venue(c, 4);
+        let v = &mut c.shows[0].venue;
+        let mut k = kind("parking", &["P1"], 0);
+        k.windows = vec![Window {
+            start: "2026-10-25T00:00:00Z".into(),
+            end: "2026-10-25T03:00:00Z".into(),
+        }];
+        v.resources.push(k);
+        v.time_zone = "Europe/London".into();
+    })
+    .await;
+    let (st, v) = free(&h, "parking", "").await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["time_zone"], "Europe/London", "{v}");
+    let run = &v["resources"][0]["free"][0];
+    assert_eq!(
+        (&run["start_local"], &run["end_local"]),
+        (
+            &json!("2026-10-25T01:00+01:00[Europe/London]"),
+            &json!("2026-10-25T03:00+00:00[Europe/London]")
+        ),
+        "{v}"
+    );
+}

@@ -332,7 +332,7 @@ async fn reconciler_pays_completed_and_releases_unpaid_expired(b: Backend) {
     let out = rec.step(h.clock.now_ms()).await.unwrap();
     assert_eq!(out.released, 2, "{out:?}");
     let audits: i64 = sqlx::query_scalar(
-        "SELECT COUNT(*) FROM audit WHERE actor = 'reconciler' AND action = 'released'",
+        "SELECT COUNT(*) FROM audit WHERE actor = 'reconciler' AND action = 'expired'",
     )
     .fetch_one(&h.state.db)
     .await

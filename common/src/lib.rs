@@ -7,6 +7,7 @@
 pub mod clock;
 pub mod config;
 pub mod load;
+pub mod localtime;
 #[cfg(feature = "plots")]
 pub mod plots;
 pub mod problem;

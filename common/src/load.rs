@@ -50,4 +50,20 @@ pub struct ShowStock {
     /// interval (a field added later: 0 from a booking core that does not send it).
     #[serde(default)]
     pub bookings: i64,
+    /// Holds of the show that ended how (issue 17 item 6), counted apart, since the show began:
+    /// see [`HoldEnds`] (0s from a booking core that does not send them).
+    #[serde(default)]
+    pub ended: HoldEnds,
+}
+
+/// Holds that ended, by why (the booking core's `holds.ended_as`, API.md "Hold ends").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HoldEnds {
+    /// Lapsed: released by the reconciler after their deadline, plus HELD holds past their
+    /// deadline that it has not swept yet (expiry is enforced on read).
+    pub expired: i64,
+    /// Let go by the fan or an operator (or cancelled by the fan at the checkout).
+    pub released: i64,
+    /// Ended because their payment failed at the gateway.
+    pub failed: i64,
 }

@@ -36,6 +36,7 @@ async fn measure(store: RedisStore, label: &str, args: &JoinsArgs) -> anyhow::Re
         booking_url: "http://127.0.0.1:9".into(),
         pow_bits: 0,
         stock_wait: 0,
+        time_zone: "UTC".into(),
     };
     store.create_event(&meta).await?;
     open_event(&store, &e).await?;

@@ -10,7 +10,8 @@ export function show(f) {
   const shown = [
     ["Waiting (live)", f.queue_length], ["Cursor", f.cursor], ["Last number", f.last_number],
     ["Pre-queued", f.prequeued],
-    [T("console_opens_in"), f.state === "prequeue" ? ServerClock.format(f.opens_at - ServerClock.nowSecs()) : "–"], ["Active / max", f.active + " / " + f.max_active],
+    [T("console_opens_in"), f.state === "prequeue" ? ServerClock.format(f.opens_at - ServerClock.nowSecs()) : "–"],
+    [T("console_opens_at"), opening(f.opens_at, f.time_zone || "UTC")], ["Active / max", f.active + " / " + f.max_active],
     ["Admit rate /s", f.admit_rate], ["Admitted /s (60 s)", f.admitted_per_sec],
     ["Cursor speed /s", f.wait.places_per_sec + " (" + f.wait.low_places_per_sec + "–" +
       f.wait.high_places_per_sec + ", " + f.wait.basis + ")"],
@@ -32,6 +33,17 @@ export function show(f) {
   }
   draw("c-queue", series.queue_length); draw("c-rate", series.admitted_per_sec);
   draw("c-active", series.active); draw("c-cursor", series.cursor);
+}
+
+// The opening as the event's local wall-clock time with its offset and zone
+// ("25/10/2026, 01:30 GMT+1 Europe/London"): the fall-back hour's two 01:30s read apart.
+function opening(at, zone) {
+  if (!at) return "–";
+  const local = new Intl.DateTimeFormat(window.LANG || "en", {
+    year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit",
+    hourCycle: "h23", timeZone: zone, timeZoneName: "shortOffset",
+  }).format(new Date(at * 1000));
+  return local + " " + zone;
 }
 
 function draw(id, values) {

@@ -65,6 +65,7 @@ impl EventConfig {
             booking_url: self.booking_url.clone(),
             pow_bits: 0,
             stock_wait: 0,
+            time_zone: self.time_zone.clone(),
         }
     }
 }

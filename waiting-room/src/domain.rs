@@ -142,6 +142,9 @@ pub struct EventMeta {
     /// that may come back (set by the closed loop; 0 = not waiting). The admitter lets nobody
     /// in meanwhile, so no fan is admitted to an empty map.
     pub stock_wait: u64,
+    /// IANA time zone the event's local times are read in and shown in (issue 17 item 4;
+    /// DECISIONS "Waiting-room events get a time zone field of their own"; default `UTC`).
+    pub time_zone: String,
 }
 
 /// Answer of a join: the place, if numbered yet (`None` while pre-queued).
@@ -436,6 +439,10 @@ pub struct BookingSample {
     pub held: i64,
     /// Free at the read.
     pub free: i64,
+    /// Holds of the show that ended, by why, at the read (cumulative; lapsed holds not yet
+    /// swept count as expired).
+    #[serde(default)]
+    pub ended: sale_common::load::HoldEnds,
 }
 
 /// The live figures of one event, read whole from the store.

@@ -150,6 +150,52 @@ enum Action {
     },
     /// Release a visitor from the shadow line to the back of the fans' line.
     Release { visitor: String },
+    /// Create the event (POST /admin/events): `create --opens-at 2026-10-25T19:00
+    /// --time-zone Europe/London --admit-rate 50 --max-active 2000`.
+    Create {
+        /// Opening: Unix seconds, an RFC 3339 instant with its offset, or a local wall-clock
+        /// time `YYYY-MM-DDTHH:MM` read in `--time-zone` (checked here first: a time in a DST
+        /// gap, or an ambiguous one without an offset, is refused before anything is sent).
+        #[arg(long)]
+        opens_at: String,
+        /// IANA time zone of a local `--opens-at` (default: the configured event's, else UTC).
+        #[arg(long)]
+        time_zone: Option<String>,
+        /// Admissions per second.
+        #[arg(long)]
+        admit_rate: f64,
+        /// Most concurrent admitted sessions.
+        #[arg(long)]
+        max_active: u64,
+    },
+}
+
+/// The body of `create`: `opens_at` as Unix seconds when it is a number, else as text; a local
+/// time with a `time_zone` is checked with the server's rules first, so a DST gap or an
+/// ambiguous fall-back time is a named error here (`nonexistent-local-time: …`).
+fn create_body(
+    event: &str,
+    opens_at: &str,
+    time_zone: Option<&str>,
+    admit_rate: f64,
+    max_active: u64,
+) -> anyhow::Result<serde_json::Value> {
+    let at = match opens_at.parse::<i64>() {
+        Ok(unix) => serde_json::json!(unix),
+        Err(_) => {
+            if let Some(zone) = time_zone {
+                sale_common::localtime::to_instant(opens_at, zone)
+                    .map_err(|e| anyhow::anyhow!("create: --opens-at: {}: {e}", e.kind()))?;
+            }
+            serde_json::json!(opens_at)
+        }
+    };
+    let mut body = serde_json::json!({"id": event, "opens_at": at,
+        "admit_rate": admit_rate, "max_active": max_active});
+    if let Some(zone) = time_zone {
+        body["time_zone"] = zone.into();
+    }
+    Ok(body)
 }
 
 #[tokio::main]
@@ -349,6 +395,22 @@ async fn admin(base: &str, token: &str, operator: &str, action: Action) -> anyho
         Action::DeleteRule { id } => client.delete(format!("{base}/rules/{id}")),
         Action::Shadow { limit } => client.get(format!("{base}/shadow?limit={limit}")),
         Action::Release { visitor } => client.post(format!("{base}/shadow/{visitor}/release")),
+        Action::Create {
+            opens_at,
+            time_zone,
+            admit_rate,
+            max_active,
+        } => {
+            let (events, event) = base.rsplit_once('/').unwrap_or((base, ""));
+            let body = create_body(
+                event,
+                &opens_at,
+                time_zone.as_deref(),
+                admit_rate,
+                max_active,
+            )?;
+            client.post(events).json(&body)
+        }
     };
     let resp = req
         .bearer_auth(token)
@@ -360,4 +422,31 @@ async fn admin(base: &str, token: &str, operator: &str, action: Action) -> anyho
     println!("{}", serde_json::to_string_pretty(&body)?);
     anyhow::ensure!(status.is_success(), "admin call failed: {status}");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::create_body;
+
+    #[test]
+    fn create_refuses_a_dst_gap_or_an_ambiguous_local_opening_by_name() {
+        let london = Some("Europe/London");
+        let gap = create_body("e", "2026-03-29T01:30", london, 1.0, 1).unwrap_err();
+        assert!(
+            gap.to_string()
+                .starts_with("create: --opens-at: nonexistent-local-time"),
+            "{gap}"
+        );
+        let fold = create_body("e", "2026-10-25T01:30", london, 1.0, 1).unwrap_err();
+        assert!(fold.to_string().contains("ambiguous-local-time"), "{fold}");
+        let ok = create_body("e", "2026-10-25T01:30+00:00", london, 1.0, 1).unwrap();
+        assert_eq!(
+            (&ok["opens_at"], &ok["time_zone"]),
+            (&"2026-10-25T01:30+00:00".into(), &"Europe/London".into())
+        );
+        assert_eq!(
+            create_body("e", "1792888200", None, 1.0, 1).unwrap()["opens_at"],
+            1_792_888_200
+        );
+    }
 }

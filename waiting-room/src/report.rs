@@ -89,6 +89,7 @@ impl BookingReads {
             // Every node reads the same database: the last answer's stock is the show's.
             if let Some(s) = doc.shows.iter().find(|s| s.show == show) {
                 (o.sold, o.held, o.free, o.bookings) = (s.sold, s.held, s.free, s.bookings);
+                o.ended = s.ended;
             }
             self.last.insert(url, doc);
         }
@@ -160,6 +161,13 @@ pub struct Totals {
     pub bookings: i64,
     /// Seats and places of the show sold.
     pub places_sold: i64,
+    /// Holds of the show that lapsed (released by the booking core's reconciler, or past their
+    /// deadline and not swept yet): "the customer walked away" (seed 001).
+    pub holds_expired: i64,
+    /// Holds the fan (or an operator) let go: "the customer said no".
+    pub holds_released: i64,
+    /// Holds that ended because their payment failed.
+    pub holds_failed: i64,
     /// bookings ÷ admitted (at most 1 when each admission books once); `None` before any
     /// admission.
     pub conversion: Option<f64>,
@@ -295,6 +303,11 @@ pub fn build(event: &EventId, samples: &[ReportSample], now_ms: i64) -> Report {
             m.bookings += (b.bookings - last_bookings).max(0);
             (last_sold, last_bookings) = (b.sold, b.bookings);
             (totals.places_sold, totals.bookings) = (b.sold, b.bookings);
+            (
+                totals.holds_expired,
+                totals.holds_released,
+                totals.holds_failed,
+            ) = (b.ended.expired, b.ended.released, b.ended.failed);
         }
         prev = Some(s);
     }
@@ -378,6 +391,9 @@ pub fn csv(r: &Report) -> String {
         ("holds", t.holds.to_string()),
         ("bookings", t.bookings.to_string()),
         ("places_sold", t.places_sold.to_string()),
+        ("holds_expired", t.holds_expired.to_string()),
+        ("holds_released", t.holds_released.to_string()),
+        ("holds_failed", t.holds_failed.to_string()),
         ("conversion", opt(t.conversion)),
         ("requests", t.requests.to_string()),
         ("server_errors", t.server_errors.to_string()),
@@ -631,6 +647,11 @@ mod tests {
                 held: 0,
                 sold,
                 bookings: sold,
+                ended: sale_common::load::HoldEnds {
+                    expired: 2,
+                    released: 1,
+                    failed: 0,
+                },
             }],
         }
     }
@@ -651,6 +672,11 @@ mod tests {
             .unwrap();
         assert_eq!(b.hold_counts, vec![1, 1, 2]);
         assert_eq!(b.sold, 4);
+        assert_eq!(
+            (b.ended.expired, b.ended.released, b.ended.failed),
+            (2, 1, 0),
+            "hold ends are the show's, counted apart"
+        );
         assert!(r.diff(vec![("u".into(), None)], "e").is_none());
         let c = r
             .diff(vec![("u".into(), Some(doc("n2", [1, 1, 1], 4)))], "e")
@@ -675,7 +701,7 @@ mod tests {
         let r = build(&EventId::parse("e").unwrap(), &samples, 0);
         let text = csv(&r);
         let lines: Vec<&str> = text.split("\r\n").filter(|l| !l.is_empty()).collect();
-        assert_eq!(lines.len(), 1 + 2 + 13);
+        assert_eq!(lines.len(), 1 + 2 + 16);
         assert!(lines[1].starts_with("2027-01-15T08:00Z,"), "{}", lines[1]);
         assert!(text.contains("total,admitted,11\r\n"));
     }

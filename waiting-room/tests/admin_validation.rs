@@ -371,3 +371,76 @@ async fn static_files_are_public_for_a_minute() {
     let (s, h, _) = send(&app, "PUT", "/api/events/demo/join", &[], None).await;
     assert_eq!((s, is_problem(&h)), (StatusCode::METHOD_NOT_ALLOWED, true));
 }
+
+/// `POST /admin/events` with `opens_at` as a local time in Europe/London; the answer's
+/// status, problem type and body.
+async fn create_at(app: &App, id: &str, opens_at: &str) -> (StatusCode, Value) {
+    let mut body = valid_create();
+    body["id"] = json!(id);
+    body["opens_at"] = json!(opens_at);
+    body["time_zone"] = json!("Europe/London");
+    admin(app, "POST", "/admin/events", Some(body)).await
+}
+
+/// Issue 17 item 4: 2026-03-29 in London, the clocks go from 01:00 GMT to 02:00 BST, so
+/// 01:30 never happens: refused naming the gap, nothing created; 00:59 and 02:00 are a minute
+/// apart.
+#[tokio::test]
+async fn dst_gap_local_time_is_refused() {
+    let app = app().await;
+    let (s, p) = create_at(&app, "gap", "2026-03-29T01:30").await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{p}");
+    assert_eq!(p["type"], "/problems/nonexistent-local-time", "{p}");
+    let detail = p["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains("gap") && detail.contains("Europe/London"),
+        "{detail}"
+    );
+    let (s, _) = admin(&app, "GET", "/admin/events/gap", None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "nothing was created");
+    let (s, a) = create_at(&app, "before", "2026-03-29T00:59").await;
+    assert_eq!(s, StatusCode::CREATED, "{a}");
+    let (s, b) = create_at(&app, "after", "2026-03-29T02:00").await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    assert_eq!(
+        b["opens_at"].as_i64().unwrap() - a["opens_at"].as_i64().unwrap(),
+        60
+    );
+}
+
+/// Issue 17 item 4: 2026-10-25 in London, 01:00–02:00 happens twice: 01:30 alone is refused
+/// with both candidate offsets; with +01:00 (BST, the first) and +00:00 (GMT, the second) it
+/// is accepted, an hour apart.
+#[tokio::test]
+async fn dst_overlap_local_time_needs_an_offset() {
+    let app = app().await;
+    let (s, p) = create_at(&app, "fold", "2026-10-25T01:30").await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{p}");
+    assert_eq!(p["type"], "/problems/ambiguous-local-time", "{p}");
+    assert_eq!(p["candidate_offsets"], json!(["+01:00", "+00:00"]), "{p}");
+    let (s, first) = create_at(&app, "first", "2026-10-25T01:30+01:00").await;
+    assert_eq!(s, StatusCode::CREATED, "{first}");
+    let (s, second) = create_at(&app, "second", "2026-10-25T01:30+00:00").await;
+    assert_eq!(s, StatusCode::CREATED, "{second}");
+    let (a, b) = (
+        first["opens_at"].as_i64().unwrap(),
+        second["opens_at"].as_i64().unwrap(),
+    );
+    assert_eq!(a, 1_792_888_200, "2026-10-25T00:30:00Z");
+    assert_eq!(b - a, 3600);
+    assert_eq!(
+        first["time_zone"], "Europe/London",
+        "the event keeps its own zone: {first}"
+    );
+    let mut bad = valid_create();
+    bad["time_zone"] = json!("Mars/Olympus");
+    bad["opens_at"] = json!("2026-10-25T19:00");
+    let (s, p) = admin(&app, "POST", "/admin/events", Some(bad)).await;
+    assert_eq!(
+        (s, p["type"].as_str()),
+        (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Some("/problems/invalid-time-zone")
+        )
+    );
+}

@@ -116,8 +116,14 @@ async fn create(s: &Store, max_active: u64) {
         booking_url: "http://127.0.0.1:8081".into(),
         pow_bits: 0,
         stock_wait: 0,
+        time_zone: "Europe/London".into(),
     };
     assert!(s.create_event(&meta).await.expect("create"));
+    let stored = s.event(&ev()).await.expect("read").expect("the event");
+    assert_eq!(
+        stored.time_zone, "Europe/London",
+        "the event keeps its own zone"
+    );
     assert!(
         !s.create_event(&meta).await.expect("create again"),
         "create is NX"

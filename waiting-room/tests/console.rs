@@ -86,6 +86,12 @@ async fn openapi_describes_every_route_the_router_serves() {
         assert!(doc["components"]["securitySchemes"][s].is_object(), "{s}");
     }
     assert!(doc["components"]["schemas"]["StatusDoc"]["properties"]["wait"].is_object());
+    // A create's opening: Unix seconds or text (a local time read in `time_zone`).
+    assert!(
+        doc["components"]["schemas"]["OpensAt"]["oneOf"].is_array(),
+        "{}",
+        doc["components"]["schemas"]["OpensAt"]
+    );
     let paths = doc["paths"].as_object().expect("paths");
     assert!(paths.len() >= 17, "{}", paths.len());
     for (path, ops) in paths {

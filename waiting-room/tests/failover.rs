@@ -80,6 +80,7 @@ async fn failover_after_writes_the_replica_never_received_loses_no_place() {
         booking_url: "http://127.0.0.1:9".into(),
         pow_bits: 0,
         stock_wait: 0,
+        time_zone: "UTC".into(),
     };
     guarded.create_event(&meta).await.expect("create");
     open_event(&guarded, &e).await.expect("open");

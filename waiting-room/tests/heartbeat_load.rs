@@ -26,6 +26,7 @@ async fn heartbeats_per_second_depend_on_the_window_not_the_queue() {
         booking_url: String::new(),
         pow_bits: 0,
         stock_wait: 0,
+        time_zone: "UTC".into(),
     };
     s.create_event(&meta).await.expect("create");
     open_event(s.as_ref(), &ev).await.expect("open");

@@ -256,7 +256,10 @@ impl ShowFile {
     /// under their own index.
     fn load(self, i: usize, problems: &mut Vec<String>) -> ShowConfig {
         let venue = match (self.venue, self.venue_file) {
-            (Some(v), None) => Ok(v),
+            (Some(mut v), None) => v
+                .resolve_local_times()
+                .map(|()| v)
+                .map_err(|e| format!("shows[{i}].venue: {e}")),
             (None, Some(path)) => {
                 Venue::load(&path.relative()).map_err(|e| format!("shows[{i}].venue_file: {e:#}"))
             }

@@ -30,7 +30,9 @@ pub(crate) fn admin(state: &AppState, headers: &HeaderMap) -> ApiResult<()> {
 }
 
 /// `GET /admin/shows/{show}/stats`: capacity, free (lapsed holds count free), held (live), sold,
-/// holds_paid, bookings, seats_sold_twice (seats in more than one PAID hold; must be 0).
+/// holds_paid, bookings, seats_sold_twice (seats in more than one PAID hold; must be 0), and the
+/// holds that ended by why: holds_expired (lapsed holds not yet swept included), holds_released,
+/// holds_failed.
 #[utoipa::path(
     get,
     path = "/admin/shows/{show}/stats",
@@ -38,7 +40,7 @@ pub(crate) fn admin(state: &AppState, headers: &HeaderMap) -> ApiResult<()> {
     summary = "Per-show figures and the double-sale detector",
     params(("show" = String, Path, description = "show id")),
     responses(
-        (status = 200, description = "{capacity, free, held, sold, holds_paid, bookings, seats_sold_twice}", body = Object),
+        (status = 200, description = "{capacity, free, held, sold, holds_paid, bookings, seats_sold_twice, holds_expired, holds_released, holds_failed}", body = Object),
         (status = 404, description = "no such show", body = ProblemDoc),
         (status = 503, description = "database busy", body = ProblemDoc),
     ),
@@ -72,9 +74,12 @@ pub async fn stats(
     .bind(&show)
     .fetch_one(db)
     .await?;
+    let ended = crate::inventory::stock::hold_ends(db, &show, now).await?;
     Ok(Json(json!({
         "capacity": capacity, "free": capacity - sold - held, "held": held, "sold": sold,
         "holds_paid": holds_paid, "bookings": bookings, "seats_sold_twice": twice,
+        "holds_expired": ended.expired, "holds_released": ended.released,
+        "holds_failed": ended.failed,
     })))
 }
 

@@ -17,13 +17,14 @@ use crate::error::ApiResult;
 use crate::state::AppState;
 
 /// Paging and filters: `limit` 1..=500 (default 100), `offset` (default 0), `status`
-/// (`HELD`/`PAID`/`RELEASED`), `visitor`.
+/// (`HELD`/`PAID`/`RELEASED`), `ended_as` (`expired`/`released`/`failed`), `visitor`.
 #[derive(Debug, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct Page {
     limit: Option<i64>,
     offset: Option<i64>,
     status: Option<String>,
+    ended_as: Option<String>,
     visitor: Option<String>,
 }
 
@@ -49,6 +50,16 @@ impl Page {
                 .detail("status must be HELD, PAID or RELEASED")),
         }
     }
+
+    /// The `ended_as` filter, or 422 `invalid-ended-as` unless it is expired, released or failed.
+    fn ended_as(&self) -> Result<String, Problem> {
+        match self.ended_as.as_deref() {
+            None | Some("") => Ok(String::new()),
+            Some(s @ ("expired" | "released" | "failed")) => Ok(s.to_owned()),
+            Some(_) => Err(unprocessable("invalid-ended-as", "Invalid ended_as filter")
+                .detail("ended_as must be expired, released or failed")),
+        }
+    }
 }
 
 fn unprocessable(kind: &'static str, title: &str) -> Problem {
@@ -72,9 +83,10 @@ fn rows_json(rows: Vec<Row>) -> Vec<Value> {
         .collect()
 }
 
-/// `GET /admin/shows/{show}/holds?status=&visitor=&limit=&offset=`: newest first,
-/// `{"holds":[{"hold_id","visitor_id","status","channel","amount_cents","created_at",
-/// "expires_at","seats":[…]}],"limit","offset"}`.
+/// `GET /admin/shows/{show}/holds?status=&ended_as=&visitor=&limit=&offset=`: newest first,
+/// `{"holds":[{"hold_id","visitor_id","status","ended_as","channel","amount_cents",
+/// "created_at","expires_at","seats":[…]}],"limit","offset"}`; `ended_as` is why a RELEASED
+/// hold ended (null otherwise).
 #[utoipa::path(
     get,
     path = "/admin/shows/{show}/holds",
@@ -82,13 +94,14 @@ fn rows_json(rows: Vec<Row>) -> Vec<Value> {
     summary = "Holds newest first, filtered and paged",
     params(("show" = String, Path, description = "show id"),
         ("status" = Option<String>, Query, description = "HELD, PAID or RELEASED"),
+        ("ended_as" = Option<String>, Query, description = "expired, released or failed"),
         ("visitor" = Option<String>, Query, description = "visitor id"),
         ("limit" = Option<i64>, Query, description = "1..=500, default 100"),
         ("offset" = Option<i64>, Query, description = "0 or more, default 0")),
     responses(
-        (status = 200, description = "{holds:[{hold_id, visitor_id, status, channel, amount_cents, created_at, expires_at, seats}], limit, offset} (times epoch ms)", body = Object),
+        (status = 200, description = "{holds:[{hold_id, visitor_id, status, ended_as (expired/released/failed or null), channel, amount_cents, created_at, expires_at, seats}], limit, offset} (times epoch ms)", body = Object),
         (status = 400, description = "invalid-query: an unknown or unparsable parameter", body = ProblemDoc),
-        (status = 422, description = "invalid-page, invalid-status", body = ProblemDoc),
+        (status = 422, description = "invalid-page, invalid-status, invalid-ended-as", body = ProblemDoc),
         (status = 503, description = "database busy", body = ProblemDoc),
     ),
     security(("admin_token" = [])),
@@ -103,24 +116,35 @@ pub async fn holds(
     let p = page(q)?;
     let (limit, offset) = p.bounds()?;
     let status = p.status()?;
-    type H = (String, String, String, String, i64, i64, i64);
+    let ended_as = p.ended_as()?;
+    type H = (
+        String,
+        String,
+        String,
+        Option<String>,
+        String,
+        i64,
+        i64,
+        i64,
+    );
     let rows: Vec<H> = sqlx::query_as(
-        "SELECT id, visitor_id, status, channel, amount_cents, created_at, expires_at FROM holds \
-         WHERE show_id = $1 AND ($2 = '' OR status = $2) AND ($3 = '' OR visitor_id = $3) \
-         ORDER BY created_at DESC, id DESC LIMIT $4 OFFSET $5",
+        "SELECT id, visitor_id, status, ended_as, channel, amount_cents, created_at, expires_at \
+         FROM holds WHERE show_id = $1 AND ($2 = '' OR status = $2) AND ($3 = '' OR visitor_id = $3) \
+         AND ($6 = '' OR ended_as = $6) ORDER BY created_at DESC, id DESC LIMIT $4 OFFSET $5",
     )
     .bind(&show)
     .bind(status)
     .bind(p.visitor.clone().unwrap_or_default())
     .bind(limit)
     .bind(offset)
+    .bind(ended_as)
     .fetch_all(&state.db)
     .await?;
     let mut out = Vec::with_capacity(rows.len());
-    for (id, visitor, status, channel, amount, created, expires) in rows {
+    for (id, visitor, status, ended_as, channel, amount, created, expires) in rows {
         let seats = crate::inventory::holds::seats_of(&state.db, &id).await?;
         out.push(
-            json!({"hold_id": id, "visitor_id": visitor, "status": status, "channel": channel,
+            json!({"hold_id": id, "visitor_id": visitor, "status": status, "ended_as": ended_as, "channel": channel,
             "amount_cents": amount, "created_at": created, "expires_at": expires, "seats": seats}),
         );
     }

@@ -70,7 +70,7 @@ fn service_or_admin(state: &AppState, headers: &HeaderMap) -> ApiResult<()> {
     tag = "admin",
     summary = "Load figures for the waiting room's closed loop (cumulative since start)",
     responses(
-        (status = 200, description = "{node, hold_bounds_ms, hold_counts, requests, server_errors, pool: {size, idle, max}, shows: [{show, free, held, sold}]}", body = Object),
+        (status = 200, description = "{node, hold_bounds_ms, hold_counts, requests, server_errors, pool: {size, idle, max}, shows: [{show, free, held, sold, bookings, ended: {expired, released, failed}}]}", body = Object),
         (status = 401, description = "`service-token-required`", body = super::openapi::ProblemDoc),
     ),
     security(("admin_token" = [])),

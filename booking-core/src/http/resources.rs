@@ -174,7 +174,7 @@ fn bound(v: Option<&str>, field: &str, default: i64) -> Result<i64, Problem> {
         FreeQuery,
     ),
     responses(
-        (status = 200, description = "{kind, slot_minutes, buffer_minutes, price_cents_per_slot, resources: [{resource, free: [{start, end, start_at, end_at}]}]}: maximal free runs on the slot grid inside the bookable windows", body = Object),
+        (status = 200, description = "{kind, slot_minutes, buffer_minutes, price_cents_per_slot, time_zone (the venue's IANA zone), resources: [{resource, free: [{start, end, start_at, end_at, start_local, end_local}]}]}: maximal free runs on the slot grid inside the bookable windows; *_local: the venue's local time with offset and zone", body = Object),
         (status = 404, description = "no such show or kind", body = ProblemDoc),
         (status = 422, description = "invalid-interval: from/to not an instant; unknown-resource; invalid-query", body = ProblemDoc),
         (status = 503, description = "database busy", body = ProblemDoc),
@@ -202,7 +202,9 @@ pub async fn free(
     let from = bound(q.from.as_deref(), "from", i64::MIN)?;
     let to = bound(q.to.as_deref(), "to", i64::MAX)?;
     let now = state.clock.now_ms();
-    let v = resources::free(&state.db, &show, k, q.resource.as_deref(), (from, to), now).await?;
+    let mut v =
+        resources::free(&state.db, &show, k, q.resource.as_deref(), (from, to), now).await?;
+    localise(&mut v, &venue.time_zone);
     Ok(Json(v))
 }
 
@@ -235,4 +237,23 @@ pub async fn claims(
     Ok(Json(
         serde_json::json!({"show": show, "now": now, "resources": resources}),
     ))
+}
+
+/// Adds the venue's `time_zone` and, to every free run, `start_local`/`end_local`: the local
+/// wall-clock time with its offset and zone (`2026-10-25T01:30+00:00[Europe/London]`), so a
+/// page shows fans local times that name their zone, the fall-back hour's two 01:30s apart
+/// (issue 17 item 4).
+fn localise(v: &mut Value, zone: &str) {
+    use sale_common::localtime::show_in;
+    let local = |ms: &Value| {
+        let t = jiff::Timestamp::from_millisecond(ms.as_i64()?).ok()?;
+        show_in(t, zone).ok()
+    };
+    for r in v["resources"].as_array_mut().into_iter().flatten() {
+        for run in r["free"].as_array_mut().into_iter().flatten() {
+            run["start_local"] = local(&run["start"]).into();
+            run["end_local"] = local(&run["end"]).into();
+        }
+    }
+    v["time_zone"] = zone.into();
 }

@@ -23,6 +23,8 @@ pub struct Hold {
     pub admission_jti: String,
     /// `HELD`, `PAID` or `RELEASED`.
     pub status: String,
+    /// Why a RELEASED hold ended ([`Ended`]'s stored name); `None` while HELD or PAID.
+    pub ended_as: Option<String>,
     /// Sum of seat prices, cents.
     pub amount_cents: i64,
     /// Hold deadline, epoch ms.
@@ -49,7 +51,7 @@ pub struct Hold {
 
 /// Loads a hold by id.
 pub async fn load(db: &Db, id: &str) -> sqlx::Result<Option<Hold>> {
-    sqlx::query_as::<_, Hold>("SELECT id, show_id, visitor_id, admission_jti, status, amount_cents, expires_at, payment_expires_at, payment_id, payment_signature, checkout_url, executing_at, transaction_id, query_failures, extensions, channel FROM holds WHERE id = $1")
+    sqlx::query_as::<_, Hold>("SELECT id, show_id, visitor_id, admission_jti, status, ended_as, amount_cents, expires_at, payment_expires_at, payment_id, payment_signature, checkout_url, executing_at, transaction_id, query_failures, extensions, channel FROM holds WHERE id = $1")
         .bind(id)
         .fetch_optional(db)
         .await
@@ -76,7 +78,7 @@ pub async fn view(db: &Db, h: &Hold) -> sqlx::Result<Value> {
             .fetch_optional(db)
             .await?;
     let mut v = json!({
-        "hold_id": h.id, "show": h.show_id, "seats": seats, "status": h.status,
+        "hold_id": h.id, "show": h.show_id, "seats": seats, "status": h.status, "ended_as": h.ended_as,
         "expires_at": h.expires_at / 1000, "payment_expires_at": h.payment_expires_at / 1000,
         "amount_cents": h.amount_cents,
     });
@@ -259,19 +261,46 @@ pub async fn claim_many(
         .await
 }
 
-/// Releases a HELD hold: hold → RELEASED, and its seats → free only where this hold still holds
-/// them. Returns false when the hold was not HELD (already paid or released). Audited. This is
-/// the one release path (reconciler, fan cancel, refund): see [`release_in`].
+/// Why a hold ended (issue 17 item 6; seed 001: "the customer walked away" and "the customer
+/// said no" are different facts), stored in `holds.ended_as` beside status RELEASED and written
+/// as the audit action of the release.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// It lapsed: its deadline passed without a payment (or with one still undecided or
+    /// expired at the gateway). Written by the reconciler, the only sweeper of lapsed holds.
+    Expired,
+    /// The fan (or an operator) let it go, or cancelled its payment at the gateway.
+    Released,
+    /// Its payment failed (the gateway refused it) and no new attempt came in time.
+    Failed,
+}
+
+impl Ended {
+    /// Stored name: `ended_as` and the audit action.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Ended::Expired => "expired",
+            Ended::Released => "released",
+            Ended::Failed => "failed",
+        }
+    }
+}
+
+/// Releases a HELD hold: hold → RELEASED with `ended_as` = `end`, and its seats → free only
+/// where this hold still holds them. Returns false when the hold was not HELD (already paid or
+/// released). Audited as `end`. This is the one release path (reconciler, fan cancel, refund):
+/// see [`release_in`].
 pub async fn release(
     db: &Db,
     hold_id: &str,
     actor: Actor,
+    end: Ended,
     reason: &str,
     now_ms: i64,
 ) -> sqlx::Result<bool> {
     let pg = db::backend(db) == Backend::Postgres;
     let mut tx = db::begin_write(db).await?;
-    let done = release_in(&mut tx, pg, hold_id, actor, reason, now_ms).await?;
+    let done = release_in(&mut tx, pg, hold_id, actor, end, reason, now_ms).await?;
     tx.commit().await?;
     Ok(done)
 }
@@ -283,15 +312,17 @@ pub async fn release_in(
     pg: bool,
     hold_id: &str,
     actor: Actor,
+    end: Ended,
     reason: &str,
     now_ms: i64,
 ) -> sqlx::Result<bool> {
     crate::inventory::seatmap::touch();
     let row: Option<(String, String)> = sqlx::query_as(
-        "UPDATE holds SET status = 'RELEASED', released_at = $1 WHERE id = $2 AND status = 'HELD' RETURNING show_id, admission_jti",
+        "UPDATE holds SET status = 'RELEASED', ended_as = $3, released_at = $1 WHERE id = $2 AND status = 'HELD' RETURNING show_id, admission_jti",
     )
     .bind(now_ms)
     .bind(hold_id)
+    .bind(end.as_str())
     .fetch_optional(&mut **tx)
     .await?;
     let Some((show, jti)) = row else {
@@ -318,7 +349,9 @@ pub async fn release_in(
     }
     metrics::counter!("bc_holds_released_total", "show" => show.clone(), "actor" => actor.as_str())
         .increment(1);
-    db::audit(tx, now_ms, &show, hold_id, "released", actor, reason).await?;
+    metrics::counter!("bc_holds_ended_total", "show" => show.clone(), "ended_as" => end.as_str())
+        .increment(1);
+    db::audit(tx, now_ms, &show, hold_id, end.as_str(), actor, reason).await?;
     Ok(true)
 }
 

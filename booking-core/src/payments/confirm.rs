@@ -158,7 +158,7 @@ async fn mark_paid(
     now_ms: i64,
 ) -> sqlx::Result<bool> {
     let n = sqlx::query(
-        "UPDATE holds SET status = 'PAID', transaction_id = $1, paid_at = $2 \
+        "UPDATE holds SET status = 'PAID', ended_as = NULL, transaction_id = $1, paid_at = $2 \
          WHERE id = $3 AND status = $4 AND payment_id = $5 \
          AND NOT EXISTS (SELECT 1 FROM refunds r WHERE r.hold_id = $3)",
     )
@@ -220,6 +220,7 @@ async fn queue_refund(
         pg,
         &hold.id,
         actor,
+        crate::inventory::holds::Ended::Expired,
         "paid after its seats were taken",
         now_ms,
     )

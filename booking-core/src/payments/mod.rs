@@ -578,6 +578,7 @@ pub async fn release_by_fan(state: &AppState, hold: &Hold) -> ApiResult<Value> {
         &state.db,
         &hold.id,
         Actor::Api,
+        holds::Ended::Released,
         &reason,
         state.clock.now_ms(),
     )

@@ -8,7 +8,9 @@
 //! the deadline → leave; the query failing
 //! three times → extend the hold by 10 minutes, at most three times, then raise an alert and keep
 //! the seat (see [`crate::payments::ladder`]). Holds past their deadline with no payment are released
-//! without asking anyone. Each step then runs the late-payment sweep over released holds
+//! without asking anyone. A release records why the hold ended ([`holds::Ended`]): lapsed →
+//! `expired`, a payment refused at the gateway → `failed`, cancelled at the checkout →
+//! `released`. Each step then runs the late-payment sweep over released holds
 //! ([`crate::payments::late`]) and voids superseded payment attempts
 //! ([`crate::payments::attempts`]); it acts on a hold's current attempt only.
 
@@ -16,7 +18,8 @@ use std::time::{Duration, Instant};
 
 use crate::db::{lease, Actor};
 use crate::error::ApiResult;
-use crate::inventory::holds::{self, Hold};
+use crate::gateway::PayStatus;
+use crate::inventory::holds::{self, Ended, Hold};
 use crate::payments::attempts::{self, VoidOutcome};
 use crate::payments::ladder::{self, Ladder};
 use crate::payments::late::{self, LateOutcome};
@@ -171,7 +174,7 @@ impl Reconciler {
                 } else {
                     "payment never created"
                 };
-                return self.release(h, why, now_ms).await;
+                return self.release(h, Ended::Expired, why, now_ms).await;
             }
             return Ok(Did::Left(Ladder::None));
         }
@@ -184,12 +187,13 @@ impl Reconciler {
                 Ok(Did::Left(Ladder::None))
             }
             Settlement::Dead(s) => {
-                self.release(h, &format!("payment {s:?}").to_lowercase(), now_ms)
-                    .await
+                let why = format!("payment {s:?}").to_lowercase();
+                self.release(h, dead_end(s), &why, now_ms).await
             }
             Settlement::Pending(s) if overdue => {
                 self.release(
                     h,
+                    Ended::Expired,
                     &format!("payment {s:?} after deadline").to_lowercase(),
                     now_ms,
                 )
@@ -208,8 +212,9 @@ impl Reconciler {
         }
     }
 
-    async fn release(&self, h: &Hold, reason: &str, now_ms: i64) -> ApiResult<Did> {
-        if holds::release(&self.state.db, &h.id, Actor::Reconciler, reason, now_ms).await? {
+    async fn release(&self, h: &Hold, end: Ended, reason: &str, now_ms: i64) -> ApiResult<Did> {
+        let db = &self.state.db;
+        if holds::release(db, &h.id, Actor::Reconciler, end, reason, now_ms).await? {
             Ok(Did::Released)
         } else {
             Ok(Did::Left(Ladder::None))
@@ -239,6 +244,17 @@ impl Reconciler {
         if let Err(e) = lease::set_until(&self.state.db, LEASE, &self.owner, 0).await {
             tracing::warn!(error = %e, "could not give the reconciler lease back");
         }
+    }
+}
+
+/// Why a hold whose payment died at the gateway ended once no new attempt could start:
+/// refused → `failed`; cancelled by the fan at the checkout → `released` (the fan said no);
+/// the gateway's session ran out → `expired` (the fan walked away).
+fn dead_end(s: PayStatus) -> Ended {
+    match s {
+        PayStatus::Failed => Ended::Failed,
+        PayStatus::Cancelled => Ended::Released,
+        _ => Ended::Expired,
     }
 }
 

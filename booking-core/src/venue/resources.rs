@@ -8,7 +8,9 @@
 
 use serde::{Deserialize, Serialize};
 
-/// One bookable window: RFC 3339 instants with an offset (`2026-12-31T18:00:00Z`), closed-open.
+/// One bookable window, closed-open: RFC 3339 instants with an offset (`2026-12-31T18:00:00Z`),
+/// or, in a venue file, local wall-clock times in the venue's `time_zone` (`2026-12-31T18:00`),
+/// which [`crate::Venue::resolve_local_times`] turns into instants in UTC on load.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Window {

@@ -66,7 +66,15 @@ pub async fn measure(
                 let prev = live[w].lock().expect("hold slot").take();
                 if let Some(h) = prev {
                     let now = now_ms();
-                    let _ = holds::release(&db, &h, db::Actor::Api, "bench", now).await;
+                    let _ = holds::release(
+                        &db,
+                        &h,
+                        db::Actor::Api,
+                        holds::Ended::Released,
+                        "bench",
+                        now,
+                    )
+                    .await;
                 }
                 let mut pick: Vec<String> = seats
                     .choose_multiple(&mut rand::thread_rng(), 2)

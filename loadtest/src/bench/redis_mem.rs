@@ -56,6 +56,7 @@ pub async fn measure(url: &str, fans: u64, concurrency: usize) -> anyhow::Result
         booking_url: "http://127.0.0.1:1".into(),
         pow_bits: 0,
         stock_wait: 0,
+        time_zone: "UTC".into(),
     };
     store.create_event(&meta).await?;
     store.begin_open(&ev).await?;

@@ -118,6 +118,12 @@ pub(crate) async fn figures_json(st: &AppState, event: &EventId) -> Result<Value
     v["skipped_total"] = f.skipped_total.into();
     v["sessions_ended_total"] = f.ended_total.into();
     v["internal_state"] = f.meta.state.as_str().into();
+    // The zone the console shows the opening in: the configured event's, else the event's own
+    // (given at creation; API.md "Events").
+    let configured = st.0.config.events.iter().find(|e| &e.id == event);
+    v["time_zone"] = configured
+        .map_or(f.meta.time_zone.as_str(), |e| e.time_zone.as_str())
+        .into();
     Ok(v)
 }
 
@@ -147,7 +153,10 @@ async fn list(State(st): State<AppState>) -> Result<Response, Problem> {
 #[serde(deny_unknown_fields)]
 pub struct CreateEvent {
     id: String,
-    opens_at: i64,
+    /// Unix seconds, an RFC 3339 instant, or a local wall-clock time read in `time_zone`.
+    opens_at: super::opening::OpensAt,
+    /// IANA zone of a local `opens_at` (default: the configured event's `time_zone`, else UTC).
+    time_zone: Option<String>,
     admit_rate: f64,
     max_active: u64,
     admission_ttl_secs: Option<u64>,
@@ -229,7 +238,7 @@ fn check_booking_url(u: &str) -> Result<String, Problem> {
     responses(
         (status = 201, description = "figures", body = Object),
         (status = 409, description = "exists", body = ProblemDoc),
-        (status = 422, description = "value out of range or unknown field", body = ProblemDoc),
+        (status = 422, description = "value out of range or unknown field (invalid-body); opens_at a local time in a DST gap (nonexistent-local-time) or an ambiguous fall-back hour without an offset (ambiguous-local-time, with candidate_offsets), or unreadable (invalid-local-time); unknown time_zone (invalid-time-zone)", body = ProblemDoc),
         (status = 400, description = "invalid X-Operator", body = ProblemDoc),
         (status = 401, body = ProblemDoc),
         (status = 503, description = "store unavailable (Retry-After)", body = ProblemDoc)
@@ -249,16 +258,23 @@ async fn create(
         Some(u) => check_booking_url(&u)?,
         None => default_url.unwrap_or_default(),
     };
+    let configured = st.0.config.events.iter().find(|e| e.id == id);
+    let zone = super::opening::zone_of(
+        b.time_zone.as_deref(),
+        configured.map(|e| e.time_zone.as_str()),
+    )?;
+    let opens_at = super::opening::to_unix(&b.opens_at, &zone)?;
     let meta = EventMeta {
         id: id.clone(),
         state: EventState::Prequeue,
-        opens_at: check_opens_at(b.opens_at, st.0.clock.now_secs())?,
+        opens_at: check_opens_at(opens_at, st.0.clock.now_secs())?,
         admit_rate: check_rate(b.admit_rate)?,
         max_active: check_max_active(b.max_active)?,
         admission_ttl_secs: check_ttl(b.admission_ttl_secs.unwrap_or(600))?,
         booking_url,
         pow_bits: 0,
         stock_wait: 0,
+        time_zone: zone.clone(),
     };
     if !bounded(st.store_timeout(), st.0.store.create_event(&meta)).await? {
         return Err(Problem::new(
@@ -267,7 +283,7 @@ async fn create(
             "Event exists",
         ));
     }
-    let new = json!({"opens_at": meta.opens_at, "admit_rate": meta.admit_rate,
+    let new = json!({"opens_at": meta.opens_at, "time_zone": zone, "admit_rate": meta.admit_rate,
         "max_active": meta.max_active, "admission_ttl_secs": meta.admission_ttl_secs});
     record(&st, &id, &who, "create", Value::Null, new).await;
     Ok(private_json(

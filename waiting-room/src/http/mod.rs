@@ -11,6 +11,7 @@ pub mod internal;
 pub mod lanes;
 pub mod leave;
 pub mod openapi;
+pub mod opening;
 pub mod public;
 pub mod report;
 pub mod shadow;

@@ -71,7 +71,7 @@ impl Modify for Bearers {
     components(schemas(
         StatusDoc, WaitEstimate, AuditEntry, ProblemDoc, Publication,
         crate::report::Report, crate::report::Minute, crate::report::Totals,
-        admin::CreateEvent, admin::PatchEvent, internal::EndSession,
+        admin::CreateEvent, super::opening::OpensAt, admin::PatchEvent, internal::EndSession,
         lanes::NewRule, crate::lanes::AddressRule,
     )),
     modifiers(&Bearers),

@@ -30,6 +30,7 @@ pub async fn prequeue_shuffle_is_uniform(s: Store) {
             booking_url: String::new(),
             pow_bits: 0,
             stock_wait: 0,
+            time_zone: "UTC".into(),
         };
         s.create_event(&meta).await.expect("create");
         let fans: Vec<VisitorId> = (0..SLOTS).map(|_| VisitorId::random()).collect();

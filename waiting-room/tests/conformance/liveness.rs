@@ -297,6 +297,11 @@ pub async fn report_samples_keep_their_order(s: Store) {
         held: 1,
         free: 7,
         bookings: 1,
+        ended: sale_common::load::HoldEnds {
+            expired: 3,
+            released: 1,
+            failed: 1,
+        },
     };
     for i in 0..3 {
         let b = (i == 2).then(|| booking.clone());

@@ -284,6 +284,8 @@ impl QueueStore for RedisStore {
             .arg(meta.admission_ttl_secs)
             .arg("booking_url")
             .arg(&meta.booking_url)
+            .arg("time_zone")
+            .arg(&meta.time_zone)
             .arg("draw_seed")
             .arg(DrawSeed::random().to_hex())
             .invoke_async(&mut self.conn.clone())

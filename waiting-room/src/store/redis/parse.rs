@@ -64,5 +64,7 @@ pub(super) fn parse_meta(id: &EventId, h: &HashMap<String, String>) -> StoreResu
         stock_wait: h
             .get("stock_wait")
             .map_or(Ok(0), |p| p.parse().map_err(|_| bad("stock_wait")))?,
+        // Events created before the field read as UTC, its default.
+        time_zone: h.get("time_zone").map_or("UTC", String::as_str).to_owned(),
     })
 }
