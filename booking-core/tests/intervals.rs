@@ -519,4 +519,26 @@ async fn free_intervals_name_the_venues_local_time_across_the_fall_back() {
         ),
         "{v}"
     );
+    // The two 01:30s of the fall-back night: a hold from the first to the second names both
+    // apart, in its 201, its replay and its view.
+    let body =
+        json!({"resource": "P1", "start": "2026-10-25T00:30:00Z", "end": "2026-10-25T01:30:00Z"});
+    let want = (
+        json!("2026-10-25T01:30+01:00[Europe/London]"),
+        json!("2026-10-25T01:30+00:00[Europe/London]"),
+    );
+    let local = |v: &Value| {
+        (
+            v["interval"]["start_local"].clone(),
+            v["interval"]["end_local"].clone(),
+        )
+    };
+    let (st, created) = hold_interval(&h, "fan-tz", "k-tz", body.clone()).await;
+    assert_eq!(st, 201, "{created}");
+    assert_eq!(local(&created), want, "{created}");
+    let (st, replay) = hold_interval(&h, "fan-tz", "k-tz", body).await;
+    assert_eq!((st, local(&replay)), (201, want.clone()), "{replay}");
+    let id = created["hold_id"].as_str().expect("hold id");
+    let view = h.hold_view("fan-tz", id).await;
+    assert_eq!(local(&view), want, "{view}");
 }

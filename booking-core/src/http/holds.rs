@@ -223,7 +223,7 @@ fn channel_of(
     ),
     request_body(content = HoldBody, description = "seats or best_available, pool (+ quantity), resource (+ start, end: epoch ms or RFC 3339): one, or several for one all-or-nothing mixed order (a refused part refuses the whole hold with its 409); optional channel"),
     responses(
-        (status = 201, description = "{hold_id, show, seats, status: HELD, expires_at, payment_expires_at, amount_cents, currency (the venue's, ISO 4217), channel, pool?, quantity?, interval? {kind, resource, start, end, start_at, end_at, blocked_until}}", body = Object),
+        (status = 201, description = "{hold_id, show, seats, status: HELD, expires_at, payment_expires_at, amount_cents, currency (the venue's, ISO 4217), channel, pool?, quantity?, interval? {kind, resource, start, end, start_at, end_at, blocked_until, start_local, end_local (the venue's local time with offset and zone)}}", body = Object),
         (status = 400, description = "idempotency-key-required; invalid-body", body = ProblemDoc),
         (status = 404, description = "no such show", body = ProblemDoc),
         (status = 409, description = "seats-unavailable, pool-unavailable, no-seats-together (each with fresh availability), interval-unavailable (free: the resource's fresh free intervals), hold-exists (hold_id), visitor-hold-cap (max_holds), admission-ended (waiting_room), concurrent-request (Retry-After)", body = ProblemDoc,
@@ -325,11 +325,13 @@ pub async fn create_hold(
     }
 }
 
-/// A hold answer with the venue's `currency` (ISO 4217) beside its `amount_cents`; stored
-/// answers are kept as they were and get it on the way out, so a replay says it too.
+/// A hold answer with the venue's `currency` (ISO 4217) beside its `amount_cents`, and an
+/// interval's local times in the venue's `time_zone`; stored answers are kept as they were and
+/// get both on the way out, so a replay says them too.
 fn with_currency(mut body: Value, venue: &crate::config::Venue) -> Value {
     if body.get("hold_id").is_some() {
         body["currency"] = venue.currency.clone().into();
+        super::resources::localise_interval(&mut body, &venue.time_zone);
     }
     body
 }
@@ -364,6 +366,7 @@ pub async fn get_hold(
     let mut v = holds::view(&state.db, &h).await?;
     if let Ok(show) = super::resources::show_config(&state, &h.show_id) {
         v["currency"] = show.venue.currency.clone().into();
+        super::resources::localise_interval(&mut v, &show.venue.time_zone);
     }
     v["pay_by"] = (payments::pay_by_ms(&state.config, &h) / 1000).into();
     if let Some(a) = payments::attempts::view(&state.db, &h).await? {

@@ -239,20 +239,34 @@ pub async fn claims(
     ))
 }
 
-/// Adds the venue's `time_zone` and, to every free run, `start_local`/`end_local`: the local
-/// wall-clock time with its offset and zone (`2026-10-25T01:30+00:00[Europe/London]`), so a
-/// page shows fans local times that name their zone, the fall-back hour's two 01:30s apart
-/// (issue 17 item 4).
+/// `ms` (epoch milliseconds) as the venue's local wall-clock time with its offset and zone
+/// (`2026-10-25T01:30+00:00[Europe/London]`), or `null` when it is not an instant or the zone
+/// is unknown (issue 17 item 4: fans are shown local times that name their zone).
+pub(super) fn local_time(ms: &Value, zone: &str) -> Value {
+    let t = ms
+        .as_i64()
+        .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok());
+    t.and_then(|t| sale_common::localtime::show_in(t, zone).ok())
+        .into()
+}
+
+/// Adds `start_local`/`end_local` (see [`local_time`]) to a hold answer's `interval` member,
+/// if it has one; the stored answer stays as it was, so a replay gets them on the way out too.
+pub(super) fn localise_interval(body: &mut Value, zone: &str) {
+    if let Some(i) = body.get_mut("interval").filter(|i| i.is_object()) {
+        i["start_local"] = local_time(&i["start"], zone);
+        i["end_local"] = local_time(&i["end"], zone);
+    }
+}
+
+/// Adds the venue's `time_zone` and, to every free run, `start_local`/`end_local` (see
+/// [`local_time`]), so a page shows fans local times that name their zone, the fall-back hour's
+/// two 01:30s apart (issue 17 item 4).
 fn localise(v: &mut Value, zone: &str) {
-    use sale_common::localtime::show_in;
-    let local = |ms: &Value| {
-        let t = jiff::Timestamp::from_millisecond(ms.as_i64()?).ok()?;
-        show_in(t, zone).ok()
-    };
     for r in v["resources"].as_array_mut().into_iter().flatten() {
         for run in r["free"].as_array_mut().into_iter().flatten() {
-            run["start_local"] = local(&run["start"]).into();
-            run["end_local"] = local(&run["end"]).into();
+            run["start_local"] = local_time(&run["start"], zone);
+            run["end_local"] = local_time(&run["end"], zone);
         }
     }
     v["time_zone"] = zone.into();
