@@ -45,7 +45,9 @@ pub fn shown(doc: &Value, to_go: u64, at_ms: u64, minute: u32) -> Option<ShownWa
     let open = doc["state"] == "open";
     let max_active = doc["max_active"].as_u64().unwrap_or(0);
     let stalled = open && max_active > 0 && doc["active"].as_u64().unwrap_or(0) >= max_active;
-    if !(high > 0.0) || !(low > 0.0) || to_go == 0 || !open {
+    // The page's `!(x > 0)` tests; `or` never gives NaN.
+    let moving = high > 0.0 && low > 0.0;
+    if !moving || to_go == 0 || !open {
         return None;
     }
     let to_go = to_go as f64;
@@ -163,7 +165,7 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
     }
     v.sort_by(f64::total_cmp);
     let m = v.len() / 2;
-    Some(if v.len() % 2 == 0 {
+    Some(if v.len().is_multiple_of(2) {
         (v[m - 1] + v[m]) / 2.0
     } else {
         v[m]

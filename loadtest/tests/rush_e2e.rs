@@ -52,6 +52,7 @@ fn assert_checks(stdout: &str) {
         !line.contains("(0 fans;"),
         "fans were shown a range: {line}"
     );
+    println!("{line}");
     assert!(
         stdout.contains("PASS wait estimate inside the shown range ≥ 90%")
             && stdout.contains("PASS wait range high ≤ 3 × low"),
