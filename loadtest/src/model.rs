@@ -87,7 +87,7 @@ pub struct FanOutcome {
 
 /// A wait range as the waiting page shows it (`static/wait.js` `showWait`), before the page
 /// rounds it to whole seconds.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct ShownWait {
     /// When the fan read the status document it came from, ms since the run started.
     pub at_ms: u64,
@@ -99,6 +99,10 @@ pub struct ShownWait {
     /// Longest wait shown, **seconds**: `to_go / low_places_per_sec`; `None` while every
     /// admission slot is taken (the page then shows only "at least" the shortest).
     pub high_secs: Option<f64>,
+    /// Places the cursor had to move to reach the fan (`queue_number − cursor`).
+    pub to_go: u64,
+    /// The speeds were measured (`wait.basis` `measured`), not the configured rate.
+    pub measured: bool,
 }
 
 /// How a fan sends its hold.

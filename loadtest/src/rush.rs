@@ -317,6 +317,10 @@ pub async fn run(args: RushArgs) -> anyhow::Result<bool> {
         let mut figures = headline(&fans, wall);
         figures["wait_estimate"] = estimate.figures();
         crate::report::write(&dir, &figures, &stats.rows(wall), &results, &timeline)?;
+        std::fs::write(
+            dir.join("wait_samples.csv"),
+            crate::wait_range::samples_csv(&fans),
+        )?;
         println!("report: {}", dir.display());
     }
     if let Some(stack) = stack {

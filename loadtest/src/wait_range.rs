@@ -50,12 +50,14 @@ pub fn shown(doc: &Value, to_go: u64, at_ms: u64, minute: u32) -> Option<ShownWa
     if !moving || to_go == 0 || !open {
         return None;
     }
-    let to_go = to_go as f64;
+    let places = to_go as f64;
     Some(ShownWait {
         at_ms,
         minute,
-        low_secs: to_go / high,
-        high_secs: (!stalled).then_some(to_go / low),
+        low_secs: places / high,
+        high_secs: (!stalled).then_some(places / low),
+        to_go,
+        measured: w["basis"] == "measured",
     })
 }
 
@@ -216,6 +218,35 @@ pub fn summarize(fans: &[FanOutcome]) -> Summary {
     s
 }
 
+/// Every sample, one CSV row each, for the report folder (`wait_samples.csv`): the fan's
+/// number, the sample's minute, when it was read and the fan's turn seen (ms since the start),
+/// the places to go, the basis, the range (seconds, unrounded) and the verdict as displayed.
+pub fn samples_csv(fans: &[FanOutcome]) -> String {
+    let mut out = String::from(
+        "queue_number,minute,at_ms,turn_ms,to_go,basis,low_secs,high_secs,actual_secs,inside\n",
+    );
+    for f in fans {
+        let turn = f.turn_window_ms.map(|w| w.1);
+        for w in &f.wait_shown {
+            let actual = turn.map(|t| t.saturating_sub(w.at_ms));
+            out.push_str(&format!(
+                "{},{},{},{},{},{},{:.3},{},{},{}\n",
+                f.queue_number.map_or(String::new(), |n| n.to_string()),
+                w.minute,
+                w.at_ms,
+                turn.map_or(String::new(), |t| t.to_string()),
+                w.to_go,
+                if w.measured { "measured" } else { "configured" },
+                w.low_secs,
+                w.high_secs.map_or(String::new(), |h| format!("{h:.3}")),
+                actual.map_or(String::new(), |a| format!("{:.3}", a as f64 / 1000.0)),
+                actual.map_or(String::new(), |a| inside(w, a, true).to_string()),
+            ));
+        }
+    }
+    out
+}
+
 /// The two checks. `enforced` (`--profile seed` only): below the goal or with a range wider
 /// than [`MAX_SPREAD`] is a FAIL; elsewhere the checks only report (CI runs are too short and
 /// too loaded to be a fair test of an estimate).
@@ -290,6 +321,7 @@ mod tests {
             minute: 0,
             low_secs: 2.6,
             high_secs: Some(4.4),
+            ..Default::default()
         };
         // Shown "3 s to 4 s".
         assert!(!inside(&w, 2_700, true) && inside(&w, 2_700, false));
@@ -311,6 +343,7 @@ mod tests {
                     minute,
                     low_secs,
                     high_secs,
+                    ..Default::default()
                 })
                 .collect(),
             turn_window_ms: turn_ms.map(|t| (t - 500, t)),
@@ -376,5 +409,13 @@ mod tests {
         let c = checks(&s, true);
         assert!(c[0].pass && !c[1].pass, "{c:?}");
         assert!(c[1].detail.starts_with("2 of 3 samples wider"), "{c:?}");
+        let csv = samples_csv(&fans);
+        let rows: Vec<&str> = csv.lines().collect();
+        assert_eq!(rows.len(), 4, "{csv}");
+        assert_eq!(
+            rows[1],
+            ",0,0,150000,0,configured,50.000,160.000,150.000,true"
+        );
+        assert!(rows[2].ends_with(",20.000,,90.000,true"), "{csv}");
     }
 }
