@@ -288,7 +288,8 @@ pub async fn run(args: RushArgs) -> anyhow::Result<bool> {
     sold_out_told(&client, &target, &office.stats).await;
     let samples = sampler.finish().await;
     results.extend(crate::rehearsal::checks(&fans, &samples, &office.stats));
-    let estimate = crate::wait_range::summarize(&fans);
+    let cursor: Vec<(u64, u64)> = samples.iter().map(|x| (x.t_ms, x.cursor)).collect();
+    let estimate = crate::wait_range::summarize(&fans, &cursor);
     println!("{}", estimate.line());
     let enforced = args.rehearsal.profile == Some(crate::rehearsal::Profile::Seed);
     results.extend(crate::wait_range::checks(&estimate, enforced));

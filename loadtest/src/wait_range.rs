@@ -117,6 +117,11 @@ pub struct Summary {
     pub too_wide: usize,
     /// Largest high ÷ low among the samples with a high.
     pub max_spread: Option<f64>,
+    /// The fans' first ranges judged against when the waiting room's cursor reached them (its
+    /// 1-s samples) instead of when the fan saw it: a check on the measurement itself.
+    pub by_cursor: Share,
+    /// Median time from the cursor reaching a fan (1-s samples) to the fan seeing it, seconds.
+    pub turn_lag_secs: Option<f64>,
 }
 
 impl Summary {
@@ -132,7 +137,8 @@ impl Summary {
             "wait estimate: {} of fans waited within the range shown at joining ({} fans; {} \
              samples at each minute: {}); spread: median actual/low {}, actual/high {}; {} \
              samples decided by the display's 1-s rounding, {} \"at least\" only, {} fans \
-             shown a range never got their turn (not counted)",
+             shown a range never got their turn (not counted); by the waiting room's cursor \
+             (1-s samples): {} inside, turns seen a median {} s after the cursor",
             self.joining.pct(),
             self.joining.total,
             self.minutes.total,
@@ -141,7 +147,9 @@ impl Summary {
             med(self.median_over_high),
             self.rounding_decided,
             self.lower_only,
-            self.no_turn
+            self.no_turn,
+            self.by_cursor.pct(),
+            med(self.turn_lag_secs)
         )
     }
 
@@ -157,6 +165,8 @@ impl Summary {
             "median_actual_over_high": self.median_over_high,
             "lower_bound_only": self.lower_only, "rounding_decided": self.rounding_decided,
             "no_turn": self.no_turn, "too_wide": self.too_wide, "max_spread": self.max_spread,
+            "by_cursor_inside": self.by_cursor.inside, "by_cursor_fans": self.by_cursor.total,
+            "turn_lag_median_secs": self.turn_lag_secs,
         })
     }
 }
@@ -174,16 +184,33 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
     })
 }
 
+/// When the cursor first reached `n` in `cursor` (`(ms since the start, cursor)`, in time
+/// order; a cursor that went back, e.g. across a failover, counts at its highest so far).
+fn cursor_reached(cursor: &[(u64, u64)], n: u64) -> Option<u64> {
+    let mut high = 0;
+    cursor.iter().find_map(|&(t, c)| {
+        high = high.max(c);
+        (high >= n).then_some(t)
+    })
+}
+
 /// Every fan's shown ranges against its wait: `turn_window_ms.1` (when the fan saw its turn)
-/// minus when each range was read.
-pub fn summarize(fans: &[FanOutcome]) -> Summary {
+/// minus when each range was read; `cursor`: the waiting room's cursor over time
+/// (`(ms since the start, cursor)`) for the cross-check.
+pub fn summarize(fans: &[FanOutcome], cursor: &[(u64, u64)]) -> Summary {
     let mut s = Summary::default();
-    let (mut over_low, mut over_high) = (Vec::new(), Vec::new());
+    let (mut over_low, mut over_high, mut lag) = (Vec::new(), Vec::new(), Vec::new());
     for f in fans.iter().filter(|f| !f.wait_shown.is_empty()) {
         let Some(turn_ms) = f.turn_window_ms.map(|w| w.1) else {
             s.no_turn += 1;
             continue;
         };
+        let reached = f.queue_number.and_then(|n| cursor_reached(cursor, n));
+        if let (Some(r), Some(first)) = (reached, f.wait_shown.first()) {
+            lag.push(turn_ms.saturating_sub(r) as f64 / 1000.0);
+            s.by_cursor.total += 1;
+            s.by_cursor.inside += usize::from(inside(first, r.saturating_sub(first.at_ms), true));
+        }
         for w in &f.wait_shown {
             let actual = turn_ms.saturating_sub(w.at_ms);
             let ok = inside(w, actual, true);
@@ -215,6 +242,7 @@ pub fn summarize(fans: &[FanOutcome]) -> Summary {
     }
     s.median_over_low = median(over_low);
     s.median_over_high = median(over_high);
+    s.turn_lag_secs = median(lag);
     s
 }
 
@@ -361,7 +389,7 @@ mod tests {
         fans.push(fan(&[(1_000, 0, 10.0, Some(20.0))], Some(6_000))); // 5 s: too short
         fans.push(fan(&[(1_000, 0, 10.0, Some(20.0))], None)); // never its turn
         fans.push(FanOutcome::default()); // never shown a range
-        let s = summarize(&fans);
+        let s = summarize(&fans, &[]);
         assert_eq!(
             s.joining,
             Share {
@@ -377,7 +405,34 @@ mod tests {
         assert!(checks(&s, false).iter().all(|c| c.pass));
         // Nine of ten is the goal.
         fans[8] = fan(&[(1_000, 0, 10.0, Some(20.0))], Some(21_000));
-        assert!(checks(&summarize(&fans), true)[0].pass);
+        assert!(checks(&summarize(&fans, &[]), true)[0].pass);
+    }
+
+    /// The cross-check: the cursor reached the fan at 12 s (inside "10 s to 20 s" read at 1 s)
+    /// and the fan saw it 19 s later, at 31 s (outside): the measurement, not the range, is late.
+    #[test]
+    fn the_cursor_cross_check_shows_a_late_measurement() {
+        let mut f = fan(&[(1_000, 0, 10.0, Some(20.0))], Some(31_000));
+        f.queue_number = Some(500);
+        let cursor = [(0, 0), (11_000, 450), (12_000, 520), (13_000, 400)];
+        assert_eq!(cursor_reached(&cursor, 500), Some(12_000));
+        assert_eq!(cursor_reached(&cursor, 521), None);
+        let s = summarize(&[f], &cursor);
+        assert_eq!(
+            s.joining,
+            Share {
+                inside: 0,
+                total: 1
+            }
+        );
+        assert_eq!(
+            s.by_cursor,
+            Share {
+                inside: 1,
+                total: 1
+            }
+        );
+        assert_eq!(s.turn_lag_secs, Some(19.0));
     }
 
     #[test]
@@ -390,7 +445,7 @@ mod tests {
             ],
             Some(150_000),
         )];
-        let s = summarize(&fans);
+        let s = summarize(&fans, &[]);
         assert_eq!(
             s.joining,
             Share {
