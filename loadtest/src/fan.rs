@@ -93,7 +93,16 @@ pub async fn run_fan(
         out.gave_up = Some("join failed".into());
         return out;
     };
-    let number = match wait_for_turn(&client, &target, &stats, &token, deadline, started).await {
+    let waited = wait_for_turn(
+        &client,
+        &target,
+        &stats,
+        &token,
+        (deadline, started),
+        &mut out.wait_shown,
+    )
+    .await;
+    let number = match waited {
         Ok((n, window)) => {
             out.turn_window_ms = window;
             n
@@ -169,14 +178,16 @@ pub async fn run_fan(
 
 /// Polls the status document until the cursor reaches this fan; returns the queue number.
 /// Like the waiting page, a fan within the document's `ready_window` of the cursor sends a
-/// heartbeat every `heartbeat_interval_ms`, so its place is not skipped as abandoned.
+/// heartbeat every `heartbeat_interval_ms`, so its place is not skipped as abandoned. Records
+/// in `shown` the wait range the page would show: the first one the fan sees, then one at each
+/// whole minute after it.
 async fn wait_for_turn(
     client: &Client,
     target: &Target,
-    stats: &Stats,
+    stats: &Arc<Stats>,
     token: &str,
-    deadline: Instant,
-    started: Instant,
+    (deadline, started): (Instant, Instant),
+    shown: &mut Vec<crate::model::ShownWait>,
 ) -> anyhow::Result<(u64, Option<(u64, u64)>)> {
     let wr = &target.waiting_room;
     let ev = &target.event;
@@ -210,7 +221,7 @@ async fn wait_for_turn(
         };
         let doc = &*doc;
         let state = doc["state"].as_str().unwrap_or("");
-        let cursor = doc["cursor"].as_u64().unwrap_or(0);
+        let mut cursor = doc["cursor"].as_u64().unwrap_or(0);
         if state == "open" && number.is_none() {
             let req = client
                 .get(format!("{wr}/api/events/{ev}/position"))
@@ -221,6 +232,8 @@ async fn wait_for_turn(
                     if let Some(n) = number {
                         crate::seen::number(token, n);
                     }
+                    // The page takes the larger of the two cursors.
+                    cursor = cursor.max(body["cursor"].as_u64().unwrap_or(0));
                 }
             }
         }
@@ -230,13 +243,40 @@ async fn wait_for_turn(
                 return Ok((n, below_ms.map(|lo| (lo, seen_ms))));
             }
             below_ms = Some(asked_ms);
-            heartbeat_if_near(client, target, stats, token, doc, n, &mut last_beat).await;
+            note_range(shown, doc, n - cursor, started.elapsed().as_millis() as u64);
+            // Sent without waiting for the answer, as the page does (wait.js `heartbeat`): a
+            // heartbeat queued behind the load generator's shared in-flight cap must not keep
+            // the fan from reading the status document (the seed rehearsal saw turns a median
+            // 44 s late when it did).
+            if let Some(url) = heartbeat_due(target, doc, n, &mut last_beat) {
+                let (c, s, req) = (client.clone(), stats.clone(), client.post(url));
+                let req = req.bearer_auth(token);
+                tokio::spawn(async move { call(&c, &s, "heartbeat", req).await });
+            }
         }
         if state == "closed" || state == "sold_out" {
             anyhow::bail!("event {state}");
         }
         let jitter = rand::thread_rng().gen_range(0..=target.poll_ms / 4);
         tokio::time::sleep(Duration::from_millis(target.poll_ms + jitter)).await;
+    }
+}
+
+/// Adds the range the page shows now when it is the first the fan sees, or the first read at
+/// or after the next whole minute since that one.
+fn note_range(shown: &mut Vec<crate::model::ShownWait>, doc: &Value, to_go: u64, now_ms: u64) {
+    let minute = match shown.first() {
+        None => 0,
+        Some(first) => {
+            let due = shown.last().map_or(0, |l| l.minute) + 1;
+            if now_ms < first.at_ms + u64::from(due) * 60_000 {
+                return;
+            }
+            due
+        }
+    };
+    if let Some(w) = crate::wait_range::shown(doc, to_go, now_ms, minute) {
+        shown.push(w);
     }
 }
 
@@ -250,31 +290,33 @@ async fn heartbeat_if_near(
     number: u64,
     last: &mut Option<Instant>,
 ) {
-    let (Some(window), Some(every)) = (
-        doc["ready_window"].as_u64(),
-        doc["heartbeat_interval_ms"].as_u64(),
-    ) else {
-        return;
-    };
-    let cursor = doc["cursor"].as_u64().unwrap_or(0);
-    if number.saturating_sub(cursor) > window {
-        return;
+    if let Some(url) = heartbeat_due(target, doc, number, last) {
+        let req = client.post(url).bearer_auth(token);
+        let _ = call(client, stats, "heartbeat", req).await;
     }
-    if last.is_some_and(|t| t.elapsed() < Duration::from_millis(every)) {
-        return;
+}
+
+/// The heartbeat URL when one is due (within the ready window, the interval passed); marks it
+/// sent.
+fn heartbeat_due(
+    target: &Target,
+    doc: &Value,
+    number: u64,
+    last: &mut Option<Instant>,
+) -> Option<String> {
+    let window = doc["ready_window"].as_u64()?;
+    let every = doc["heartbeat_interval_ms"].as_u64()?;
+    let cursor = doc["cursor"].as_u64().unwrap_or(0);
+    if number.saturating_sub(cursor) > window
+        || last.is_some_and(|t| t.elapsed() < Duration::from_millis(every))
+    {
+        return None;
     }
     *last = Some(Instant::now());
-    let url = format!(
+    Some(format!(
         "{}/api/events/{}/heartbeat",
         target.waiting_room, target.event
-    );
-    let _ = call(
-        client,
-        stats,
-        "heartbeat",
-        client.post(url).bearer_auth(token),
-    )
-    .await;
+    ))
 }
 
 async fn book(client: &Client, target: &Target, stats: &Stats, adm: &str, out: &mut FanOutcome) {

@@ -59,6 +59,7 @@ mod report;
 mod revalidate;
 mod rush;
 mod timeline;
+mod wait_range;
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()

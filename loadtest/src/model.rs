@@ -80,6 +80,29 @@ pub struct FanOutcome {
     pub idempotency_mismatch: bool,
     /// Tabs that won a hold at once with one admission token (several-tab fans).
     pub tabs_won: Option<usize>,
+    /// The wait ranges the waiting page would have shown this fan: the first one, then one at
+    /// each whole minute of its wait (`wait_range`).
+    pub wait_shown: Vec<ShownWait>,
+}
+
+/// A wait range as the waiting page shows it (`static/wait.js` `showWait`), before the page
+/// rounds it to whole seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct ShownWait {
+    /// When the fan read the status document it came from, ms since the run started.
+    pub at_ms: u64,
+    /// Whole minutes of the fan's wait when it was read (0: the first range the fan saw, at
+    /// joining or at the first read after opening).
+    pub minute: u32,
+    /// Shortest wait shown, **seconds**: `to_go / high_places_per_sec`.
+    pub low_secs: f64,
+    /// Longest wait shown, **seconds**: `to_go / low_places_per_sec`; `None` while every
+    /// admission slot is taken (the page then shows only "at least" the shortest).
+    pub high_secs: Option<f64>,
+    /// Places the cursor had to move to reach the fan (`queue_number − cursor`).
+    pub to_go: u64,
+    /// The speeds were measured (`wait.basis` `measured`), not the configured rate.
+    pub measured: bool,
 }
 
 /// How a fan sends its hold.

@@ -293,6 +293,11 @@ pub async fn run(args: RushArgs) -> anyhow::Result<bool> {
     sold_out_told(&client, &target, &office.stats).await;
     let samples = sampler.finish().await;
     results.extend(crate::rehearsal::checks(&fans, &samples, &office.stats));
+    let cursor: Vec<(u64, u64)> = samples.iter().map(|x| (x.t_ms, x.cursor)).collect();
+    let estimate = crate::wait_range::summarize(&fans, &cursor);
+    println!("{}", estimate.line());
+    let enforced = args.rehearsal.profile == Some(crate::rehearsal::Profile::Seed);
+    results.extend(crate::wait_range::checks(&estimate, enforced));
     if let Some(reads) = &stock_reads {
         // The rule's reaction time: one loop interval, two admitter ticks, one stock read.
         let reaction_ms = STOCK_RULE_INTERVAL_SECS * 1000 + 2 * 100 + 100;
@@ -315,8 +320,13 @@ pub async fn run(args: RushArgs) -> anyhow::Result<bool> {
         all &= c.pass;
     }
     if let Some(dir) = report_dir {
-        let figures = headline(&fans, wall);
+        let mut figures = headline(&fans, wall);
+        figures["wait_estimate"] = estimate.figures();
         crate::report::write(&dir, &figures, &stats.rows(wall), &results, &timeline)?;
+        std::fs::write(
+            dir.join("wait_samples.csv"),
+            crate::wait_range::samples_csv(&fans),
+        )?;
         println!("report: {}", dir.display());
     }
     if let Some(stack) = stack {

@@ -44,6 +44,21 @@ fn assert_checks(stdout: &str) {
     // The seven invariant checks at least; the rehearsal checks add more (PASS or SKIP).
     assert!(passes >= 7, "every check printed PASS:\n{stdout}");
     assert!(stdout.contains("zero seats sold twice"), "{stdout}");
+    // Issue 18 item 5: the wait range the page showed against the wait (report-only here).
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("wait estimate: "))
+        .unwrap_or_else(|| panic!("no wait estimate line:\n{stdout}"));
+    assert!(
+        !line.contains("(0 fans;"),
+        "fans were shown a range: {line}"
+    );
+    println!("{line}");
+    assert!(
+        stdout.contains("PASS wait estimate inside the shown range ≥ 90%")
+            && stdout.contains("PASS wait range high ≤ 3 × low"),
+        "{stdout}"
+    );
 }
 
 #[test]
