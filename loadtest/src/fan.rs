@@ -3,7 +3,7 @@
 //! available seats or pool places (`picks`; retrying on 409 with the fresh map), then pay,
 //! cancel or walk away.
 
-use crate::calls::{call, jwt_claims, retry_after};
+use crate::calls::{call, call_uncapped, jwt_claims, retry_after};
 use crate::model::{FanOutcome, SharedDoc, Target};
 use crate::stats::Stats;
 use rand::seq::SliceRandom;
@@ -31,7 +31,7 @@ pub fn spawn_status_poller(
         loop {
             tick.tick().await;
             let asked_ms = started.elapsed().as_millis() as u64;
-            let doc = match call(&client, &stats, "status", client.get(&url)).await {
+            let doc = match call_uncapped(&stats, "status", client.get(&url)).await {
                 Ok((s, body, _)) if s.is_success() => body,
                 _ => Value::Null,
             };

@@ -12,6 +12,11 @@ use std::collections::VecDeque;
 pub const WINDOW_SECS: i64 = 60;
 /// Length of the blocks the low/high range is taken over, **seconds**.
 pub const BLOCK_SECS: i64 = 10;
+/// With too little history the range is the admit rate down to a third of it: the widest range
+/// DECISIONS allows (high ≤ 3 × low). Half of it was too narrow: in the seed rehearsal the
+/// cursor's first seconds after opening ran at a third to a half of the admit rate, and 5.5 % of
+/// the pre-queued fans' waits fell inside the range shown at opening.
+pub const CONFIGURED_SLACK: f64 = 3.0;
 
 #[derive(Debug, Clone, Copy)]
 struct Sample {
@@ -31,7 +36,7 @@ pub struct RateMeter {
 #[derive(Debug, Clone, Serialize, PartialEq, utoipa::ToSchema)]
 pub struct WaitEstimate {
     /// `measured` (at least one block of history while open), `configured` (open, too little
-    /// history: the admit rate, low = half of it), or `held` (not moving: before opening,
+    /// history: the admit rate, low = a third of it, [`CONFIGURED_SLACK`]), or `held` (not moving: before opening,
     /// paused, closed, sold out; all speeds 0).
     pub basis: &'static str,
     /// The cursor's speed over the window, places per **second** (skipped places included:
@@ -111,7 +116,7 @@ impl RateMeter {
             return WaitEstimate {
                 basis: "configured",
                 places_per_sec: round2(admit_rate),
-                low_places_per_sec: round2(admit_rate / 2.0),
+                low_places_per_sec: round2(admit_rate / CONFIGURED_SLACK),
                 high_places_per_sec: round2(admit_rate),
                 window_secs: WINDOW_SECS,
             };
@@ -180,7 +185,12 @@ mod tests {
         m.record(0, 0, 0, true);
         m.record(3000, 30, 30, true);
         assert_eq!(m.estimate(true, 8.0).basis, "configured");
-        assert_eq!(m.estimate(true, 8.0).low_places_per_sec, 4.0);
+        assert_eq!(m.estimate(true, 8.0).low_places_per_sec, 2.67);
+        let w = m.estimate(true, 8.0);
+        assert!(
+            w.high_places_per_sec <= 3.0 * w.low_places_per_sec + 0.01,
+            "{w:?}"
+        );
         assert_eq!(m.estimate(false, 8.0).basis, "held");
         assert_eq!(m.admitted_per_sec(), 10.0);
     }

@@ -375,3 +375,53 @@ async fn pause_stops_admissions_within_one_tick_and_everything_is_audited() {
     let (s, _) = call(&app, "GET", "/admin/events/demo/audit", &[], None).await;
     assert_eq!(s, StatusCode::UNAUTHORIZED);
 }
+
+/// A loaded node's admitter ticks late (every 500 ms instead of every 100 ms): each late tick
+/// keeps what its elapsed time earned, so the cursor still moves at the admit rate. With the
+/// bucket capped at two ticks, 50/s for 10 s admitted 200 (10 per late tick), and the wait
+/// estimate, which promises the rate, was wrong for every fan (seed rehearsal, issue 18 item 5).
+#[tokio::test]
+async fn late_ticks_still_admit_at_the_admit_rate() {
+    let app = app().await;
+    let mut adm = admitter(&app, 3_600_000);
+    adm.step(app.clock.now_ms()).await.expect("open");
+    app.store
+        .set_knobs(&demo(), Some(50.0), Some(1_000_000))
+        .await
+        .expect("knobs");
+    for _ in 0..1000 {
+        app.store
+            .join(&demo(), &VisitorId::random(), app.clock.now_ms(), 0)
+            .await
+            .expect("join");
+    }
+    adm.step(app.clock.now_ms()).await.expect("first tick");
+    let mut invited = 0;
+    for _ in 0..20 {
+        app.clock.advance_ms(500);
+        if let Outcome::Advanced {
+            moved, returned, ..
+        } = adm.step(app.clock.now_ms()).await.expect("step")
+        {
+            invited += moved + returned;
+        }
+    }
+    assert!(
+        (495..=500).contains(&invited),
+        "50/s for 10 s in late ticks: {invited}"
+    );
+    // Never more than one second's worth at once, however late the tick.
+    app.clock.advance_ms(10_000);
+    match adm.step(app.clock.now_ms()).await.expect("very late tick") {
+        Outcome::Advanced {
+            moved, returned, ..
+        } => {
+            assert!(
+                moved + returned <= 50,
+                "one second's worth at most: {}",
+                moved + returned
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+}
