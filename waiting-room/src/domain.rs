@@ -471,6 +471,8 @@ pub struct Figures {
     /// sold out, closed, reopened) to `max(gen + 1, store time in ms)`, so it also grows across
     /// a store emptied and refilled. Status documents carry it as `version`.
     pub state_gen: u64,
+    /// The operator's broadcast message, if one is set ([`crate::broadcast`]).
+    pub broadcast: Option<crate::broadcast::Broadcast>,
 }
 
 impl Figures {

@@ -8,6 +8,7 @@
 //! pass a `ManualClock`), [`router`] for in-process `oneshot` tests, [`AppState::new`].
 
 pub mod admitter;
+pub mod broadcast;
 pub mod closedloop;
 pub mod config;
 pub mod domain;

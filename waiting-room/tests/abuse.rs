@@ -288,6 +288,13 @@ impl QueueStore for Counting {
     async fn set_stock_wait(&self, e: &EventId, n: u64) -> StoreResult<()> {
         self.hit().set_stock_wait(e, n).await
     }
+    async fn set_broadcast(
+        &self,
+        e: &EventId,
+        m: Option<&waiting_room::broadcast::Broadcast>,
+    ) -> StoreResult<Option<waiting_room::broadcast::Broadcast>> {
+        self.hit().set_broadcast(e, m).await
+    }
     async fn transition(
         &self,
         e: &EventId,

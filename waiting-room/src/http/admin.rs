@@ -26,6 +26,10 @@ pub fn routes(state: AppState) -> Router<AppState> {
         .route("/admin/events", get(list).post(create))
         .route("/admin/events/{event}", get(figures).patch(patch))
         .route("/admin/events/{event}/audit", get(audit))
+        .route(
+            "/admin/events/{event}/broadcast",
+            axum::routing::put(super::broadcast::set).delete(super::broadcast::clear),
+        )
         .route("/admin/events/{event}/report", get(super::report::json))
         .route("/admin/events/{event}/report.csv", get(super::report::csv))
         .route("/admin/events/{event}/report.png", get(super::report::png))

@@ -3,6 +3,7 @@
 //! files are `public`; nothing sets a cookie.
 
 pub mod admin;
+pub mod broadcast;
 pub mod conditional;
 pub mod draw;
 pub mod error;

@@ -65,6 +65,10 @@ pub struct StatusDoc {
     /// Places in live holds while nothing can be held: the line waits until they come back
     /// (the closed loop's stock rule); 0 = not waiting for stock.
     pub waiting_for_stock: u64,
+    /// The operator's broadcast message to everyone waiting (`null` when none; plain text per
+    /// language, issue 14 item 3): shown within one poll. Setting or clearing it bumps
+    /// `version`, so the new document is published at once and gets a new `ETag`.
+    pub broadcast: Option<crate::broadcast::Broadcast>,
     /// When this content was built, epoch seconds. On the board (`GET /status/{event}.json`) a
     /// rebuild that changes nothing else keeps the earlier time ([`StatusBoard::publish`]).
     pub updated_at: i64,
@@ -121,6 +125,7 @@ impl StatusDoc {
             booking_url: f.meta.booking_url.clone(),
             draw: format!("/api/events/{}/draw", f.meta.id),
             waiting_for_stock: if moving { f.meta.stock_wait } else { 0 },
+            broadcast: f.broadcast.clone(),
             updated_at: now,
             version: f.state_gen,
         }

@@ -113,6 +113,15 @@ pub trait QueueStore: Send + Sync + std::fmt::Debug + 'static {
     /// Sets [`EventMeta::stock_wait`] (places in live holds while nothing can be held; 0 = the
     /// line does not wait for stock).
     async fn set_stock_wait(&self, event: &EventId, in_play: u64) -> StoreResult<()>;
+    /// Sets (`Some`) or clears (`None`) the event's broadcast message in one atomic step and
+    /// returns the one it replaced. A change bumps the state generation, so the status
+    /// document carrying it is published at once (transition latch) and replaces the old one
+    /// in every sink. `NotFound` for an unknown event.
+    async fn set_broadcast(
+        &self,
+        event: &EventId,
+        message: Option<&crate::broadcast::Broadcast>,
+    ) -> StoreResult<Option<crate::broadcast::Broadcast>>;
     /// Compare-and-set of the state: moves to `to` only from one of `from`. Returns the state
     /// after the call (unchanged when the current state was not in `from`).
     async fn transition(

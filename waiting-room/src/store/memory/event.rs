@@ -61,6 +61,8 @@ pub(super) struct Ev {
     /// The shadow line: visitor → entry, and its own counter (never `counter`).
     pub shadow: HashMap<String, crate::lanes::ShadowEntry>,
     pub shadow_seq: u64,
+    /// The operator's broadcast message (`QueueStore::set_broadcast`).
+    pub broadcast: Option<crate::broadcast::Broadcast>,
 }
 
 /// Wall-clock time in epoch **ms** (the store's own clock, like Redis `TIME`).
@@ -104,6 +106,7 @@ impl Ev {
             rules: BTreeMap::new(),
             shadow: HashMap::new(),
             shadow_seq: 0,
+            broadcast: None,
             gen: wall_ms(),
             audit: VecDeque::new(),
             report: VecDeque::new(),

@@ -114,6 +114,20 @@ impl QueueStore for MemoryStore {
         self.with_event(event, |e| e.meta.stock_wait = in_play)
     }
 
+    async fn set_broadcast(
+        &self,
+        event: &EventId,
+        message: Option<&crate::broadcast::Broadcast>,
+    ) -> StoreResult<Option<crate::broadcast::Broadcast>> {
+        self.with_event(event, |e| {
+            let old = std::mem::replace(&mut e.broadcast, message.cloned());
+            if old.as_ref() != message {
+                e.bump_gen();
+            }
+            old
+        })
+    }
+
     async fn transition(
         &self,
         event: &EventId,
@@ -264,6 +278,7 @@ impl QueueStore for MemoryStore {
                 ended_total: e.ended_total,
                 ready_window: e.window,
                 state_gen: e.gen,
+                broadcast: e.broadcast.clone(),
                 meta: e.meta.clone(),
             })
         })

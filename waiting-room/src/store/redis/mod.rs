@@ -82,6 +82,7 @@ struct Scripts {
     draw: Lua,
     rules: Lua,
     shadow: Lua,
+    broadcast: Lua,
 }
 
 /// Helpers shared by several scripts (prepended).
@@ -212,6 +213,7 @@ impl RedisStore {
             draw: moving(include_str!("draw.lua")),
             rules: Lua::new(include_str!("rules.lua").to_owned()),
             shadow: Lua::new(include_str!("shadow.lua").to_owned()),
+            broadcast: moving_with_lib(include_str!("broadcast.lua")),
         };
         Ok(Self {
             conn,
@@ -341,6 +343,29 @@ impl QueueStore for RedisStore {
     async fn set_stock_wait(&self, event: &EventId, in_play: u64) -> StoreResult<()> {
         self.set_fields(event, &[("stock_wait", in_play.to_string())])
             .await
+    }
+
+    async fn set_broadcast(
+        &self,
+        event: &EventId,
+        message: Option<&crate::broadcast::Broadcast>,
+    ) -> StoreResult<Option<crate::broadcast::Broadcast>> {
+        let json = match message {
+            Some(m) => serde_json::to_string(m).map_err(|_| parse::bad("broadcast"))?,
+            None => String::new(),
+        };
+        let (found, old): (i64, String) = self
+            .scripts
+            .broadcast
+            .key(key(event, "meta"))
+            .arg(json)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err)?;
+        if found != 1 {
+            return Err(StoreError::NotFound);
+        }
+        parse::broadcast_of(Some(&old))
     }
 
     async fn transition(

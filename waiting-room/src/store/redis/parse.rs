@@ -66,3 +66,15 @@ pub(super) fn parse_meta(id: &EventId, h: &HashMap<String, String>) -> StoreResu
             .map_or(Ok(0), |p| p.parse().map_err(|_| bad("stock_wait")))?,
     })
 }
+
+/// The broadcast message stored as JSON in the meta hash (`None` when absent or empty).
+pub(super) fn broadcast_of(
+    json: Option<&String>,
+) -> StoreResult<Option<crate::broadcast::Broadcast>> {
+    match json.filter(|j| !j.is_empty()) {
+        Some(j) => serde_json::from_str(j)
+            .map(Some)
+            .map_err(|_| bad("broadcast")),
+        None => Ok(None),
+    }
+}

@@ -123,6 +123,7 @@ impl RedisStore {
             ended_total: num("ended_total")?,
             ready_window: num("win")?,
             state_gen: num("gen")?,
+            broadcast: super::parse::broadcast_of(h.get("broadcast"))?,
         }))
     }
 
