@@ -7,6 +7,7 @@ import * as actions from "./actions.js";
 import * as audit from "./audit.js";
 import * as rules from "./rules.js";
 import * as report from "./report.js";
+import * as broadcast from "./broadcast.js";
 
 let timer = null;
 
@@ -14,6 +15,7 @@ function showAll(f) {
   figures.show(f);
   knobs.show(f);
   actions.show(f);
+  broadcast.show(f);
 }
 
 // A failed refresh is shown beside "updated" until the next good one: it is live status. Errors
@@ -46,6 +48,7 @@ knobs.init(afterChange);
 report.init();
 actions.init(afterChange, () => who().event);
 rules.init(afterChange);
+broadcast.init(afterChange);
 
 $("login").addEventListener("submit", async (ev) => {
   ev.preventDefault();

@@ -28,6 +28,7 @@ async fn console_page_is_served_without_secrets() {
         "/console/main.js",
         "/console/api.js",
         "/console/figures.js",
+        "/console/broadcast.js",
         "/console/knobs.js",
         "/console/actions.js",
         "/console/errors.js",

@@ -1,0 +1,98 @@
+//! The operator's broadcast message (issue 14 item 3) in a real headless Chromium: the operator
+//! sends it from the console's "Message to fans" panel, every waiting page shows it within one
+//! poll in the fan's language (English and French, laptop and phone), the audit trail has it,
+//! and clearing it takes it off the pages. Every screenshot is checked by axe-core; screenshots
+//! under `target/screenshots/`.
+
+mod support;
+
+use fantoccini::{Client, Locator};
+use support::browser::{click, open, shot, wait_text, Driver, Viewport, ONE_AT_A_TIME};
+use ticket_sale::stack::{self, StackOptions};
+
+const EN: &str = "Doors open at 19:00. <b>Bags</b> are not allowed.";
+const FR: &str = "Ouverture des portes à 19 h. Les sacs sont interdits.";
+
+async fn type_into(c: &Client, css: &str, text: &str) {
+    let el = c.find(Locator::Css(css)).await.expect("input");
+    el.click().await.expect("focus");
+    el.clear().await.expect("clear");
+    el.send_keys(text).await.expect("type");
+}
+
+async fn hidden(c: &Client, css: &str) -> bool {
+    let js = format!("return document.querySelector({css:?}).hidden;");
+    c.execute(&js, vec![]).await.expect("js").as_bool() == Some(true)
+}
+
+/// Waits (polling, 20 s at most) until `css` is hidden.
+async fn wait_hidden(c: &Client, css: &str) {
+    let start = std::time::Instant::now();
+    while !hidden(c, css).await {
+        assert!(start.elapsed().as_secs() < 20, "{css} still shown");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broadcast_message_on_the_waiting_page_in_english_and_french() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let mut opts = StackOptions::local_random_ports();
+    opts.event = support::demo_event(600, 600);
+    let s = stack::start(opts).await.expect("stack starts");
+    let driver = Driver::start();
+
+    // The operator sends the message from the console.
+    let (console, _p) = open(&driver, Viewport::Laptop, "en").await;
+    console
+        .goto(&format!("{}/console.html", s.waiting_room_url))
+        .await
+        .expect("console");
+    type_into(&console, "#token", &s.admin_token).await;
+    type_into(&console, "#operator", "ops-anna").await;
+    click(&console, "#login button").await;
+    wait_text(&console, "#broadcast-panel summary", "Message to fans", 20).await;
+    click(&console, "#broadcast-panel summary").await;
+    wait_text(&console, "#bc-live", "No message", 20).await;
+    type_into(&console, "#bc-en", EN).await;
+    type_into(&console, "#bc-fr", FR).await;
+    click(&console, "#bc-form button.primary").await;
+    wait_text(&console, "#bc-live", "Ouverture des portes", 20).await;
+    wait_text(&console, "#audit", "set_broadcast", 20).await;
+    shot(&console, "console-broadcast-sent-en").await;
+
+    // Each fan sees it in their language, as text (the markup shows as typed).
+    for v in Viewport::BOTH {
+        for (lang, want) in [("en", EN), ("fr", FR)] {
+            let (c, _profile) = open(&driver, v, lang).await;
+            c.goto(&format!("{}/?event=demo", s.waiting_room_url))
+                .await
+                .expect("waiting page");
+            let shown = wait_text(&c, "#broadcast-text", want, 20).await;
+            assert_eq!(shown, want);
+            let title = if lang == "fr" {
+                "Message de l'organisateur"
+            } else {
+                "Message from the organiser"
+            };
+            wait_text(&c, "#broadcast-title", title, 5).await;
+            shot(&c, &format!("wait-broadcast-{lang}-{}", v.name())).await;
+            c.close().await.ok();
+        }
+    }
+
+    // Cleared from the console: an open waiting page drops it at its next poll.
+    let (fan, _profile) = open(&driver, Viewport::Phone, "fr").await;
+    fan.goto(&format!("{}/?event=demo", s.waiting_room_url))
+        .await
+        .expect("waiting page");
+    wait_text(&fan, "#broadcast-text", FR, 20).await;
+    click(&console, "#bc-clear").await;
+    wait_text(&console, "#bc-live", "No message", 20).await;
+    wait_text(&console, "#audit", "clear_broadcast", 20).await;
+    wait_hidden(&fan, "#broadcast").await;
+    shot(&fan, "wait-broadcast-cleared-fr-phone").await;
+    fan.close().await.ok();
+    console.close().await.ok();
+    s.shutdown().await;
+}
