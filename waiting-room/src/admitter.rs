@@ -9,6 +9,7 @@
 //! places cost no token: tokens count live fans invited.
 
 use crate::domain::{AdvanceParams, AuditEntry, EventId, EventState, Liveness};
+use crate::mode::QueueMode;
 use crate::store::{QueueStore, StoreError, StoreResult};
 use std::sync::Arc;
 
@@ -40,6 +41,8 @@ pub enum Outcome {
     Held(EventState),
     /// Open, but the line waits for stock: nothing can be held and `in_play` places are in
     /// live holds that may come back ([`crate::domain::EventMeta::stock_wait`]).
+    /// The event is open in `maintenance` mode: nobody is let in ([`crate::mode`]).
+    Maintenance,
     WaitingForStock {
         /// Places in live holds.
         in_play: u64,
@@ -80,6 +83,22 @@ pub async fn audit_draw(store: &dyn QueueStore, event: &EventId, now_s: i64) -> 
 }
 
 /// How the admitter sizes the ready window and judges silence (from `Config`).
+/// One `pass_through` move: every waiting fan the scan reaches is invited, whatever the rate
+/// and `max_active` ([`crate::mode`]).
+pub fn pass_through_params(
+    now_ms: i64,
+    invite_grace_secs: u64,
+    liveness: Liveness,
+) -> AdvanceParams {
+    AdvanceParams {
+        n: liveness.scan_limit,
+        max_active: u64::MAX / 2,
+        now_ms,
+        invite_grace_secs,
+        liveness,
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LivenessRules {
     /// Silence grace, **ms**.
@@ -182,30 +201,59 @@ impl Admitter {
                     in_play: meta.stock_wait,
                 })
             }
-            EventState::Open => {
-                let added = meta.admit_rate * elapsed_ms as f64 / 1000.0;
-                self.tokens = (self.tokens + added).min(self.burst(meta.admit_rate));
-                let p = AdvanceParams {
-                    n: self.tokens.floor() as u64,
-                    max_active: meta.max_active,
-                    now_ms,
-                    invite_grace_secs: self.invite_grace_secs,
-                    liveness: self.rules.at_rate(meta.admit_rate),
-                };
-                let adv = self.store.advance_cursor(&self.event, &p).await?;
-                self.tokens -= (adv.moved + adv.returned) as f64;
-                Ok(Outcome::Advanced {
-                    cursor: adv.cursor,
-                    moved: adv.moved,
-                    skipped: adv.skipped,
-                    returned: adv.returned,
-                })
-            }
+            EventState::Open => match self.store.mode(&self.event).await? {
+                QueueMode::Maintenance => {
+                    self.tokens = 0.0;
+                    Ok(Outcome::Maintenance)
+                }
+                QueueMode::PassThrough => {
+                    let p = pass_through_params(
+                        now_ms,
+                        self.invite_grace_secs,
+                        self.rules.at_rate(meta.admit_rate),
+                    );
+                    let adv = self.store.advance_cursor(&self.event, &p).await?;
+                    Ok(Outcome::Advanced {
+                        cursor: adv.cursor,
+                        moved: adv.moved,
+                        skipped: adv.skipped,
+                        returned: adv.returned,
+                    })
+                }
+                QueueMode::Scheduled | QueueMode::AlwaysOn => {
+                    self.at_rate(&meta, now_ms, elapsed_ms).await
+                }
+            },
             state => {
                 self.tokens = 0.0;
                 Ok(Outcome::Held(state))
             }
         }
+    }
+
+    async fn at_rate(
+        &mut self,
+        meta: &crate::domain::EventMeta,
+        now_ms: i64,
+        elapsed_ms: i64,
+    ) -> StoreResult<Outcome> {
+        let added = meta.admit_rate * elapsed_ms as f64 / 1000.0;
+        self.tokens = (self.tokens + added).min(self.burst(meta.admit_rate));
+        let p = AdvanceParams {
+            n: self.tokens.floor() as u64,
+            max_active: meta.max_active,
+            now_ms,
+            invite_grace_secs: self.invite_grace_secs,
+            liveness: self.rules.at_rate(meta.admit_rate),
+        };
+        let adv = self.store.advance_cursor(&self.event, &p).await?;
+        self.tokens -= (adv.moved + adv.returned) as f64;
+        Ok(Outcome::Advanced {
+            cursor: adv.cursor,
+            moved: adv.moved,
+            skipped: adv.skipped,
+            returned: adv.returned,
+        })
     }
 
     async fn open(&mut self, now_ms: i64) -> StoreResult<Outcome> {

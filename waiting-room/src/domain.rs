@@ -473,6 +473,8 @@ pub struct Figures {
     pub state_gen: u64,
     /// The operator's broadcast message, if one is set ([`crate::broadcast`]).
     pub broadcast: Option<crate::broadcast::Broadcast>,
+    /// How the line runs ([`crate::mode`]).
+    pub mode: crate::mode::QueueMode,
 }
 
 impl Figures {

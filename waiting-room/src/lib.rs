@@ -17,6 +17,7 @@ pub mod http;
 pub mod identity;
 pub mod keys;
 pub mod lanes;
+pub mod mode;
 pub mod pow;
 pub mod ratelimit;
 pub mod rates;

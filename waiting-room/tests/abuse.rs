@@ -295,6 +295,16 @@ impl QueueStore for Counting {
     ) -> StoreResult<Option<waiting_room::broadcast::Broadcast>> {
         self.hit().set_broadcast(e, m).await
     }
+    async fn set_mode(
+        &self,
+        e: &EventId,
+        m: waiting_room::mode::QueueMode,
+    ) -> StoreResult<waiting_room::mode::QueueMode> {
+        self.hit().set_mode(e, m).await
+    }
+    async fn mode(&self, e: &EventId) -> StoreResult<waiting_room::mode::QueueMode> {
+        self.hit().mode(e).await
+    }
     async fn transition(
         &self,
         e: &EventId,

@@ -1,15 +1,19 @@
-//! The operator's broadcast message over real HTTP (issue 14 item 3), on the memory and the
-//! Redis store: set by `PUT /admin/events/{event}/broadcast`, it is in the very next poll of the
+//! The operator's tools of issue 14 over real HTTP, on the memory and the Redis store: queue
+//! modes (item 2: `always_on`, `pass_through`, `maintenance`, switched by `PUT …/mode`,
+//! audited) and the broadcast message (item 3): set by `PUT /admin/events/{event}/broadcast`, it is in the very next poll of the
 //! public status document (a new `version` and `ETag`, so a CDN revalidating its copy gets the
 //! new one, not a 304), cleared by `DELETE`, both in the audit trail; bad input is a specific
 //! 422 problem and costs no store write.
 
 use reqwest::{Client, Method, StatusCode};
+use sale_common::Clock;
 use sale_common::{ManualClock, SharedClock};
 use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::sync::Arc;
+use waiting_room::admitter::{Admitter, Outcome};
 use waiting_room::broadcast::BROADCAST_MAX_CHARS;
+use waiting_room::domain::EventId;
 use waiting_room::store::memory::MemoryStore;
 use waiting_room::store::redis::RedisStore;
 use waiting_room::store::QueueStore;
@@ -21,22 +25,31 @@ const ADMIN: &str = "demo-admin-token";
 struct Room {
     base: String,
     http: Client,
+    clock: Arc<ManualClock>,
+    admitter: Admitter,
 }
 
 /// The waiting room on a real socket with event `demo`.
 async fn room(store: Arc<dyn QueueStore>) -> Room {
-    let shared: SharedClock = Arc::new(ManualClock::new(T0 * 1000));
+    let clock = Arc::new(ManualClock::new(T0 * 1000));
+    let shared: SharedClock = clock.clone();
     let cfg = Config::demo("demo", T0, "http://127.0.0.1:8081");
-    let st = AppState::new(cfg, store, shared).await.expect("state");
+    let st = AppState::new(cfg, store.clone(), shared)
+        .await
+        .expect("state");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
     let addr = listener.local_addr().expect("addr");
     let app = router(st).into_make_service_with_connect_info::<SocketAddr>();
     tokio::spawn(async move { axum::serve(listener, app).await });
+    let mut admitter = Admitter::new(store, EventId::parse("demo").expect("id"), 100, 60);
+    admitter.step(clock.now_ms()).await.expect("open");
     Room {
         base: format!("http://{addr}"),
         http: Client::new(),
+        clock,
+        admitter,
     }
 }
 
@@ -68,6 +81,60 @@ impl Room {
         (status, tag, r.json().await.unwrap_or(Value::Null))
     }
 
+    /// A new fan: (join token, queue number).
+    async fn join(&self) -> (String, u64) {
+        let r = self
+            .http
+            .post(format!("{}/api/events/demo/join", self.base))
+            .send()
+            .await
+            .expect("join");
+        assert_eq!(r.status(), 200);
+        let b: Value = r.json().await.expect("json");
+        let n = b["queue_number"].as_u64().expect("numbered");
+        (b["join_token"].as_str().expect("token").to_owned(), n)
+    }
+
+    /// Claims the admission: (status, problem type or `admitted`).
+    async fn claim(&self, token: &str) -> (u16, String) {
+        let r = self
+            .http
+            .post(format!("{}/api/events/demo/admission", self.base))
+            .bearer_auth(token)
+            .send()
+            .await
+            .expect("claim");
+        let status = r.status().as_u16();
+        let b: Value = r.json().await.unwrap_or(Value::Null);
+        let what = if b["admission_token"].is_string() {
+            "admitted".to_owned()
+        } else {
+            b["type"].as_str().unwrap_or("?").to_owned()
+        };
+        (status, what)
+    }
+
+    async fn set_mode(&self, mode: &str) -> Value {
+        let (status, b) = self
+            .admin(
+                Method::PUT,
+                "/admin/events/demo/mode",
+                Some(json!({"mode": mode})),
+            )
+            .await;
+        assert_eq!(status, 200, "{b}");
+        assert_eq!(b["mode"], mode);
+        b
+    }
+
+    async fn knobs(&self, body: Value) -> Value {
+        let (status, b) = self
+            .admin(Method::PATCH, "/admin/events/demo", Some(body))
+            .await;
+        assert_eq!(status, 200, "{b}");
+        b
+    }
+
     async fn audit_actions(&self) -> Vec<(String, Value, Value)> {
         let (status, b) = self
             .admin(Method::GET, "/admin/events/demo/audit", None)
@@ -79,7 +146,7 @@ impl Room {
             .filter(|e| {
                 e["action"]
                     .as_str()
-                    .is_some_and(|a| a.contains("broadcast"))
+                    .is_some_and(|a| a.contains("broadcast") || a == "set_mode")
             })
             .map(|e| {
                 assert_eq!(e["operator"], "ops-anna");
@@ -231,4 +298,214 @@ async fn broadcast_bad_input_is_a_specific_problem() {
         "refused input leaves no entry"
     );
     assert_eq!(room.poll(None).await.2["broadcast"], Value::Null);
+}
+
+const ADMITTED: (u16, &str) = (200, "admitted");
+const NOT_YET: (u16, &str) = (409, "/problems/not-your-turn");
+
+fn is(got: &(u16, String), want: (u16, &str)) -> bool {
+    got.0 == want.0 && got.1 == want.1
+}
+
+async fn always_on_on(store: Arc<dyn QueueStore>) {
+    let mut room = room(store).await;
+    // Scheduled (the default): a fan who joins waits for the admitter, however empty the line.
+    let (t0, _) = room.join().await;
+    assert!(is(&room.claim(&t0).await, NOT_YET));
+    room.clock.advance_ms(1000);
+    room.admitter.step(room.clock.now_ms()).await.expect("step");
+    assert!(is(&room.claim(&t0).await, ADMITTED));
+
+    // Always on at 0.5 fans/s: the next fan goes straight through, the one right after queues.
+    room.knobs(json!({"admit_rate": 0.5, "max_active": 100}))
+        .await;
+    room.set_mode("always_on").await;
+    let started = std::time::Instant::now();
+    let (t1, _) = room.join().await;
+    assert!(
+        is(&room.claim(&t1).await, ADMITTED),
+        "below the rate: straight through"
+    );
+    let (t2, _) = room.join().await;
+    let c2 = room.claim(&t2).await;
+    assert!(is(&c2, NOT_YET), "above the rate: queued, {c2:?}");
+    // Once the rate allows another fan (2 s), the next join lets the head of the line (fan 2)
+    // in, not the newcomer: polled with a deadline, one join every 200 ms.
+    let mut newcomers = Vec::new();
+    loop {
+        assert!(started.elapsed().as_secs() < 15, "fan 2 never let in");
+        let (t, _) = room.join().await;
+        newcomers.push(t);
+        if is(&room.claim(&t2).await, ADMITTED) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert!(
+        started.elapsed().as_millis() >= 2000,
+        "two straight-throughs within one 1/rate window ({:?})",
+        started.elapsed()
+    );
+    assert!(is(&room.claim(&newcomers[0]).await, NOT_YET));
+
+    // max_active full: nobody goes straight through, whatever the rate.
+    let (status, f) = room.admin(Method::GET, "/admin/events/demo", None).await;
+    assert_eq!(status, 200);
+    let active = f["active"].as_u64().expect("active");
+    room.knobs(json!({"admit_rate": 1000.0, "max_active": active}))
+        .await;
+    let (_late, _) = room.join().await;
+    assert!(
+        is(&room.claim(&newcomers[0]).await, NOT_YET),
+        "max_active is full"
+    );
+    let modes: Vec<Value> = room
+        .audit_actions()
+        .await
+        .into_iter()
+        .map(|a| a.2)
+        .collect();
+    assert_eq!(modes, [json!("always_on")]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn always_on_lets_fans_straight_through_below_the_rate_and_queues_above_it() {
+    always_on_on(Arc::new(MemoryStore::new())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn always_on_lets_fans_straight_through_below_the_rate_and_queues_above_it_on_redis() {
+    let server = sale_common::testsupport::RedisServer::start();
+    let store = RedisStore::connect(&server.url(), std::time::Duration::from_secs(2))
+        .await
+        .expect("connect to redis");
+    always_on_on(Arc::new(store)).await;
+}
+
+async fn pass_through_on(store: Arc<dyn QueueStore>) {
+    let room = room(store).await;
+    room.knobs(json!({"admit_rate": 0.1, "max_active": 1}))
+        .await;
+    room.set_mode("pass_through").await;
+    for i in 1..=5 {
+        let (t, n) = room.join().await;
+        assert_eq!(n, i);
+        let c = room.claim(&t).await;
+        assert!(is(&c, ADMITTED), "fan {i}: {c:?}");
+    }
+    let (status, f) = room.admin(Method::GET, "/admin/events/demo", None).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        (
+            f["last_number"].as_u64(),
+            f["admitted_total"].as_u64(),
+            f["active"].as_u64()
+        ),
+        (Some(5), Some(5), Some(5)),
+        "everyone counted, past max_active: {f}"
+    );
+    let (_, _, doc) = room.poll(None).await;
+    assert_eq!(doc["mode"], "pass_through");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pass_through_admits_everyone_and_counts_them() {
+    pass_through_on(Arc::new(MemoryStore::new())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pass_through_admits_everyone_and_counts_them_on_redis() {
+    let server = sale_common::testsupport::RedisServer::start();
+    let store = RedisStore::connect(&server.url(), std::time::Duration::from_secs(2))
+        .await
+        .expect("connect to redis");
+    pass_through_on(Arc::new(store)).await;
+}
+
+async fn maintenance_on(store: Arc<dyn QueueStore>) {
+    let mut room = room(store).await;
+    let message = json!({"en": "Back in ten minutes.", "fr": "De retour dans dix minutes."});
+    let (status, _) = room
+        .admin(Method::PUT, "/admin/events/demo/broadcast", Some(message))
+        .await;
+    assert_eq!(status, 200);
+    room.set_mode("maintenance").await;
+    let (_, etag, doc) = room.poll(None).await;
+    assert_eq!(
+        (doc["mode"].as_str(), doc["broadcast"]["fr"].as_str()),
+        (Some("maintenance"), Some("De retour dans dix minutes."))
+    );
+
+    // Joins are kept; nobody is let in, by the admitter or by a claim.
+    let (t, n) = room.join().await;
+    assert_eq!(n, 1);
+    for _ in 0..3 {
+        room.clock.advance_ms(1000);
+        let out = room.admitter.step(room.clock.now_ms()).await.expect("step");
+        assert_eq!(out, Outcome::Maintenance);
+    }
+    let r = room
+        .http
+        .post(format!("{}/api/events/demo/admission", room.base))
+        .bearer_auth(&t)
+        .send()
+        .await
+        .expect("claim");
+    assert_eq!(r.status(), 503);
+    assert_eq!(r.headers()["retry-after"], "5");
+    let b: Value = r.json().await.expect("problem");
+    assert_eq!(b["type"], "/problems/maintenance");
+
+    // Back to the scheduled sale: the fan kept the place and is let in at the next ticks.
+    room.set_mode("scheduled").await;
+    let (status, _, doc) = room.poll(Some(&etag)).await;
+    assert_eq!(
+        (status, doc["mode"].as_str()),
+        (StatusCode::OK, Some("scheduled"))
+    );
+    for _ in 0..3 {
+        room.clock.advance_ms(1000);
+        room.admitter.step(room.clock.now_ms()).await.expect("step");
+    }
+    assert!(is(&room.claim(&t).await, ADMITTED));
+    let modes: Vec<(Value, Value)> = room
+        .audit_actions()
+        .await
+        .into_iter()
+        .filter(|a| a.0 == "set_mode")
+        .map(|a| (a.1, a.2))
+        .collect();
+    assert_eq!(
+        modes,
+        [
+            (json!("scheduled"), json!("maintenance")),
+            (json!("maintenance"), json!("scheduled"))
+        ]
+    );
+    // An unknown mode is a specific 422.
+    let (status, b) = room
+        .admin(
+            Method::PUT,
+            "/admin/events/demo/mode",
+            Some(json!({"mode": "open"})),
+        )
+        .await;
+    assert_eq!(
+        (status.as_u16(), b["type"].as_str()),
+        (422, Some("/problems/invalid-mode"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn maintenance_holds_everyone_with_the_message() {
+    maintenance_on(Arc::new(MemoryStore::new())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn maintenance_holds_everyone_with_the_message_on_redis() {
+    let server = sale_common::testsupport::RedisServer::start();
+    let store = RedisStore::connect(&server.url(), std::time::Duration::from_secs(2))
+        .await
+        .expect("connect to redis");
+    maintenance_on(Arc::new(store)).await;
 }

@@ -30,6 +30,10 @@ pub fn routes(state: AppState) -> Router<AppState> {
             "/admin/events/{event}/broadcast",
             axum::routing::put(super::broadcast::set).delete(super::broadcast::clear),
         )
+        .route(
+            "/admin/events/{event}/mode",
+            axum::routing::put(super::mode::set),
+        )
         .route("/admin/events/{event}/report", get(super::report::json))
         .route("/admin/events/{event}/report.csv", get(super::report::csv))
         .route("/admin/events/{event}/report.png", get(super::report::png))

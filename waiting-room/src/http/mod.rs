@@ -11,6 +11,7 @@ pub mod fan;
 pub mod internal;
 pub mod lanes;
 pub mod leave;
+pub mod mode;
 pub mod openapi;
 pub mod public;
 pub mod report;

@@ -122,6 +122,16 @@ pub trait QueueStore: Send + Sync + std::fmt::Debug + 'static {
         event: &EventId,
         message: Option<&crate::broadcast::Broadcast>,
     ) -> StoreResult<Option<crate::broadcast::Broadcast>>;
+    /// Sets the event's queue mode ([`crate::mode`]) in one atomic step and returns the one it
+    /// replaced; a change bumps the state generation (published at once). `NotFound` for an
+    /// unknown event.
+    async fn set_mode(
+        &self,
+        event: &EventId,
+        mode: crate::mode::QueueMode,
+    ) -> StoreResult<crate::mode::QueueMode>;
+    /// The event's queue mode (`scheduled` unless set). `NotFound` for an unknown event.
+    async fn mode(&self, event: &EventId) -> StoreResult<crate::mode::QueueMode>;
     /// Compare-and-set of the state: moves to `to` only from one of `from`. Returns the state
     /// after the call (unchanged when the current state was not in `from`).
     async fn transition(

@@ -63,6 +63,8 @@ pub(super) struct Ev {
     pub shadow_seq: u64,
     /// The operator's broadcast message (`QueueStore::set_broadcast`).
     pub broadcast: Option<crate::broadcast::Broadcast>,
+    /// How the line runs (`QueueStore::set_mode`).
+    pub mode: crate::mode::QueueMode,
 }
 
 /// Wall-clock time in epoch **ms** (the store's own clock, like Redis `TIME`).
@@ -107,6 +109,7 @@ impl Ev {
             shadow: HashMap::new(),
             shadow_seq: 0,
             broadcast: None,
+            mode: crate::mode::QueueMode::Scheduled,
             gen: wall_ms(),
             audit: VecDeque::new(),
             report: VecDeque::new(),

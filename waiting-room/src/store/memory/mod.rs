@@ -128,6 +128,24 @@ impl QueueStore for MemoryStore {
         })
     }
 
+    async fn set_mode(
+        &self,
+        event: &EventId,
+        mode: crate::mode::QueueMode,
+    ) -> StoreResult<crate::mode::QueueMode> {
+        self.with_event(event, |e| {
+            let old = std::mem::replace(&mut e.mode, mode);
+            if old != mode {
+                e.bump_gen();
+            }
+            old
+        })
+    }
+
+    async fn mode(&self, event: &EventId) -> StoreResult<crate::mode::QueueMode> {
+        self.with_event(event, |e| e.mode)
+    }
+
     async fn transition(
         &self,
         event: &EventId,
@@ -279,6 +297,7 @@ impl QueueStore for MemoryStore {
                 ready_window: e.window,
                 state_gen: e.gen,
                 broadcast: e.broadcast.clone(),
+                mode: e.mode,
                 meta: e.meta.clone(),
             })
         })

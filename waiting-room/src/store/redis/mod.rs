@@ -54,6 +54,7 @@ use crate::domain::{
 };
 use crate::draw::{Draw, DrawSeed};
 use crate::lanes::{AddressRule, ShadowEntry};
+use crate::mode::QueueMode;
 use async_trait::async_trait;
 use redis::AsyncCommands;
 use std::collections::HashMap;
@@ -82,7 +83,7 @@ struct Scripts {
     draw: Lua,
     rules: Lua,
     shadow: Lua,
-    broadcast: Lua,
+    published_field: Lua,
 }
 
 /// Helpers shared by several scripts (prepended).
@@ -213,7 +214,7 @@ impl RedisStore {
             draw: moving(include_str!("draw.lua")),
             rules: Lua::new(include_str!("rules.lua").to_owned()),
             shadow: Lua::new(include_str!("shadow.lua").to_owned()),
-            broadcast: moving_with_lib(include_str!("broadcast.lua")),
+            published_field: moving_with_lib(include_str!("published_field.lua")),
         };
         Ok(Self {
             conn,
@@ -240,6 +241,30 @@ impl RedisStore {
     /// After a write for `event`: waits for its replication (no-op when durability is off).
     async fn replicated(&self, event: &EventId) -> StoreResult<()> {
         self.acks.replicated(&self.conn, event).await
+    }
+
+    /// Sets (or with `""` clears) one field the status document publishes, bumping the
+    /// generation when it changes; returns the old value (`""` when none).
+    async fn set_published(
+        &self,
+        event: &EventId,
+        field: &str,
+        value: &str,
+    ) -> StoreResult<String> {
+        let (found, old): (i64, String) = self
+            .scripts
+            .published_field
+            .key(key(event, "meta"))
+            .arg(field)
+            .arg(value)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err)?;
+        if found == 1 {
+            Ok(old)
+        } else {
+            Err(StoreError::NotFound)
+        }
     }
 
     async fn set_fields(&self, event: &EventId, fields: &[(&str, String)]) -> StoreResult<()> {
@@ -354,18 +379,26 @@ impl QueueStore for RedisStore {
             Some(m) => serde_json::to_string(m).map_err(|_| parse::bad("broadcast"))?,
             None => String::new(),
         };
-        let (found, old): (i64, String) = self
-            .scripts
-            .broadcast
-            .key(key(event, "meta"))
-            .arg(json)
-            .invoke_async(&mut self.conn.clone())
+        let old = self.set_published(event, "broadcast", &json).await?;
+        parse::broadcast_of(Some(&old))
+    }
+
+    async fn set_mode(&self, event: &EventId, mode: QueueMode) -> StoreResult<QueueMode> {
+        let old = self.set_published(event, "mode", mode.as_str()).await?;
+        parse::mode_of(Some(&old))
+    }
+
+    async fn mode(&self, event: &EventId) -> StoreResult<QueueMode> {
+        let (exists, mode): (bool, Option<String>) = redis::pipe()
+            .exists(key(event, "meta"))
+            .hget(key(event, "meta"), "mode")
+            .query_async(&mut self.conn.clone())
             .await
             .map_err(err)?;
-        if found != 1 {
+        if !exists {
             return Err(StoreError::NotFound);
         }
-        parse::broadcast_of(Some(&old))
+        parse::mode_of(mode.as_ref())
     }
 
     async fn transition(

@@ -78,3 +78,11 @@ pub(super) fn broadcast_of(
         None => Ok(None),
     }
 }
+
+/// The queue mode stored in the meta hash (`scheduled` when absent or empty).
+pub(super) fn mode_of(s: Option<&String>) -> StoreResult<crate::mode::QueueMode> {
+    match s.filter(|s| !s.is_empty()) {
+        Some(m) => crate::mode::QueueMode::parse(m).ok_or_else(|| bad("mode")),
+        None => Ok(crate::mode::QueueMode::Scheduled),
+    }
+}

@@ -124,6 +124,7 @@ impl RedisStore {
             ready_window: num("win")?,
             state_gen: num("gen")?,
             broadcast: super::parse::broadcast_of(h.get("broadcast"))?,
+            mode: super::parse::mode_of(h.get("mode"))?,
         }))
     }
 
