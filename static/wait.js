@@ -235,7 +235,7 @@
     const stalled = status.state === "open" && status.max_active > 0 && status.active >= status.max_active;
     $("stalled").hidden = !(stalled && toGo > 0);
     if (stalled && toGo > 0) $("stalled").textContent = T("wait_stalled", { max: status.max_active });
-    if (!(high > 0) || !(low > 0) || toGo === 0 || status.state !== "open") { $("wait-line").hidden = true; return; }
+    if (!(high > 0) || !(low > 0) || toGo === 0 || status.state !== "open" || status.mode === "maintenance") { $("wait-line").hidden = true; return; }
     $("wait").textContent = stalled ? T("wait_at_least", { lo: fmt(toGo / high) })
       : T("wait_range", { lo: fmt(toGo / high), hi: fmt(toGo / low) });
     $("wait-line").hidden = false;
@@ -283,12 +283,15 @@
     }
     pollMs = status.poll_interval_ms || pollMs;
     showBroadcast(status.broadcast);
+    // Maintenance (status `mode`): nobody is let in; the notice says the place is kept.
+    $("maintenance").hidden = status.mode !== "maintenance";
     // Per-fan answers (join, position) set the server's clock; the status document may be a
     // cached copy, so its own times are not used.
     const now = ServerClock.nowSecs();
     $("state").textContent = status.state === "open" && status.waiting_for_stock > 0
       ? T("waiting_for_stock", {n: status.waiting_for_stock})
       : T(status.state);
+    if (status.mode === "maintenance") $("state").textContent = T("maintenance_state");
     $("countdown-box").hidden = status.state !== "prequeue";
     if (status.state === "prequeue") {
       $("countdown").textContent = fmt(status.opens_at - now);
@@ -318,7 +321,7 @@
         $("leave-box").hidden = distance === 0;
         showWait(status, toGo);
         heartbeat(status, distance);
-        if ((distance === 0 || pos.admitted) && !claiming && status.state === "open") {
+        if ((distance === 0 || pos.admitted) && !claiming && status.state === "open" && status.mode !== "maintenance") {
           claiming = true;
           const adm = await claim();
           claiming = false;

@@ -2,7 +2,8 @@
 //! sends it from the console's "Message to fans" panel, every waiting page shows it within one
 //! poll in the fan's language (English and French, laptop and phone), the audit trail has it,
 //! and clearing it takes it off the pages. Every screenshot is checked by axe-core; screenshots
-//! under `target/screenshots/`.
+//! under `target/screenshots/`. The maintenance page (issue 14 item 2) likewise: switched from
+//! the console, shown with the operator's message in both languages at both sizes.
 
 mod support;
 
@@ -20,8 +21,10 @@ async fn type_into(c: &Client, css: &str, text: &str) {
     el.send_keys(text).await.expect("type");
 }
 
+/// Whether `css` is hidden, or gone (the page moved on: an admitted fan is handed to the booking
+/// core).
 async fn hidden(c: &Client, css: &str) -> bool {
-    let js = format!("return document.querySelector({css:?}).hidden;");
+    let js = format!("const el = document.querySelector({css:?}); return !el || el.hidden;");
     c.execute(&js, vec![]).await.expect("js").as_bool() == Some(true)
 }
 
@@ -92,6 +95,108 @@ async fn broadcast_message_on_the_waiting_page_in_english_and_french() {
     wait_text(&console, "#audit", "clear_broadcast", 20).await;
     wait_hidden(&fan, "#broadcast").await;
     shot(&fan, "wait-broadcast-cleared-fr-phone").await;
+    fan.close().await.ok();
+    console.close().await.ok();
+    s.shutdown().await;
+}
+
+/// Waits (polling, 20 s at most) until `css` is shown.
+async fn wait_shown(c: &Client, css: &str) {
+    let start = std::time::Instant::now();
+    while hidden(c, css).await {
+        assert!(start.elapsed().as_secs() < 20, "{css} never shown");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn maintenance_page_in_english_and_french() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let mut opts = StackOptions::local_random_ports();
+    opts.event = support::demo_event(1, 600);
+    let s = stack::start(opts).await.expect("stack starts");
+    let driver = Driver::start();
+    let http = reqwest::Client::new();
+    let put = http
+        .put(format!(
+            "{}/admin/events/demo/broadcast",
+            s.waiting_room_url
+        ))
+        .bearer_auth(&s.admin_token)
+        .json(
+            &serde_json::json!({"en": "Back in ten minutes.", "fr": "De retour dans dix minutes."}),
+        )
+        .send()
+        .await
+        .expect("broadcast");
+    assert_eq!(put.status(), 200);
+
+    // The operator switches to maintenance from the console (French).
+    let (console, _p) = open(&driver, Viewport::Laptop, "fr").await;
+    console
+        .goto(&format!("{}/console.html", s.waiting_room_url))
+        .await
+        .expect("console");
+    type_into(&console, "#token", &s.admin_token).await;
+    type_into(&console, "#operator", "ops-lea").await;
+    click(&console, "#login button").await;
+    wait_text(
+        &console,
+        "#mode-panel summary",
+        "Fonctionnement de la file",
+        20,
+    )
+    .await;
+    click(&console, "#mode-panel summary").await;
+    wait_text(&console, "#live-mode", "Vente programmée", 20).await;
+    console
+        .find(Locator::Css("#mode-select option[value=maintenance]"))
+        .await
+        .expect("option")
+        .click()
+        .await
+        .expect("choose maintenance");
+    click(&console, "#mode-form button").await;
+    wait_text(&console, "#live-mode", "Maintenance", 20).await;
+    wait_text(&console, "#audit", "set_mode", 20).await;
+    shot(&console, "console-mode-maintenance-fr").await;
+
+    for v in Viewport::BOTH {
+        for (lang, title, message) in [
+            ("en", "Short pause for maintenance", "Back in ten minutes."),
+            (
+                "fr",
+                "Courte pause pour maintenance",
+                "De retour dans dix minutes.",
+            ),
+        ] {
+            let (c, _profile) = open(&driver, v, lang).await;
+            c.goto(&format!("{}/?event=demo", s.waiting_room_url))
+                .await
+                .expect("waiting page");
+            wait_text(&c, "#maintenance-title", title, 20).await;
+            wait_text(&c, "#broadcast-text", message, 20).await;
+            shot(&c, &format!("wait-maintenance-{lang}-{}", v.name())).await;
+            c.close().await.ok();
+        }
+    }
+
+    // Back to the scheduled sale: an open page drops the notice at its next poll (and the fan,
+    // first in line, is soon let in: the page moves on to the booking core).
+    let (fan, _profile) = open(&driver, Viewport::Phone, "en").await;
+    fan.goto(&format!("{}/?event=demo", s.waiting_room_url))
+        .await
+        .expect("waiting page");
+    wait_shown(&fan, "#maintenance").await;
+    let put = http
+        .put(format!("{}/admin/events/demo/mode", s.waiting_room_url))
+        .bearer_auth(&s.admin_token)
+        .json(&serde_json::json!({"mode": "scheduled"}))
+        .send()
+        .await
+        .expect("mode");
+    assert_eq!(put.status(), 200);
+    wait_hidden(&fan, "#maintenance").await;
     fan.close().await.ok();
     console.close().await.ok();
     s.shutdown().await;

@@ -8,6 +8,7 @@ import * as audit from "./audit.js";
 import * as rules from "./rules.js";
 import * as report from "./report.js";
 import * as broadcast from "./broadcast.js";
+import * as mode from "./mode.js";
 
 let timer = null;
 
@@ -16,6 +17,7 @@ function showAll(f) {
   knobs.show(f);
   actions.show(f);
   broadcast.show(f);
+  mode.show(f);
 }
 
 // A failed refresh is shown beside "updated" until the next good one: it is live status. Errors
@@ -49,6 +51,7 @@ report.init();
 actions.init(afterChange, () => who().event);
 rules.init(afterChange);
 broadcast.init(afterChange);
+mode.init(afterChange);
 
 $("login").addEventListener("submit", async (ev) => {
   ev.preventDefault();

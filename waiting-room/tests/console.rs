@@ -29,6 +29,7 @@ async fn console_page_is_served_without_secrets() {
         "/console/api.js",
         "/console/figures.js",
         "/console/broadcast.js",
+        "/console/mode.js",
         "/console/knobs.js",
         "/console/actions.js",
         "/console/errors.js",
