@@ -10,6 +10,7 @@
 
 use crate::domain::{AdvanceParams, AuditEntry, EventId, EventState, Liveness};
 use crate::mode::QueueMode;
+use crate::phases::Phase;
 use crate::store::{QueueStore, StoreError, StoreResult};
 use std::sync::Arc;
 
@@ -41,6 +42,9 @@ pub enum Outcome {
     Held(EventState),
     /// Open, but the line waits for stock: nothing can be held and `in_play` places are in
     /// live holds that may come back ([`crate::domain::EventMeta::stock_wait`]).
+    /// A scheduled phase switched the event's state ([`crate::phases`]), audited as operator
+    /// `schedule`.
+    Scheduled { phase: Phase, state: EventState },
     /// The event is open in `maintenance` mode: nobody is let in ([`crate::mode`]).
     Maintenance,
     WaitingForStock {
@@ -190,6 +194,9 @@ impl Admitter {
         let now_s = now_ms.div_euclid(1000);
         let elapsed_ms = self.last_ms.map_or(0, |l| (now_ms - l).max(0));
         self.last_ms = Some(now_ms);
+        if let Some(out) = self.schedule(meta.state, now_ms).await? {
+            return Ok(out);
+        }
         match meta.state {
             EventState::Prequeue if now_s >= meta.opens_at => self.open(now_ms).await,
             EventState::Opening => self.open(now_ms).await,
@@ -229,6 +236,63 @@ impl Admitter {
                 Ok(Outcome::Held(state))
             }
         }
+    }
+
+    /// Applies the event's next due scheduled phase, if any (one per tick; the marker's
+    /// compare-and-set makes it once), and audits it as operator `schedule`.
+    async fn schedule(&mut self, before: EventState, now_ms: i64) -> StoreResult<Option<Outcome>> {
+        let (Some(phases), done) = self.store.phases(&self.event).await? else {
+            return Ok(None);
+        };
+        let Some(phase) = phases.due(now_ms.div_euclid(1000), done) else {
+            return Ok(None);
+        };
+        if !self
+            .store
+            .phase_done(&self.event, done, phase as u8)
+            .await?
+        {
+            return Ok(None);
+        }
+        let store = self.store.clone();
+        let (pre, all) = (EventState::Prequeue, [EventState::Closed]);
+        let after = match phase {
+            Phase::PrequeueOpens => store.transition(&self.event, &all, pre).await?,
+            Phase::SaleOpens => {
+                if phases.prequeue_opens_at.is_some() {
+                    store.transition(&self.event, &all, pre).await?;
+                }
+                let state = |m: Option<crate::domain::EventMeta>| m.map_or(before, |m| m.state);
+                let now = state(store.event(&self.event).await?);
+                if matches!(now, EventState::Prequeue | EventState::Opening) {
+                    self.open(now_ms).await?;
+                }
+                state(store.event(&self.event).await?)
+            }
+            Phase::SaleEnds => {
+                let from = [
+                    pre,
+                    EventState::Opening,
+                    EventState::Open,
+                    EventState::Paused,
+                ];
+                store
+                    .transition(&self.event, &from, EventState::Closed)
+                    .await?
+            }
+        };
+        let entry = AuditEntry {
+            at: now_ms.div_euclid(1000),
+            operator: "schedule".into(),
+            action: phase.action().into(),
+            old: before.as_str().into(),
+            new: after.as_str().into(),
+        };
+        self.store.audit_append(&self.event, &entry).await?;
+        Ok(Some(Outcome::Scheduled {
+            phase,
+            state: after,
+        }))
     }
 
     async fn at_rate(

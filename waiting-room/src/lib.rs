@@ -18,6 +18,7 @@ pub mod identity;
 pub mod keys;
 pub mod lanes;
 pub mod mode;
+pub mod phases;
 pub mod pow;
 pub mod ratelimit;
 pub mod rates;

@@ -305,6 +305,19 @@ impl QueueStore for Counting {
     async fn mode(&self, e: &EventId) -> StoreResult<waiting_room::mode::QueueMode> {
         self.hit().mode(e).await
     }
+    async fn set_phases(
+        &self,
+        e: &EventId,
+        p: Option<&waiting_room::phases::Phases>,
+    ) -> StoreResult<Option<waiting_room::phases::Phases>> {
+        self.hit().set_phases(e, p).await
+    }
+    async fn phases(&self, e: &EventId) -> StoreResult<(Option<waiting_room::phases::Phases>, u8)> {
+        self.hit().phases(e).await
+    }
+    async fn phase_done(&self, e: &EventId, from: u8, to: u8) -> StoreResult<bool> {
+        self.hit().phase_done(e, from, to).await
+    }
     async fn transition(
         &self,
         e: &EventId,

@@ -509,3 +509,142 @@ async fn maintenance_holds_everyone_with_the_message_on_redis() {
         .expect("connect to redis");
     maintenance_on(Arc::new(store)).await;
 }
+
+/// The event's internal state from the admin figures.
+async fn state_of(room: &Room, event: &str) -> String {
+    let (status, f) = room
+        .admin(Method::GET, &format!("/admin/events/{event}"), None)
+        .await;
+    assert_eq!(status, 200, "{f}");
+    f["internal_state"].as_str().unwrap_or("?").to_owned()
+}
+
+async fn phases_on(store: Arc<dyn QueueStore>) {
+    let room = room(store.clone()).await;
+    let create =
+        json!({"id": "sched", "opens_at": T0 + 600, "admit_rate": 10.0, "max_active": 100});
+    let (status, b) = room
+        .admin(Method::POST, "/admin/events", Some(create))
+        .await;
+    assert_eq!(status, 201, "{b}");
+    let phases =
+        json!({"prequeue_opens_at": T0 + 2, "sale_opens_at": T0 + 4, "sale_ends_at": T0 + 6});
+    let (status, b) = room
+        .admin(
+            Method::PUT,
+            "/admin/events/sched/phases",
+            Some(phases.clone()),
+        )
+        .await;
+    assert_eq!(status, 200, "{b}");
+    assert_eq!(
+        (b["phases"].clone(), b["opens_at"].as_i64()),
+        (phases, Some(T0 + 4))
+    );
+    assert_eq!(
+        state_of(&room, "sched").await,
+        "closed",
+        "no joins before the pre-queue"
+    );
+
+    // Two nodes' admitters step every 500 ms of the test clock; the state is polled with a
+    // deadline of 20 s (test clock) and each switch noted with the time it was seen.
+    let id = EventId::parse("sched").expect("id");
+    let mut nodes = [
+        Admitter::new(store.clone(), id.clone(), 100, 60),
+        Admitter::new(store.clone(), id, 100, 60),
+    ];
+    let mut seen = vec![("closed".to_owned(), T0 * 1000)];
+    let mut joined = None;
+    while room.clock.now_ms() < (T0 + 20) * 1000 && seen.len() < 4 {
+        room.clock.advance_ms(500);
+        for a in nodes.iter_mut() {
+            a.step(room.clock.now_ms()).await.expect("step");
+        }
+        let state = state_of(&room, "sched").await;
+        if state == "prequeue" && joined.is_none() {
+            let r = room
+                .http
+                .post(format!("{}/api/events/sched/join", room.base))
+                .send()
+                .await
+                .expect("join");
+            let b: Value = r.json().await.expect("json");
+            joined = Some(b["join_token"].as_str().expect("token").to_owned());
+        }
+        if seen.last().map(|s| s.0.as_str()) != Some(state.as_str()) {
+            seen.push((state, room.clock.now_ms()));
+        }
+    }
+    let states: Vec<&str> = seen.iter().map(|s| s.0.as_str()).collect();
+    assert_eq!(states, ["closed", "prequeue", "open", "closed"], "{seen:?}");
+    for (i, at) in [(1, T0 + 2), (2, T0 + 4), (3, T0 + 6)] {
+        let t = seen[i].1;
+        assert!(
+            t >= at * 1000 && t <= at * 1000 + 500,
+            "{} at {t}, due {at}",
+            seen[i].0
+        );
+    }
+
+    // The fan who joined the pre-queue was numbered at the opening.
+    let r = room
+        .http
+        .get(format!("{}/api/events/sched/position", room.base))
+        .bearer_auth(joined.expect("joined the pre-queue"))
+        .send()
+        .await
+        .expect("position");
+    let p: Value = r.json().await.expect("json");
+    assert_eq!(p["queue_number"], 1, "{p}");
+
+    // Each switch audited once, as operator `schedule`, though two admitters stepped.
+    let (status, trail) = room
+        .admin(Method::GET, "/admin/events/sched/audit", None)
+        .await;
+    assert_eq!(status, 200);
+    let by_schedule: Vec<(String, String, String)> = trail
+        .as_array()
+        .expect("entries")
+        .iter()
+        .filter(|e| e["operator"] == "schedule")
+        .map(|e| {
+            let s = |k: &str| e[k].as_str().unwrap_or("").to_owned();
+            (s("action"), s("old"), s("new"))
+        })
+        .collect();
+    let want = [
+        ("prequeue_opens", "closed", "prequeue"),
+        ("sale_opens", "prequeue", "open"),
+        ("sale_ends", "open", "closed"),
+    ];
+    let want: Vec<(String, String, String)> = want
+        .iter()
+        .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
+        .collect();
+    assert_eq!(by_schedule, want);
+
+    // Bad schedules are a specific 422.
+    let bad = json!({"prequeue_opens_at": T0 + 5, "sale_opens_at": T0 + 4});
+    let (status, b) = room
+        .admin(Method::PUT, "/admin/events/sched/phases", Some(bad))
+        .await;
+    assert_eq!(
+        (status.as_u16(), b["type"].as_str()),
+        (422, Some("/problems/invalid-phases"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scheduled_phases_switch_the_state_by_themselves() {
+    phases_on(Arc::new(MemoryStore::new())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scheduled_phases_switch_the_state_by_themselves_on_redis() {
+    let server = sale_common::testsupport::RedisServer::start();
+    let store = RedisStore::connect(&server.url(), std::time::Duration::from_secs(2))
+        .await
+        .expect("connect to redis");
+    phases_on(Arc::new(store)).await;
+}

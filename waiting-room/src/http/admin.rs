@@ -34,6 +34,10 @@ pub fn routes(state: AppState) -> Router<AppState> {
             "/admin/events/{event}/mode",
             axum::routing::put(super::mode::set),
         )
+        .route(
+            "/admin/events/{event}/phases",
+            axum::routing::put(super::phases::set).delete(super::phases::clear),
+        )
         .route("/admin/events/{event}/report", get(super::report::json))
         .route("/admin/events/{event}/report.csv", get(super::report::csv))
         .route("/admin/events/{event}/report.png", get(super::report::png))

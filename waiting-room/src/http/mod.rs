@@ -13,6 +13,7 @@ pub mod lanes;
 pub mod leave;
 pub mod mode;
 pub mod openapi;
+pub mod phases;
 pub mod public;
 pub mod report;
 pub mod shadow;

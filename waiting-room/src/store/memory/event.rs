@@ -65,6 +65,9 @@ pub(super) struct Ev {
     pub broadcast: Option<crate::broadcast::Broadcast>,
     /// How the line runs (`QueueStore::set_mode`).
     pub mode: crate::mode::QueueMode,
+    /// The schedule and the last phase applied (`QueueStore::set_phases`).
+    pub phases: Option<crate::phases::Phases>,
+    pub phase_done: u8,
 }
 
 /// Wall-clock time in epoch **ms** (the store's own clock, like Redis `TIME`).
@@ -110,6 +113,8 @@ impl Ev {
             shadow_seq: 0,
             broadcast: None,
             mode: crate::mode::QueueMode::Scheduled,
+            phases: None,
+            phase_done: 0,
             gen: wall_ms(),
             audit: VecDeque::new(),
             report: VecDeque::new(),

@@ -146,6 +146,34 @@ impl QueueStore for MemoryStore {
         self.with_event(event, |e| e.mode)
     }
 
+    async fn set_phases(
+        &self,
+        event: &EventId,
+        phases: Option<&crate::phases::Phases>,
+    ) -> StoreResult<Option<crate::phases::Phases>> {
+        self.with_event(event, |e| {
+            if let Some(p) = phases {
+                e.meta.opens_at = p.sale_opens_at;
+            }
+            e.phase_done = 0;
+            std::mem::replace(&mut e.phases, phases.copied())
+        })
+    }
+
+    async fn phases(&self, event: &EventId) -> StoreResult<(Option<crate::phases::Phases>, u8)> {
+        self.with_event(event, |e| (e.phases, e.phase_done))
+    }
+
+    async fn phase_done(&self, event: &EventId, from: u8, to: u8) -> StoreResult<bool> {
+        self.with_event(event, |e| {
+            let moved = e.phase_done == from;
+            if moved {
+                e.phase_done = to;
+            }
+            moved
+        })
+    }
+
     async fn transition(
         &self,
         event: &EventId,

@@ -84,6 +84,8 @@ struct Scripts {
     rules: Lua,
     shadow: Lua,
     published_field: Lua,
+    phases: Lua,
+    phase_done: Lua,
 }
 
 /// Helpers shared by several scripts (prepended).
@@ -215,6 +217,8 @@ impl RedisStore {
             rules: Lua::new(include_str!("rules.lua").to_owned()),
             shadow: Lua::new(include_str!("shadow.lua").to_owned()),
             published_field: moving_with_lib(include_str!("published_field.lua")),
+            phases: moving(include_str!("phases.lua")),
+            phase_done: moving(include_str!("phase_done.lua")),
         };
         Ok(Self {
             conn,
@@ -399,6 +403,65 @@ impl QueueStore for RedisStore {
             return Err(StoreError::NotFound);
         }
         parse::mode_of(mode.as_ref())
+    }
+
+    async fn set_phases(
+        &self,
+        event: &EventId,
+        phases: Option<&crate::phases::Phases>,
+    ) -> StoreResult<Option<crate::phases::Phases>> {
+        let (json, opens_at) = match phases {
+            Some(p) => (
+                serde_json::to_string(p).map_err(|_| parse::bad("phases"))?,
+                p.sale_opens_at.to_string(),
+            ),
+            None => (String::new(), String::new()),
+        };
+        let (found, old): (i64, String) = self
+            .scripts
+            .phases
+            .key(key(event, "meta"))
+            .arg(json)
+            .arg(opens_at)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err)?;
+        if found != 1 {
+            return Err(StoreError::NotFound);
+        }
+        parse::phases_of(Some(&old))
+    }
+
+    async fn phases(&self, event: &EventId) -> StoreResult<(Option<crate::phases::Phases>, u8)> {
+        let (exists, phases, done): (bool, Option<String>, Option<String>) = redis::pipe()
+            .exists(key(event, "meta"))
+            .hget(key(event, "meta"), "phases")
+            .hget(key(event, "meta"), "phase_done")
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(err)?;
+        if !exists {
+            return Err(StoreError::NotFound);
+        }
+        let done = done
+            .as_deref()
+            .unwrap_or("0")
+            .parse()
+            .map_err(|_| parse::bad("phase_done"))?;
+        Ok((parse::phases_of(phases.as_ref())?, done))
+    }
+
+    async fn phase_done(&self, event: &EventId, from: u8, to: u8) -> StoreResult<bool> {
+        let moved: i64 = self
+            .scripts
+            .phase_done
+            .key(key(event, "meta"))
+            .arg(from)
+            .arg(to)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err)?;
+        Ok(moved == 1)
     }
 
     async fn transition(

@@ -86,3 +86,11 @@ pub(super) fn mode_of(s: Option<&String>) -> StoreResult<crate::mode::QueueMode>
         None => Ok(crate::mode::QueueMode::Scheduled),
     }
 }
+
+/// The schedule stored as JSON in the meta hash (`None` when absent or empty).
+pub(super) fn phases_of(json: Option<&String>) -> StoreResult<Option<crate::phases::Phases>> {
+    match json.filter(|j| !j.is_empty()) {
+        Some(j) => serde_json::from_str(j).map(Some).map_err(|_| bad("phases")),
+        None => Ok(None),
+    }
+}
