@@ -160,6 +160,10 @@ async fn maintenance_page_in_english_and_french() {
     wait_text(&console, "#live-mode", "Maintenance", 20).await;
     wait_text(&console, "#audit", "set_mode", 20).await;
     shot(&console, "console-mode-maintenance-fr").await;
+    // The schedule panel (scheduled phases), in French, checked by axe-core too.
+    click(&console, "#phases-panel summary").await;
+    wait_text(&console, "#ph-live", "Aucune programmation", 20).await;
+    shot(&console, "console-phases-fr").await;
 
     for v in Viewport::BOTH {
         for (lang, title, message) in [

@@ -9,6 +9,7 @@ import * as rules from "./rules.js";
 import * as report from "./report.js";
 import * as broadcast from "./broadcast.js";
 import * as mode from "./mode.js";
+import * as phases from "./phases.js";
 
 let timer = null;
 
@@ -18,6 +19,7 @@ function showAll(f) {
   actions.show(f);
   broadcast.show(f);
   mode.show(f);
+  phases.show(f);
 }
 
 // A failed refresh is shown beside "updated" until the next good one: it is live status. Errors
@@ -52,6 +54,7 @@ actions.init(afterChange, () => who().event);
 rules.init(afterChange);
 broadcast.init(afterChange);
 mode.init(afterChange);
+phases.init(afterChange);
 
 $("login").addEventListener("submit", async (ev) => {
   ev.preventDefault();

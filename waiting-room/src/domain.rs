@@ -475,6 +475,8 @@ pub struct Figures {
     pub broadcast: Option<crate::broadcast::Broadcast>,
     /// How the line runs ([`crate::mode`]).
     pub mode: crate::mode::QueueMode,
+    /// The event's scheduled phases, if set ([`crate::phases`]).
+    pub phases: Option<crate::phases::Phases>,
 }
 
 impl Figures {

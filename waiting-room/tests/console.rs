@@ -30,6 +30,7 @@ async fn console_page_is_served_without_secrets() {
         "/console/figures.js",
         "/console/broadcast.js",
         "/console/mode.js",
+        "/console/phases.js",
         "/console/knobs.js",
         "/console/actions.js",
         "/console/errors.js",

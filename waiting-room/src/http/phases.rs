@@ -7,7 +7,7 @@ use super::admin::{figures_json, operator, record, OPENS_AT_SPAN_SECS};
 use super::error::{bounded, json_problem};
 use super::transitions::audited_transition;
 use super::{parse_event, private_json, AppState};
-use crate::domain::{EventId, EventState};
+use crate::domain::EventState;
 use crate::http::openapi::ProblemDoc;
 use crate::phases::Phases;
 use axum::extract::rejection::JsonRejection;
@@ -17,16 +17,6 @@ use axum::response::Response;
 use axum::Json;
 use sale_common::Problem;
 use serde_json::{json, Value};
-
-async fn answer(
-    st: &AppState,
-    event: &EventId,
-    phases: Option<Phases>,
-) -> Result<Response, Problem> {
-    let mut v = figures_json(st, event).await?;
-    v["phases"] = json!(phases);
-    Ok(private_json(StatusCode::OK, v))
-}
 
 #[utoipa::path(
     put,
@@ -71,7 +61,10 @@ pub async fn set(
         audited_transition(&st, &event, &who, &pre, EventState::Closed).await?;
     }
     st.refresh_status(&event).await;
-    answer(&st, &event, Some(p)).await
+    Ok(private_json(
+        StatusCode::OK,
+        figures_json(&st, &event).await?,
+    ))
 }
 
 #[utoipa::path(
@@ -100,5 +93,9 @@ pub async fn clear(
     if old.is_some() {
         record(&st, &event, &who, "clear_phases", json!(old), Value::Null).await;
     }
-    answer(&st, &event, None).await
+    st.refresh_status(&event).await;
+    Ok(private_json(
+        StatusCode::OK,
+        figures_json(&st, &event).await?,
+    ))
 }

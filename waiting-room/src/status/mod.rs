@@ -72,6 +72,8 @@ pub struct StatusDoc {
     /// How the line runs: `scheduled`, `always_on`, `pass_through` or `maintenance`
     /// ([`crate::mode`]); pages show the maintenance notice in `maintenance`.
     pub mode: crate::mode::QueueMode,
+    /// The event's scheduled phases (epoch s), or `null` ([`crate::phases`]).
+    pub phases: Option<crate::phases::Phases>,
     /// When this content was built, epoch seconds. On the board (`GET /status/{event}.json`) a
     /// rebuild that changes nothing else keeps the earlier time ([`StatusBoard::publish`]).
     pub updated_at: i64,
@@ -130,6 +132,7 @@ impl StatusDoc {
             waiting_for_stock: if moving { f.meta.stock_wait } else { 0 },
             broadcast: f.broadcast.clone(),
             mode: f.mode,
+            phases: f.phases,
             updated_at: now,
             version: f.state_gen,
         }

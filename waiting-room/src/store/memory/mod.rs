@@ -326,6 +326,7 @@ impl QueueStore for MemoryStore {
                 state_gen: e.gen,
                 broadcast: e.broadcast.clone(),
                 mode: e.mode,
+                phases: e.phases,
                 meta: e.meta.clone(),
             })
         })

@@ -125,6 +125,7 @@ impl RedisStore {
             state_gen: num("gen")?,
             broadcast: super::parse::broadcast_of(h.get("broadcast"))?,
             mode: super::parse::mode_of(h.get("mode"))?,
+            phases: super::parse::phases_of(h.get("phases"))?,
         }))
     }
 
