@@ -17,6 +17,7 @@
   let failures = 0;
   let firstCursor = null;
   let claiming = false;
+  let awaitingLine = false; // closed until a scheduled pre-queue opens: join again then
   let leftLine = false; // the fan gave the place up: no polling until they join again
   // One polling loop at a time: leaving or joining again starts a new generation, and a tick of
   // an older one (a timer or a request still in flight) stops instead of polling beside it.
@@ -292,6 +293,16 @@
       ? T("waiting_for_stock", {n: status.waiting_for_stock})
       : T(status.state);
     if (status.mode === "maintenance") $("state").textContent = T("maintenance_state");
+    // Scheduled phases: before the pre-queue opens the event is closed; the page says when the
+    // line opens, and joins again (same join token) as soon as it does.
+    const lineOpensAt = status.phases && status.phases.prequeue_opens_at;
+    if (status.state === "closed" && lineOpensAt && lineOpensAt > now) {
+      $("state").textContent = T("line_opens_in", { when: fmt(lineOpensAt - now) });
+      awaitingLine = true;
+    } else if (awaitingLine && status.state !== "closed") {
+      awaitingLine = false;
+      join().catch(function () {});
+    }
     $("countdown-box").hidden = status.state !== "prequeue";
     if (status.state === "prequeue") {
       $("countdown").textContent = fmt(status.opens_at - now);

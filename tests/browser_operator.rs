@@ -205,3 +205,84 @@ async fn maintenance_page_in_english_and_french() {
     console.close().await.ok();
     s.shutdown().await;
 }
+
+/// The event's figures from the admin API.
+async fn figures(http: &reqwest::Client, s: &stack::Stack) -> serde_json::Value {
+    http.get(format!("{}/admin/events/demo", s.waiting_room_url))
+        .bearer_auth(&s.admin_token)
+        .send()
+        .await
+        .expect("figures")
+        .json()
+        .await
+        .expect("json")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scheduled_phases_page_says_when_the_line_opens_and_joins_then() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let mut opts = StackOptions::local_random_ports();
+    opts.event = support::demo_event(600, 600);
+    let s = stack::start(opts).await.expect("stack starts");
+    let driver = Driver::start();
+    let http = reqwest::Client::new();
+    let now = support::browser::unix_now() as i64;
+    let phases = serde_json::json!({
+        "prequeue_opens_at": now + 6, "sale_opens_at": now + 10, "sale_ends_at": now + 600
+    });
+    let put = http
+        .put(format!("{}/admin/events/demo/phases", s.waiting_room_url))
+        .bearer_auth(&s.admin_token)
+        .json(&phases)
+        .send()
+        .await
+        .expect("phases");
+    assert_eq!(put.status(), 200);
+
+    let (fr, _p1) = open(&driver, Viewport::Phone, "fr").await;
+    fr.goto(&format!("{}/?event=demo", s.waiting_room_url))
+        .await
+        .expect("waiting page");
+    wait_text(&fr, "#state", "La file ouvre dans", 20).await;
+    shot(&fr, "wait-line-opens-fr-phone").await;
+    let (en, _p2) = open(&driver, Viewport::Laptop, "en").await;
+    en.goto(&format!("{}/?event=demo", s.waiting_room_url))
+        .await
+        .expect("waiting page");
+    wait_text(&en, "#state", "The line opens in", 20).await;
+    shot(&en, "wait-line-opens-en-laptop").await;
+
+    // The schedule opens the pre-queue, both pages join it by themselves, and the sale's
+    // opening numbers them (polled with a deadline past the sale's opening).
+    wait_text(&en, "#state", "has not opened yet", 20).await;
+    let start = std::time::Instant::now();
+    loop {
+        let f = figures(&http, &s).await;
+        if f["last_number"].as_u64() >= Some(2) {
+            assert_eq!(f["state"], "open", "{f}");
+            break;
+        }
+        assert!(start.elapsed().as_secs() < 30, "never numbered: {f}");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let trail: serde_json::Value = http
+        .get(format!("{}/admin/events/demo/audit", s.waiting_room_url))
+        .bearer_auth(&s.admin_token)
+        .send()
+        .await
+        .expect("audit")
+        .json()
+        .await
+        .expect("json");
+    let scheduled: Vec<&str> = trail
+        .as_array()
+        .expect("entries")
+        .iter()
+        .filter(|e| e["operator"] == "schedule")
+        .filter_map(|e| e["action"].as_str())
+        .collect();
+    assert_eq!(scheduled, ["prequeue_opens", "sale_opens"]);
+    fr.close().await.ok();
+    en.close().await.ok();
+    s.shutdown().await;
+}
