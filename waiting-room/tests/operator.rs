@@ -406,6 +406,23 @@ async fn pass_through_on(store: Arc<dyn QueueStore>) {
     );
     let (_, _, doc) = room.poll(None).await;
     assert_eq!(doc["mode"], "pass_through");
+    // Counted in the metrics (a counter shared by every test of this process: at least ours).
+    let text = room
+        .http
+        .get(format!("{}/metrics", room.base))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    let through: f64 = text
+        .lines()
+        .find(|l| l.starts_with("wr_straight_through_total{") && l.contains("pass_through"))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0);
+    assert!(through >= 5.0, "wr_straight_through_total: {through}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
