@@ -1,7 +1,7 @@
 //! The operator's broadcast message (issue 14 item 3) in a real headless Chromium: the operator
 //! sends it from the console's "Message to fans" panel, every waiting page shows it within one
-//! poll in the fan's language (English and French, laptop and phone), the audit trail has it,
-//! and clearing it takes it off the pages. Every screenshot is checked by axe-core; screenshots
+//! poll in the fan's language (English and French, laptop and phone), so does the booking
+//! core's seat page, the audit trail has it, and clearing it takes it off the pages. Every screenshot is checked by axe-core; screenshots
 //! under `target/screenshots/`. The maintenance page (issue 14 item 2) likewise: switched from
 //! the console, shown with the operator's message in both languages at both sizes.
 
@@ -84,6 +84,17 @@ async fn broadcast_message_on_the_waiting_page_in_english_and_french() {
         }
     }
 
+    // The booking core's seat page shows it too (it reads the waiting room's status document
+    // from its own origin). Opened here without an admission, so the page around the notice is
+    // the "admission over" one; the notice does not depend on the admission.
+    let (book, _profile) = open(&driver, Viewport::Phone, "fr").await;
+    book.goto(&format!("{}/book.html?show=demo", s.booking_url))
+        .await
+        .expect("booking page");
+    let shown = wait_text(&book, "#broadcast-text", FR, 20).await;
+    assert_eq!(shown, FR);
+    shot(&book, "book-broadcast-fr-phone").await;
+
     // Cleared from the console: an open waiting page drops it at its next poll.
     let (fan, _profile) = open(&driver, Viewport::Phone, "fr").await;
     fan.goto(&format!("{}/?event=demo", s.waiting_room_url))
@@ -94,6 +105,8 @@ async fn broadcast_message_on_the_waiting_page_in_english_and_french() {
     wait_text(&console, "#bc-live", "No message", 20).await;
     wait_text(&console, "#audit", "clear_broadcast", 20).await;
     wait_hidden(&fan, "#broadcast").await;
+    wait_hidden(&book, "#broadcast").await;
+    book.close().await.ok();
     shot(&fan, "wait-broadcast-cleared-fr-phone").await;
     fan.close().await.ok();
     console.close().await.ok();
