@@ -254,18 +254,6 @@
     api("/api/events/" + event + "/heartbeat", { method: "POST" }).catch(function () {});
   }
 
-  // The operator's broadcast message (status document `broadcast`, API.md "Broadcast message"):
-  // the fan's language, else the other one (marked with its own `lang`); always as text, never HTML.
-  function showBroadcast(b) {
-    const own = b && b[window.LANG];
-    const other = b && (b.en ? "en" : b.fr ? "fr" : null);
-    const shown = own ? window.LANG : other;
-    $("broadcast").hidden = !shown;
-    if (!shown) return;
-    $("broadcast-text").textContent = b[shown];
-    $("broadcast-text").lang = shown;
-  }
-
   async function tick(generation) {
     const mine = generation === undefined ? loop : generation;
     const stale = () => leftLine || mine !== loop;
@@ -283,7 +271,7 @@
       return;
     }
     pollMs = status.poll_interval_ms || pollMs;
-    showBroadcast(status.broadcast);
+    Broadcast.render(status.broadcast); // the operator's message (broadcast.js)
     // Maintenance (status `mode`): nobody is let in; the notice says the place is kept.
     $("maintenance").hidden = status.mode !== "maintenance";
     // Per-fan answers (join, position) set the server's clock; the status document may be a
