@@ -665,3 +665,63 @@ async fn scheduled_phases_switch_the_state_by_themselves_on_redis() {
         .expect("connect to redis");
     phases_on(Arc::new(store)).await;
 }
+
+/// Runs `waiting-room admin … <args>` against the room; the exit status.
+async fn cli(room: &Room, args: &[&str]) -> bool {
+    let mut all: Vec<String> = ["admin", "--url", &room.base, "--token", ADMIN]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    all.extend(["--operator", "ops-cli", "--event", "demo"].map(String::from));
+    all.extend(args.iter().map(|s| s.to_string()));
+    tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_waiting-room"))
+            .args(&all)
+            .output()
+            .expect("run the admin CLI")
+            .status
+            .success()
+    })
+    .await
+    .expect("join")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_cli_switches_modes_broadcasts_and_schedules() {
+    let room = room(Arc::new(MemoryStore::new())).await;
+    let sale = (T0 + 60).to_string();
+    assert!(cli(&room, &["set-mode", "maintenance"]).await);
+    assert!(cli(&room, &["broadcast", "--fr", "De retour bientôt."]).await);
+    assert_eq!(
+        room.poll(None).await.2["broadcast"]["fr"],
+        "De retour bientôt."
+    );
+    assert!(cli(&room, &["clear-broadcast"]).await);
+    assert!(cli(&room, &["phases", "--sale-opens-at", &sale]).await);
+    assert!(cli(&room, &["clear-phases"]).await);
+    assert!(
+        !cli(&room, &["set-mode", "open"]).await,
+        "an unknown mode fails"
+    );
+    let (status, trail) = room
+        .admin(Method::GET, "/admin/events/demo/audit", None)
+        .await;
+    assert_eq!(status, 200);
+    let actions: Vec<&str> = trail
+        .as_array()
+        .expect("entries")
+        .iter()
+        .filter(|e| e["operator"] == "ops-cli")
+        .filter_map(|e| e["action"].as_str())
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            "set_mode",
+            "set_broadcast",
+            "clear_broadcast",
+            "set_phases",
+            "clear_phases"
+        ]
+    );
+}
