@@ -5,7 +5,10 @@
 // admission claims the admission token and hands it to the booking core with a form POST. The
 // countdown to opening counts from the server's clock (clock.js), not the device's (case W15).
 // Before it, the page says what the fan waits for: the event's name, venue and date, and the
-// opening as a clock time in the event's own time zone.
+// opening as a clock time in the event's own time zone. From the status document it also shows
+// the operator's broadcast message (broadcast.js) and, in `maintenance` mode, the maintenance
+// notice (no claim then); closed before a scheduled pre-queue, it says when the line opens and
+// joins again once it does (issue 14).
 (function () {
   "use strict";
   const params = new URLSearchParams(location.search);
