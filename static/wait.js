@@ -5,7 +5,10 @@
 // admission claims the admission token and hands it to the booking core with a form POST. The
 // countdown to opening counts from the server's clock (clock.js), not the device's (case W15).
 // Before it, the page says what the fan waits for: the event's name, venue and date, and the
-// opening as a clock time in the event's own time zone.
+// opening as a clock time in the event's own time zone. From the status document it also shows
+// the operator's broadcast message (broadcast.js) and, in `maintenance` mode, the maintenance
+// notice (no claim then); closed before a scheduled pre-queue, it says when the line opens and
+// joins again once it does (issue 14).
 (function () {
   "use strict";
   const params = new URLSearchParams(location.search);
@@ -17,6 +20,7 @@
   let failures = 0;
   let firstCursor = null;
   let claiming = false;
+  let awaitingLine = false; // closed until a scheduled pre-queue opens: join again then
   let leftLine = false; // the fan gave the place up: no polling until they join again
   // One polling loop at a time: leaving or joining again starts a new generation, and a tick of
   // an older one (a timer or a request still in flight) stops instead of polling beside it.
@@ -240,7 +244,7 @@
     const stalled = status.state === "open" && status.max_active > 0 && status.active >= status.max_active;
     $("stalled").hidden = !(stalled && toGo > 0);
     if (stalled && toGo > 0) $("stalled").textContent = T("wait_stalled", { max: status.max_active });
-    if (!(high > 0) || !(low > 0) || toGo === 0 || status.state !== "open") { $("wait-line").hidden = true; return; }
+    if (!(high > 0) || !(low > 0) || toGo === 0 || status.state !== "open" || status.mode === "maintenance") { $("wait-line").hidden = true; return; }
     $("wait").textContent = stalled ? T("wait_at_least", { lo: fmt(toGo / high) })
       : T("wait_range", { lo: fmt(toGo / high), hi: fmt(toGo / low) });
     $("wait-line").hidden = false;
@@ -275,12 +279,26 @@
       return;
     }
     pollMs = status.poll_interval_ms || pollMs;
+    Broadcast.render(status.broadcast); // the operator's message (broadcast.js)
+    // Maintenance (status `mode`): nobody is let in; the notice says the place is kept.
+    $("maintenance").hidden = status.mode !== "maintenance";
     // Per-fan answers (join, position) set the server's clock; the status document may be a
     // cached copy, so its own times are not used.
     const now = ServerClock.nowSecs();
     $("state").textContent = status.state === "open" && status.waiting_for_stock > 0
       ? T("waiting_for_stock", {n: status.waiting_for_stock})
       : T(status.state);
+    if (status.mode === "maintenance") $("state").textContent = T("maintenance_state");
+    // Scheduled phases: before the pre-queue opens the event is closed; the page says when the
+    // line opens, and joins again (same join token) as soon as it does.
+    const lineOpensAt = status.phases && status.phases.prequeue_opens_at;
+    if (status.state === "closed" && lineOpensAt && lineOpensAt > now) {
+      $("state").textContent = T("line_opens_in", { when: fmt(lineOpensAt - now) });
+      awaitingLine = true;
+    } else if (awaitingLine && status.state !== "closed") {
+      awaitingLine = false;
+      join().catch(function () {});
+    }
     $("countdown-box").hidden = status.state !== "prequeue";
     if (status.state === "prequeue") {
       $("countdown").textContent = fmt(status.opens_at - now);
@@ -310,7 +328,7 @@
         $("leave-box").hidden = distance === 0;
         showWait(status, toGo);
         heartbeat(status, distance);
-        if ((distance === 0 || pos.admitted) && !claiming && status.state === "open") {
+        if ((distance === 0 || pos.admitted) && !claiming && status.state === "open" && status.mode !== "maintenance") {
           claiming = true;
           const adm = await claim();
           claiming = false;

@@ -7,6 +7,9 @@ import * as actions from "./actions.js";
 import * as audit from "./audit.js";
 import * as rules from "./rules.js";
 import * as report from "./report.js";
+import * as broadcast from "./broadcast.js";
+import * as mode from "./mode.js";
+import * as phases from "./phases.js";
 
 let timer = null;
 
@@ -14,6 +17,9 @@ function showAll(f) {
   figures.show(f);
   knobs.show(f);
   actions.show(f);
+  broadcast.show(f);
+  mode.show(f);
+  phases.show(f);
 }
 
 // A failed refresh is shown beside "updated" until the next good one: it is live status. Errors
@@ -46,6 +52,9 @@ knobs.init(afterChange);
 report.init();
 actions.init(afterChange, () => who().event);
 rules.init(afterChange);
+broadcast.init(afterChange);
+mode.init(afterChange);
+phases.init(afterChange);
 
 $("login").addEventListener("submit", async (ev) => {
   ev.preventDefault();

@@ -9,6 +9,8 @@
 //! places cost no token: tokens count live fans invited.
 
 use crate::domain::{AdvanceParams, AuditEntry, EventId, EventState, Liveness};
+use crate::mode::QueueMode;
+use crate::phases::Phase;
 use crate::store::{QueueStore, StoreError, StoreResult};
 use std::sync::Arc;
 
@@ -40,6 +42,11 @@ pub enum Outcome {
     Held(EventState),
     /// Open, but the line waits for stock: nothing can be held and `in_play` places are in
     /// live holds that may come back ([`crate::domain::EventMeta::stock_wait`]).
+    /// A scheduled phase switched the event's state ([`crate::phases`]), audited as operator
+    /// `schedule`.
+    Scheduled { phase: Phase, state: EventState },
+    /// The event is open in `maintenance` mode: nobody is let in ([`crate::mode`]).
+    Maintenance,
     WaitingForStock {
         /// Places in live holds.
         in_play: u64,
@@ -80,6 +87,22 @@ pub async fn audit_draw(store: &dyn QueueStore, event: &EventId, now_s: i64) -> 
 }
 
 /// How the admitter sizes the ready window and judges silence (from `Config`).
+/// One `pass_through` move: every waiting fan the scan reaches is invited, whatever the rate
+/// and `max_active` ([`crate::mode`]).
+pub fn pass_through_params(
+    now_ms: i64,
+    invite_grace_secs: u64,
+    liveness: Liveness,
+) -> AdvanceParams {
+    AdvanceParams {
+        n: liveness.scan_limit,
+        max_active: u64::MAX / 2,
+        now_ms,
+        invite_grace_secs,
+        liveness,
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LivenessRules {
     /// Silence grace, **ms**.
@@ -172,6 +195,9 @@ impl Admitter {
         let now_s = now_ms.div_euclid(1000);
         let elapsed_ms = self.last_ms.map_or(0, |l| (now_ms - l).max(0));
         self.last_ms = Some(now_ms);
+        if let Some(out) = self.schedule(meta.state, now_ms).await? {
+            return Ok(out);
+        }
         match meta.state {
             EventState::Prequeue if now_s >= meta.opens_at => self.open(now_ms).await,
             EventState::Opening => self.open(now_ms).await,
@@ -183,37 +209,122 @@ impl Admitter {
                     in_play: meta.stock_wait,
                 })
             }
-            EventState::Open => {
-                let added = meta.admit_rate * elapsed_ms as f64 / 1000.0;
-                // A late tick (a loaded node, a slow store call) keeps what its elapsed time
-                // earned, up to one second's worth: capped at two ticks, the bucket dropped the
-                // rest, and under the seed rehearsal's opening load the cursor moved at a third
-                // of the admit rate while the wait estimate promised the rate (issue 18 item 5).
-                // Tokens still accrue at the rate only, so any window T admits at most
-                // rate × T plus one bucket.
-                let cap = self.burst(meta.admit_rate).max(added.min(meta.admit_rate));
-                self.tokens = (self.tokens + added).min(cap);
-                let p = AdvanceParams {
-                    n: self.tokens.floor() as u64,
-                    max_active: meta.max_active,
-                    now_ms,
-                    invite_grace_secs: self.invite_grace_secs,
-                    liveness: self.rules.at_rate(meta.admit_rate),
-                };
-                let adv = self.store.advance_cursor(&self.event, &p).await?;
-                self.tokens -= (adv.moved + adv.returned) as f64;
-                Ok(Outcome::Advanced {
-                    cursor: adv.cursor,
-                    moved: adv.moved,
-                    skipped: adv.skipped,
-                    returned: adv.returned,
-                })
-            }
+            EventState::Open => match self.store.mode(&self.event).await? {
+                QueueMode::Maintenance => {
+                    self.tokens = 0.0;
+                    Ok(Outcome::Maintenance)
+                }
+                QueueMode::PassThrough => {
+                    let p = pass_through_params(
+                        now_ms,
+                        self.invite_grace_secs,
+                        self.rules.at_rate(meta.admit_rate),
+                    );
+                    let adv = self.store.advance_cursor(&self.event, &p).await?;
+                    Ok(Outcome::Advanced {
+                        cursor: adv.cursor,
+                        moved: adv.moved,
+                        skipped: adv.skipped,
+                        returned: adv.returned,
+                    })
+                }
+                QueueMode::Scheduled | QueueMode::AlwaysOn => {
+                    self.at_rate(&meta, now_ms, elapsed_ms).await
+                }
+            },
             state => {
                 self.tokens = 0.0;
                 Ok(Outcome::Held(state))
             }
         }
+    }
+
+    /// Applies the event's next due scheduled phase, if any (one per tick; the marker's
+    /// compare-and-set makes it once), and audits it as operator `schedule`.
+    async fn schedule(&mut self, before: EventState, now_ms: i64) -> StoreResult<Option<Outcome>> {
+        let (Some(phases), done) = self.store.phases(&self.event).await? else {
+            return Ok(None);
+        };
+        let Some(phase) = phases.due(now_ms.div_euclid(1000), done) else {
+            return Ok(None);
+        };
+        if !self
+            .store
+            .phase_done(&self.event, done, phase as u8)
+            .await?
+        {
+            return Ok(None);
+        }
+        let store = self.store.clone();
+        let (pre, all) = (EventState::Prequeue, [EventState::Closed]);
+        let after = match phase {
+            Phase::PrequeueOpens => store.transition(&self.event, &all, pre).await?,
+            Phase::SaleOpens => {
+                if phases.prequeue_opens_at.is_some() {
+                    store.transition(&self.event, &all, pre).await?;
+                }
+                let state = |m: Option<crate::domain::EventMeta>| m.map_or(before, |m| m.state);
+                let now = state(store.event(&self.event).await?);
+                if matches!(now, EventState::Prequeue | EventState::Opening) {
+                    self.open(now_ms).await?;
+                }
+                state(store.event(&self.event).await?)
+            }
+            Phase::SaleEnds => {
+                let from = [
+                    pre,
+                    EventState::Opening,
+                    EventState::Open,
+                    EventState::Paused,
+                ];
+                store
+                    .transition(&self.event, &from, EventState::Closed)
+                    .await?
+            }
+        };
+        let entry = AuditEntry {
+            at: now_ms.div_euclid(1000),
+            operator: "schedule".into(),
+            action: phase.action().into(),
+            old: before.as_str().into(),
+            new: after.as_str().into(),
+        };
+        self.store.audit_append(&self.event, &entry).await?;
+        Ok(Some(Outcome::Scheduled {
+            phase,
+            state: after,
+        }))
+    }
+
+    async fn at_rate(
+        &mut self,
+        meta: &crate::domain::EventMeta,
+        now_ms: i64,
+        elapsed_ms: i64,
+    ) -> StoreResult<Outcome> {
+        let added = meta.admit_rate * elapsed_ms as f64 / 1000.0;
+        // A late tick (a loaded node, a slow store call) keeps what its elapsed time earned, up
+        // to one second's worth: capped at two ticks, the bucket dropped the rest, and under the
+        // seed rehearsal's opening load the cursor moved at a third of the admit rate while the
+        // wait estimate promised the rate (issue 18 item 5). Tokens still accrue at the rate
+        // only, so any window T admits at most rate × T plus one bucket.
+        let cap = self.burst(meta.admit_rate).max(added.min(meta.admit_rate));
+        self.tokens = (self.tokens + added).min(cap);
+        let p = AdvanceParams {
+            n: self.tokens.floor() as u64,
+            max_active: meta.max_active,
+            now_ms,
+            invite_grace_secs: self.invite_grace_secs,
+            liveness: self.rules.at_rate(meta.admit_rate),
+        };
+        let adv = self.store.advance_cursor(&self.event, &p).await?;
+        self.tokens -= (adv.moved + adv.returned) as f64;
+        Ok(Outcome::Advanced {
+            cursor: adv.cursor,
+            moved: adv.moved,
+            skipped: adv.skipped,
+            returned: adv.returned,
+        })
     }
 
     async fn open(&mut self, now_ms: i64) -> StoreResult<Outcome> {

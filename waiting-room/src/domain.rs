@@ -478,6 +478,12 @@ pub struct Figures {
     /// sold out, closed, reopened) to `max(gen + 1, store time in ms)`, so it also grows across
     /// a store emptied and refilled. Status documents carry it as `version`.
     pub state_gen: u64,
+    /// The operator's broadcast message, if one is set ([`crate::broadcast`]).
+    pub broadcast: Option<crate::broadcast::Broadcast>,
+    /// How the line runs ([`crate::mode`]).
+    pub mode: crate::mode::QueueMode,
+    /// The event's scheduled phases, if set ([`crate::phases`]).
+    pub phases: Option<crate::phases::Phases>,
 }
 
 impl Figures {

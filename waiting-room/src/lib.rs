@@ -8,6 +8,7 @@
 //! pass a `ManualClock`), [`router`] for in-process `oneshot` tests, [`AppState::new`].
 
 pub mod admitter;
+pub mod broadcast;
 pub mod closedloop;
 pub mod config;
 pub mod domain;
@@ -16,6 +17,8 @@ pub mod http;
 pub mod identity;
 pub mod keys;
 pub mod lanes;
+pub mod mode;
+pub mod phases;
 pub mod pow;
 pub mod ratelimit;
 pub mod rates;

@@ -142,6 +142,34 @@ enum Action {
     },
     /// Delete an address rule by id.
     DeleteRule { id: String },
+    /// Switch the queue mode: scheduled, always_on, pass_through or maintenance (issue 14).
+    SetMode { mode: String },
+    /// Show a message to every waiting fan: `broadcast --en "…" --fr "…"` (at least one).
+    Broadcast {
+        /// English text.
+        #[arg(long)]
+        en: Option<String>,
+        /// French text.
+        #[arg(long)]
+        fr: Option<String>,
+    },
+    /// Take the message off the pages.
+    ClearBroadcast,
+    /// Schedule the phases (epoch seconds): `phases --sale-opens-at T [--prequeue-opens-at T]
+    /// [--sale-ends-at T]`.
+    Phases {
+        /// The pre-queue opens (the event is closed until then).
+        #[arg(long)]
+        prequeue_opens_at: Option<i64>,
+        /// The sale opens.
+        #[arg(long)]
+        sale_opens_at: i64,
+        /// The sale ends (closed).
+        #[arg(long)]
+        sale_ends_at: Option<i64>,
+    },
+    /// Clear the schedule.
+    ClearPhases,
     /// Print the shadow line (who, which rule, when).
     Shadow {
         /// First entries to show.
@@ -393,6 +421,23 @@ async fn admin(base: &str, token: &str, operator: &str, action: Action) -> anyho
             &serde_json::json!({"cidr": cidr, "action": action, "pow_bits": pow_bits, "note": note}),
         ),
         Action::DeleteRule { id } => client.delete(format!("{base}/rules/{id}")),
+        Action::SetMode { mode } => client
+            .put(format!("{base}/mode"))
+            .json(&serde_json::json!({"mode": mode})),
+        Action::Broadcast { en, fr } => client
+            .put(format!("{base}/broadcast"))
+            .json(&serde_json::json!({"en": en, "fr": fr})),
+        Action::ClearBroadcast => client.delete(format!("{base}/broadcast")),
+        Action::Phases {
+            prequeue_opens_at,
+            sale_opens_at,
+            sale_ends_at,
+        } => client.put(format!("{base}/phases")).json(&serde_json::json!({
+            "prequeue_opens_at": prequeue_opens_at,
+            "sale_opens_at": sale_opens_at,
+            "sale_ends_at": sale_ends_at,
+        })),
+        Action::ClearPhases => client.delete(format!("{base}/phases")),
         Action::Shadow { limit } => client.get(format!("{base}/shadow?limit={limit}")),
         Action::Release { visitor } => client.post(format!("{base}/shadow/{visitor}/release")),
         Action::Create {

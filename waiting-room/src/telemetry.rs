@@ -167,6 +167,11 @@ pub fn record_figures(f: &Figures, doc: Derived) {
     let e = f.meta.id.to_string();
     let g = |name: &'static str, v: f64| metrics::gauge!(name, "event" => e.clone()).set(v);
     g("wr_queue_length_live", doc.queue_length as f64);
+    g("wr_broadcast_active", f.broadcast.is_some() as u8 as f64);
+    for m in crate::mode::QueueMode::ALL {
+        metrics::gauge!("wr_queue_mode", "event" => e.clone(), "mode" => m.as_str())
+            .set((f.mode == m) as u8 as f64);
+    }
     g("wr_cursor", f.cursor as f64);
     g("wr_last_number", f.last_number as f64);
     g("wr_prequeued", f.prequeued as f64);

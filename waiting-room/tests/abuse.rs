@@ -288,6 +288,36 @@ impl QueueStore for Counting {
     async fn set_stock_wait(&self, e: &EventId, n: u64) -> StoreResult<()> {
         self.hit().set_stock_wait(e, n).await
     }
+    async fn set_broadcast(
+        &self,
+        e: &EventId,
+        m: Option<&waiting_room::broadcast::Broadcast>,
+    ) -> StoreResult<Option<waiting_room::broadcast::Broadcast>> {
+        self.hit().set_broadcast(e, m).await
+    }
+    async fn set_mode(
+        &self,
+        e: &EventId,
+        m: waiting_room::mode::QueueMode,
+    ) -> StoreResult<waiting_room::mode::QueueMode> {
+        self.hit().set_mode(e, m).await
+    }
+    async fn mode(&self, e: &EventId) -> StoreResult<waiting_room::mode::QueueMode> {
+        self.hit().mode(e).await
+    }
+    async fn set_phases(
+        &self,
+        e: &EventId,
+        p: Option<&waiting_room::phases::Phases>,
+    ) -> StoreResult<Option<waiting_room::phases::Phases>> {
+        self.hit().set_phases(e, p).await
+    }
+    async fn phases(&self, e: &EventId) -> StoreResult<(Option<waiting_room::phases::Phases>, u8)> {
+        self.hit().phases(e).await
+    }
+    async fn phase_done(&self, e: &EventId, from: u8, to: u8) -> StoreResult<bool> {
+        self.hit().phase_done(e, from, to).await
+    }
     async fn transition(
         &self,
         e: &EventId,

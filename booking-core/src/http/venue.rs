@@ -19,7 +19,7 @@ use crate::state::AppState;
     summary = "The venue's name, currency, time zone, layout, tiers and interval-resource kinds",
     params(("show" = String, Path, description = "show id")),
     responses(
-        (status = 200, description = "{show, name, currency, time_zone, sections: [{name, price_cents, fee_cents}] (a seat costs price + fee), layout (null or {stage?, sections}), tiers, resources: [{kind, resources, windows, slot_minutes, buffer_minutes, price_cents_per_slot}]}", body = Object),
+        (status = 200, description = "{show, name, currency, time_zone, sections: [{name, price_cents, fee_cents}] (a seat costs price + fee), layout (null or {stage?, sections}), tiers, resources: [{kind, resources, windows, slot_minutes, buffer_minutes, price_cents_per_slot}], waiting_room (the waiting room's base URL: pages read its status document for the operator's broadcast message)}", body = Object),
         (status = 404, description = "no such show", body = ProblemDoc),
     ),
 )]
@@ -37,5 +37,6 @@ pub async fn venue(
         "show": show, "name": v.name, "currency": v.currency, "time_zone": v.time_zone,
         "sections": sections,
         "layout": v.layout, "tiers": v.tiers, "resources": v.resources,
+        "waiting_room": state.config.waiting_room_url,
     })))
 }

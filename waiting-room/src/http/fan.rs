@@ -122,6 +122,9 @@ pub async fn join(
     )
     .await?;
     crate::telemetry::count_event("wr_joins_total", event.as_str());
+    if out.queue_number.is_some() && out.state == EventState::Open {
+        super::mode::after_join(&st, &event, now_ms).await;
+    }
     let now = st.0.clock.now_secs();
     let token =
         st.0.join_keys
@@ -443,6 +446,7 @@ pub async fn admission(
     if let Some(entry) = shadow_entry(&st, &event, &visitor).await? {
         return Err(super::shadow::claim(&st, &event, &entry));
     }
+    super::mode::refuse_in_maintenance(&st, &event)?;
     let limit = st.store_timeout();
     let meta = st.event_constants(&event).await?;
     let now_ms = st.0.clock.now_ms();

@@ -3,6 +3,7 @@
 //! files are `public`; nothing sets a cookie.
 
 pub mod admin;
+pub mod broadcast;
 pub mod conditional;
 pub mod draw;
 pub mod error;
@@ -10,8 +11,10 @@ pub mod fan;
 pub mod internal;
 pub mod lanes;
 pub mod leave;
+pub mod mode;
 pub mod openapi;
 pub mod opening;
+pub mod phases;
 pub mod public;
 pub mod report;
 pub mod shadow;

@@ -4,7 +4,9 @@
 
 use crate::domain::AuditEntry;
 use crate::draw::Publication;
-use crate::http::{admin, draw, fan, internal, lanes, leave, public, report, transitions};
+use crate::http::{
+    admin, broadcast, draw, fan, internal, lanes, leave, mode, phases, public, report, transitions,
+};
 use crate::rates::WaitEstimate;
 use crate::status::StatusDoc;
 use axum::Json;
@@ -67,12 +69,14 @@ impl Modify for Bearers {
         transitions::sold_out,
         lanes::list_rules, lanes::add_rule, lanes::delete_rule, lanes::shadow_line, lanes::release,
         internal::end_session, internal::sold_out, internal::reopen,
+        broadcast::set, broadcast::clear, mode::set, phases::set, phases::clear,
     ),
     components(schemas(
         StatusDoc, WaitEstimate, AuditEntry, ProblemDoc, Publication,
         crate::report::Report, crate::report::Minute, crate::report::Totals,
         admin::CreateEvent, super::opening::OpensAt, admin::PatchEvent, internal::EndSession,
         lanes::NewRule, crate::lanes::AddressRule,
+        broadcast::SetBroadcast, crate::broadcast::Broadcast, mode::SetMode, crate::mode::QueueMode, crate::phases::Phases,
     )),
     modifiers(&Bearers),
     tags(

@@ -76,6 +76,12 @@ pub async fn status(
         ),
         (header::CACHE_CONTROL, st.0.status_cache_control.clone()),
         (header::ETAG, etag),
+        // Public and credential-free: the booking core's pages read it from their own origin
+        // for the operator's broadcast message (`static/broadcast.js`).
+        (
+            header::ACCESS_CONTROL_ALLOW_ORIGIN,
+            HeaderValue::from_static("*"),
+        ),
     ];
     Ok((headers, body).into_response())
 }

@@ -65,6 +65,15 @@ pub struct StatusDoc {
     /// Places in live holds while nothing can be held: the line waits until they come back
     /// (the closed loop's stock rule); 0 = not waiting for stock.
     pub waiting_for_stock: u64,
+    /// The operator's broadcast message to everyone waiting (`null` when none; plain text per
+    /// language, issue 14 item 3): shown within one poll. Setting or clearing it bumps
+    /// `version`, so the new document is published at once and gets a new `ETag`.
+    pub broadcast: Option<crate::broadcast::Broadcast>,
+    /// How the line runs: `scheduled`, `always_on`, `pass_through` or `maintenance`
+    /// ([`crate::mode`]); pages show the maintenance notice in `maintenance`.
+    pub mode: crate::mode::QueueMode,
+    /// The event's scheduled phases (epoch s), or `null` ([`crate::phases`]).
+    pub phases: Option<crate::phases::Phases>,
     /// When this content was built, epoch seconds. On the board (`GET /status/{event}.json`) a
     /// rebuild that changes nothing else keeps the earlier time ([`StatusBoard::publish`]).
     pub updated_at: i64,
@@ -121,6 +130,9 @@ impl StatusDoc {
             booking_url: f.meta.booking_url.clone(),
             draw: format!("/api/events/{}/draw", f.meta.id),
             waiting_for_stock: if moving { f.meta.stock_wait } else { 0 },
+            broadcast: f.broadcast.clone(),
+            mode: f.mode,
+            phases: f.phases,
             updated_at: now,
             version: f.state_gen,
         }
@@ -252,6 +264,18 @@ impl StatusBoard {
         event: &EventId,
     ) -> Option<(axum::body::Bytes, axum::http::HeaderValue)> {
         self.posted(event).map(|p| (p.body.clone(), p.etag.clone()))
+    }
+
+    /// The queue mode of `event`'s current document (this node's view, refreshed at every
+    /// admitter tick and right after an operator change), if one was published.
+    pub fn mode(&self, event: &EventId) -> Option<crate::mode::QueueMode> {
+        self.posted(event).map(|p| p.doc.mode)
+    }
+
+    /// The admit rate and `max_active` of `event`'s current document, if one was published.
+    pub fn knobs(&self, event: &EventId) -> Option<(f64, u64)> {
+        self.posted(event)
+            .map(|p| (p.doc.admit_rate, p.doc.max_active))
     }
 
     /// The proof-of-work difficulty (bits) of `event`'s current document, if one was published.

@@ -113,6 +113,39 @@ pub trait QueueStore: Send + Sync + std::fmt::Debug + 'static {
     /// Sets [`EventMeta::stock_wait`] (places in live holds while nothing can be held; 0 = the
     /// line does not wait for stock).
     async fn set_stock_wait(&self, event: &EventId, in_play: u64) -> StoreResult<()>;
+    /// Sets (`Some`) or clears (`None`) the event's broadcast message in one atomic step and
+    /// returns the one it replaced. A change bumps the state generation, so the status
+    /// document carrying it is published at once (transition latch) and replaces the old one
+    /// in every sink. `NotFound` for an unknown event.
+    async fn set_broadcast(
+        &self,
+        event: &EventId,
+        message: Option<&crate::broadcast::Broadcast>,
+    ) -> StoreResult<Option<crate::broadcast::Broadcast>>;
+    /// Sets the event's queue mode ([`crate::mode`]) in one atomic step and returns the one it
+    /// replaced; a change bumps the state generation (published at once). `NotFound` for an
+    /// unknown event.
+    async fn set_mode(
+        &self,
+        event: &EventId,
+        mode: crate::mode::QueueMode,
+    ) -> StoreResult<crate::mode::QueueMode>;
+    /// The event's queue mode (`scheduled` unless set). `NotFound` for an unknown event.
+    async fn mode(&self, event: &EventId) -> StoreResult<crate::mode::QueueMode>;
+    /// Sets (`Some`) or clears the event's schedule ([`crate::phases`]) in one atomic step:
+    /// a schedule also sets `opens_at` to its `sale_opens_at`; either way the applied-phase
+    /// marker goes back to 0. Returns the schedule it replaced. `NotFound` for an unknown event.
+    async fn set_phases(
+        &self,
+        event: &EventId,
+        phases: Option<&crate::phases::Phases>,
+    ) -> StoreResult<Option<crate::phases::Phases>>;
+    /// The event's schedule and the number of the last phase applied (0 = none).
+    /// `NotFound` for an unknown event.
+    async fn phases(&self, event: &EventId) -> StoreResult<(Option<crate::phases::Phases>, u8)>;
+    /// Compare-and-set of the applied-phase marker: `from` → `to`; `true` when moved (so a
+    /// phase is applied once even if two nodes ever both thought they held the admitter lock).
+    async fn phase_done(&self, event: &EventId, from: u8, to: u8) -> StoreResult<bool>;
     /// Compare-and-set of the state: moves to `to` only from one of `from`. Returns the state
     /// after the call (unchanged when the current state was not in `from`).
     async fn transition(

@@ -61,6 +61,13 @@ pub(super) struct Ev {
     /// The shadow line: visitor → entry, and its own counter (never `counter`).
     pub shadow: HashMap<String, crate::lanes::ShadowEntry>,
     pub shadow_seq: u64,
+    /// The operator's broadcast message (`QueueStore::set_broadcast`).
+    pub broadcast: Option<crate::broadcast::Broadcast>,
+    /// How the line runs (`QueueStore::set_mode`).
+    pub mode: crate::mode::QueueMode,
+    /// The schedule and the last phase applied (`QueueStore::set_phases`).
+    pub phases: Option<crate::phases::Phases>,
+    pub phase_done: u8,
 }
 
 /// Wall-clock time in epoch **ms** (the store's own clock, like Redis `TIME`).
@@ -104,6 +111,10 @@ impl Ev {
             rules: BTreeMap::new(),
             shadow: HashMap::new(),
             shadow_seq: 0,
+            broadcast: None,
+            mode: crate::mode::QueueMode::Scheduled,
+            phases: None,
+            phase_done: 0,
             gen: wall_ms(),
             audit: VecDeque::new(),
             report: VecDeque::new(),

@@ -114,6 +114,66 @@ impl QueueStore for MemoryStore {
         self.with_event(event, |e| e.meta.stock_wait = in_play)
     }
 
+    async fn set_broadcast(
+        &self,
+        event: &EventId,
+        message: Option<&crate::broadcast::Broadcast>,
+    ) -> StoreResult<Option<crate::broadcast::Broadcast>> {
+        self.with_event(event, |e| {
+            let old = std::mem::replace(&mut e.broadcast, message.cloned());
+            if old.as_ref() != message {
+                e.bump_gen();
+            }
+            old
+        })
+    }
+
+    async fn set_mode(
+        &self,
+        event: &EventId,
+        mode: crate::mode::QueueMode,
+    ) -> StoreResult<crate::mode::QueueMode> {
+        self.with_event(event, |e| {
+            let old = std::mem::replace(&mut e.mode, mode);
+            if old != mode {
+                e.bump_gen();
+            }
+            old
+        })
+    }
+
+    async fn mode(&self, event: &EventId) -> StoreResult<crate::mode::QueueMode> {
+        self.with_event(event, |e| e.mode)
+    }
+
+    async fn set_phases(
+        &self,
+        event: &EventId,
+        phases: Option<&crate::phases::Phases>,
+    ) -> StoreResult<Option<crate::phases::Phases>> {
+        self.with_event(event, |e| {
+            if let Some(p) = phases {
+                e.meta.opens_at = p.sale_opens_at;
+            }
+            e.phase_done = 0;
+            std::mem::replace(&mut e.phases, phases.copied())
+        })
+    }
+
+    async fn phases(&self, event: &EventId) -> StoreResult<(Option<crate::phases::Phases>, u8)> {
+        self.with_event(event, |e| (e.phases, e.phase_done))
+    }
+
+    async fn phase_done(&self, event: &EventId, from: u8, to: u8) -> StoreResult<bool> {
+        self.with_event(event, |e| {
+            let moved = e.phase_done == from;
+            if moved {
+                e.phase_done = to;
+            }
+            moved
+        })
+    }
+
     async fn transition(
         &self,
         event: &EventId,
@@ -264,6 +324,9 @@ impl QueueStore for MemoryStore {
                 ended_total: e.ended_total,
                 ready_window: e.window,
                 state_gen: e.gen,
+                broadcast: e.broadcast.clone(),
+                mode: e.mode,
+                phases: e.phases,
                 meta: e.meta.clone(),
             })
         })

@@ -54,6 +54,7 @@ use crate::domain::{
 };
 use crate::draw::{Draw, DrawSeed};
 use crate::lanes::{AddressRule, ShadowEntry};
+use crate::mode::QueueMode;
 use async_trait::async_trait;
 use redis::AsyncCommands;
 use std::collections::HashMap;
@@ -82,6 +83,9 @@ struct Scripts {
     draw: Lua,
     rules: Lua,
     shadow: Lua,
+    published_field: Lua,
+    phases: Lua,
+    phase_done: Lua,
 }
 
 /// Helpers shared by several scripts (prepended).
@@ -212,6 +216,9 @@ impl RedisStore {
             draw: moving(include_str!("draw.lua")),
             rules: Lua::new(include_str!("rules.lua").to_owned()),
             shadow: Lua::new(include_str!("shadow.lua").to_owned()),
+            published_field: moving_with_lib(include_str!("published_field.lua")),
+            phases: moving(include_str!("phases.lua")),
+            phase_done: moving(include_str!("phase_done.lua")),
         };
         Ok(Self {
             conn,
@@ -238,6 +245,30 @@ impl RedisStore {
     /// After a write for `event`: waits for its replication (no-op when durability is off).
     async fn replicated(&self, event: &EventId) -> StoreResult<()> {
         self.acks.replicated(&self.conn, event).await
+    }
+
+    /// Sets (or with `""` clears) one field the status document publishes, bumping the
+    /// generation when it changes; returns the old value (`""` when none).
+    async fn set_published(
+        &self,
+        event: &EventId,
+        field: &str,
+        value: &str,
+    ) -> StoreResult<String> {
+        let (found, old): (i64, String) = self
+            .scripts
+            .published_field
+            .key(key(event, "meta"))
+            .arg(field)
+            .arg(value)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err)?;
+        if found == 1 {
+            Ok(old)
+        } else {
+            Err(StoreError::NotFound)
+        }
     }
 
     async fn set_fields(&self, event: &EventId, fields: &[(&str, String)]) -> StoreResult<()> {
@@ -343,6 +374,96 @@ impl QueueStore for RedisStore {
     async fn set_stock_wait(&self, event: &EventId, in_play: u64) -> StoreResult<()> {
         self.set_fields(event, &[("stock_wait", in_play.to_string())])
             .await
+    }
+
+    async fn set_broadcast(
+        &self,
+        event: &EventId,
+        message: Option<&crate::broadcast::Broadcast>,
+    ) -> StoreResult<Option<crate::broadcast::Broadcast>> {
+        let json = match message {
+            Some(m) => serde_json::to_string(m).map_err(|_| parse::bad("broadcast"))?,
+            None => String::new(),
+        };
+        let old = self.set_published(event, "broadcast", &json).await?;
+        parse::broadcast_of(Some(&old))
+    }
+
+    async fn set_mode(&self, event: &EventId, mode: QueueMode) -> StoreResult<QueueMode> {
+        let old = self.set_published(event, "mode", mode.as_str()).await?;
+        parse::mode_of(Some(&old))
+    }
+
+    async fn mode(&self, event: &EventId) -> StoreResult<QueueMode> {
+        let (exists, mode): (bool, Option<String>) = redis::pipe()
+            .exists(key(event, "meta"))
+            .hget(key(event, "meta"), "mode")
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(err)?;
+        if !exists {
+            return Err(StoreError::NotFound);
+        }
+        parse::mode_of(mode.as_ref())
+    }
+
+    async fn set_phases(
+        &self,
+        event: &EventId,
+        phases: Option<&crate::phases::Phases>,
+    ) -> StoreResult<Option<crate::phases::Phases>> {
+        let (json, opens_at) = match phases {
+            Some(p) => (
+                serde_json::to_string(p).map_err(|_| parse::bad("phases"))?,
+                p.sale_opens_at.to_string(),
+            ),
+            None => (String::new(), String::new()),
+        };
+        let (found, old): (i64, String) = self
+            .scripts
+            .phases
+            .key(key(event, "meta"))
+            .arg(json)
+            .arg(opens_at)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err)?;
+        if found != 1 {
+            return Err(StoreError::NotFound);
+        }
+        parse::phases_of(Some(&old))
+    }
+
+    async fn phases(&self, event: &EventId) -> StoreResult<(Option<crate::phases::Phases>, u8)> {
+        let (exists, phases, done): (bool, Option<String>, Option<String>) = redis::pipe()
+            .exists(key(event, "meta"))
+            .hget(key(event, "meta"), "phases")
+            .hget(key(event, "meta"), "phase_done")
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(err)?;
+        if !exists {
+            return Err(StoreError::NotFound);
+        }
+        let done = done
+            .as_deref()
+            .unwrap_or("0")
+            .parse()
+            .map_err(|_| parse::bad("phase_done"))?;
+        Ok((parse::phases_of(phases.as_ref())?, done))
+    }
+
+    async fn phase_done(&self, event: &EventId, from: u8, to: u8) -> StoreResult<bool> {
+        let moved: i64 = self
+            .scripts
+            .phase_done
+            .key(key(event, "meta"))
+            .arg(from)
+            .arg(to)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(err)?;
+        Ok(moved == 1)
     }
 
     async fn transition(

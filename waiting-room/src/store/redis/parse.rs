@@ -68,3 +68,31 @@ pub(super) fn parse_meta(id: &EventId, h: &HashMap<String, String>) -> StoreResu
         time_zone: h.get("time_zone").map_or("UTC", String::as_str).to_owned(),
     })
 }
+
+/// The broadcast message stored as JSON in the meta hash (`None` when absent or empty).
+pub(super) fn broadcast_of(
+    json: Option<&String>,
+) -> StoreResult<Option<crate::broadcast::Broadcast>> {
+    match json.filter(|j| !j.is_empty()) {
+        Some(j) => serde_json::from_str(j)
+            .map(Some)
+            .map_err(|_| bad("broadcast")),
+        None => Ok(None),
+    }
+}
+
+/// The queue mode stored in the meta hash (`scheduled` when absent or empty).
+pub(super) fn mode_of(s: Option<&String>) -> StoreResult<crate::mode::QueueMode> {
+    match s.filter(|s| !s.is_empty()) {
+        Some(m) => crate::mode::QueueMode::parse(m).ok_or_else(|| bad("mode")),
+        None => Ok(crate::mode::QueueMode::Scheduled),
+    }
+}
+
+/// The schedule stored as JSON in the meta hash (`None` when absent or empty).
+pub(super) fn phases_of(json: Option<&String>) -> StoreResult<Option<crate::phases::Phases>> {
+    match json.filter(|j| !j.is_empty()) {
+        Some(j) => serde_json::from_str(j).map(Some).map_err(|_| bad("phases")),
+        None => Ok(None),
+    }
+}

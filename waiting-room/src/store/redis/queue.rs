@@ -123,6 +123,9 @@ impl RedisStore {
             ended_total: num("ended_total")?,
             ready_window: num("win")?,
             state_gen: num("gen")?,
+            broadcast: super::parse::broadcast_of(h.get("broadcast"))?,
+            mode: super::parse::mode_of(h.get("mode"))?,
+            phases: super::parse::phases_of(h.get("phases"))?,
         }))
     }
 
