@@ -98,29 +98,63 @@ pub async fn join(
     let identity = upstream_identity(&st, &req)?;
     let ip = client_addr(&st, &req);
     let headers = req.into_parts().0.headers;
-    let visitor = match (by_token, identity) {
+    let keys = super::access::fail_keys(&event, ip, identity.as_deref());
+    let (visitor, code) = match (by_token, identity) {
         (_, Some(identity)) => {
             if let Some(Verdict::Block(_)) = screen(&st, &event, ip).await? {
                 return Err(blocked());
             }
-            st.0.join_keys.identity_visitor(&event, &identity)
+            let v = st.0.join_keys.identity_visitor(&event, &identity);
+            let code = super::access::check_code(&st, &event, &headers, &keys, &v).await?;
+            (v, code)
         }
-        (Some(v), None) => v,
-        (None, None) => match new_visitor(&st, &event, &headers, ip).await? {
-            NewVisitor::Fan(v) => v,
-            NewVisitor::Shadow(v, entry) => {
-                return Ok(super::shadow::joined(&st, &event, &v, &entry))
+        (Some(v), None) => {
+            // A fan whose code was revoked does not come back with the join token alone.
+            super::access::revoked_problem(&st, &event, &v).await?;
+            (v, None)
+        }
+        (None, None) => {
+            let fresh = VisitorId::random();
+            let code = super::access::check_code(&st, &event, &headers, &keys, &fresh).await?;
+            let given_back = |code: Option<(String, Option<String>)>, v: VisitorId| {
+                let st = st.clone();
+                let event = event.clone();
+                async move {
+                    if let Some((hash, _)) = code {
+                        super::access::refund(&st, &event, &hash, &v).await;
+                    }
+                }
+            };
+            match new_visitor(&st, &event, &headers, ip, fresh.clone()).await {
+                Ok(NewVisitor::Fan(v)) => (v, code),
+                Ok(NewVisitor::Shadow(v, entry)) => {
+                    given_back(code, fresh).await;
+                    return Ok(super::shadow::joined(&st, &event, &v, &entry));
+                }
+                Err(e) => {
+                    given_back(code, fresh).await;
+                    return Err(e);
+                }
             }
-        },
+        }
     };
     let now_ms = st.0.clock.now_ms();
     let rejoin = st.0.config.rejoin_grace_ms();
     let store = &st.0.store;
-    let out = bounded(
+    let out = match bounded(
         st.store_timeout(),
         store.join(&event, &visitor, now_ms, rejoin),
     )
-    .await?;
+    .await
+    {
+        Ok(out) => out,
+        Err(e) => {
+            if let Some((hash, _)) = &code {
+                super::access::refund(&st, &event, hash, &visitor).await;
+            }
+            return Err(e);
+        }
+    };
     crate::telemetry::count_event("wr_joins_total", event.as_str());
     let now = st.0.clock.now_secs();
     let token =
@@ -193,6 +227,7 @@ async fn new_visitor(
     event: &EventId,
     headers: &HeaderMap,
     ip: Option<IpAddr>,
+    fresh: VisitorId,
 ) -> Result<NewVisitor, Problem> {
     let verdict = screen(st, event, ip).await?.unwrap_or(Verdict::Normal);
     let bits = st.0.status.pow_bits(event).unwrap_or(0);
@@ -214,7 +249,7 @@ async fn new_visitor(
         Verdict::Shadow(reason) => checked(bits).await.map(|_| Some(reason))?,
     };
     let Some(reason) = shadow_reason else {
-        return Ok(NewVisitor::Fan(VisitorId::random()));
+        return Ok(NewVisitor::Fan(fresh));
     };
     let visitor = VisitorId::from_verified(st.0.screen.tag().mint());
     let entry = crate::lanes::ShadowEntry {
@@ -400,6 +435,9 @@ pub async fn position(
         return Ok(super::shadow::position(&st, &event, &visitor, &entry));
     }
     let p = bounded(st.store_timeout(), st.0.store.position(&event, &visitor)).await?;
+    if p.queue_number.is_none() {
+        super::access::revoked_problem(&st, &event, &visitor).await?;
+    }
     Ok(private_json(
         StatusCode::OK,
         json!({

@@ -1,0 +1,428 @@
+//! Presale rooms over HTTP (issue 14 item 1; API.md "Access codes"): the operator's access mode
+//! and bulk codes (generate → CSV, import CSV, revoke CSV; audited, behind the admin token), and
+//! the join's code check ([`check_code`]): a refused code costs no store write, and refusals
+//! are limited per address and per identity (`access::limiter`) and counted in
+//! `wr_code_failures_total{reason}`.
+
+use super::admin::{operator, record, require_admin};
+use super::error::{bounded, json_problem};
+use super::{parse_event, private_json, AppState};
+use crate::access::limiter::{CodeLimiter, FailKey};
+use crate::access::{self, AccessMode, CodeHasher, CodeRecord, Spend};
+use crate::domain::{EventId, VisitorId};
+use crate::store::access::AccessStore;
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{post, put};
+use axum::{Json, Router};
+use sale_common::Problem;
+use serde::Deserialize;
+use serde_json::json;
+use std::net::IpAddr;
+
+/// Header carrying the access code of a join.
+pub const ACCESS_CODE_HEADER: &str = "x-access-code";
+
+/// This node's code hashing key and brute-force limiter.
+#[derive(Debug)]
+pub struct AccessGate {
+    /// Hashes codes for the store.
+    pub hasher: CodeHasher,
+    /// Refused codes per address and identity.
+    pub limiter: CodeLimiter,
+}
+
+impl AccessGate {
+    /// The gate of a node whose join key is `join_hmac_key`.
+    pub fn new(join_hmac_key: &[u8]) -> Self {
+        Self {
+            hasher: CodeHasher::new(join_hmac_key),
+            limiter: CodeLimiter::default(),
+        }
+    }
+}
+
+/// The access routes, behind the admin-token check.
+pub fn routes(state: AppState) -> Router<AppState> {
+    Router::new()
+        .route("/admin/events/{event}/access", put(set_mode))
+        .route("/admin/events/{event}/codes", post(generate))
+        .route("/admin/events/{event}/codes/import", post(import))
+        .route("/admin/events/{event}/codes/revoke", post(revoke))
+        .route_layer(middleware::from_fn_with_state(state, require_admin))
+}
+
+fn store(st: &AppState) -> Result<&dyn AccessStore, Problem> {
+    st.0.store.access().ok_or_else(|| {
+        Problem::new(
+            StatusCode::NOT_IMPLEMENTED,
+            "access-unsupported",
+            "This store keeps no access codes",
+        )
+    })
+}
+
+fn invalid(detail: impl Into<String>) -> Problem {
+    Problem::new(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid-codes",
+        "Invalid codes request",
+    )
+    .detail(detail)
+}
+
+/// Body of `PUT /admin/events/{event}/access`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetMode {
+    /// `open` or `code` (`invitation` is refused until signed invitations exist).
+    mode: String,
+}
+
+/// `PUT /admin/events/{event}/access`: sets who may join; audited `set_access`.
+pub async fn set_mode(
+    State(st): State<AppState>,
+    Path(event): Path<String>,
+    headers: HeaderMap,
+    body: Result<Json<SetMode>, JsonRejection>,
+) -> Result<Response, Problem> {
+    let event = parse_event(&event)?;
+    let who = operator(&headers)?;
+    let Json(b) = body.map_err(json_problem)?;
+    let mode = match AccessMode::parse(&b.mode) {
+        Some(m @ (AccessMode::Open | AccessMode::Code)) => m,
+        _ => {
+            return Err(invalid(
+                "mode: open or code (signed invitations are not available yet)",
+            ))
+        }
+    };
+    let old = bounded(
+        st.store_timeout(),
+        store(&st)?.set_access_mode(&event, mode),
+    )
+    .await?;
+    record(
+        &st,
+        &event,
+        &who,
+        "set_access",
+        json!(old.as_str()),
+        json!(mode.as_str()),
+    )
+    .await;
+    Ok(private_json(
+        StatusCode::OK,
+        json!({"access": mode.as_str()}),
+    ))
+}
+
+/// Body of `POST /admin/events/{event}/codes`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Generate {
+    /// Codes to make, 1..=100 000.
+    count: usize,
+    /// Joins each code may start, ≥ 1 (default 1).
+    uses: Option<u32>,
+    /// Expiry, epoch **milliseconds** (default: never).
+    expires_ms: Option<i64>,
+    /// Tier the codes carry (`[a-z0-9-]{1,32}`).
+    tier: Option<String>,
+}
+
+/// `POST /admin/events/{event}/codes`: makes `count` random codes and answers them once, as
+/// CSV (`code,uses,expires_ms,tier`); the store keeps only their hashes. Audited `generate_codes`.
+pub async fn generate(
+    State(st): State<AppState>,
+    Path(event): Path<String>,
+    headers: HeaderMap,
+    body: Result<Json<Generate>, JsonRejection>,
+) -> Result<Response, Problem> {
+    let event = parse_event(&event)?;
+    let who = operator(&headers)?;
+    let Json(b) = body.map_err(json_problem)?;
+    if !(1..=access::BATCH_MAX).contains(&b.count) {
+        return Err(invalid(format!("count: 1..={}", access::BATCH_MAX)));
+    }
+    let defaults = defaults(b.uses, b.expires_ms, b.tier)?;
+    let codes: Vec<String> = (0..b.count).map(|_| access::generate()).collect();
+    let records = codes
+        .iter()
+        .map(|c| defaults.record(&st, &event, &access::normalize(c).unwrap_or_default()))
+        .collect::<Vec<_>>();
+    let added = bounded(st.store_timeout(), store(&st)?.put_codes(&event, &records)).await?;
+    let summary = json!({"count": added, "uses": defaults.uses, "expires_ms": defaults.expires_ms, "tier": defaults.tier});
+    record(
+        &st,
+        &event,
+        &who,
+        "generate_codes",
+        serde_json::Value::Null,
+        summary,
+    )
+    .await;
+    let csv = access::to_csv(
+        &codes,
+        defaults.uses,
+        defaults.expires_ms,
+        defaults.tier.as_deref(),
+    );
+    Ok(csv_response(csv))
+}
+
+fn csv_response(csv: String) -> Response {
+    let mut r = (StatusCode::OK, csv).into_response();
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        "text/csv; charset=utf-8".parse().expect("static"),
+    );
+    h.insert(
+        header::CACHE_CONTROL,
+        "private, no-store".parse().expect("static"),
+    );
+    r
+}
+
+struct Defaults {
+    uses: u32,
+    expires_ms: i64,
+    tier: Option<String>,
+}
+
+impl Defaults {
+    fn record(&self, st: &AppState, event: &EventId, code: &str) -> CodeRecord {
+        CodeRecord {
+            hash: st.0.access.hasher.hash(event, code),
+            uses: self.uses,
+            expires_ms: self.expires_ms,
+            tier: self.tier.clone(),
+        }
+    }
+}
+
+fn defaults(
+    uses: Option<u32>,
+    expires_ms: Option<i64>,
+    tier: Option<String>,
+) -> Result<Defaults, Problem> {
+    let uses = uses.unwrap_or(1);
+    if uses == 0 {
+        return Err(invalid("uses: at least 1"));
+    }
+    let expires_ms = expires_ms.unwrap_or(0);
+    if expires_ms < 0 {
+        return Err(invalid("expires_ms: epoch milliseconds, or 0 for never"));
+    }
+    if tier.as_deref().is_some_and(|t| !access::valid_tier(t)) {
+        return Err(invalid("tier: [a-z0-9-]{1,32}"));
+    }
+    Ok(Defaults {
+        uses,
+        expires_ms,
+        tier,
+    })
+}
+
+fn csv_body(body: &str) -> Result<Vec<access::CsvRow>, Problem> {
+    let rows = access::parse_csv(body).map_err(invalid)?;
+    if rows.is_empty() {
+        return Err(invalid("the CSV holds no codes"));
+    }
+    Ok(rows)
+}
+
+/// `POST /admin/events/{event}/codes/import` (body: CSV `code[,uses[,expires_ms[,tier]]]`, one
+/// use and no expiry by default): stores the promoter's own codes, hashed; codes already stored
+/// are left as they are. Answers `{"added", "already"}`; audited `import_codes`.
+pub async fn import(
+    State(st): State<AppState>,
+    Path(event): Path<String>,
+    headers: HeaderMap,
+    body: String,
+) -> Result<Response, Problem> {
+    let event = parse_event(&event)?;
+    let who = operator(&headers)?;
+    let rows = csv_body(&body)?;
+    let records: Vec<CodeRecord> = rows
+        .into_iter()
+        .map(|r| defaults(r.uses, r.expires_ms, r.tier).map(|d| d.record(&st, &event, &r.code)))
+        .collect::<Result<_, _>>()?;
+    let added = bounded(st.store_timeout(), store(&st)?.put_codes(&event, &records)).await?;
+    let already = records.len() as u64 - added;
+    record(
+        &st,
+        &event,
+        &who,
+        "import_codes",
+        serde_json::Value::Null,
+        json!({"added": added, "already": already}),
+    )
+    .await;
+    Ok(private_json(
+        StatusCode::OK,
+        json!({"added": added, "already": already}),
+    ))
+}
+
+/// `POST /admin/events/{event}/codes/revoke` (body: CSV, first column the code): deletes the
+/// codes; every fan who joined with one of them loses the place (left the line) and is told on
+/// the next position poll (`410 code-revoked`). Audited `revoke_codes` with the count of codes
+/// and places.
+pub async fn revoke(
+    State(st): State<AppState>,
+    Path(event): Path<String>,
+    headers: HeaderMap,
+    body: String,
+) -> Result<Response, Problem> {
+    let event = parse_event(&event)?;
+    let who = operator(&headers)?;
+    let hashes: Vec<String> = csv_body(&body)?
+        .iter()
+        .map(|r| st.0.access.hasher.hash(&event, &r.code))
+        .collect();
+    let (revoked, visitors) = bounded(
+        st.store_timeout(),
+        store(&st)?.revoke_codes(&event, &hashes),
+    )
+    .await?;
+    let mut places = 0u64;
+    for v in &visitors {
+        let left = bounded(st.store_timeout(), st.0.store.leave(&event, v)).await?;
+        places += u64::from(!matches!(left, crate::domain::Left::NotWaiting));
+    }
+    let summary = json!({"revoked": revoked, "places_lost": places, "fans": visitors.len()});
+    record(
+        &st,
+        &event,
+        &who,
+        "revoke_codes",
+        serde_json::Value::Null,
+        summary.clone(),
+    )
+    .await;
+    Ok(private_json(StatusCode::OK, summary))
+}
+
+/// The limiter keys of a join: its address and its verified identity, if any.
+pub fn fail_keys(event: &EventId, ip: Option<IpAddr>, identity: Option<&str>) -> Vec<FailKey> {
+    let mut keys: Vec<FailKey> = ip
+        .map(|ip| FailKey::Addr(crate::ratelimit::rate_key(ip)))
+        .into_iter()
+        .collect();
+    keys.extend(identity.map(|i| FailKey::Visitor(format!("{event}/{i}"))));
+    keys
+}
+
+fn refused(st: &AppState, keys: &[FailKey], kind: &'static str) -> Problem {
+    metrics::counter!("wr_code_failures_total", "reason" => kind).increment(1);
+    st.0.access.limiter.failed(keys);
+    let (status, title, detail) = match kind {
+        "code-required" => (
+            StatusCode::UNAUTHORIZED,
+            "An access code is needed to join",
+            "this sale is for code holders: send the code in X-Access-Code",
+        ),
+        "code-used-up" => (
+            StatusCode::GONE,
+            "This access code has been used up",
+            "every use of the code has been taken",
+        ),
+        "code-expired" => (
+            StatusCode::GONE,
+            "This access code has expired",
+            "the code was valid until its expiry only",
+        ),
+        _ => (
+            StatusCode::FORBIDDEN,
+            "Unknown access code",
+            "no such code for this event: check it for typing mistakes",
+        ),
+    };
+    Problem::new(status, kind, title).detail(detail)
+}
+
+/// A join's code check for a new visitor of `event`. `Ok(None)`: the event is open. Otherwise
+/// spends one use of the code in `X-Access-Code` for `visitor` (one atomic store step) and
+/// returns its hash (for [`refund`]) and tier. Refusals write nothing to the store; a key past
+/// its refusal allowance is answered 429 before any store call.
+pub async fn check_code(
+    st: &AppState,
+    event: &EventId,
+    headers: &HeaderMap,
+    keys: &[FailKey],
+    visitor: &VisitorId,
+) -> Result<Option<(String, Option<String>)>, Problem> {
+    let Some(store) = st.0.store.access() else {
+        return Ok(None);
+    };
+    if let Some(wait) = st.0.access.limiter.wait_secs(keys) {
+        metrics::counter!("wr_code_failures_total", "reason" => "limited").increment(1);
+        return Err(Problem::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "code-attempts-limited",
+            "Too many wrong codes",
+        )
+        .detail("wait before trying another code")
+        .retry_after(wait));
+    }
+    let mode = bounded(st.store_timeout(), store.access_mode(event)).await?;
+    if mode == AccessMode::Open {
+        return Ok(None);
+    }
+    let raw = headers
+        .get(ACCESS_CODE_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if raw.trim().is_empty() {
+        return Err(refused(st, keys, "code-required"));
+    }
+    let Some(code) = access::normalize(raw) else {
+        return Err(refused(st, keys, "code-unknown"));
+    };
+    let hash = st.0.access.hasher.hash(event, &code);
+    let now_ms = st.0.clock.now_ms();
+    let spent = bounded(
+        st.store_timeout(),
+        store.spend_code(event, &hash, visitor, now_ms),
+    )
+    .await?;
+    match spent {
+        Spend::Spent(tier) => Ok(Some((hash, tier))),
+        other => Err(refused(st, keys, other.refusal().unwrap_or("code-unknown"))),
+    }
+}
+
+/// Gives back a spent use whose join failed.
+pub async fn refund(st: &AppState, event: &EventId, hash: &str, visitor: &VisitorId) {
+    if let Some(store) = st.0.store.access() {
+        if let Err(e) = bounded(st.store_timeout(), store.refund_code(event, hash, visitor)).await {
+            tracing::error!(event = %event, error = %e.title, "access code use not given back");
+        }
+    }
+}
+
+/// The answer of a position poll for a visitor without a place: `410 code-revoked` when the
+/// fan's code was revoked.
+pub async fn revoked_problem(
+    st: &AppState,
+    event: &EventId,
+    visitor: &VisitorId,
+) -> Result<(), Problem> {
+    let Some(store) = st.0.store.access() else {
+        return Ok(());
+    };
+    if bounded(st.store_timeout(), store.revoked(event, visitor)).await? {
+        return Err(Problem::new(
+            StatusCode::GONE,
+            "code-revoked",
+            "Your access code was withdrawn",
+        )
+        .detail("the organiser revoked the code you joined with, so your place was released"));
+    }
+    Ok(())
+}
