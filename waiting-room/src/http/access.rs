@@ -10,6 +10,7 @@ use super::{parse_event, private_json, AppState};
 use crate::access::limiter::{CodeLimiter, FailKey};
 use crate::access::{self, AccessMode, CodeHasher, CodeRecord, Spend};
 use crate::domain::{EventId, VisitorId};
+use crate::http::openapi::ProblemDoc;
 use crate::store::access::AccessStore;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
@@ -75,7 +76,7 @@ fn invalid(detail: impl Into<String>) -> Problem {
 }
 
 /// Body of `PUT /admin/events/{event}/access`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SetMode {
     /// `open` or `code` (`invitation` is refused until signed invitations exist).
@@ -83,6 +84,23 @@ pub struct SetMode {
 }
 
 /// `PUT /admin/events/{event}/access`: sets who may join; audited `set_access`.
+#[utoipa::path(
+    put,
+    path = "/admin/events/{event}/access",
+    tag = "admin",
+    summary = "Set who may join: open or code (audited)",
+    params(("event" = String, Path, description = "event id, [a-z0-9-]{1,40}")),
+    request_body = SetMode,
+    responses(
+        (status = 200, description = "{\"access\": mode}"),
+        (status = 422, description = "invalid-codes: a bad field or CSV line (named)", body = ProblemDoc),
+        (status = 400, description = "invalid X-Operator", body = ProblemDoc),
+        (status = 401, body = ProblemDoc),
+        (status = 404, description = "no such event", body = ProblemDoc),
+        (status = 503, description = "store unavailable (Retry-After)", body = ProblemDoc)
+    ),
+    security(("admin_token" = [])),
+)]
 pub async fn set_mode(
     State(st): State<AppState>,
     Path(event): Path<String>,
@@ -121,7 +139,7 @@ pub async fn set_mode(
 }
 
 /// Body of `POST /admin/events/{event}/codes`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Generate {
     /// Codes to make, 1..=100 000.
@@ -136,6 +154,23 @@ pub struct Generate {
 
 /// `POST /admin/events/{event}/codes`: makes `count` random codes and answers them once, as
 /// CSV (`code,uses,expires_ms,tier`); the store keeps only their hashes. Audited `generate_codes`.
+#[utoipa::path(
+    post,
+    path = "/admin/events/{event}/codes",
+    tag = "admin",
+    summary = "Generate access codes; answers them once as CSV (audited)",
+    params(("event" = String, Path, description = "event id, [a-z0-9-]{1,40}")),
+    request_body = Generate,
+    responses(
+        (status = 200, description = "text/csv: code,uses,expires_ms,tier"),
+        (status = 422, description = "invalid-codes: a bad field or CSV line (named)", body = ProblemDoc),
+        (status = 400, description = "invalid X-Operator", body = ProblemDoc),
+        (status = 401, body = ProblemDoc),
+        (status = 404, description = "no such event", body = ProblemDoc),
+        (status = 503, description = "store unavailable (Retry-After)", body = ProblemDoc)
+    ),
+    security(("admin_token" = [])),
+)]
 pub async fn generate(
     State(st): State<AppState>,
     Path(event): Path<String>,
@@ -239,6 +274,23 @@ fn csv_body(body: &str) -> Result<Vec<access::CsvRow>, Problem> {
 /// `POST /admin/events/{event}/codes/import` (body: CSV `code[,uses[,expires_ms[,tier]]]`, one
 /// use and no expiry by default): stores the promoter's own codes, hashed; codes already stored
 /// are left as they are. Answers `{"added", "already"}`; audited `import_codes`.
+#[utoipa::path(
+    post,
+    path = "/admin/events/{event}/codes/import",
+    tag = "admin",
+    summary = "Import the promoter's codes from CSV (audited)",
+    params(("event" = String, Path, description = "event id, [a-z0-9-]{1,40}")),
+    request_body = String,
+    responses(
+        (status = 200, description = "{\"added\", \"already\"}"),
+        (status = 422, description = "invalid-codes: a bad field or CSV line (named)", body = ProblemDoc),
+        (status = 400, description = "invalid X-Operator", body = ProblemDoc),
+        (status = 401, body = ProblemDoc),
+        (status = 404, description = "no such event", body = ProblemDoc),
+        (status = 503, description = "store unavailable (Retry-After)", body = ProblemDoc)
+    ),
+    security(("admin_token" = [])),
+)]
 pub async fn import(
     State(st): State<AppState>,
     Path(event): Path<String>,
@@ -273,6 +325,23 @@ pub async fn import(
 /// codes; every fan who joined with one of them loses the place (left the line) and is told on
 /// the next position poll (`410 code-revoked`). Audited `revoke_codes` with the count of codes
 /// and places.
+#[utoipa::path(
+    post,
+    path = "/admin/events/{event}/codes/revoke",
+    tag = "admin",
+    summary = "Revoke codes listed in a CSV; their fans lose their places (audited)",
+    params(("event" = String, Path, description = "event id, [a-z0-9-]{1,40}")),
+    request_body = String,
+    responses(
+        (status = 200, description = "{\"revoked\", \"places_lost\", \"fans\"}"),
+        (status = 422, description = "invalid-codes: a bad field or CSV line (named)", body = ProblemDoc),
+        (status = 400, description = "invalid X-Operator", body = ProblemDoc),
+        (status = 401, body = ProblemDoc),
+        (status = 404, description = "no such event", body = ProblemDoc),
+        (status = 503, description = "store unavailable (Retry-After)", body = ProblemDoc)
+    ),
+    security(("admin_token" = [])),
+)]
 pub async fn revoke(
     State(st): State<AppState>,
     Path(event): Path<String>,

@@ -75,10 +75,11 @@ fn header_identity(st: &AppState, req: &Request) -> Result<Option<String>, Probl
     params(("event" = String, Path, description = "event id, [a-z0-9-]{1,40}")),
     responses(
         (status = 200, description = "visitor_id, join_token, queue_number (null while pre-queued), state", body = Object),
-        (status = 403, description = "proof of work required or invalid (pow-required), or the client's address range is blocked by the operator (address-blocked)", body = ProblemDoc),
-        (status = 401, description = "missing, malformed, forged or expired token", body = ProblemDoc),
+        (status = 403, description = "proof of work required or invalid (pow-required), the client's address range is blocked by the operator (address-blocked), or the X-Access-Code is not a code of this event (code-unknown)", body = ProblemDoc),
+        (status = 401, description = "missing, malformed, forged or expired token; or the event needs an access code and none was sent (code-required)", body = ProblemDoc),
+        (status = 410, description = "the access code has no uses left (code-used-up) or has expired (code-expired); the fan's code was revoked (code-revoked)", body = ProblemDoc),
         (status = 404, description = "no such event", body = ProblemDoc),
-        (status = 429, description = "rate-limited per client IP (Retry-After)", body = ProblemDoc),
+        (status = 429, description = "rate-limited per client IP, or too many wrong access codes from this address or identity (code-attempts-limited) (Retry-After)", body = ProblemDoc),
         (status = 503, description = "store unavailable (Retry-After)", body = ProblemDoc)
     ),
     security((), ("join_token" = [])),
@@ -420,6 +421,7 @@ pub async fn heartbeat(
         (status = 200, description = "visitor_id, queue_number, cursor, ahead (people ahead: queue_number - cursor - 1 minus places vacated between them; 0 once reached; null without a number), state, admitted", body = Object),
         (status = 401, description = "missing, malformed, forged or expired token", body = ProblemDoc),
         (status = 404, description = "no such event", body = ProblemDoc),
+        (status = 410, description = "code-revoked: the organiser revoked the fan's access code and the place was released", body = ProblemDoc),
         (status = 503, description = "store unavailable (Retry-After)", body = ProblemDoc)
     ),
     security(("join_token" = [])),

@@ -4,7 +4,7 @@
 
 use crate::domain::AuditEntry;
 use crate::draw::Publication;
-use crate::http::{admin, draw, fan, internal, lanes, leave, public, report, transitions};
+use crate::http::{access, admin, draw, fan, internal, lanes, leave, public, report, transitions};
 use crate::rates::WaitEstimate;
 use crate::status::StatusDoc;
 use axum::Json;
@@ -66,6 +66,7 @@ impl Modify for Bearers {
         transitions::pause, transitions::resume, transitions::open, transitions::close,
         transitions::sold_out,
         lanes::list_rules, lanes::add_rule, lanes::delete_rule, lanes::shadow_line, lanes::release,
+        access::set_mode, access::generate, access::import, access::revoke,
         internal::end_session, internal::sold_out, internal::reopen,
     ),
     components(schemas(
@@ -73,6 +74,7 @@ impl Modify for Bearers {
         crate::report::Report, crate::report::Minute, crate::report::Totals,
         admin::CreateEvent, admin::PatchEvent, internal::EndSession,
         lanes::NewRule, crate::lanes::AddressRule,
+        access::SetMode, access::Generate,
     )),
     modifiers(&Bearers),
     tags(
