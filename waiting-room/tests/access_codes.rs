@@ -333,3 +333,140 @@ async fn code_brute_force_is_limited_and_counted_on_redis() {
     let (_server, store) = redis().await;
     brute_force_on(store).await;
 }
+
+/// An invitation signed with `key` for event `aud`, fan `sub`, expiring at `exp` (epoch s).
+fn invitation(key: &Signer, sub: &str, aud: &str, exp: i64, tier: Option<&str>) -> String {
+    use jsonwebtoken::{encode, EncodingKey, Header};
+    let claims = json!({"sub": sub, "aud": aud, "exp": exp, "tier": tier});
+    let (alg, enc) = match key {
+        Signer::Ed(sk) => {
+            use ed25519_dalek::pkcs8::EncodePrivateKey;
+            let pem = sk.to_pkcs8_pem(Default::default()).expect("pem");
+            let enc = EncodingKey::from_ed_pem(pem.as_bytes()).expect("ed key");
+            (jsonwebtoken::Algorithm::EdDSA, enc)
+        }
+        Signer::Hs(secret) => (
+            jsonwebtoken::Algorithm::HS256,
+            EncodingKey::from_secret(secret.as_bytes()),
+        ),
+    };
+    encode(&Header::new(alg), &claims, &enc).expect("sign")
+}
+
+enum Signer {
+    Ed(ed25519_dalek::SigningKey),
+    Hs(String),
+}
+
+impl Signer {
+    /// The body of `PUT …/invitation-key`.
+    fn registration(&self) -> Value {
+        match self {
+            Signer::Ed(sk) => {
+                use ed25519_dalek::pkcs8::EncodePublicKey;
+                let pem = sk
+                    .verifying_key()
+                    .to_public_key_pem(Default::default())
+                    .expect("pem");
+                json!({"alg": "EdDSA", "public_key_pem": pem})
+            }
+            Signer::Hs(secret) => json!({"alg": "HS256", "secret": secret}),
+        }
+    }
+}
+
+impl Room {
+    async fn join_invited(&self, token: Option<&str>) -> (u16, Value) {
+        let mut rb = self
+            .http
+            .post(format!("{}/api/events/demo/join", self.root))
+            .header("x-forwarded-for", "192.0.2.7");
+        if let Some(t) = token {
+            rb = rb.header("x-invitation", t);
+        }
+        let r = rb.send().await.expect("send");
+        (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+    }
+}
+
+async fn invitation_one_place_per_key_on(store: Arc<dyn QueueStore>, key: Signer) {
+    let room = room(store).await;
+    let mode = json!({"mode": "invitation"}).to_string();
+    assert_eq!(room.admin(Method::PUT, "access", mode).await.0, 200);
+    let exp = T0 + 3600;
+    let alice = invitation(&key, "promoter-fan-17", "demo", exp, None);
+    let (s, b) = room.join_invited(Some(&alice)).await;
+    assert_eq!((s, kind(&b)), (409, "invitation-key-missing"), "{b}");
+    let (s, b) = room
+        .admin(
+            Method::PUT,
+            "invitation-key",
+            key.registration().to_string(),
+        )
+        .await;
+    assert_eq!(s, 200, "{b}");
+    let bad = json!({"alg": "HS256", "secret": "short"}).to_string();
+    let (s, b) = room.admin(Method::PUT, "invitation-key", bad).await;
+    assert_eq!((s, kind(&b)), (422, "invalid-codes"), "{b}");
+
+    let (s, first) = room.join_invited(Some(&alice)).await;
+    assert_eq!(s, 200, "{first}");
+    let (_, bob) = room
+        .join_invited(Some(&invitation(&key, "fan-2", "demo", exp, None)))
+        .await;
+    // The same invitation again, and a fresh one for the same key: the same place.
+    let again = invitation(&key, "promoter-fan-17", "demo", exp + 60, Some("vip"));
+    for token in [&alice, &alice, &again] {
+        let (s, b) = room.join_invited(Some(token)).await;
+        assert_eq!(s, 200, "{b}");
+        assert_eq!(b["visitor_id"], first["visitor_id"]);
+        assert_eq!(b["queue_number"], first["queue_number"]);
+    }
+    assert_eq!(bob["queue_number"].as_u64(), Some(2), "{bob}");
+
+    let forger = Signer::Hs("someone-else-entirely-0123456789-0123".into());
+    for (token, status, want) in [
+        (None, 401, "invitation-required"),
+        (
+            Some(invitation(&key, "x", "demo", T0, None)),
+            410,
+            "invitation-expired",
+        ),
+        (
+            Some(invitation(&key, "x", "other", exp, None)),
+            403,
+            "invitation-other-event",
+        ),
+        (
+            Some(invitation(&forger, "x", "demo", exp, None)),
+            403,
+            "invitation-invalid",
+        ),
+        (Some("not-a-jwt".to_owned()), 403, "invitation-invalid"),
+    ] {
+        let (s, b) = room.join_invited(token.as_deref()).await;
+        assert_eq!((s, kind(&b)), (status, want), "{b}");
+    }
+    let (_, audit) = room.admin(Method::GET, "audit", String::new()).await;
+    let text = audit.to_string();
+    assert!(text.contains("set_invitation_key"), "{audit}");
+    if let Signer::Hs(secret) = &key {
+        assert!(
+            !text.contains(secret.as_str()),
+            "the secret is never audited"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invitation_gives_one_place_per_key() {
+    let key = Signer::Ed(ed25519_dalek::SigningKey::from_bytes(&[7; 32]));
+    invitation_one_place_per_key_on(Arc::new(MemoryStore::new()), key).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invitation_gives_one_place_per_key_on_redis() {
+    let (_server, store) = redis().await;
+    let key = Signer::Hs("promoter-secret-0123456789-0123456789".into());
+    invitation_one_place_per_key_on(store, key).await;
+}

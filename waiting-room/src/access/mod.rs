@@ -7,6 +7,7 @@
 //! where the key is derived from the node's `join_hmac_key` (label [`CODE_KEY_LABEL`]), so a
 //! copy of the store alone lets nobody join, and a code of one event hashes to nothing in another.
 
+pub mod invitation;
 pub mod limiter;
 
 use crate::domain::EventId;

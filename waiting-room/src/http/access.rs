@@ -7,6 +7,7 @@
 use super::admin::{operator, record, require_admin};
 use super::error::{bounded, json_problem};
 use super::{parse_event, private_json, AppState};
+use crate::access::invitation::{self, PromoterKey};
 use crate::access::limiter::{CodeLimiter, FailKey};
 use crate::access::{self, AccessMode, CodeHasher, CodeRecord, Spend};
 use crate::domain::{EventId, VisitorId};
@@ -50,6 +51,10 @@ impl AccessGate {
 pub fn routes(state: AppState) -> Router<AppState> {
     Router::new()
         .route("/admin/events/{event}/access", put(set_mode))
+        .route(
+            "/admin/events/{event}/invitation-key",
+            put(set_invitation_key),
+        )
         .route("/admin/events/{event}/codes", post(generate))
         .route("/admin/events/{event}/codes/import", post(import))
         .route("/admin/events/{event}/codes/revoke", post(revoke))
@@ -110,14 +115,8 @@ pub async fn set_mode(
     let event = parse_event(&event)?;
     let who = operator(&headers)?;
     let Json(b) = body.map_err(json_problem)?;
-    let mode = match AccessMode::parse(&b.mode) {
-        Some(m @ (AccessMode::Open | AccessMode::Code)) => m,
-        _ => {
-            return Err(invalid(
-                "mode: open or code (signed invitations are not available yet)",
-            ))
-        }
-    };
+    let mode =
+        AccessMode::parse(&b.mode).ok_or_else(|| invalid("mode: open, code or invitation"))?;
     let old = bounded(
         st.store_timeout(),
         store(&st)?.set_access_mode(&event, mode),
@@ -136,6 +135,60 @@ pub async fn set_mode(
         StatusCode::OK,
         json!({"access": mode.as_str()}),
     ))
+}
+
+/// `PUT /admin/events/{event}/invitation-key` (body: `{"alg": "EdDSA", "public_key_pem": …}`
+/// or `{"alg": "HS256", "secret": ≥ 32 bytes}`): the key the promoter signs invitations with.
+/// Replaces the one before. Audited `set_invitation_key` with the keys' fingerprints, never the
+/// secret.
+#[utoipa::path(
+    put,
+    path = "/admin/events/{event}/invitation-key",
+    tag = "admin",
+    summary = "Register the promoter's invitation key: Ed25519 public key or HMAC secret (audited)",
+    params(("event" = String, Path, description = "event id, [a-z0-9-]{1,40}")),
+    request_body = Object,
+    responses(
+        (status = 200, description = "{\"fingerprint\"}"),
+        (status = 422, description = "invalid-codes: not a usable key (named)", body = ProblemDoc),
+        (status = 400, description = "invalid X-Operator", body = ProblemDoc),
+        (status = 401, body = ProblemDoc),
+        (status = 404, description = "no such event", body = ProblemDoc),
+        (status = 503, description = "store unavailable (Retry-After)", body = ProblemDoc)
+    ),
+    security(("admin_token" = [])),
+)]
+pub async fn set_invitation_key(
+    State(st): State<AppState>,
+    Path(event): Path<String>,
+    headers: HeaderMap,
+    body: Result<Json<PromoterKey>, JsonRejection>,
+) -> Result<Response, Problem> {
+    let event = parse_event(&event)?;
+    let who = operator(&headers)?;
+    let Json(key) = body.map_err(json_problem)?;
+    key.decoding().map_err(invalid)?;
+    let json = serde_json::to_string(&key).map_err(|_| Problem::internal())?;
+    let store = store(&st)?;
+    let old = bounded(st.store_timeout(), store.promoter_key(&event)).await?;
+    bounded(st.store_timeout(), store.set_promoter_key(&event, &json)).await?;
+    let fingerprint = |k: &str| {
+        serde_json::from_str::<PromoterKey>(k)
+            .ok()
+            .map(|k| k.fingerprint())
+    };
+    let new = key.fingerprint();
+    let old = old.as_deref().and_then(fingerprint);
+    record(
+        &st,
+        &event,
+        &who,
+        "set_invitation_key",
+        json!(old),
+        json!(new),
+    )
+    .await;
+    Ok(private_json(StatusCode::OK, json!({"fingerprint": new})))
 }
 
 /// Body of `POST /admin/events/{event}/codes`.
@@ -406,6 +459,26 @@ fn refused(st: &AppState, keys: &[FailKey], kind: &'static str) -> Problem {
             "This access code has expired",
             "the code was valid until its expiry only",
         ),
+        "invitation-required" => (
+            StatusCode::UNAUTHORIZED,
+            "An invitation is needed to join",
+            "this sale is by invitation: send it in X-Invitation",
+        ),
+        "invitation-expired" => (
+            StatusCode::GONE,
+            "This invitation has expired",
+            "ask the organiser for a new one",
+        ),
+        "invitation-other-event" => (
+            StatusCode::FORBIDDEN,
+            "This invitation is for another event",
+            "open the link of the invitation you received for this event",
+        ),
+        "invitation-invalid" => (
+            StatusCode::FORBIDDEN,
+            "This invitation is not valid",
+            "its signature or contents do not check out",
+        ),
         _ => (
             StatusCode::FORBIDDEN,
             "Unknown access code",
@@ -415,19 +488,51 @@ fn refused(st: &AppState, keys: &[FailKey], kind: &'static str) -> Problem {
     Problem::new(status, kind, title).detail(detail)
 }
 
-/// A join's code check for a new visitor of `event`. `Ok(None)`: the event is open. Otherwise
-/// spends one use of the code in `X-Access-Code` for `visitor` (one atomic store step) and
-/// returns its hash (for [`refund`]) and tier. Refusals write nothing to the store; a key past
-/// its refusal allowance is answered 429 before any store call.
-pub async fn check_code(
+/// How a new fan may enter (the result of [`check_access`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Entry {
+    /// The event is open (or the store keeps no access codes).
+    Open,
+    /// One use of the code of this hash was taken; its tier.
+    Code {
+        /// The code's stored hash (for [`refund`]).
+        hash: String,
+        /// The code's tier.
+        tier: Option<String>,
+    },
+    /// A valid invitation: the place belongs to the visitor derived from its `sub`.
+    Invited {
+        /// `JoinKeys::identity_visitor` of `"invitation:" + sub`.
+        visitor: VisitorId,
+        /// The invitation's tier.
+        tier: Option<String>,
+    },
+}
+
+impl Entry {
+    /// The visitor an invitation fixes.
+    pub fn visitor(&self) -> Option<&VisitorId> {
+        match self {
+            Self::Invited { visitor, .. } => Some(visitor),
+            _ => None,
+        }
+    }
+}
+
+/// A join's access check for a new visitor of `event` (`visitor`: the id it would get). Open
+/// events: [`Entry::Open`]. `code`: spends one use of the code in `X-Access-Code` for `visitor`
+/// (one atomic store step). `invitation`: verifies `X-Invitation` against the event's promoter
+/// key (a store read, no write). Refusals write nothing; a key past its refusal allowance is
+/// answered 429 before any store call.
+pub async fn check_access(
     st: &AppState,
     event: &EventId,
     headers: &HeaderMap,
     keys: &[FailKey],
     visitor: &VisitorId,
-) -> Result<Option<(String, Option<String>)>, Problem> {
+) -> Result<Entry, Problem> {
     let Some(store) = st.0.store.access() else {
-        return Ok(None);
+        return Ok(Entry::Open);
     };
     if let Some(wait) = st.0.access.limiter.wait_secs(keys) {
         metrics::counter!("wr_code_failures_total", "reason" => "limited").increment(1);
@@ -439,39 +544,87 @@ pub async fn check_code(
         .detail("wait before trying another code")
         .retry_after(wait));
     }
-    let mode = bounded(st.store_timeout(), store.access_mode(event)).await?;
-    if mode == AccessMode::Open {
-        return Ok(None);
+    let header = |name: &str| {
+        let v = headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        Some(v.trim()).filter(|v| !v.is_empty())
+    };
+    match bounded(st.store_timeout(), store.access_mode(event)).await? {
+        AccessMode::Open => Ok(Entry::Open),
+        AccessMode::Code => {
+            let Some(raw) = header(ACCESS_CODE_HEADER) else {
+                return Err(refused(st, keys, "code-required"));
+            };
+            spend(st, store, event, raw, keys, visitor).await
+        }
+        AccessMode::Invitation => {
+            let Some(token) = header(invitation::INVITATION_HEADER) else {
+                return Err(refused(st, keys, "invitation-required"));
+            };
+            invited(st, store, event, token, keys).await
+        }
     }
-    let raw = headers
-        .get(ACCESS_CODE_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    if raw.trim().is_empty() {
-        return Err(refused(st, keys, "code-required"));
-    }
+}
+
+async fn spend(
+    st: &AppState,
+    store: &dyn AccessStore,
+    event: &EventId,
+    raw: &str,
+    keys: &[FailKey],
+    visitor: &VisitorId,
+) -> Result<Entry, Problem> {
     let Some(code) = access::normalize(raw) else {
         return Err(refused(st, keys, "code-unknown"));
     };
     let hash = st.0.access.hasher.hash(event, &code);
     let now_ms = st.0.clock.now_ms();
-    let spent = bounded(
-        st.store_timeout(),
-        store.spend_code(event, &hash, visitor, now_ms),
-    )
-    .await?;
-    match spent {
-        Spend::Spent(tier) => Ok(Some((hash, tier))),
+    let spent = store.spend_code(event, &hash, visitor, now_ms);
+    match bounded(st.store_timeout(), spent).await? {
+        Spend::Spent(tier) => Ok(Entry::Code { hash, tier }),
         other => Err(refused(st, keys, other.refusal().unwrap_or("code-unknown"))),
     }
 }
 
-/// Gives back a spent use whose join failed.
-pub async fn refund(st: &AppState, event: &EventId, hash: &str, visitor: &VisitorId) {
-    if let Some(store) = st.0.store.access() {
-        if let Err(e) = bounded(st.store_timeout(), store.refund_code(event, hash, visitor)).await {
-            tracing::error!(event = %event, error = %e.title, "access code use not given back");
-        }
+async fn invited(
+    st: &AppState,
+    store: &dyn AccessStore,
+    event: &EventId,
+    token: &str,
+    keys: &[FailKey],
+) -> Result<Entry, Problem> {
+    let stored = bounded(st.store_timeout(), store.promoter_key(event)).await?;
+    let key: PromoterKey = stored
+        .and_then(|k| serde_json::from_str(&k).ok())
+        .ok_or_else(|| {
+            Problem::new(
+                StatusCode::CONFLICT,
+                "invitation-key-missing",
+                "Invitations cannot be checked yet",
+            )
+            .detail("the organiser has not registered the invitation key of this event")
+        })?;
+    let inv = key
+        .verify(token, event, st.0.clock.now_secs())
+        .map_err(|e| refused(st, keys, e.kind()))?;
+    let visitor =
+        st.0.join_keys
+            .identity_visitor(event, &format!("invitation:{}", inv.sub));
+    Ok(Entry::Invited {
+        visitor,
+        tier: inv.tier,
+    })
+}
+
+/// Gives back the code use of `entry` (taken for `visitor`) whose join failed.
+pub async fn refund(st: &AppState, event: &EventId, entry: &Entry, visitor: &VisitorId) {
+    let (Some(store), Entry::Code { hash, .. }) = (st.0.store.access(), entry) else {
+        return;
+    };
+    if let Err(e) = bounded(st.store_timeout(), store.refund_code(event, hash, visitor)).await {
+        tracing::error!(event = %event, error = %e.title, "access code use not given back");
     }
 }
 

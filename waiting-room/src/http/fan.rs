@@ -3,6 +3,7 @@
 //! sets the configured identity header, or carrying a valid signed identity token, gets the
 //! visitor id derived from that identity, so one identity holds one place.
 
+use super::access::Entry;
 use super::error::bounded;
 use super::{parse_event, private_json, AppState};
 use crate::domain::{AdmissionTerms, ClaimOutcome, EventId, EventState, VisitorId};
@@ -100,40 +101,32 @@ pub async fn join(
     let ip = client_addr(&st, &req);
     let headers = req.into_parts().0.headers;
     let keys = super::access::fail_keys(&event, ip, identity.as_deref());
-    let (visitor, code) = match (by_token, identity) {
+    let (visitor, entry) = match (by_token, identity) {
         (_, Some(identity)) => {
             if let Some(Verdict::Block(_)) = screen(&st, &event, ip).await? {
                 return Err(blocked());
             }
             let v = st.0.join_keys.identity_visitor(&event, &identity);
-            let code = super::access::check_code(&st, &event, &headers, &keys, &v).await?;
-            (v, code)
+            let entry = super::access::check_access(&st, &event, &headers, &keys, &v).await?;
+            (entry.visitor().cloned().unwrap_or(v), entry)
         }
         (Some(v), None) => {
             // A fan whose code was revoked does not come back with the join token alone.
             super::access::revoked_problem(&st, &event, &v).await?;
-            (v, None)
+            (v, Entry::Open)
         }
         (None, None) => {
             let fresh = VisitorId::random();
-            let code = super::access::check_code(&st, &event, &headers, &keys, &fresh).await?;
-            let given_back = |code: Option<(String, Option<String>)>, v: VisitorId| {
-                let st = st.clone();
-                let event = event.clone();
-                async move {
-                    if let Some((hash, _)) = code {
-                        super::access::refund(&st, &event, &hash, &v).await;
-                    }
-                }
-            };
+            let entry = super::access::check_access(&st, &event, &headers, &keys, &fresh).await?;
+            let fresh = entry.visitor().cloned().unwrap_or(fresh);
             match new_visitor(&st, &event, &headers, ip, fresh.clone()).await {
-                Ok(NewVisitor::Fan(v)) => (v, code),
-                Ok(NewVisitor::Shadow(v, entry)) => {
-                    given_back(code, fresh).await;
-                    return Ok(super::shadow::joined(&st, &event, &v, &entry));
+                Ok(NewVisitor::Fan(v)) => (v, entry),
+                Ok(NewVisitor::Shadow(v, shadow)) => {
+                    super::access::refund(&st, &event, &entry, &fresh).await;
+                    return Ok(super::shadow::joined(&st, &event, &v, &shadow));
                 }
                 Err(e) => {
-                    given_back(code, fresh).await;
+                    super::access::refund(&st, &event, &entry, &fresh).await;
                     return Err(e);
                 }
             }
@@ -142,17 +135,11 @@ pub async fn join(
     let now_ms = st.0.clock.now_ms();
     let rejoin = st.0.config.rejoin_grace_ms();
     let store = &st.0.store;
-    let out = match bounded(
-        st.store_timeout(),
-        store.join(&event, &visitor, now_ms, rejoin),
-    )
-    .await
-    {
+    let joined = store.join(&event, &visitor, now_ms, rejoin);
+    let out = match bounded(st.store_timeout(), joined).await {
         Ok(out) => out,
         Err(e) => {
-            if let Some((hash, _)) = &code {
-                super::access::refund(&st, &event, hash, &visitor).await;
-            }
+            super::access::refund(&st, &event, &entry, &visitor).await;
             return Err(e);
         }
     };

@@ -1,7 +1,8 @@
 //! The access codes' storage (issue 14 item 1; `crate::access`), a trait of its own that both
 //! backends implement; [`super::QueueStore::access`] hands it out (a store without it keeps
 //! every event open). Every change is one atomic step: one critical section in memory, one Lua
-//! script on Redis under the event's `{event}` hash tag (keys `access` string = mode, `codes`
+//! script on Redis under the event's `{event}` hash tag (keys `access` hash: `mode`, `key` = the
+//! promoter key's JSON, `codes`
 //! hash code hash → `"uses expires_ms tier"`, `codeu:{hash}` set of the visitors who joined
 //! with the code, `revoked` hash visitor → code hash). Refusals (`unknown`, `used up`,
 //! `expired`) write nothing.
@@ -45,4 +46,8 @@ pub trait AccessStore: Send + Sync {
     ) -> StoreResult<(u64, Vec<VisitorId>)>;
     /// Whether `visitor`'s code was revoked.
     async fn revoked(&self, event: &EventId, visitor: &VisitorId) -> StoreResult<bool>;
+    /// Registers the event's promoter key (JSON of `access::invitation::PromoterKey`).
+    async fn set_promoter_key(&self, event: &EventId, key_json: &str) -> StoreResult<()>;
+    /// The event's promoter key JSON, if registered.
+    async fn promoter_key(&self, event: &EventId) -> StoreResult<Option<String>>;
 }

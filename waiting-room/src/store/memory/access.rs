@@ -16,6 +16,7 @@ pub(super) struct Codes {
     codes: HashMap<String, CodeRecord>,
     users: HashMap<String, HashSet<String>>,
     revoked: HashSet<String>,
+    promoter_key: Option<String>,
 }
 
 impl Default for Codes {
@@ -25,6 +26,7 @@ impl Default for Codes {
             codes: HashMap::new(),
             users: HashMap::new(),
             revoked: HashSet::new(),
+            promoter_key: None,
         }
     }
 }
@@ -125,5 +127,13 @@ impl AccessStore for MemoryStore {
 
     async fn revoked(&self, event: &EventId, visitor: &VisitorId) -> StoreResult<bool> {
         self.with_codes(event, |c| c.revoked.contains(visitor.as_str()))
+    }
+
+    async fn set_promoter_key(&self, event: &EventId, key_json: &str) -> StoreResult<()> {
+        self.with_codes(event, |c| c.promoter_key = Some(key_json.to_owned()))
+    }
+
+    async fn promoter_key(&self, event: &EventId) -> StoreResult<Option<String>> {
+        self.with_codes(event, |c| c.promoter_key.clone())
     }
 }

@@ -1,14 +1,19 @@
--- Access codes of an event (issue 14 item 1; store/access.rs). KEYS: meta, access (string:
--- mode), codes (hash code hash -> "uses expires_ms tier"), revoked (hash visitor -> code hash),
+-- Access codes of an event (issue 14 item 1; store/access.rs). KEYS: meta, access (hash: mode,
+-- key = promoter key JSON), codes (hash code hash -> "uses expires_ms tier"), revoked (hash visitor -> code hash),
 -- then codeu:{hash} sets (visitors who joined with the code) of the hashes in ARGV. ARGV[1] = op.
 -- Returns {'missing'} for an unknown event. Refusals of 'spend' write nothing.
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'missing'} end
 local op = ARGV[1]
-if op == 'mode' then return {redis.call('GET', KEYS[2]) or 'open'} end
+if op == 'mode' then return {redis.call('HGET', KEYS[2], 'mode') or 'open'} end
 if op == 'set_mode' then
-  local old = redis.call('GET', KEYS[2]) or 'open'
-  redis.call('SET', KEYS[2], ARGV[2])
+  local old = redis.call('HGET', KEYS[2], 'mode') or 'open'
+  redis.call('HSET', KEYS[2], 'mode', ARGV[2])
   return {old}
+end
+if op == 'key' then return {redis.call('HGET', KEYS[2], 'key') or ''} end
+if op == 'set_key' then
+  redis.call('HSET', KEYS[2], 'key', ARGV[2])
+  return {'ok'}
 end
 if op == 'put' then
   local added = 0

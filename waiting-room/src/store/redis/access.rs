@@ -1,5 +1,5 @@
 //! Access codes on Redis (`store::access`): one script, `access.lua`, whose keys all carry the
-//! event's `{event}` hash tag (`access`, `codes`, `revoked`, `codeu:{hash}` per code), so one
+//! event's `{event}` hash tag (`access` hash of mode and promoter key, `codes`, `revoked`, `codeu:{hash}` per code), so one
 //! event's codes live in its cluster slot and every key the script touches is in `KEYS`.
 
 use super::parse::{bad, err, key};
@@ -135,5 +135,16 @@ impl AccessStore for RedisStore {
             .access_one(event, &["revoked", visitor.as_str()])
             .await?
             == "1")
+    }
+
+    async fn set_promoter_key(&self, event: &EventId, key_json: &str) -> StoreResult<()> {
+        self.access_one(event, &["set_key", key_json])
+            .await
+            .map(drop)
+    }
+
+    async fn promoter_key(&self, event: &EventId) -> StoreResult<Option<String>> {
+        let k = self.access_one(event, &["key"]).await?;
+        Ok(Some(k).filter(|k| !k.is_empty()))
     }
 }
