@@ -5,7 +5,8 @@
 // admission claims the admission token and hands it to the booking core with a form POST. The
 // countdown to opening counts from the server's clock (clock.js), not the device's (case W15).
 // Before it, the page says what the fan waits for: the event's name, venue and date, and the
-// opening as a clock time in the event's own time zone.
+// opening as a clock time in the event's own time zone. A presale event's code or invitation
+// step is access.js.
 (function () {
   "use strict";
   const params = new URLSearchParams(location.search);
@@ -56,12 +57,16 @@
 
   async function join(powHeaders) {
     const opts = { method: "POST" };
-    if (powHeaders) {
-      opts.headers = Object.assign({ "Accept": "application/json" }, powHeaders);
-      const token = localStorage.getItem(storeKey);
-      if (token) opts.headers["Authorization"] = "Bearer " + token;
-    }
+    opts.headers = Object.assign({ "Accept": "application/json" }, powHeaders || {}, Access.headers());
+    const token = localStorage.getItem(storeKey);
+    if (token) opts.headers["Authorization"] = "Bearer " + token;
     const { res, body } = await api("/api/events/" + event + "/join", opts);
+    // A code or invitation is needed or was refused (access.js): ask, then try again; an
+    // invitation problem, or a revoked code, stops here.
+    if (Access.revoked(body)) { localStorage.removeItem(storeKey); throw BLOCKED; }
+    const access = await Access.handle(res, body);
+    if (access === true) return join(powHeaders);
+    if (access === false) throw BLOCKED;
     if (res.status === 401) { localStorage.removeItem(storeKey); return join(); }
     if (res.status === 403 && body && body.type === "/problems/pow-required" && !powHeaders) {
       return join(await proofOfWork());
@@ -79,6 +84,7 @@
 
   async function position() {
     const { res, body } = await api("/api/events/" + event + "/position");
+    if (res.status === 410 && Access.revoked(body)) { localStorage.removeItem(storeKey); throw BLOCKED; }
     if (res.status === 401) { localStorage.removeItem(storeKey); await join(); return position(); }
     if (!res.ok) throw new Error("position failed: " + res.status);
     return body;

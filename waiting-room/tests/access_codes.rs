@@ -26,7 +26,8 @@ const ADMIN: &str = "demo-admin-token";
 struct Room {
     root: String,
     http: Client,
-    _admitter: Admitter,
+    clock: Arc<ManualClock>,
+    admitter: tokio::sync::Mutex<Admitter>,
 }
 
 /// The waiting room on a real socket, event `demo` open and in `code` mode.
@@ -50,7 +51,8 @@ async fn room(store: Arc<dyn QueueStore>) -> Room {
     let room = Room {
         root: format!("http://{addr}"),
         http: Client::new(),
-        _admitter: admitter,
+        clock,
+        admitter: tokio::sync::Mutex::new(admitter),
     };
     let (s, b) = room
         .admin(Method::PUT, "access", json!({"mode": "code"}).to_string())
@@ -123,6 +125,34 @@ impl Room {
             .await
             .expect("send");
         (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Lets the first fans in (one admitter step 10 s later: 100 places at the demo rate).
+    async fn admit(&self) {
+        self.clock.advance_ms(10_000);
+        let mut a = self.admitter.lock().await;
+        a.step(self.clock.now_ms()).await.expect("step");
+    }
+
+    /// The claims of the admission token of the fan with `join_token`.
+    async fn admission_claims(&self, join_token: &str) -> Value {
+        let r = self
+            .http
+            .post(format!("{}/api/events/demo/admission", self.root))
+            .bearer_auth(join_token)
+            .send()
+            .await
+            .expect("send");
+        let status = r.status().as_u16();
+        let b: Value = r.json().await.expect("json");
+        assert_eq!(status, 200, "{b}");
+        let token = b["admission_token"].as_str().expect("token");
+        let payload = token.split('.').nth(1).expect("payload");
+        use base64::Engine;
+        let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(payload)
+            .expect("base64");
+        serde_json::from_slice(&raw).expect("claims")
     }
 
     async fn metrics(&self) -> String {
@@ -423,6 +453,13 @@ async fn invitation_one_place_per_key_on(store: Arc<dyn QueueStore>, key: Signer
         assert_eq!(b["queue_number"], first["queue_number"]);
     }
     assert_eq!(bob["queue_number"].as_u64(), Some(2), "{bob}");
+    // The tier of the latest invitation reaches the admission token; a fan without one has none.
+    room.admit().await;
+    let token = |b: &Value| b["join_token"].as_str().expect("join token").to_owned();
+    let vip = room.admission_claims(&token(&first)).await;
+    assert_eq!(vip["tier"].as_str(), Some("vip"), "{vip}");
+    let plain = room.admission_claims(&token(&bob)).await;
+    assert!(plain.get("tier").is_none(), "{plain}");
 
     let forger = Signer::Hs("someone-else-entirely-0123456789-0123".into());
     for (token, status, want) in [

@@ -50,7 +50,7 @@ impl AccessGate {
 /// The access routes, behind the admin-token check.
 pub fn routes(state: AppState) -> Router<AppState> {
     Router::new()
-        .route("/admin/events/{event}/access", put(set_mode))
+        .route("/admin/events/{event}/access", put(set_mode).get(get_mode))
         .route(
             "/admin/events/{event}/invitation-key",
             put(set_invitation_key),
@@ -78,6 +78,39 @@ fn invalid(detail: impl Into<String>) -> Problem {
         "Invalid codes request",
     )
     .detail(detail)
+}
+
+/// `GET /admin/events/{event}/access`: `{"access": mode, "invitation_key": fingerprint or
+/// null}` (the console's access panel).
+#[utoipa::path(
+    get,
+    path = "/admin/events/{event}/access",
+    tag = "admin",
+    summary = "Who may join, and the fingerprint of the invitation key",
+    params(("event" = String, Path, description = "event id, [a-z0-9-]{1,40}")),
+    responses(
+        (status = 200, description = "{\"access\", \"invitation_key\"}"),
+        (status = 401, body = ProblemDoc),
+        (status = 404, description = "no such event", body = ProblemDoc),
+        (status = 503, description = "store unavailable (Retry-After)", body = ProblemDoc)
+    ),
+    security(("admin_token" = [])),
+)]
+pub async fn get_mode(
+    State(st): State<AppState>,
+    Path(event): Path<String>,
+) -> Result<Response, Problem> {
+    let event = parse_event(&event)?;
+    let store = store(&st)?;
+    let mode = bounded(st.store_timeout(), store.access_mode(&event)).await?;
+    let key = bounded(st.store_timeout(), store.promoter_key(&event)).await?;
+    let fingerprint = key
+        .and_then(|k| serde_json::from_str::<PromoterKey>(&k).ok())
+        .map(|k| k.fingerprint());
+    Ok(private_json(
+        StatusCode::OK,
+        json!({"access": mode.as_str(), "invitation_key": fingerprint}),
+    ))
 }
 
 /// Body of `PUT /admin/events/{event}/access`.
@@ -625,6 +658,33 @@ pub async fn refund(st: &AppState, event: &EventId, entry: &Entry, visitor: &Vis
     };
     if let Err(e) = bounded(st.store_timeout(), store.refund_code(event, hash, visitor)).await {
         tracing::error!(event = %event, error = %e.title, "access code use not given back");
+    }
+}
+
+/// After a successful join: records the tier of the fan's code or invitation for its admission
+/// token (a failure is logged: the fan keeps the place, without the tier).
+pub async fn joined(st: &AppState, event: &EventId, entry: &Entry, visitor: &VisitorId) {
+    let tier = match entry {
+        Entry::Code { tier: Some(t), .. } | Entry::Invited { tier: Some(t), .. } => t,
+        _ => return,
+    };
+    let Some(store) = st.0.store.access() else {
+        return;
+    };
+    if let Err(e) = bounded(st.store_timeout(), store.set_tier(event, visitor, tier)).await {
+        tracing::error!(event = %event, error = %e.title, "tier not recorded");
+    }
+}
+
+/// The tier an admission token carries for `visitor` (one store read per claim).
+pub async fn tier_of(
+    st: &AppState,
+    event: &EventId,
+    visitor: &VisitorId,
+) -> Result<Option<String>, Problem> {
+    match st.0.store.access() {
+        Some(store) => bounded(st.store_timeout(), store.tier(event, visitor)).await,
+        None => Ok(None),
     }
 }
 

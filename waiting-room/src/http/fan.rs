@@ -143,6 +143,7 @@ pub async fn join(
             return Err(e);
         }
     };
+    super::access::joined(&st, &event, &entry, &visitor).await;
     crate::telemetry::count_event("wr_joins_total", event.as_str());
     let now = st.0.clock.now_secs();
     let token =
@@ -492,7 +493,8 @@ pub async fn admission(
         )
         .with("expired_at", a.exp)),
         ClaimOutcome::Admitted(a) => {
-            let claims = st.0.signer.claims(&event, visitor.as_str(), &a);
+            let mut claims = st.0.signer.claims(&event, visitor.as_str(), &a);
+            claims.tier = super::access::tier_of(&st, &event, &visitor).await?;
             let token = st.0.signer.sign(&claims).map_err(|e| {
                 tracing::error!(error = %e, "signing an admission token failed");
                 Problem::internal()

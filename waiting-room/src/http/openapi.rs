@@ -66,7 +66,7 @@ impl Modify for Bearers {
         transitions::pause, transitions::resume, transitions::open, transitions::close,
         transitions::sold_out,
         lanes::list_rules, lanes::add_rule, lanes::delete_rule, lanes::shadow_line, lanes::release,
-        access::set_mode, access::set_invitation_key, access::generate, access::import, access::revoke,
+        access::get_mode, access::set_mode, access::set_invitation_key, access::generate, access::import, access::revoke,
         internal::end_session, internal::sold_out, internal::reopen,
     ),
     components(schemas(

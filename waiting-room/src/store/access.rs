@@ -4,7 +4,7 @@
 //! script on Redis under the event's `{event}` hash tag (keys `access` hash: `mode`, `key` = the
 //! promoter key's JSON, `codes`
 //! hash code hash → `"uses expires_ms tier"`, `codeu:{hash}` set of the visitors who joined
-//! with the code, `revoked` hash visitor → code hash). Refusals (`unknown`, `used up`,
+//! with the code, `revoked` hash visitor → code hash, `tiers` hash visitor → tier). Refusals (`unknown`, `used up`,
 //! `expired`) write nothing.
 
 use super::StoreResult;
@@ -48,6 +48,10 @@ pub trait AccessStore: Send + Sync {
     async fn revoked(&self, event: &EventId, visitor: &VisitorId) -> StoreResult<bool>;
     /// Registers the event's promoter key (JSON of `access::invitation::PromoterKey`).
     async fn set_promoter_key(&self, event: &EventId, key_json: &str) -> StoreResult<()>;
+    /// Records the tier of `visitor`'s code or invitation (issue 14 item 3).
+    async fn set_tier(&self, event: &EventId, visitor: &VisitorId, tier: &str) -> StoreResult<()>;
+    /// The tier recorded for `visitor`, if any.
+    async fn tier(&self, event: &EventId, visitor: &VisitorId) -> StoreResult<Option<String>>;
     /// The event's promoter key JSON, if registered.
     async fn promoter_key(&self, event: &EventId) -> StoreResult<Option<String>>;
 }

@@ -17,6 +17,7 @@ pub(super) struct Codes {
     users: HashMap<String, HashSet<String>>,
     revoked: HashSet<String>,
     promoter_key: Option<String>,
+    tiers: HashMap<String, String>,
 }
 
 impl Default for Codes {
@@ -27,6 +28,7 @@ impl Default for Codes {
             users: HashMap::new(),
             revoked: HashSet::new(),
             promoter_key: None,
+            tiers: HashMap::new(),
         }
     }
 }
@@ -135,5 +137,15 @@ impl AccessStore for MemoryStore {
 
     async fn promoter_key(&self, event: &EventId) -> StoreResult<Option<String>> {
         self.with_codes(event, |c| c.promoter_key.clone())
+    }
+
+    async fn set_tier(&self, event: &EventId, visitor: &VisitorId, tier: &str) -> StoreResult<()> {
+        self.with_codes(event, |c| {
+            c.tiers.insert(visitor.as_str().to_owned(), tier.to_owned());
+        })
+    }
+
+    async fn tier(&self, event: &EventId, visitor: &VisitorId) -> StoreResult<Option<String>> {
+        self.with_codes(event, |c| c.tiers.get(visitor.as_str()).cloned())
     }
 }

@@ -1,6 +1,6 @@
 -- Access codes of an event (issue 14 item 1; store/access.rs). KEYS: meta, access (hash: mode,
 -- key = promoter key JSON), codes (hash code hash -> "uses expires_ms tier"), revoked (hash visitor -> code hash),
--- then codeu:{hash} sets (visitors who joined with the code) of the hashes in ARGV. ARGV[1] = op.
+-- tiers (hash visitor -> tier), then codeu:{hash} sets (visitors who joined with the code) of the hashes in ARGV. ARGV[1] = op.
 -- Returns {'missing'} for an unknown event. Refusals of 'spend' write nothing.
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'missing'} end
 local op = ARGV[1]
@@ -9,6 +9,11 @@ if op == 'set_mode' then
   local old = redis.call('HGET', KEYS[2], 'mode') or 'open'
   redis.call('HSET', KEYS[2], 'mode', ARGV[2])
   return {old}
+end
+if op == 'tier' then return {redis.call('HGET', KEYS[5], ARGV[2]) or ''} end
+if op == 'set_tier' then
+  redis.call('HSET', KEYS[5], ARGV[2], ARGV[3])
+  return {'ok'}
 end
 if op == 'key' then return {redis.call('HGET', KEYS[2], 'key') or ''} end
 if op == 'set_key' then
@@ -29,7 +34,7 @@ if op == 'spend' then
   if expires > 0 and tonumber(ARGV[4]) >= expires then return {'expired'} end
   if tonumber(uses) <= 0 then return {'used-up'} end
   redis.call('HSET', KEYS[3], ARGV[2], (tonumber(uses) - 1) .. ' ' .. exp .. ' ' .. tier)
-  redis.call('SADD', KEYS[5], ARGV[3])
+  redis.call('SADD', KEYS[6], ARGV[3])
   return {'spent', tier}
 end
 if op == 'refund' then
@@ -38,15 +43,15 @@ if op == 'refund' then
     local uses, rest = string.match(rec, '^(%d+) (.*)$')
     redis.call('HSET', KEYS[3], ARGV[2], (tonumber(uses) + 1) .. ' ' .. rest)
   end
-  redis.call('SREM', KEYS[5], ARGV[3])
+  redis.call('SREM', KEYS[6], ARGV[3])
   return {'ok'}
 end
--- revoke: ARGV[2..] hashes, KEYS[5..] their codeu sets in the same order.
+-- revoke: ARGV[2..] hashes, KEYS[6..] their codeu sets in the same order.
 local out = {'0'}
 local deleted = 0
 for i = 2, #ARGV do
   deleted = deleted + redis.call('HDEL', KEYS[3], ARGV[i])
-  local users = KEYS[i + 3]
+  local users = KEYS[i + 4]
   for _, v in ipairs(redis.call('SMEMBERS', users)) do
     redis.call('HSET', KEYS[4], v, ARGV[i])
     out[#out + 1] = v

@@ -1,5 +1,5 @@
 //! Access codes on Redis (`store::access`): one script, `access.lua`, whose keys all carry the
-//! event's `{event}` hash tag (`access` hash of mode and promoter key, `codes`, `revoked`, `codeu:{hash}` per code), so one
+//! event's `{event}` hash tag (`access` hash of mode and promoter key, `codes`, `revoked`, `tiers`, `codeu:{hash}` per code), so one
 //! event's codes live in its cluster slot and every key the script touches is in `KEYS`.
 
 use super::parse::{bad, err, key};
@@ -22,7 +22,7 @@ impl RedisStore {
         hashes: &[&str],
         args: &[&str],
     ) -> StoreResult<Vec<String>> {
-        let mut call = SCRIPT.on(event, &["meta", "access", "codes", "revoked"]);
+        let mut call = SCRIPT.on(event, &["meta", "access", "codes", "revoked", "tiers"]);
         call.keys(hashes.iter().map(|h| key(event, &format!("codeu:{h}"))));
         for a in args {
             call.arg(*a);
@@ -146,5 +146,15 @@ impl AccessStore for RedisStore {
     async fn promoter_key(&self, event: &EventId) -> StoreResult<Option<String>> {
         let k = self.access_one(event, &["key"]).await?;
         Ok(Some(k).filter(|k| !k.is_empty()))
+    }
+
+    async fn set_tier(&self, event: &EventId, visitor: &VisitorId, tier: &str) -> StoreResult<()> {
+        let args = ["set_tier", visitor.as_str(), tier];
+        self.access_one(event, &args).await.map(drop)
+    }
+
+    async fn tier(&self, event: &EventId, visitor: &VisitorId) -> StoreResult<Option<String>> {
+        let t = self.access_one(event, &["tier", visitor.as_str()]).await?;
+        Ok(Some(t).filter(|t| !t.is_empty()))
     }
 }
