@@ -507,3 +507,30 @@ async fn invitation_gives_one_place_per_key_on_redis() {
     let key = Signer::Hs("promoter-secret-0123456789-0123456789".into());
     invitation_one_place_per_key_on(store, key).await;
 }
+
+/// On a Redis Cluster every access key carries the event's `{event}` tag, so `access.lua`'s
+/// keys (codes, the per-code visitor sets, revoked, tiers) share one slot: generate, spend,
+/// race, revoke and invitations run there unchanged (a key outside the slot would be refused
+/// with `CROSSSLOT`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn access_codes_and_invitations_work_on_a_redis_cluster() {
+    let cluster = sale_common::testsupport::RedisCluster::start();
+    let urls = cluster.urls();
+    let timeout = std::time::Duration::from_secs(2);
+    // Each part starts from an empty cluster (FLUSHALL on every master; replicas refuse it).
+    let fresh = || async {
+        for url in &urls {
+            let client = redis::Client::open(url.as_str()).expect("client");
+            let mut con = client.get_connection().expect("connect");
+            let _: redis::RedisResult<()> = redis::cmd("FLUSHALL").query(&mut con);
+        }
+        let store = RedisStore::connect_cluster(&urls, timeout)
+            .await
+            .expect("cluster");
+        Arc::new(store) as Arc<dyn QueueStore>
+    };
+    presale_code_admits_once_per_use_on(fresh().await, Box::new(|| None)).await;
+    revoked_code_frees_the_place_on(fresh().await).await;
+    let key = Signer::Hs("promoter-secret-0123456789-0123456789".into());
+    invitation_one_place_per_key_on(fresh().await, key).await;
+}
