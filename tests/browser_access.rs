@@ -1,8 +1,9 @@
 //! The waiting page's access step (issue 14 items 1–2) in a real headless Chromium: a presale
 //! event asks for the access code, says why a wrong one is refused, and takes the fan into the
 //! pre-queue with the right one — on a laptop in English and on a phone in French; a fan whose code
-//! the organiser revokes is told the place is gone. Every screenshot is checked by axe-core
-//! (`support::browser::shot`); screenshots under `target/screenshots/wait-code-*`.
+//! the organiser revokes is told the place is gone. Invite-only: an invitation link puts the fan
+//! in line and leaves the address bar; an expired one is explained. Every screenshot is checked by axe-core
+//! (`support::browser::shot`); screenshots under `target/screenshots/wait-code-*`, `wait-invitation-*`.
 
 mod support;
 
@@ -117,5 +118,64 @@ async fn the_waiting_page_asks_for_the_code_and_tells_a_revoked_fan_in_english_a
         shot(&c, &name("04-revoked")).await;
         c.close().await.ok();
     }
+    invitations(&s, &http, &driver).await;
     s.shutdown().await;
+}
+
+/// An invitation (HS256, the promoter's secret) for fan `sub` expiring at `exp`.
+fn invitation(sub: &str, exp: u64) -> String {
+    use jsonwebtoken::{encode, EncodingKey, Header};
+    let claims = json!({"sub": sub, "aud": "demo", "exp": exp});
+    encode(
+        &Header::default(),
+        &claims,
+        &EncodingKey::from_secret(SECRET.as_bytes()),
+    )
+    .expect("sign")
+}
+
+const SECRET: &str = "promoter-secret-0123456789-0123456789";
+
+/// Invite-only: an invitation link puts the fan in the pre-queue and leaves the address bar
+/// (laptop, English); an expired one is explained (phone, French).
+async fn invitations(s: &stack::Stack, http: &reqwest::Client, driver: &Driver) {
+    let base = &s.waiting_room_url;
+    for (path, body) in [
+        ("access", json!({"mode": "invitation"})),
+        ("invitation-key", json!({"alg": "HS256", "secret": SECRET})),
+    ] {
+        let r = http
+            .put(format!("{base}/admin/events/demo/{path}"))
+            .bearer_auth(&s.admin_token)
+            .json(&body)
+            .send()
+            .await
+            .expect("admin");
+        assert_eq!(r.status(), 200, "{path}");
+    }
+    let now = support::browser::unix_now() as u64;
+    let (c, _profile) = open(driver, Viewport::Laptop, "en").await;
+    let link = format!(
+        "{base}/?event=demo&invite={}",
+        invitation("guest-1", now + 3600)
+    );
+    c.goto(&link).await.expect("invitation link");
+    wait_text(&c, "#state", "has not opened yet", 20).await;
+    let url = c.current_url().await.expect("url");
+    assert!(
+        !url.as_str().contains("invite"),
+        "the token left the address bar: {url}"
+    );
+    shot(&c, "wait-invitation-01-in-line-laptop-en").await;
+    c.close().await.ok();
+
+    let (c, _profile) = open(driver, Viewport::Phone, "fr").await;
+    let link = format!(
+        "{base}/?event=demo&invite={}",
+        invitation("guest-2", now - 10)
+    );
+    c.goto(&link).await.expect("invitation link");
+    wait_text(&c, "#access-refused-text", "Cette invitation a expiré", 20).await;
+    shot(&c, "wait-invitation-02-expired-phone-fr").await;
+    c.close().await.ok();
 }
