@@ -179,3 +179,61 @@ async fn invitations(s: &stack::Stack, http: &reqwest::Client, driver: &Driver) 
     shot(&c, "wait-invitation-02-expired-phone-fr").await;
     c.close().await.ok();
 }
+
+/// The console's Access panel (French, laptop): the mode is switched to access codes, 3 codes
+/// are generated (the CSV is offered at once), and a CSV file of one code revokes it; each
+/// change is in the audit trail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_access_panel_sets_the_mode_generates_and_revokes_in_french() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let mut opts = StackOptions::local_random_ports();
+    opts.event = support::demo_event(600, 600);
+    let s = stack::start(opts).await.expect("stack starts");
+    let http = reqwest::Client::new();
+    let code = new_code(&http, &s.waiting_room_url, &s.admin_token).await;
+    let driver = Driver::start();
+    let (c, _profile) = open(&driver, Viewport::Laptop, "fr").await;
+    c.goto(&format!("{}/console.html", s.waiting_room_url))
+        .await
+        .expect("console");
+    type_into(&c, "#token", &s.admin_token).await;
+    type_into(&c, "#operator", "ops-lea").await;
+    click(&c, "#login button").await;
+    wait_text(
+        &c,
+        "#access-panel summary",
+        "Accès : codes et invitations",
+        20,
+    )
+    .await;
+    click(&c, "#access-panel summary").await;
+    wait_text(&c, "#access-now", "tout le monde", 20).await;
+
+    let mode = c.find(Locator::Css("#access-mode")).await.expect("select");
+    mode.select_by_value("code").await.expect("choose code");
+    click(&c, "#access-form button").await;
+    wait_text(&c, "#access-now", "les détenteurs d'un code", 20).await;
+    wait_text(&c, "#audit", "set_access", 20).await;
+
+    type_into(&c, "#codes-count", "3").await;
+    click(&c, "#codes-form button").await;
+    wait_text(&c, "#codes-result", "Codes générés et téléchargés : 3", 20).await;
+    wait_text(&c, "#audit", "generate_codes", 20).await;
+
+    let dir = tempfile::tempdir().expect("dir");
+    let file = dir.path().join("revoke.csv");
+    std::fs::write(&file, format!("code\n{code}\n")).expect("csv");
+    let input = c
+        .find(Locator::Css("#codes-revoke"))
+        .await
+        .expect("file input");
+    input
+        .send_keys(file.to_str().expect("path"))
+        .await
+        .expect("upload");
+    wait_text(&c, "#codes-result", "Codes retirés : 1", 20).await;
+    wait_text(&c, "#audit", "revoke_codes", 20).await;
+    shot(&c, "console-access-01-revoked-fr").await;
+    c.close().await.ok();
+    s.shutdown().await;
+}
