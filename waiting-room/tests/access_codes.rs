@@ -200,7 +200,7 @@ fn redis_writes(url: String) -> Writes {
 }
 
 async fn presale_code_admits_once_per_use_on(store: Arc<dyn QueueStore>, writes: Writes) {
-    let room = room(store).await;
+    let room = room(store.clone()).await;
     let codes = room.generate(2, 2).await;
     assert_eq!(codes.len(), 2);
     assert!(codes[0].len() == 14 && codes[0] != codes[1], "{codes:?}");
@@ -253,6 +253,27 @@ async fn presale_code_admits_once_per_use_on(store: Arc<dyn QueueStore>, writes:
     for a in ["set_access", "generate_codes", "import_codes"] {
         assert!(actions.contains(&a), "{a} not audited: {audit}");
     }
+
+    // A closed event takes no new fan: the code's use is given back, not lost.
+    let (s, b) = room.csv("codes/import", "LAST-ONE,1\n").await;
+    assert_eq!((s, b["added"].as_u64()), (200, Some(1)), "{b}");
+    assert_eq!(
+        room.admin(Method::POST, "close", String::new()).await.0,
+        200
+    );
+    let (s, b) = room.join(Some("LAST-ONE")).await;
+    assert_eq!((s, b["queue_number"].clone()), (200, Value::Null), "{b}");
+    let demo = EventId::parse("demo").expect("id");
+    let cfg = Config::demo("demo", T0, "http://127.0.0.1:8081");
+    let hasher = waiting_room::access::CodeHasher::new(cfg.join_hmac_key.expose().as_bytes());
+    let hash = hasher.hash(&demo, "LASTONE");
+    let probe = waiting_room::domain::VisitorId::random();
+    let access = store.access().expect("access store");
+    let left = access.spend_code(&demo, &hash, &probe, T0 * 1000).await;
+    assert!(
+        matches!(left, Ok(waiting_room::access::Spend::Spent(_))),
+        "{left:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -143,7 +143,12 @@ pub async fn join(
             return Err(e);
         }
     };
-    super::access::joined(&st, &event, &entry, &visitor).await;
+    // A closed or sold-out event takes no new fan: the code's use is given back.
+    if matches!(out.state, EventState::Closed | EventState::SoldOut) && out.queue_number.is_none() {
+        super::access::refund(&st, &event, &entry, &visitor).await;
+    } else {
+        super::access::joined(&st, &event, &entry, &visitor).await;
+    }
     crate::telemetry::count_event("wr_joins_total", event.as_str());
     let now = st.0.clock.now_secs();
     let token =
