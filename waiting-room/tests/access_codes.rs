@@ -4,7 +4,9 @@
 //! change counter `rdb_changes_since_last_save` does not move); concurrent fans on the last uses
 //! get exactly as many places as there were uses; a revoked code costs its fan the place and the
 //! fan is told (`410 code-revoked`), audited; refused codes are limited per address (429) and
-//! counted in `wr_code_failures_total{reason}`.
+//! per identity (429), counted in `wr_code_failures_total{reason}`. Signed invitations give one
+//! place per `sub` and pass their tier to the admission token; the same scenarios run on a Redis
+//! Cluster.
 
 use futures::future::join_all;
 use reqwest::{Client, Method};
@@ -37,6 +39,8 @@ async fn room(store: Arc<dyn QueueStore>) -> Room {
     let mut cfg = Config::demo("demo", T0, "http://127.0.0.1:8081");
     // The test client stands for a proxy: `join_from` names each fan's own address.
     cfg.trusted_proxies = vec!["127.0.0.1".parse().expect("ip")];
+    // … and may name the fan's verified identity (the per-visitor limit's key).
+    cfg.identity_header = Some("x-user".into());
     let st = AppState::new(cfg, store.clone(), shared)
         .await
         .expect("state");
@@ -113,6 +117,20 @@ impl Room {
             rb = rb.header("x-access-code", c);
         }
         let r = rb.send().await.expect("send");
+        (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+    }
+
+    /// A join of the verified identity `user` (header set by the trusted proxy) from `from`.
+    async fn join_as(&self, user: &str, from: &str, code: &str) -> (u16, Value) {
+        let r = self
+            .http
+            .post(format!("{}/api/events/demo/join", self.root))
+            .header("x-forwarded-for", from)
+            .header("x-user", user)
+            .header("x-access-code", code)
+            .send()
+            .await
+            .expect("send");
         (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
     }
 
@@ -357,6 +375,26 @@ async fn brute_force_on(store: Arc<dyn QueueStore>) {
     // Limited before any store call: even the right code waits.
     let (s, b) = room.join(Some(&codes[0])).await;
     assert_eq!((s, kind(&b)), (429, "code-attempts-limited"), "{b}");
+
+    // Per visitor: one identity guessing from a new address each time is limited all the same.
+    let mut statuses = Vec::new();
+    for i in 0..12 {
+        let from = format!("198.18.0.{i}");
+        let guess = format!("ID-GUESS-{i:04}");
+        statuses.push(room.join_as("guesser", &from, &guess).await.0);
+    }
+    assert_eq!(&statuses[..11], &[403; 11], "{statuses:?}");
+    assert_eq!(statuses[11], 429, "{statuses:?}");
+    assert_eq!(
+        room.join_as("guesser", "198.18.1.1", &codes[0]).await.0,
+        429
+    );
+    assert_eq!(
+        room.join_as("someone-else", "198.18.1.1", &codes[0])
+            .await
+            .0,
+        200
+    );
     let after = room.metrics().await;
     let count = |text: &str, reason: &str| {
         let line = format!("wr_code_failures_total{{reason=\"{reason}\"}} ");
