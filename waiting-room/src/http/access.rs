@@ -28,13 +28,20 @@ use std::net::IpAddr;
 /// Header carrying the access code of a join.
 pub const ACCESS_CODE_HEADER: &str = "x-access-code";
 
-/// This node's code hashing key and brute-force limiter.
+/// How long a node trusts its copy of an event's access mode, **ms**: a mode set on another
+/// node applies here within this (one set here applies at once).
+pub const MODE_CACHE_MS: i64 = 1_000;
+
+/// This node's code hashing key, brute-force limiter and access-mode cache.
 #[derive(Debug)]
 pub struct AccessGate {
     /// Hashes codes for the store.
     pub hasher: CodeHasher,
     /// Refused codes per address and identity.
     pub limiter: CodeLimiter,
+    /// Per event: its access mode and when it was read (epoch ms), so joins and the position
+    /// polls of open events cost no extra store read.
+    modes: std::sync::Mutex<std::collections::HashMap<EventId, (AccessMode, i64)>>,
 }
 
 impl AccessGate {
@@ -43,8 +50,36 @@ impl AccessGate {
         Self {
             hasher: CodeHasher::new(join_hmac_key),
             limiter: CodeLimiter::default(),
+            modes: Default::default(),
         }
     }
+
+    fn remember(&self, event: &EventId, mode: AccessMode, now_ms: i64) {
+        let mut m = self.modes.lock().unwrap_or_else(|p| p.into_inner());
+        m.insert(event.clone(), (mode, now_ms));
+    }
+
+    fn cached(&self, event: &EventId, now_ms: i64) -> Option<AccessMode> {
+        let m = self.modes.lock().unwrap_or_else(|p| p.into_inner());
+        m.get(event)
+            .filter(|(_, at)| now_ms - at < MODE_CACHE_MS)
+            .map(|(mode, _)| *mode)
+    }
+}
+
+/// The event's access mode, from this node's copy when it is fresh.
+async fn mode_of(
+    st: &AppState,
+    store: &dyn AccessStore,
+    event: &EventId,
+) -> Result<AccessMode, Problem> {
+    let now_ms = st.0.clock.now_ms();
+    if let Some(mode) = st.0.access.cached(event, now_ms) {
+        return Ok(mode);
+    }
+    let mode = bounded(st.store_timeout(), store.access_mode(event)).await?;
+    st.0.access.remember(event, mode, now_ms);
+    Ok(mode)
 }
 
 /// The access routes, behind the admin-token check.
@@ -155,6 +190,7 @@ pub async fn set_mode(
         store(&st)?.set_access_mode(&event, mode),
     )
     .await?;
+    st.0.access.remember(&event, mode, st.0.clock.now_ms());
     record(
         &st,
         &event,
@@ -584,7 +620,7 @@ pub async fn check_access(
             .unwrap_or("");
         Some(v.trim()).filter(|v| !v.is_empty())
     };
-    match bounded(st.store_timeout(), store.access_mode(event)).await? {
+    match mode_of(st, store, event).await? {
         AccessMode::Open => Ok(Entry::Open),
         AccessMode::Code => {
             let Some(raw) = header(ACCESS_CODE_HEADER) else {
@@ -698,6 +734,9 @@ pub async fn revoked_problem(
     let Some(store) = st.0.store.access() else {
         return Ok(());
     };
+    if mode_of(st, store, event).await? == AccessMode::Open {
+        return Ok(());
+    }
     if bounded(st.store_timeout(), store.revoked(event, visitor)).await? {
         return Err(Problem::new(
             StatusCode::GONE,
