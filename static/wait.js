@@ -8,7 +8,8 @@
 // opening as a clock time in the event's own time zone. From the status document it also shows
 // the operator's broadcast message (broadcast.js) and, in `maintenance` mode, the maintenance
 // notice (no claim then); closed before a scheduled pre-queue, it says when the line opens and
-// joins again once it does (issue 14).
+// joins again once it does (issue 14). A presale event's code or invitation
+// step is access.js.
 (function () {
   "use strict";
   const params = new URLSearchParams(location.search);
@@ -60,12 +61,16 @@
 
   async function join(powHeaders) {
     const opts = { method: "POST" };
-    if (powHeaders) {
-      opts.headers = Object.assign({ "Accept": "application/json" }, powHeaders);
-      const token = localStorage.getItem(storeKey);
-      if (token) opts.headers["Authorization"] = "Bearer " + token;
-    }
+    opts.headers = Object.assign({ "Accept": "application/json" }, powHeaders || {}, Access.headers());
+    const token = localStorage.getItem(storeKey);
+    if (token) opts.headers["Authorization"] = "Bearer " + token;
     const { res, body } = await api("/api/events/" + event + "/join", opts);
+    // A code or invitation is needed or was refused (access.js): ask, then try again; an
+    // invitation problem, or a revoked code, stops here.
+    if (Access.revoked(body)) { localStorage.removeItem(storeKey); throw BLOCKED; }
+    const access = await Access.handle(res, body);
+    if (access === true) return join(powHeaders);
+    if (access === false) throw BLOCKED;
     if (res.status === 401) { localStorage.removeItem(storeKey); return join(); }
     if (res.status === 403 && body && body.type === "/problems/pow-required" && !powHeaders) {
       return join(await proofOfWork());
@@ -83,6 +88,7 @@
 
   async function position() {
     const { res, body } = await api("/api/events/" + event + "/position");
+    if (res.status === 410 && Access.revoked(body)) { localStorage.removeItem(storeKey); throw BLOCKED; }
     if (res.status === 401) { localStorage.removeItem(storeKey); await join(); return position(); }
     if (!res.ok) throw new Error("position failed: " + res.status);
     return body;

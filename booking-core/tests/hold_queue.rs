@@ -39,6 +39,7 @@ fn job(fan: &str, seats: &[usize], now_ms: i64) -> (Job, oneshot::Receiver<Outco
         iat: now_ms / 1000,
         nbf: now_ms / 1000,
         exp: now_ms / 1000 + 600,
+        tier: None,
     };
     let req = Owned {
         adm,

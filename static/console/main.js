@@ -1,11 +1,12 @@
 // The console's wiring: sign in and out, the once-a-second refresh that feeds every panel, and
-// the change hook (after a knob, a transition or a rule: refresh the figures, then the audit trail).
+// the change hook (after a knob, a transition, a rule or an access change: refresh the figures, then the audit trail).
 import { $, api, session, text, use, who } from "./api.js";
 import * as figures from "./figures.js";
 import * as knobs from "./knobs.js";
 import * as actions from "./actions.js";
 import * as audit from "./audit.js";
 import * as rules from "./rules.js";
+import * as access from "./access.js";
 import * as report from "./report.js";
 import * as broadcast from "./broadcast.js";
 import * as mode from "./mode.js";
@@ -42,6 +43,7 @@ function start() {
   text($("ev"), who().event);
   tick(); audit.refresh().catch(() => {}); report.refresh();
   rules.refresh().catch((e) => text($("error"), e.message));
+  access.refresh().catch((e) => text($("error"), e.message));
   timer = setInterval(tick, 1000);
   // The shadow line grows during a sale: its panel is re-read every 5 seconds.
   setInterval(() => rules.refresh().catch(() => {}), 5000);
@@ -55,6 +57,7 @@ rules.init(afterChange);
 broadcast.init(afterChange);
 mode.init(afterChange);
 phases.init(afterChange);
+access.init(afterChange);
 
 $("login").addEventListener("submit", async (ev) => {
   ev.preventDefault();

@@ -7,6 +7,7 @@
 //! Entry points: [`serve`] (what the binary and the launcher call), [`serve_with_clock`] (tests
 //! pass a `ManualClock`), [`router`] for in-process `oneshot` tests, [`AppState::new`].
 
+pub mod access;
 pub mod admitter;
 pub mod broadcast;
 pub mod closedloop;
@@ -150,6 +151,7 @@ pub async fn run_admitters(state: AppState, mut stop: watch::Receiver<bool>) {
         if last_housekeeping.elapsed() >= HOUSEKEEPING {
             last_housekeeping = std::time::Instant::now();
             let keys = state.0.limits.retain_recent();
+            state.0.access.limiter.retain_recent();
             metrics::gauge!("wr_rate_limit_keys").set(keys as f64);
             telemetry::upkeep();
             state.reload_keys();

@@ -189,6 +189,7 @@ impl AdmissionSigner {
             iat: a.iat,
             nbf: a.iat - self.nbf_back_secs,
             exp: a.exp,
+            tier: None,
         }
     }
 

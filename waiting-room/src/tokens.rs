@@ -87,6 +87,10 @@ pub struct AdmissionClaims {
     pub nbf: i64,
     /// Expires at, epoch seconds.
     pub exp: i64,
+    /// The fan's tier from its access code or invitation (issue 14 item 3), absent otherwise;
+    /// the booking core offers tier-only sections to fans whose token names the tier.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tier: Option<String>,
 }
 
 /// Why a join token was refused (always a 401, decided before any store call).

@@ -51,6 +51,10 @@ pub struct Admission {
     pub nbf: i64,
     /// Expiry, epoch s.
     pub exp: i64,
+    /// The fan's tier from its access code or invitation (issue 14 item 3), if any: tier-only
+    /// sections (`Tier::restricted`) are held only with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tier: Option<String>,
 }
 
 /// `aud` as a string or an array of strings (RFC 7519 §4.1.3), kept space-separated.

@@ -89,6 +89,7 @@ mod tests {
             iat: 0,
             nbf: 0,
             exp,
+            tier: None,
         }
     }
 

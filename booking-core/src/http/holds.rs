@@ -225,6 +225,7 @@ fn channel_of(
     responses(
         (status = 201, description = "{hold_id, show, seats, status: HELD, expires_at, payment_expires_at, amount_cents, currency (the venue's, ISO 4217), channel, pool?, quantity?, interval? {kind, resource, start, end, start_at, end_at, blocked_until, start_local, end_local (the venue's local time with offset and zone)}}", body = Object),
         (status = 400, description = "idempotency-key-required; invalid-body", body = ProblemDoc),
+        (status = 403, description = "tier-required: seats of a tier-only section (the venue's restricted tiers) and the admission carries none of its tiers (section, tiers)", body = ProblemDoc),
         (status = 404, description = "no such show", body = ProblemDoc),
         (status = 409, description = "seats-unavailable, pool-unavailable, no-seats-together (each with fresh availability), interval-unavailable (free: the resource's fresh free intervals), hold-exists (hold_id), visitor-hold-cap (max_holds), admission-ended (waiting_room), concurrent-request (Retry-After)", body = ProblemDoc,
             headers(("Retry-After" = u64, description = "concurrent-request only"))),
@@ -248,6 +249,7 @@ pub async fn create_hold(
     let (channel, timing) = channel_of(&state, &headers, body.channel.as_deref())?;
     let venue = &super::resources::show_config(&state, &show)?.venue;
     let ask = ask_of(body, state.config.max_seats_per_hold, venue)?;
+    tier_allows(venue, &ask, adm.tier.as_deref())?;
     telemetry::hold_attempt(&show, ask.kind());
     let now = state.clock.now_ms();
     let hash = ask.request_hash(&show, &channel);
@@ -323,6 +325,41 @@ pub async fn create_hold(
         }
         Err(e) => Err(e),
     }
+}
+
+/// Refuses a hold of seats in a tier-only section (`Tier::restricted`, issue 14 item 3) unless
+/// the admission's `tier` is one of that section's tiers: `403 tier-required`, naming the
+/// section and its tiers, before any database call.
+fn tier_allows(venue: &crate::venue::Venue, ask: &Ask, tier: Option<&str>) -> Result<(), Problem> {
+    if !venue.tiers.iter().any(|t| t.restricted) {
+        return Ok(());
+    }
+    let mut sections: Vec<&str> = Vec::new();
+    for part in ask.parts() {
+        match part {
+            Ask::Seats(seats) => sections.extend(seats.iter().filter_map(|s| s.split('-').next())),
+            Ask::Best { section, .. } => sections.push(section),
+            _ => {}
+        }
+    }
+    for section in sections {
+        let only = crate::venue::extras::tiers_only(&venue.tiers, section);
+        if !only.is_empty() && !tier.is_some_and(|t| only.contains(&t)) {
+            return Err(Problem::new(
+                StatusCode::FORBIDDEN,
+                "tier-required",
+                "These seats are for another tier",
+            )
+            .detail(format!(
+                "section {section} is reserved for fans of tier {}; your admission {}",
+                only.join(" or "),
+                tier.map_or("carries no tier".to_owned(), |t| format!("is for tier {t}"))
+            ))
+            .with("section", section)
+            .with("tiers", only));
+        }
+    }
+    Ok(())
 }
 
 /// A hold answer with the venue's `currency` (ISO 4217) beside its `amount_cents`, and an

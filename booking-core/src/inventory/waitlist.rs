@@ -227,6 +227,7 @@ async fn try_offer(
         iat: now_ms / 1000,
         nbf: now_ms / 1000,
         exp: (now_ms + OFFER_TIMING.hold_ttl_ms) / 1000,
+        tier: None,
     };
     let key = format!("waitlist-offer:{released}");
     let r = Request {

@@ -56,6 +56,20 @@ pub struct Tier {
     /// The sections it covers (names of the venue's sections).
     #[serde(default)]
     pub sections: Vec<String>,
+    /// Tier-only (issue 14 item 3; default `false`: the tier only names prices): seats of its
+    /// sections are held only by fans whose admission token's `tier` claim is this tier's name
+    /// (or another restricted tier's covering the same section).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub restricted: bool,
+}
+
+/// The tiers whose fans alone may hold seats of `section` (empty: anyone may).
+pub fn tiers_only<'a>(tiers: &'a [Tier], section: &str) -> Vec<&'a str> {
+    tiers
+        .iter()
+        .filter(|t| t.restricted && t.sections.iter().any(|s| s == section))
+        .map(|t| t.name.as_str())
+        .collect()
 }
 
 /// `currency`: an ISO 4217 code, three capital letters.

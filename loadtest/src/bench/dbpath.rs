@@ -148,6 +148,7 @@ fn admission(n: u64) -> Admission {
         iat: now_s,
         nbf: now_s,
         exp: now_s + 3600,
+        tier: None,
     }
 }
 

@@ -3,6 +3,7 @@
 //! sets the configured identity header, or carrying a valid signed identity token, gets the
 //! visitor id derived from that identity, so one identity holds one place.
 
+use super::access::Entry;
 use super::error::bounded;
 use super::{parse_event, private_json, AppState};
 use crate::domain::{AdmissionTerms, ClaimOutcome, EventId, EventState, VisitorId};
@@ -75,10 +76,11 @@ fn header_identity(st: &AppState, req: &Request) -> Result<Option<String>, Probl
     params(("event" = String, Path, description = "event id, [a-z0-9-]{1,40}")),
     responses(
         (status = 200, description = "visitor_id, join_token, queue_number (null while pre-queued), state", body = Object),
-        (status = 403, description = "proof of work required or invalid (pow-required), or the client's address range is blocked by the operator (address-blocked)", body = ProblemDoc),
-        (status = 401, description = "missing, malformed, forged or expired token", body = ProblemDoc),
+        (status = 403, description = "proof of work required or invalid (pow-required), the client's address range is blocked by the operator (address-blocked), or the X-Access-Code is not a code of this event (code-unknown)", body = ProblemDoc),
+        (status = 401, description = "missing, malformed, forged or expired token; or the event needs an access code and none was sent (code-required)", body = ProblemDoc),
+        (status = 410, description = "the access code has no uses left (code-used-up) or has expired (code-expired); the fan's code was revoked (code-revoked)", body = ProblemDoc),
         (status = 404, description = "no such event", body = ProblemDoc),
-        (status = 429, description = "rate-limited per client IP (Retry-After)", body = ProblemDoc),
+        (status = 429, description = "rate-limited per client IP, or too many wrong access codes from this address or identity (code-attempts-limited) (Retry-After)", body = ProblemDoc),
         (status = 503, description = "store unavailable (Retry-After)", body = ProblemDoc)
     ),
     security((), ("join_token" = [])),
@@ -98,29 +100,55 @@ pub async fn join(
     let identity = upstream_identity(&st, &req)?;
     let ip = client_addr(&st, &req);
     let headers = req.into_parts().0.headers;
-    let visitor = match (by_token, identity) {
+    let keys = super::access::fail_keys(&event, ip, identity.as_deref());
+    let (visitor, entry) = match (by_token, identity) {
         (_, Some(identity)) => {
             if let Some(Verdict::Block(_)) = screen(&st, &event, ip).await? {
                 return Err(blocked());
             }
-            st.0.join_keys.identity_visitor(&event, &identity)
+            let v = st.0.join_keys.identity_visitor(&event, &identity);
+            let entry = super::access::check_access(&st, &event, &headers, &keys, &v).await?;
+            (entry.visitor().cloned().unwrap_or(v), entry)
         }
-        (Some(v), None) => v,
-        (None, None) => match new_visitor(&st, &event, &headers, ip).await? {
-            NewVisitor::Fan(v) => v,
-            NewVisitor::Shadow(v, entry) => {
-                return Ok(super::shadow::joined(&st, &event, &v, &entry))
+        (Some(v), None) => {
+            // A fan whose code was revoked does not come back with the join token alone.
+            super::access::revoked_problem(&st, &event, &v).await?;
+            (v, Entry::Open)
+        }
+        (None, None) => {
+            let fresh = VisitorId::random();
+            let entry = super::access::check_access(&st, &event, &headers, &keys, &fresh).await?;
+            let fresh = entry.visitor().cloned().unwrap_or(fresh);
+            match new_visitor(&st, &event, &headers, ip, fresh.clone()).await {
+                Ok(NewVisitor::Fan(v)) => (v, entry),
+                Ok(NewVisitor::Shadow(v, shadow)) => {
+                    super::access::refund(&st, &event, &entry, &fresh).await;
+                    return Ok(super::shadow::joined(&st, &event, &v, &shadow));
+                }
+                Err(e) => {
+                    super::access::refund(&st, &event, &entry, &fresh).await;
+                    return Err(e);
+                }
             }
-        },
+        }
     };
     let now_ms = st.0.clock.now_ms();
     let rejoin = st.0.config.rejoin_grace_ms();
     let store = &st.0.store;
-    let out = bounded(
-        st.store_timeout(),
-        store.join(&event, &visitor, now_ms, rejoin),
-    )
-    .await?;
+    let joined = store.join(&event, &visitor, now_ms, rejoin);
+    let out = match bounded(st.store_timeout(), joined).await {
+        Ok(out) => out,
+        Err(e) => {
+            super::access::refund(&st, &event, &entry, &visitor).await;
+            return Err(e);
+        }
+    };
+    // A closed or sold-out event takes no new fan: the code's use is given back.
+    if matches!(out.state, EventState::Closed | EventState::SoldOut) && out.queue_number.is_none() {
+        super::access::refund(&st, &event, &entry, &visitor).await;
+    } else {
+        super::access::joined(&st, &event, &entry, &visitor).await;
+    }
     crate::telemetry::count_event("wr_joins_total", event.as_str());
     if out.queue_number.is_some() && out.state == EventState::Open {
         super::mode::after_join(&st, &event, now_ms).await;
@@ -196,6 +224,7 @@ async fn new_visitor(
     event: &EventId,
     headers: &HeaderMap,
     ip: Option<IpAddr>,
+    fresh: VisitorId,
 ) -> Result<NewVisitor, Problem> {
     let verdict = screen(st, event, ip).await?.unwrap_or(Verdict::Normal);
     let bits = st.0.status.pow_bits(event).unwrap_or(0);
@@ -217,7 +246,7 @@ async fn new_visitor(
         Verdict::Shadow(reason) => checked(bits).await.map(|_| Some(reason))?,
     };
     let Some(reason) = shadow_reason else {
-        return Ok(NewVisitor::Fan(VisitorId::random()));
+        return Ok(NewVisitor::Fan(fresh));
     };
     let visitor = VisitorId::from_verified(st.0.screen.tag().mint());
     let entry = crate::lanes::ShadowEntry {
@@ -388,6 +417,7 @@ pub async fn heartbeat(
         (status = 200, description = "visitor_id, queue_number, cursor, ahead (people ahead: queue_number - cursor - 1 minus places vacated between them; 0 once reached; null without a number), state, admitted", body = Object),
         (status = 401, description = "missing, malformed, forged or expired token", body = ProblemDoc),
         (status = 404, description = "no such event", body = ProblemDoc),
+        (status = 410, description = "code-revoked: the organiser revoked the fan's access code and the place was released", body = ProblemDoc),
         (status = 503, description = "store unavailable (Retry-After)", body = ProblemDoc)
     ),
     security(("join_token" = [])),
@@ -403,6 +433,9 @@ pub async fn position(
         return Ok(super::shadow::position(&st, &event, &visitor, &entry));
     }
     let p = bounded(st.store_timeout(), st.0.store.position(&event, &visitor)).await?;
+    if p.queue_number.is_none() {
+        super::access::revoked_problem(&st, &event, &visitor).await?;
+    }
     Ok(private_json(
         StatusCode::OK,
         json!({
@@ -469,7 +502,8 @@ pub async fn admission(
         )
         .with("expired_at", a.exp)),
         ClaimOutcome::Admitted(a) => {
-            let claims = st.0.signer.claims(&event, visitor.as_str(), &a);
+            let mut claims = st.0.signer.claims(&event, visitor.as_str(), &a);
+            claims.tier = super::access::tier_of(&st, &event, &visitor).await?;
             let token = st.0.signer.sign(&claims).map_err(|e| {
                 tracing::error!(error = %e, "signing an admission token failed");
                 Problem::internal()

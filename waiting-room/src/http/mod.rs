@@ -2,6 +2,7 @@
 //! helpers. Per-fan answers are `private, no-store`; only the status document, JWKS and static
 //! files are `public`; nothing sets a cookie.
 
+pub mod access;
 pub mod admin;
 pub mod broadcast;
 pub mod conditional;
@@ -76,6 +77,8 @@ pub struct Inner {
     /// Held while a complete draw publication is built, so concurrent first requests wait for
     /// one build instead of each reading the whole list.
     pub draw_build: tokio::sync::Mutex<()>,
+    /// Access codes' hashing key and brute-force limiter (issue 14 item 1, `http/access.rs`).
+    pub access: access::AccessGate,
 }
 
 /// What never changes after an event is created (`create_event` is `NX`; no API edits these).
@@ -181,6 +184,7 @@ impl AppState {
             config.shadow_after_pow_failures,
             config.pow_failure_window_secs,
         );
+        let access = access::AccessGate::new(config.join_hmac_key.expose().as_bytes());
         let state = Self(Arc::new(Inner {
             store,
             clock,
@@ -197,6 +201,7 @@ impl AppState {
             constants: Default::default(),
             draws: Default::default(),
             draw_build: Default::default(),
+            access,
         }));
         for e in state.0.config.events.clone() {
             state.refresh_status(&e.id).await;
@@ -399,6 +404,7 @@ pub fn router(state: AppState) -> Router {
         )
         .merge(admin::routes(state.clone()))
         .merge(lanes::routes(state.clone()))
+        .merge(access::routes(state.clone()))
         .merge(internal::routes(state.clone()));
     let app = app.method_not_allowed_fallback(|| async {
         Problem::new(

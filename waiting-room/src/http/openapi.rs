@@ -5,7 +5,8 @@
 use crate::domain::AuditEntry;
 use crate::draw::Publication;
 use crate::http::{
-    admin, broadcast, draw, fan, internal, lanes, leave, mode, phases, public, report, transitions,
+    access, admin, broadcast, draw, fan, internal, lanes, leave, mode, phases, public, report,
+    transitions,
 };
 use crate::rates::WaitEstimate;
 use crate::status::StatusDoc;
@@ -68,6 +69,7 @@ impl Modify for Bearers {
         transitions::pause, transitions::resume, transitions::open, transitions::close,
         transitions::sold_out,
         lanes::list_rules, lanes::add_rule, lanes::delete_rule, lanes::shadow_line, lanes::release,
+        access::get_mode, access::set_mode, access::set_invitation_key, access::generate, access::import, access::revoke,
         internal::end_session, internal::sold_out, internal::reopen,
         broadcast::set, broadcast::clear, mode::set, phases::set, phases::clear,
     ),
@@ -77,6 +79,7 @@ impl Modify for Bearers {
         admin::CreateEvent, super::opening::OpensAt, admin::PatchEvent, internal::EndSession,
         lanes::NewRule, crate::lanes::AddressRule,
         broadcast::SetBroadcast, crate::broadcast::Broadcast, mode::SetMode, crate::mode::QueueMode, crate::phases::Phases,
+        access::SetAccessMode, access::Generate,
     )),
     modifiers(&Bearers),
     tags(

@@ -22,6 +22,7 @@
 //! it once the seed is published. The last chunk sets state `open`. A million pre-queued fans
 //! cost ~100 scripts of 10 000 members, each a few ms.
 
+pub mod access;
 pub mod draw;
 pub mod memory;
 pub mod redis;
@@ -308,4 +309,9 @@ pub trait QueueStore: Send + Sync + std::fmt::Debug + 'static {
     async fn renew_lock(&self, key: &str, token: &str, ttl_ms: u64) -> StoreResult<bool>;
     /// Deletes the lock only if `token` still owns it (compare-and-act).
     async fn release_lock(&self, key: &str, token: &str) -> StoreResult<bool>;
+    /// The access codes' storage (issue 14 item 1); `None` (the default, for test doubles)
+    /// keeps every event open.
+    fn access(&self) -> Option<&dyn access::AccessStore> {
+        None
+    }
 }

@@ -2,6 +2,7 @@
 //! section of one `std::sync::Mutex` (never held across an `.await`), which makes each multi-key
 //! change atomic exactly like the Redis backend's Lua scripts.
 
+mod access;
 mod event;
 mod live;
 
@@ -29,6 +30,8 @@ struct Inner {
     throttle: HashMap<EventId, i64>,
     /// Status transition latch: event → (highest generation latched, its public state).
     latch: HashMap<EventId, (u64, String)>,
+    /// Access codes per event (issue 14 item 1, `access.rs`).
+    access: HashMap<EventId, access::Codes>,
 }
 
 /// The in-memory backend. Cheap to create; one per process.
@@ -502,5 +505,9 @@ impl QueueStore for MemoryStore {
             }
             _ => false,
         })
+    }
+
+    fn access(&self) -> Option<&dyn crate::store::access::AccessStore> {
+        Some(self)
     }
 }

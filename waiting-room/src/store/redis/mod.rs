@@ -29,6 +29,7 @@
 //! [`Durability::min_replicas`] replicas confirmed them (`durable.rs`: `WAIT`, group-committed);
 //! unconfirmed, they answer 503 and hand out nothing (issue 11 item 5).
 
+mod access;
 mod conn;
 mod draw;
 mod durable;
@@ -721,6 +722,10 @@ impl QueueStore for RedisStore {
             .await
             .map_err(err)?;
         Ok(r == 1)
+    }
+
+    fn access(&self) -> Option<&dyn crate::store::access::AccessStore> {
+        Some(self)
     }
 }
 
