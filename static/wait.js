@@ -251,8 +251,11 @@
     $("stalled").hidden = !(stalled && toGo > 0);
     if (stalled && toGo > 0) $("stalled").textContent = T("wait_stalled", { max: status.max_active });
     if (!(high > 0) || !(low > 0) || toGo === 0 || status.state !== "open" || status.mode === "maintenance") { $("wait-line").hidden = true; return; }
-    $("wait").textContent = stalled ? T("wait_at_least", { lo: fmt(toGo / high) })
-      : T("wait_range", { lo: fmt(toGo / high), hi: fmt(toGo / low) });
+    // Rounded outward to whole seconds (low end down, high end up), so the range shown always
+    // contains the range computed (loadtest's wait_range.rs judges the same way).
+    const lo = Math.floor(toGo / high), hi = Math.ceil(toGo / low);
+    $("wait").textContent = stalled ? T("wait_at_least", { lo: fmt(lo) })
+      : T("wait_range", { lo: fmt(lo), hi: fmt(hi) });
     $("wait-line").hidden = false;
   }
 

@@ -3,8 +3,8 @@
 //!
 //! [`shown`] is `static/wait.js` `showWait` in Rust, from the same status document: with
 //! `to_go = queue_number − cursor`, the page shows `to_go / high_places_per_sec` to
-//! `to_go / low_places_per_sec` seconds, each rounded to whole seconds by `ServerClock.format`
-//! (`static/clock.js`: `Math.round`, never below 0); while `active ≥ max_active` it shows only
+//! `to_go / low_places_per_sec` seconds, rounded outward to whole seconds (the low end down,
+//! the high end up; [`displayed`]); while `active ≥ max_active` it shows only
 //! "at least" the first; before opening, with no speed, or on the fan's turn it shows nothing.
 //!
 //! The rounding is judged as shown, without slack: a fan shown "3 s to 5 s" who waited 5.2 s
@@ -61,17 +61,30 @@ pub fn shown(doc: &Value, to_go: u64, at_ms: u64, minute: u32) -> Option<ShownWa
     })
 }
 
-/// Seconds as the page writes them (`ServerClock.format`): rounded, never below 0.
-pub fn displayed(secs: f64) -> f64 {
-    secs.max(0.0).round()
+/// A range's ends as the page writes them: whole seconds rounded outward (the low end down, the
+/// high end up, never below 0), so the range shown always contains the range computed — a
+/// range rounded to the nearest second promised "3 s to 5 s" for 2.6 s to 5.4 s.
+pub fn displayed(secs: f64, high_end: bool) -> f64 {
+    let s = secs.max(0.0);
+    if high_end {
+        s.ceil()
+    } else {
+        s.floor()
+    }
 }
 
 /// Whether a wait of `actual_ms` falls inside `s`, judged on the page's whole seconds
 /// (`displayed = true`) or on the unrounded range.
 pub fn inside(s: &ShownWait, actual_ms: u64, displayed_secs: bool) -> bool {
-    let r = |x: f64| if displayed_secs { displayed(x) } else { x };
+    let r = |x: f64, high_end: bool| {
+        if displayed_secs {
+            displayed(x, high_end)
+        } else {
+            x
+        }
+    };
     let actual = actual_ms as f64 / 1000.0;
-    actual >= r(s.low_secs) && s.high_secs.is_none_or(|h| actual <= r(h))
+    actual >= r(s.low_secs, false) && s.high_secs.is_none_or(|h| actual <= r(h, true))
 }
 
 /// Inside over total; `None` with no sample.
@@ -351,15 +364,16 @@ mod tests {
             high_secs: Some(4.4),
             ..Default::default()
         };
-        // Shown "3 s to 4 s".
-        assert!(!inside(&w, 2_700, true) && inside(&w, 2_700, false));
-        assert!(inside(&w, 3_000, true) && inside(&w, 4_000, true));
-        assert!(!inside(&w, 4_200, true) && inside(&w, 4_200, false));
+        // Shown "2 s to 5 s": rounded outward, the shown range contains the computed one.
+        assert!(inside(&w, 2_000, true) && !inside(&w, 2_000, false));
+        assert!(!inside(&w, 1_900, true) && !inside(&w, 5_100, true));
+        assert!(inside(&w, 2_700, true) && inside(&w, 2_700, false));
+        assert!(inside(&w, 4_800, true) && !inside(&w, 4_800, false));
         let at_least = ShownWait {
             high_secs: None,
             ..w
         };
-        assert!(inside(&at_least, 600_000, true) && !inside(&at_least, 2_000, true));
+        assert!(inside(&at_least, 600_000, true) && !inside(&at_least, 1_900, true));
     }
 
     fn fan(shown: &[(u64, u32, f64, Option<f64>)], turn_ms: Option<u64>) -> FanOutcome {
