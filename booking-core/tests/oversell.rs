@@ -394,17 +394,24 @@ async fn an_operator_moves_compensates_or_refunds_an_oversold_booking(b: Backend
         "{v}"
     );
     // compensate the next one: money back through the cancel's refund path, the booking stays
-    let (st, v) = resolve(
-        &h,
-        f4,
-        json!({"action": "compensate", "operator": "ops-anna", "amount_cents": 3_001}),
-    )
-    .await;
-    assert_eq!(
-        (st, v["type"].as_str()),
-        (422, Some("/problems/compensation-above-paid")),
-        "{v}"
-    );
+    // the whole payment is refused too: its full-refund webhook would cancel the booking
+    for cents in [3_001, 3_000] {
+        let (st, v) = resolve(
+            &h,
+            f4,
+            json!({"action": "compensate", "operator": "ops-anna", "amount_cents": cents}),
+        )
+        .await;
+        assert_eq!(
+            (st, v["type"].as_str(), &v["max_cents"]),
+            (
+                422,
+                Some("/problems/compensation-above-paid"),
+                &json!(2_999)
+            ),
+            "{v}"
+        );
+    }
     let (st, comp) = resolve(
         &h,
         f4,

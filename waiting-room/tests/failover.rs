@@ -83,7 +83,16 @@ async fn failover_after_writes_the_replica_never_received_loses_no_place() {
         time_zone: "UTC".into(),
     };
     guarded.create_event(&meta).await.expect("create");
-    open_event(&guarded, &e).await.expect("open");
+    // A replica may still be in its first sync right after the cluster starts (the WAIT then
+    // times out on a busy machine): opening is retried until the deadline, as joins are.
+    let start = Instant::now();
+    while let Err(err) = open_event(&guarded, &e).await {
+        assert!(
+            matches!(err, StoreError::Unavailable(_)) && start.elapsed() < Duration::from_secs(30),
+            "open: {err:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let limit = Duration::from_secs(10);
     let mut told = Vec::new();
     for _ in 0..20 {

@@ -293,13 +293,16 @@ async fn compensate(
     .bind(booking)
     .fetch_one(&mut **tx)
     .await?;
-    if cents > total - already {
+    // Less than what is left: a compensation of the whole remainder would be a full refund,
+    // and the gateway's `payment.refunded` for a fully refunded payment is a cancellation made
+    // at the gateway (case B14), which cancels the booking the compensation was meant to keep.
+    if cents >= total - already {
         return Err(problem(
             StatusCode::UNPROCESSABLE_ENTITY,
             "compensation-above-paid",
-            "A compensation goes back on the fan's payment, at most what is left of it",
+            "A compensation goes back on the fan's payment and must leave part of it: to give it all back, refund the booking",
         )
-        .with("max_cents", total - already)
+        .with("max_cents", (total - already - 1).max(0))
         .into());
     }
     let rec = cancel::Record {
