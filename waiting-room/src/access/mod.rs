@@ -182,18 +182,26 @@ pub struct CsvRow {
     pub tier: Option<String>,
 }
 
-/// Parses a CSV of codes (a first line starting `code` is a header; blank lines skipped). An
-/// error names the 1-based line.
-pub fn parse_csv(body: &str) -> Result<Vec<CsvRow>, String> {
+/// Parses a CSV of codes: a line whose first cell is `code` (any case) is a header wherever it
+/// is, so generated files joined with `cat` read as one (the word `code` is never a code);
+/// blank lines skipped. With `codes_only` (a revocation list) only the first column is read and
+/// the others may hold anything (a note, the generated file's own columns). An error names the
+/// 1-based line.
+pub fn parse_csv(body: &str, codes_only: bool) -> Result<Vec<CsvRow>, String> {
     let mut rows = Vec::new();
     for (i, line) in body.lines().enumerate() {
         let cells: Vec<&str> = line.split(',').map(str::trim).collect();
-        if cells[0].is_empty() || (i == 0 && cells[0].eq_ignore_ascii_case("code")) {
+        if cells[0].is_empty() || cells[0].eq_ignore_ascii_case("code") {
             continue;
         }
         let bad = |what: &str| format!("line {}: {what}", i + 1);
         let code = normalize(cells[0]).ok_or_else(|| bad("code: 4..=64 letters or digits"))?;
-        let cell = |k: usize| cells.get(k).copied().filter(|c| !c.is_empty());
+        let cell = |k: usize| {
+            cells
+                .get(k)
+                .copied()
+                .filter(|c| !c.is_empty() && !codes_only)
+        };
         let uses = cell(1)
             .map(|c| {
                 c.parse()
@@ -264,15 +272,42 @@ mod tests {
     #[test]
     fn csv_round_trips_and_names_the_bad_line() {
         let csv = to_csv(&["AAAA-BBBB".into()], 2, 0, Some("vip"));
-        let rows = parse_csv(&csv).unwrap();
+        let rows = parse_csv(&csv, false).unwrap();
         assert_eq!(rows[0].code, "AAAABBBB");
         assert_eq!(
             (rows[0].uses, rows[0].tier.as_deref()),
             (Some(2), Some("vip"))
         );
         assert_eq!(
-            parse_csv("code\nAAAA,0\n").unwrap_err(),
+            parse_csv("code\nAAAA,0\n", false).unwrap_err(),
             "line 2: uses: 1.."
         );
+    }
+
+    /// Newcomer review: a header after the first line was imported as the code `code`, and a
+    /// revocation list read every column ("GOOD-CODE-0001,leaked on forum" → "uses: 1..").
+    #[test]
+    fn every_header_line_is_skipped_and_a_revocation_list_reads_its_first_column() {
+        let two_files = format!(
+            "{}{}",
+            to_csv(&["AAAA-1111".into()], 1, 0, None),
+            to_csv(&["BBBB-2222".into()], 1, 0, None)
+        );
+        let codes: Vec<String> = parse_csv(&two_files, false)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.code)
+            .collect();
+        assert_eq!(codes, ["AAAA1111", "BBBB2222"]);
+        assert!(parse_csv("code\nGOOD-0015\nCODE\n", false)
+            .unwrap()
+            .iter()
+            .all(|r| r.code != "CODE"));
+        let revoked = parse_csv("GOOD-CODE-0001,leaked on forum\n", true).unwrap();
+        assert_eq!(
+            (revoked[0].code.as_str(), revoked[0].uses),
+            ("GOODCODE0001", None)
+        );
+        assert!(parse_csv("GOOD-CODE-0001,leaked on forum\n", false).is_err());
     }
 }

@@ -385,8 +385,11 @@ fn defaults(
     })
 }
 
-fn csv_body(body: &str) -> Result<Vec<access::CsvRow>, Problem> {
-    let rows = access::parse_csv(body).map_err(invalid)?;
+/// The request body as a CSV of codes (`codes_only`: a revocation list, first column only); a
+/// body that is not UTF-8 is a `422 invalid-codes` like any other unreadable file.
+fn csv_body(body: &[u8], codes_only: bool) -> Result<Vec<access::CsvRow>, Problem> {
+    let body = std::str::from_utf8(body).map_err(|_| invalid("the CSV is not UTF-8 text"))?;
+    let rows = access::parse_csv(body, codes_only).map_err(invalid)?;
     if rows.is_empty() {
         return Err(invalid("the CSV holds no codes"));
     }
@@ -417,11 +420,11 @@ pub async fn import(
     State(st): State<AppState>,
     Path(event): Path<String>,
     headers: HeaderMap,
-    body: String,
+    body: axum::body::Bytes,
 ) -> Result<Response, Problem> {
     let event = parse_event(&event)?;
     let who = operator(&headers)?;
-    let rows = csv_body(&body)?;
+    let rows = csv_body(&body, false)?;
     let records: Vec<CodeRecord> = rows
         .into_iter()
         .map(|r| defaults(r.uses, r.expires_ms, r.tier).map(|d| d.record(&st, &event, &r.code)))
@@ -468,11 +471,11 @@ pub async fn revoke(
     State(st): State<AppState>,
     Path(event): Path<String>,
     headers: HeaderMap,
-    body: String,
+    body: axum::body::Bytes,
 ) -> Result<Response, Problem> {
     let event = parse_event(&event)?;
     let who = operator(&headers)?;
-    let hashes: Vec<String> = csv_body(&body)?
+    let hashes: Vec<String> = csv_body(&body, true)?
         .iter()
         .map(|r| st.0.access.hasher.hash(&event, &r.code))
         .collect();
