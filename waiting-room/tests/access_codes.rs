@@ -345,6 +345,39 @@ async fn revoked_code_frees_the_place_on(store: Arc<dyn QueueStore>) {
     assert_eq!(kind(&room.join(Some(&codes[0])).await.1), "code-unknown");
     let (_, audit) = room.admin(Method::GET, "audit", String::new()).await;
     assert!(audit.to_string().contains("revoke_codes"), "{audit}");
+
+    // A fan the cursor has reached but who has not claimed yet is stopped too; a fan already
+    // admitted keeps its admission (newcomer review: the invited fan still got a token).
+    let more = room.generate(2, 1).await;
+    let (_, c) = room.join(Some(&more[0])).await;
+    let (_, d) = room.join(Some(&more[1])).await;
+    let (tc, td) = (
+        c["join_token"].as_str().expect("c"),
+        d["join_token"].as_str().expect("d"),
+    );
+    room.admit().await;
+    let admitted = room.admission_claims(td).await;
+    let (s, r) = room
+        .csv("codes/revoke", &format!("{}\n{}\n", more[0], more[1]))
+        .await;
+    assert_eq!((s, r["revoked"].as_u64()), (200, Some(2)), "{r}");
+    let claim = |t: &str| {
+        room.http
+            .post(format!("{}/api/events/demo/admission", room.root))
+            .bearer_auth(t.to_owned())
+            .send()
+    };
+    let r = claim(tc).await.expect("send");
+    let (s, b) = (
+        r.status().as_u16(),
+        r.json::<Value>().await.unwrap_or(Value::Null),
+    );
+    assert_eq!((s, kind(&b)), (410, "code-revoked"), "{b}");
+    let again = room.admission_claims(td).await;
+    assert_eq!(
+        again["jti"], admitted["jti"],
+        "the admitted fan keeps its admission"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -727,6 +727,26 @@ pub async fn tier_of(
     }
 }
 
+/// Before a claim: `410 code-revoked` for a fan whose code was revoked and who has not claimed
+/// its admission yet (a fan the cursor had reached kept its invitation, so a revoked code still
+/// let it in); an admitted fan keeps its admission and gets it again (W08). One store read per
+/// claim on a presale event, one more only for a revoked fan.
+pub async fn refuse_revoked_claim(
+    st: &AppState,
+    event: &EventId,
+    visitor: &VisitorId,
+) -> Result<(), Problem> {
+    let Err(revoked) = revoked_problem(st, event, visitor).await else {
+        return Ok(());
+    };
+    let p = bounded(st.store_timeout(), st.0.store.position(event, visitor)).await?;
+    if p.admitted {
+        Ok(())
+    } else {
+        Err(revoked)
+    }
+}
+
 /// The answer of a position poll for a visitor without a place: `410 code-revoked` when the
 /// fan's code was revoked.
 pub async fn revoked_problem(

@@ -485,6 +485,7 @@ pub async fn admission(
     let now_ms = st.0.clock.now_ms();
     let terms = AdmissionTerms::new(meta.admission_ttl_secs, st.0.config.max_clock_skew_secs);
     let (jti, rejoin) = (new_jti(), st.0.config.rejoin_grace_ms());
+    super::access::refuse_revoked_claim(&st, &event, &visitor).await?;
     let call =
         st.0.store
             .claim(&event, &visitor, now_ms, terms, &jti, rejoin);
