@@ -110,6 +110,13 @@ async fn cancel_then_pay_again_books_with_a_new_attempt(b: Backend) {
     // Without naming the old attempt, pay still answers the same payment (no silent switch).
     let (st, same) = pay(&h, &t, &hold, None).await;
     assert_eq!((st, &same["payment_id"]), (200, &first["payment_id"]));
+    // An empty JSON object is no body too (newcomer review: it was 400 "missing field").
+    let (st, same) = pay(&h, &t, &hold, Some(json!({}))).await;
+    assert_eq!(
+        (st, &same["payment_id"]),
+        (200, &first["payment_id"]),
+        "{same}"
+    );
     // Paying again: a new attempt for the same hold, the old one superseded.
     let (st, second) = pay(&h, &t, &hold, Some(json!({"replaces": old}))).await;
     assert_eq!(st, 200, "{second}");

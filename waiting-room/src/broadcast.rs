@@ -58,6 +58,8 @@ impl BroadcastError {
 }
 
 fn text(lang: &'static str, s: Option<String>) -> Result<Option<String>, BroadcastError> {
+    // Line breaks as browsers send them from a textarea (`\r\n`) are line breaks too.
+    let s = s.map(|s| s.replace("\r\n", "\n"));
     let Some(s) = s.map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()) else {
         return Ok(None);
     };
@@ -113,5 +115,9 @@ mod tests {
             Err(BroadcastError::Control { lang: "en" })
         );
         assert!(Broadcast::new(Some("line one\nline two".into()), None, 0).is_ok());
+        // A textarea's CRLF is a line break (newcomer review: it was refused as a control).
+        let crlf = Broadcast::new(Some("line one\r\nline two".into()), None, 0).expect("crlf");
+        assert_eq!(crlf.en.as_deref(), Some("line one\nline two"));
+        assert!(Broadcast::new(Some("a\rb".into()), None, 0).is_err());
     }
 }

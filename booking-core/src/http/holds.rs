@@ -428,7 +428,7 @@ pub struct PayBody {
     tag = "fan",
     summary = "Create the hold's gateway payment (once; again while HELD → the same), or pay again with {replaces}",
     params(("hold" = String, Path, description = "hold id (the fan's own; another's is 404)")),
-    request_body(content = Option<PayBody>, description = "none: the current payment (created once); {replaces: payment_id}: a new attempt after that payment was cancelled or failed (two calls replacing the same attempt make one)"),
+    request_body(content = Option<PayBody>, description = "none or {}: the current payment (created once); {replaces: payment_id}: a new attempt after that payment was cancelled or failed (two calls replacing the same attempt make one)"),
     responses(
         (status = 200, description = "{payment_id, checkout_url, attempt}", body = Object),
         (status = 400, description = "invalid-body: not JSON or an unknown member", body = ProblemDoc),
@@ -448,7 +448,12 @@ pub async fn pay(
     body: axum::body::Bytes,
 ) -> ApiResult<Json<Value>> {
     let h = hold_of_fan(&state, &headers, &id).await?;
-    if body.iter().all(u8::is_ascii_whitespace) {
+    // No body, or an empty JSON object (what most HTTP clients send for "no fields"): the
+    // current payment; `{"replaces"}`: a new attempt.
+    let empty = body.iter().all(u8::is_ascii_whitespace)
+        || serde_json::from_slice::<serde_json::Map<String, Value>>(&body)
+            .is_ok_and(|m| m.is_empty());
+    if empty {
         return Ok(Json(payments::start(&state, &h).await?));
     }
     let again: PayBody = serde_json::from_slice(&body)
