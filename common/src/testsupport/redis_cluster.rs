@@ -140,6 +140,7 @@ impl RedisCluster {
         for n in &self.nodes {
             let mut last = String::new();
             let start = Instant::now();
+            let mut met = start;
             while !(last.contains("cluster_state:ok") && last.contains("cluster_known_nodes:6")) {
                 assert!(
                     start.elapsed() < DEADLINE,
@@ -149,6 +150,19 @@ impl RedisCluster {
                 );
                 std::thread::sleep(Duration::from_millis(50));
                 last = cli(n.port, &["CLUSTER", "INFO"]);
+                // A node that still misses one of the others after a few seconds (a MEET lost
+                // while a restarted node came back: 5 known nodes for a minute on a loaded CI
+                // machine) is introduced again; meeting a known node changes nothing.
+                if last.contains("cluster_known_nodes:")
+                    && !last.contains("cluster_known_nodes:6")
+                    && met.elapsed() > Duration::from_secs(5)
+                {
+                    met = Instant::now();
+                    for other in self.nodes.iter().filter(|o| o.port != n.port) {
+                        let (p, b) = (other.port.to_string(), other.bus.to_string());
+                        cli(n.port, &["CLUSTER", "MEET", "127.0.0.1", &p, &b]);
+                    }
+                }
             }
         }
         poll("3 masters and linked replicas", || {
