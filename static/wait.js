@@ -129,7 +129,11 @@
     firstCursor = null;
     try {
       const j = await join();
-      if (j.queue_number !== null && j.queue_number !== undefined) $("queue-number").textContent = j.queue_number;
+      if (j.queue_number !== null && j.queue_number !== undefined) {
+        // Shown at once, also when the lapsed page had no number left to show.
+        $("queue-number").textContent = j.queue_number;
+        $("queue-box").hidden = false;
+      }
       section.hidden = true;
       leftLine = false;
       loop += 1;

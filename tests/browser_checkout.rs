@@ -466,9 +466,10 @@ async fn expired_admission_told_before_rejoining(v: Viewport) {
                 break new;
             }
         }
+        // Generous: on a loaded CI machine the new place took longer than 20 s to show.
         assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "no new place after asking"
+            start.elapsed() < Duration::from_secs(60),
+            "no new place after asking (number shown {now:?}, old {old:?})"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
