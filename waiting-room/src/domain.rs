@@ -169,7 +169,7 @@ pub struct Position {
     pub admitted: bool,
     /// People ahead (issue 18 item 5; DECISIONS.md "People ahead"): `queue_number − cursor −
     /// 1` minus the places between the cursor and this number whose fans left the line
-    /// ([`QueueStore::leave`](crate::store::QueueStore::leave)); 0 once the cursor reached the
+    /// (the store's `QueueStore::leave`); 0 once the cursor reached the
     /// number; `None` without a number. Counted by the store in the same read (O(log n) on
     /// Redis: one `ZCOUNT`).
     pub ahead: Option<u64>,
@@ -187,7 +187,7 @@ impl Position {
     }
 }
 
-/// What [`QueueStore::leave`](crate::store::QueueStore::leave) did ("Leave the line", issue 18
+/// What the store's `QueueStore::leave` did ("Leave the line", issue 18
 /// item 5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Left {
