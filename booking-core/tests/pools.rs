@@ -17,6 +17,7 @@ on_both!(
     pool_counter_race_exactly_capacity_winners,
     pool_expiry_release_drift_and_oversell,
     pool_holds_on_the_last_places_never_oversell,
+    queued_pool_holds_sell_exactly_capacity,
 );
 
 async fn with_pool(b: Backend, capacity: u32) -> Harness {
@@ -138,6 +139,58 @@ async fn pool_counter_race_exactly_capacity_winners(b: Backend) {
         .unwrap();
     // With the conditional counter: exactly 10 of 20 concurrent fans win.
     concurrent_holds_sell_exactly(&h, 20, 10, 10).await;
+}
+
+/// Through the per-show hold queue, whose batches take a pool's places with one counter update
+/// for the batch's sum (issue 13 item 3) and fall back to one update per hold when the sum does
+/// not fit: 30 concurrent fans of 1 place, then 2 places, still sell exactly the capacity.
+async fn queued_pool_holds_sell_exactly_capacity(b: Backend) {
+    let h = Harness::on_with(b, |c| {
+        Harness::small_venue(c, 4);
+        c.shows[0].venue.pools.push(PoolSpec {
+            id: "FLOOR".into(),
+            price_cents: 3_000,
+            capacity: 10,
+        });
+        c.queued_shows = vec![SHOW.into()];
+    })
+    .await;
+    concurrent_holds_sell_exactly(&h, 30, 10, 10).await;
+    // A second round on a bigger pool of 2-place holds: 7 fit into 15 (one place stays).
+    sqlx::query("UPDATE pools SET capacity = 25")
+        .execute(&h.state.db)
+        .await
+        .unwrap();
+    let tokens: Vec<String> = (0..20).map(|i| h.token(&format!("pair{i}"))).collect();
+    let h = &h;
+    let tries = tokens.iter().map(|t| async move {
+        h.hold_with(t, "k2", json!({"pool": "FLOOR", "quantity": 2}), &[])
+            .await
+    });
+    let results = futures::future::join_all(tries).await;
+    let won: Vec<&Value> = results
+        .iter()
+        .filter(|r| r.0 == 201)
+        .map(|r| &r.1)
+        .collect();
+    assert_eq!(won.len(), 7, "{results:?}");
+    for w in &won {
+        assert_eq!(w["amount_cents"], 6_000, "{w}");
+    }
+    for (st, body) in results.iter().filter(|r| r.0 != 201) {
+        assert_eq!(
+            (*st, body["type"].as_str()),
+            (409, Some("/problems/pool-unavailable")),
+            "{body}"
+        );
+    }
+    let d = drift(h).await;
+    assert_eq!(
+        (d["pools"][0]["taken"].as_i64(), d["drifting"].as_i64()),
+        (Some(24), Some(0)),
+        "{d}"
+    );
+    assert_eq!(pool_json(h).await["available"], 1);
 }
 
 async fn pool_expiry_release_drift_and_oversell(b: Backend) {

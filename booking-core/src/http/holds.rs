@@ -257,7 +257,10 @@ pub async fn create_hold(
     // for it and replay its stored answer; a replay is not a new request and never counts
     // against the rate limit or the caps (case B12).
     let _owner = loop {
-        if let Some(answer) = claim::stored_answer(&state.db, &adm.sub, &key, &hash).await? {
+        // Read from the reader connections (SQLite: the writer is kept for the transactions);
+        // a key committed an instant ago but not yet seen here is found again by the
+        // transaction's own key statement, which waits for it or replays it.
+        if let Some(answer) = claim::stored_answer(&state.reads, &adm.sub, &key, &hash).await? {
             telemetry::replay(&show);
             let body = with_currency(answer.body, venue);
             return Ok((answer.status, Json(body)).into_response());
@@ -295,9 +298,12 @@ pub async fn create_hold(
     };
     // Interval and mixed holds never queue: the queue's batches are for seats and pools.
     let created = if state.hold_queues.is_on(&show) && queueable {
-        state.hold_queues.submit(&state.db, &req, now).await
+        state
+            .hold_queues
+            .submit(&state.db, &state.reads, &req, now)
+            .await
     } else {
-        claim::create(&state.db, &req, now).await
+        claim::create(&state.db, &state.reads, &req, now).await
     };
     match created {
         Ok(answer) if answer.replayed => {

@@ -2,8 +2,9 @@
 //! hands its named-seat requests here, in batch order, inside its one transaction.
 //!
 //! One pass: the requests' keys and cap slots through [`claim::prepare_many`] (the code every
-//! hold runs, one statement per step for the whole batch), then ONE guarded update of every seat of the batch ([`holds::claim_many`]: the only
-//! thing that decides a seat), then the winners' rows with one insert per table and one update
+//! hold runs: one round trip for the whole batch), then ONE guarded update of every seat of the
+//! batch ([`holds::claim_many`]: the only thing that decides a seat; on PostgreSQL it locks the
+//! claimable seats in seat order first, in the same statement), then the winners' rows with one insert per table and one update
 //! of their keys ([`claim::write_holds`]). Winners and losers are sorted in memory: a seat asked
 //! by two requests goes to the first in batch order (the later one loses at once), and a hold is
 //! all or nothing. A visitor's (or admission's) second request in a batch is left to a later
@@ -14,7 +15,7 @@
 //! So each pass runs in a savepoint: when it ended with such a request, that request's answer is
 //! final, the pass is rolled back and run again without it, so what commits is exactly what the
 //! winners' own transactions would have written. Each pass that rolls back settles at least one
-//! request; on PostgreSQL the batch's seats are locked in seat order first (case B05).
+//! request; on PostgreSQL the batch's seats are locked in seat order (case B05).
 
 use std::collections::{HashMap, HashSet};
 
@@ -22,6 +23,7 @@ use crate::db::{self, Tx};
 use crate::error::ApiResult;
 use crate::inventory::claim::{self, Ask, Begun, HoldAnswer, Lost, NewHold, Prepared, Request};
 use crate::inventory::holds::{self, SeatAsk};
+use crate::inventory::pools;
 
 /// A request's answer: held, refused with what was lost, or a problem/error.
 pub type Answer = ApiResult<Result<HoldAnswer, Lost>>;
@@ -64,31 +66,6 @@ pub async fn create_seats(
             }
         }
     }
-}
-
-/// PostgreSQL: locks, in seat order, those of `seats` that are free or lapsed at `now_ms` (case
-/// B05: ordered locks never deadlock), so the guarded update that follows waits on no row out of
-/// order. Seats held by others are not locked: their holders' releases do not wait on the
-/// batch. Only a lock: the guarded update still decides every seat.
-async fn lock_claimable(
-    tx: &mut Tx<'_>,
-    show: &str,
-    seats: &[String],
-    now_ms: i64,
-) -> sqlx::Result<()> {
-    if seats.is_empty() {
-        return Ok(());
-    }
-    let mut b = db::Binds::default();
-    let (show, now) = (b.push(show.to_owned()), b.push(now_ms));
-    let list: Vec<String> = seats.iter().map(|s| b.push(s.clone())).collect();
-    let sql = format!(
-        "SELECT seat_id FROM seats WHERE show_id = {show} AND seat_id IN ({}) \
-         AND (status = 'free' OR (status = 'held' AND hold_expires_at <= {now})) ORDER BY seat_id FOR UPDATE",
-        list.join(", ")
-    );
-    sqlx::query_with(&sql, b.args()).execute(&mut **tx).await?;
-    Ok(())
 }
 
 /// Per job, whether a plain read (no lock) shows one of its seats taken at the batch's latest
@@ -164,7 +141,10 @@ async fn pass(
         claiming.iter().map(|i| (&jobs[*i].0, jobs[*i].1)).collect();
     let mut ready: Vec<(usize, Prepared)> = Vec::new();
     let mut refused = false;
-    for (i, begun) in claiming.iter().zip(claim::prepare_many(tx, &reqs).await?) {
+    for (i, begun) in claiming
+        .iter()
+        .zip(claim::prepare_many(tx, pg, &reqs).await?)
+    {
         match begun {
             Ok(Begun::Ready(p)) => ready.push((*i, p)),
             // A replay wrote nothing but kept seats out of this pass's order; a refusal wrote
@@ -179,12 +159,6 @@ async fn pass(
     let Some(show) = jobs.first().map(|(r, _)| r.show) else {
         return Ok(Pass::Commit(Vec::new()));
     };
-    let mut all: Vec<String> = owner.keys().map(|s| (*s).to_owned()).collect();
-    all.sort();
-    if pg {
-        let now = ready.iter().map(|(i, _)| jobs[*i].1).max().unwrap_or(0);
-        lock_claimable(tx, show, &all, now).await?;
-    }
     let asks: Vec<SeatAsk<'_>> = ready
         .iter()
         .map(|(i, p)| SeatAsk {
@@ -194,7 +168,7 @@ async fn pass(
             now_ms: jobs[*i].1,
         })
         .collect();
-    let taken = holds::claim_many(tx, show, &asks).await?;
+    let taken = holds::claim_many(tx, pg, show, &asks).await?;
     let mut amount: HashMap<&str, (usize, i64)> = HashMap::new();
     for t in &taken {
         let e = amount.entry(t.hold_id.as_str()).or_default();
@@ -245,4 +219,122 @@ fn seats_of<'a>(r: &'a Request<'_>) -> &'a [String] {
         Ask::Seats(s) => s,
         _ => &[],
     }
+}
+
+/// Applies `jobs` (each a pool request of one show and its `now`, epoch ms) in `tx` set-based
+/// (issue 13 item 3, "let the hold queue take a batch of pool places in one update"): per
+/// pass, the keys and cap slots of every job in one round trip ([`claim::prepare_many`]), the
+/// winners' rows in one round trip ([`claim::write_holds`]), then ONE guarded counter update
+/// per pool for the sum of its jobs' places ([`pools::claim`], last, as in a single hold), so
+/// the pool row is locked once per batch instead of once per hold. Per job: `Some(answer)`, or
+/// `None` when its pool had fewer places left than the batch's sum (the caller runs those jobs
+/// one by one, where the guarded update decides each). Each pass runs in a savepoint, as
+/// [`create_seats`]'s. `Err` only when the transaction itself failed.
+pub async fn create_pools(
+    tx: &mut Tx<'_>,
+    pg: bool,
+    jobs: &[(Request<'_>, i64)],
+) -> sqlx::Result<Vec<Option<Answer>>> {
+    let mut done: Vec<Option<Option<Answer>>> = jobs.iter().map(|_| None).collect();
+    while done.iter().any(Option::is_none) {
+        let mut sp = sqlx::Acquire::begin(&mut **tx).await?;
+        match pool_pass(&mut sp, pg, jobs, &mut done).await? {
+            Some(held) => {
+                sp.commit().await?;
+                for (i, answer) in held {
+                    done[i] = Some(Some(Ok(Ok(answer))));
+                }
+            }
+            None => {
+                metrics::counter!("bc_hold_queue_passes_rolled_back_total").increment(1);
+                sp.rollback().await?;
+            }
+        }
+    }
+    Ok(done.into_iter().flatten().collect())
+}
+
+/// One pass of [`create_pools`] over the jobs not settled yet: `Some(held)` to keep, `None` to
+/// roll back and run again (new answers were settled in `done`).
+async fn pool_pass(
+    tx: &mut Tx<'_>,
+    pg: bool,
+    jobs: &[(Request<'_>, i64)],
+    done: &mut [Option<Option<Answer>>],
+) -> sqlx::Result<Option<Vec<(usize, HoldAnswer)>>> {
+    let mut fans: HashSet<&str> = HashSet::new();
+    let mut claiming = Vec::new();
+    for (i, (r, _)) in jobs.iter().enumerate().filter(|(i, _)| done[*i].is_none()) {
+        // A visitor's or admission's second request waits for the next pass.
+        if !fans.contains(r.adm.sub.as_str()) && !fans.contains(r.adm.jti.as_str()) {
+            fans.extend([r.adm.sub.as_str(), r.adm.jti.as_str()]);
+            claiming.push(i);
+        }
+    }
+    let reqs: Vec<(&Request<'_>, i64)> =
+        claiming.iter().map(|i| (&jobs[*i].0, jobs[*i].1)).collect();
+    let mut ready: Vec<(usize, Prepared)> = Vec::new();
+    let mut again = false;
+    for (i, begun) in claiming
+        .iter()
+        .zip(claim::prepare_many(tx, pg, &reqs).await?)
+    {
+        match begun {
+            Ok(Begun::Ready(p)) if p.pool_price.is_some() => ready.push((*i, p)),
+            Ok(Begun::Ready(_)) => {
+                let p = claim::unprocessable("unknown-pool", "Unknown pool");
+                (done[*i], again) = (Some(Some(Err(p.into()))), true);
+            }
+            Ok(Begun::Replay(a)) => (done[*i], again) = (Some(Some(Ok(Ok(a)))), true),
+            Err(e) => (done[*i], again) = (Some(Some(Err(e))), true),
+        }
+    }
+    if again || ready.is_empty() {
+        return Ok(None);
+    }
+    let mut winners = Vec::new();
+    let mut per_pool: Vec<(&str, i64, Vec<usize>)> = Vec::new();
+    for (i, p) in &ready {
+        let (r, now) = &jobs[*i];
+        let Some((pool, quantity)) = r.ask.pool() else {
+            continue;
+        };
+        let amount = p.pool_price.unwrap_or(0) * i64::from(quantity);
+        winners.push((*i, NewHold::of(r, p, Vec::new(), amount, *now)));
+        match per_pool.iter_mut().find(|(name, _, _)| *name == pool) {
+            Some((_, total, members)) => {
+                *total += i64::from(quantity);
+                members.push(*i);
+            }
+            None => per_pool.push((pool, i64::from(quantity), vec![*i])),
+        }
+    }
+    let rows: Vec<(&Request<'_>, &NewHold)> =
+        winners.iter().map(|(i, h)| (&jobs[*i].0, h)).collect();
+    for ((i, _), ok) in winners.iter().zip(claim::write_holds(tx, pg, &rows).await?) {
+        if !ok {
+            (done[*i], again) = (Some(Some(Err(claim::concurrent_request().into()))), true);
+        }
+    }
+    if again {
+        return Ok(None);
+    }
+    // Lapsed holds are reclaimed (only if the update fails) as of the batch's earliest `now`.
+    let show = jobs[ready[0].0].0.show;
+    let now = ready.iter().map(|(i, _)| jobs[*i].1).min().unwrap_or(0);
+    for (pool, total, members) in &per_pool {
+        if !pools::claim(tx, pg, show, pool, *total, now).await? {
+            // Fewer places left than the batch's sum: each of these jobs alone decides.
+            for i in members {
+                done[*i] = Some(None);
+            }
+            again = true;
+        }
+    }
+    if again {
+        return Ok(None);
+    }
+    Ok(Some(
+        winners.into_iter().map(|(i, h)| (i, h.answer())).collect(),
+    ))
 }

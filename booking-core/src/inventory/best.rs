@@ -130,7 +130,7 @@ pub async fn take(
             metrics::counter!("bc_best_available_retries_total").increment(1);
             continue;
         }
-        let n = holds::claim(tx, show, &ids, hold_id, expires_at, now_ms)
+        let n = holds::claim(tx, pg, show, &ids, hold_id, expires_at, now_ms)
             .await?
             .len() as u64;
         if n == ids.len() as u64 {

@@ -24,41 +24,65 @@ pub const VISITOR: &str = "visitor";
 pub struct HoldSlots<'a> {
     /// The admission (`jti`): one live hold per admission.
     pub jti: &'a str,
-    /// The visitor (`sub`): at most the cap of live holds.
+    /// The visitor (`sub`): at most the cap of live holds; also the `Idempotency-Key`'s owner.
     pub visitor: &'a str,
+    /// The request's `Idempotency-Key`: slot 0 is taken only when the key is this
+    /// transaction's (see [`first_slots_sql`]).
+    pub key: &'a str,
     /// The hold that takes the slots.
     pub hold_id: &'a str,
     /// Until when, epoch ms.
     pub live_until: i64,
 }
 
-/// Takes, for each hold, the one slot of its admission ([`JTI`], only while the admission's
-/// session has not ended: `admissions_ended`) and one of the `cap` slots of its visitor
-/// ([`VISITOR`]): slot 0 of both for every hold in ONE statement, then, for the holds that got
-/// their admission's slot but not the visitor's slot 0, slot 1, 2, … (one statement each, all
-/// those holds at once). A slot is new, or taken over when its hold is no longer live at
-/// `now_ms`. Per hold, (admission slot taken, visitor slot taken); the caller refuses a hold
-/// that lacks either and rolls back what this wrote. Admissions and visitors must be distinct
-/// within one call (the hold queue's batch defers a second request of either).
-pub async fn take_hold_slots(
-    tx: &mut Tx<'_>,
+/// The SQL of slot 0 of every hold's admission ([`JTI`], only while the admission's session has
+/// not ended: `admissions_ended`) and visitor ([`VISITOR`]), one upsert binding into `b`,
+/// `RETURNING {returning}` (columns of the slot rows taken, e.g. `scope, owner`). Only for holds whose key this transaction
+/// took: `key_taken` is a SQL condition on `w.kv` (the key's visitor) and `w.kk` (the key),
+/// for example an `EXISTS` over the key statement's `RETURNING` when both run in one
+/// data-modifying CTE (PostgreSQL). A slot is new, or taken over when its hold is no longer
+/// live at `now_ms`. The claiming transaction sends it with the key's statement
+/// ([`crate::inventory::claim::prepare_many`]): one round trip for key and caps.
+pub fn first_slots_sql(
+    b: &mut crate::db::Binds,
     holds: &[HoldSlots<'_>],
-    cap: u32,
     now_ms: i64,
-) -> sqlx::Result<Vec<(bool, bool)>> {
+    key_taken: &str,
+    returning: &str,
+) -> Option<String> {
     let rows: Vec<(&str, &str, &HoldSlots<'_>)> = holds
         .iter()
         .flat_map(|h| [(JTI, h.jti, h), (VISITOR, h.visitor, h)])
         .collect();
-    let taken = upsert_slots(tx, 0, &rows, now_ms).await?;
+    upsert_sql(b, 0, &rows, now_ms, key_taken, returning)
+}
+
+/// Per hold, (admission slot taken, visitor slot taken) from the `(scope, owner)` pairs an
+/// upsert of [`first_slots_sql`] returned.
+pub fn slots_got(holds: &[HoldSlots<'_>], taken: &[(String, String)]) -> Vec<(bool, bool)> {
     let got = |scope: &str, owner: &str| taken.iter().any(|(s, o)| s == scope && o == owner);
-    let mut out: Vec<(bool, bool)> = holds
+    holds
         .iter()
         .map(|h| (got(JTI, h.jti), got(VISITOR, h.visitor)))
-        .collect();
+        .collect()
+}
+
+/// After slot 0 ([`first_slots_sql`]): for the holds that got their admission's slot but not
+/// the visitor's slot 0 (`got[i] == (true, false)`), slot 1, 2, … of the visitor up to `cap`
+/// (one statement each, all those holds at once; none when every visitor had slot 0 free).
+/// Updates `got`; the caller refuses a hold that lacks either slot and rolls back what was
+/// written. Admissions and visitors must be distinct within one call (the hold queue's batch
+/// defers a second request of either).
+pub async fn take_later_slots(
+    tx: &mut Tx<'_>,
+    holds: &[HoldSlots<'_>],
+    got: &mut [(bool, bool)],
+    cap: u32,
+    now_ms: i64,
+) -> sqlx::Result<()> {
     for slot in 1..i64::from(cap) {
         let want: Vec<usize> = (0..holds.len())
-            .filter(|i| out[*i] == (true, false))
+            .filter(|i| got[*i] == (true, false))
             .collect();
         if want.is_empty() {
             break;
@@ -67,52 +91,59 @@ pub async fn take_hold_slots(
             .iter()
             .map(|i| (VISITOR, holds[*i].visitor, &holds[*i]))
             .collect();
-        let taken = upsert_slots(tx, slot, &rows, now_ms).await?;
+        let mut b = crate::db::Binds::default();
+        let Some(sql) = upsert_sql(&mut b, slot, &rows, now_ms, "1 = 1", "scope, owner") else {
+            break;
+        };
+        let taken: Vec<(String, String)> = sqlx::query_as_with(&sql, b.args())
+            .fetch_all(&mut **tx)
+            .await?;
         for i in want {
-            out[i].1 = taken.iter().any(|(_, o)| o == holds[i].visitor);
+            got[i].1 = taken.iter().any(|(_, o)| o == holds[i].visitor);
         }
     }
-    Ok(out)
+    Ok(())
 }
 
-/// Inserts slot `slot` of `(scope, owner)` for every row `(scope, owner, hold)`, a [`JTI`] row
-/// only while its admission has not ended, or takes the slot over where its hold is no longer
-/// live at `now_ms`. The `(scope, owner)` pairs that got the slot.
-async fn upsert_slots(
-    tx: &mut Tx<'_>,
+/// The upsert of slot `slot` of `(scope, owner)` for every row `(scope, owner, hold)` where
+/// `key_taken` holds, a [`JTI`] row only while its admission has not ended, taking the slot
+/// over where its hold is no longer live at `now_ms`; `RETURNING {returning}`.
+fn upsert_sql(
+    b: &mut crate::db::Binds,
     slot: i64,
     rows: &[(&str, &str, &HoldSlots<'_>)],
     now_ms: i64,
-) -> sqlx::Result<Vec<(String, String)>> {
+    key_taken: &str,
+    returning: &str,
+) -> Option<String> {
     if rows.is_empty() {
-        return Ok(Vec::new());
+        return None;
     }
-    let mut b = crate::db::Binds::default();
     let (slot, now, jti) = (b.push(slot), b.push(now_ms), b.push(JTI.to_owned()));
     let values: Vec<String> = rows
         .iter()
         .map(|(scope, owner, h)| {
             format!(
-                "SELECT {} AS scope, {} AS owner, {slot} AS slot, {} AS hold_id, {} AS live_until",
+                "SELECT {} AS scope, {} AS owner, {slot} AS slot, {} AS hold_id, {} AS live_until, \
+                 {} AS kv, {} AS kk",
                 b.push((*scope).to_owned()),
                 b.push((*owner).to_owned()),
                 b.push(h.hold_id.to_owned()),
-                b.push(h.live_until)
+                b.push(h.live_until),
+                b.push(h.visitor.to_owned()),
+                b.push(h.key.to_owned())
             )
         })
         .collect();
     // The WHERE also keeps SQLite's parser from reading the upsert's ON as a join's.
-    let sql = format!(
+    Some(format!(
         "INSERT INTO hold_slots (scope, owner, slot, hold_id, live_until) \
          SELECT scope, owner, slot, hold_id, live_until FROM ({}) AS w \
-         WHERE w.scope <> {jti} OR NOT EXISTS (SELECT 1 FROM admissions_ended e WHERE e.jti = w.owner) \
+         WHERE ({key_taken}) AND (w.scope <> {jti} OR NOT EXISTS (SELECT 1 FROM admissions_ended e WHERE e.jti = w.owner)) \
          ON CONFLICT (scope, owner, slot) DO UPDATE SET hold_id = excluded.hold_id, \
-         live_until = excluded.live_until WHERE hold_slots.live_until <= {now} RETURNING scope, owner",
+         live_until = excluded.live_until WHERE hold_slots.live_until <= {now} RETURNING {returning}",
         values.join(" UNION ALL ")
-    );
-    sqlx::query_as_with(&sql, b.args())
-        .fetch_all(&mut **tx)
-        .await
+    ))
 }
 
 /// Frees every slot `hold_id` holds (its hold was released or paid).

@@ -2,7 +2,10 @@
 //! `Idempotency-Key`, takes the caps' slots (one live hold per admission, a cap per visitor),
 //! claims the inventory with a guarded update (named seats, "best available N together", or
 //! pool units with the conditional counter), writes the hold, its audit row and the stored
-//! answer. A pool's conditional counter update is the transaction's last statement, so the
+//! answer. A seat hold or a pool hold is three statements between `BEGIN` and `COMMIT` (issue
+//! 13 item 2; test `statements`): key + cap slots (+ the pool's price) in one round trip
+//! ([`prepare_many`]), the guarded update ([`holds::claim_many`], or for a pool the counter
+//! update, last), and the rows in one round trip ([`write_holds`]). A pool's conditional counter update is the transaction's last statement, so the
 //! pool row is locked only from it to the commit. On SQLite the transaction begins as a writer
 //! (`BEGIN IMMEDIATE`, [`db::begin_write`]). Any refusal rolls everything back and is a specific problem: 409 with fresh
 //! availability when the inventory is taken.
@@ -169,9 +172,11 @@ fn conflict(kind: &'static str, title: &str) -> Problem {
     Problem::new(StatusCode::CONFLICT, kind, title)
 }
 
-/// Creates the hold at `now_ms` (epoch ms) in one transaction. Only 201 answers are stored: a
-/// refusal is recomputed on retry.
-pub async fn create(db: &Db, r: &Request<'_>, now_ms: i64) -> ApiResult<HoldAnswer> {
+/// Creates the hold at `now_ms` (epoch ms) in one transaction on `db` (the writer). Only 201
+/// answers are stored: a refusal is recomputed on retry. A refusal's fresh availability is read
+/// after the rollback from `reads` (`AppState::reads`: SQLite's reader connections, so the
+/// single writer goes on to the next hold; on PostgreSQL the same pool).
+pub async fn create(db: &Db, reads: &Db, r: &Request<'_>, now_ms: i64) -> ApiResult<HoldAnswer> {
     let pg = db::backend(db) == Backend::Postgres;
     let mut tx = db::begin_write(db).await?;
     match create_in(&mut tx, pg, r, now_ms).await? {
@@ -182,7 +187,7 @@ pub async fn create(db: &Db, r: &Request<'_>, now_ms: i64) -> ApiResult<HoldAnsw
         Err(lost) => {
             // Roll back first: on SQLite the transaction holds the only writer connection.
             tx.rollback().await?;
-            Err(lost.problem(db, r.show, now_ms).await?.into())
+            Err(lost.problem(reads, r.show, now_ms).await?.into())
         }
     }
 }
@@ -196,7 +201,7 @@ pub async fn create_in(
     r: &Request<'_>,
     now_ms: i64,
 ) -> ApiResult<Result<HoldAnswer, Lost>> {
-    let p = match prepare(tx, r, now_ms).await? {
+    let p = match prepare(tx, pg, r, now_ms).await? {
         Begun::Replay(answer) => return Ok(Ok(answer)),
         Begun::Ready(p) => p,
     };
@@ -237,6 +242,9 @@ pub struct Prepared {
     pub hold_id: String,
     /// Its deadline, epoch ms.
     pub expires_at: i64,
+    /// The price of the asked pool's place, cents (`None` without a pool part, or when the
+    /// pool does not exist: 422 `unknown-pool`), read in the same round trip as the key.
+    pub pool_price: Option<i64>,
 }
 
 /// What [`prepare`] found.
@@ -254,78 +262,98 @@ pub enum Begun {
 /// (only while its session has not ended) and the visitor's cap slot in one statement. `Err`
 /// is the refusal (422, `admission-ended`, `hold-exists`, `visitor-hold-cap`,
 /// `concurrent-request`); the caller rolls back what this wrote.
-pub async fn prepare(tx: &mut Tx<'_>, r: &Request<'_>, now_ms: i64) -> ApiResult<Begun> {
-    prepare_many(tx, &[(r, now_ms)]).await?.remove(0)
+pub async fn prepare(tx: &mut Tx<'_>, pg: bool, r: &Request<'_>, now_ms: i64) -> ApiResult<Begun> {
+    prepare_many(tx, pg, &[(r, now_ms)]).await?.remove(0)
 }
 
-/// [`prepare`] for many requests at once, each step one statement for all of them (the hold
-/// queue's batch): the keys, then the admission and visitor cap slots of those whose key was
-/// taken ([`caps::take_hold_slots`]: one statement, more only for visitors with live holds). The requests' visitors and admissions
-/// must be distinct. A cap slot whose hold lapsed is taken over only if it lapsed by the
-/// earliest `now` of the requests. Per request, as [`prepare`]; `Err` only for a failed
-/// statement.
+/// [`prepare`] for many requests at once (the hold queue's batch): ONE round trip takes every
+/// request's key, the admission and visitor cap slot 0 of those whose key it took, and reads
+/// the price of every pool asked for ([`take_keys_and_slots`]); a visitor whose slot 0 is live
+/// tries slot 1, 2, … in one more statement each ([`caps::take_later_slots`]). The requests'
+/// visitors and admissions must be distinct. A cap slot whose hold lapsed is taken over only if
+/// it lapsed by the earliest `now` of the requests. Per request, as [`prepare`]; `Err` only for
+/// a failed statement.
 pub async fn prepare_many(
     tx: &mut Tx<'_>,
+    pg: bool,
     reqs: &[(&Request<'_>, i64)],
 ) -> sqlx::Result<Vec<ApiResult<Begun>>> {
     let hashes: Vec<String> = reqs
         .iter()
         .map(|(r, _)| r.ask.request_hash(r.show, r.channel))
         .collect();
-    let taken = take_keys(tx, reqs, &hashes).await?;
-    let mut out: Vec<Option<ApiResult<Begun>>> = reqs.iter().map(|_| None).collect();
-    for (i, (r, _)) in reqs.iter().enumerate().filter(|(i, _)| !taken[*i]) {
-        out[i] = Some(match stored_in(tx, r, &hashes[i]).await {
-            Ok(Some(answer)) => {
-                telemetry::replay(r.show);
-                Ok(Begun::Replay(answer))
-            }
-            // Neither taken nor stored: the row changed under us; the client retries.
-            Ok(None) => Err(concurrent_request().into()),
-            Err(e) => Err(e),
-        });
-    }
     let now_ms = reqs.iter().map(|(_, n)| *n).min().unwrap_or(0);
-    let ready: Vec<(usize, Prepared)> = (0..reqs.len())
-        .filter(|i| out[*i].is_none())
-        .map(|i| {
-            let (r, now) = reqs[i];
-            let expires_at = now + r.timing.hold_ttl_ms;
-            let hold_id = uuid::Uuid::now_v7().to_string();
-            (
-                i,
-                Prepared {
-                    hold_id,
-                    expires_at,
-                },
-            )
+    let mut prepared: Vec<Prepared> = reqs
+        .iter()
+        .map(|(r, now)| Prepared {
+            hold_id: uuid::Uuid::now_v7().to_string(),
+            expires_at: now + r.timing.hold_ttl_ms,
+            pool_price: None,
         })
         .collect();
-    // One cap per call: every request of one show's batch has the same.
-    let cap = reqs.first().map_or(1, |(r, _)| r.visitor_cap);
-    let slots: Vec<caps::HoldSlots<'_>> = ready
+    let slots: Vec<caps::HoldSlots<'_>> = reqs
         .iter()
-        .map(|(i, p)| caps::HoldSlots {
-            jti: &reqs[*i].0.adm.jti,
-            visitor: &reqs[*i].0.adm.sub,
+        .zip(&prepared)
+        .map(|((r, _), p)| caps::HoldSlots {
+            jti: &r.adm.jti,
+            visitor: &r.adm.sub,
+            key: r.key,
             hold_id: &p.hold_id,
             live_until: p.expires_at,
         })
         .collect();
-    let got = caps::take_hold_slots(tx, &slots, cap, now_ms).await?;
-    for ((i, p), (admission, visitor)) in ready.into_iter().zip(got) {
-        out[i] = Some(if !admission {
-            Err(admission_refused(tx, &reqs[i].0.adm.jti).await?.into())
-        } else if !visitor {
+    let rows = take_keys_and_slots(tx, pg, reqs, &hashes, &slots, now_ms).await?;
+    let tagged = |tag: &str| -> Vec<(String, String)> {
+        rows.iter()
+            .filter(|(t, _, _)| t == tag)
+            .map(|(_, a, b)| (a.clone(), b.clone()))
+            .collect()
+    };
+    let (keys, slot_rows, prices) = (tagged("k"), tagged("s"), tagged("p"));
+    // One cap per call: every request of one show's batch has the same.
+    let cap = reqs.first().map_or(1, |(r, _)| r.visitor_cap);
+    let mut got = caps::slots_got(&slots, &slot_rows);
+    caps::take_later_slots(tx, &slots, &mut got, cap, now_ms).await?;
+    let mut out = Vec::with_capacity(reqs.len());
+    for (i, (r, _)) in reqs.iter().enumerate() {
+        let taken = keys.iter().any(|(v, k)| *v == r.adm.sub && k == r.key);
+        out.push(if !taken {
+            match stored_in(tx, r, &hashes[i]).await {
+                Ok(Some(answer)) => {
+                    telemetry::replay(r.show);
+                    Ok(Begun::Replay(answer))
+                }
+                // Neither taken nor stored: the row changed under us; the client retries.
+                Ok(None) => Err(concurrent_request().into()),
+                Err(e) => Err(e),
+            }
+        } else if !got[i].0 {
+            Err(admission_refused(tx, &r.adm.jti).await?.into())
+        } else if !got[i].1 {
             Err(conflict("visitor-hold-cap", "Too many live holds")
                 .detail(format!("a visitor may have {cap} live holds at once"))
                 .with("max_holds", cap)
                 .into())
         } else {
+            let mut p = std::mem::replace(
+                &mut prepared[i],
+                Prepared {
+                    hold_id: String::new(),
+                    expires_at: 0,
+                    pool_price: None,
+                },
+            );
+            p.pool_price = r.ask.pool().and_then(|(pool, _)| {
+                let name = format!("{}|{pool}", r.show);
+                prices
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .and_then(|(_, price)| price.parse().ok())
+            });
             Ok(Begun::Ready(p))
         });
     }
-    Ok(out.into_iter().flatten().collect())
+    Ok(out)
 }
 
 /// Why an admission's slot was refused: its session ended, or it holds a live hold.
@@ -572,15 +600,23 @@ pub async fn stored_answer(
     answer_of(stored, hash)
 }
 
-/// Takes `(visitor, key)` of every request in `tx` (one statement): a new row, or a stored
-/// refusal of the same request (`hashes[i]`), becomes [`IN_FLIGHT`]. Per request, whether it
-/// was taken; if not, [`stored_in`] tells the stored answer or 422. A concurrent transaction
-/// that took a key first makes this one wait until it ends.
-async fn take_keys(
+/// Takes `(visitor, key)` of every request in `tx`: a new row, or a stored refusal of the same
+/// request (`hashes[i]`), becomes [`IN_FLIGHT`] (a concurrent transaction that took a key first
+/// makes this one wait until it ends: case B12); in the same round trip, slot 0 of the caps
+/// ([`caps::first_slots_sql`]) for the requests whose key was taken, and the price of every
+/// pool asked for. PostgreSQL: one data-modifying CTE (the slots' upsert reads the keys'
+/// `RETURNING`); SQLite: three statements in one call (under `BEGIN IMMEDIATE` the only
+/// [`IN_FLIGHT`] rows are this transaction's). Rows `(tag, a, b)`: `("k", visitor, key)` per
+/// key taken, `("s", scope, owner)` per slot taken, `("p", "{show}|{pool}", price)` per pool.
+/// A key not taken: [`stored_in`] tells the stored answer or 422.
+async fn take_keys_and_slots(
     tx: &mut Tx<'_>,
+    pg: bool,
     reqs: &[(&Request<'_>, i64)],
     hashes: &[String],
-) -> sqlx::Result<Vec<bool>> {
+    slots: &[caps::HoldSlots<'_>],
+    now_ms: i64,
+) -> sqlx::Result<Vec<(String, String, String)>> {
     if reqs.is_empty() {
         return Ok(Vec::new());
     }
@@ -599,23 +635,66 @@ async fn take_keys(
             )
         })
         .collect();
-    let sql = format!(
+    let keys = format!(
         "INSERT INTO idempotency (visitor_id, key, request_hash, status, body, created_at) VALUES {} \
          ON CONFLICT (visitor_id, key) DO UPDATE SET status = excluded.status, created_at = excluded.created_at \
-         WHERE idempotency.status = {refused} AND idempotency.request_hash = excluded.request_hash \
-         RETURNING visitor_id, key",
+         WHERE idempotency.status = {refused} AND idempotency.request_hash = excluded.request_hash",
         rows.join(", ")
     );
-    let taken: Vec<(String, String)> = sqlx::query_as_with(&sql, b.args())
-        .fetch_all(&mut **tx)
-        .await?;
-    Ok(reqs
+    let key_taken = if pg {
+        "EXISTS (SELECT 1 FROM k WHERE k.visitor_id = w.kv AND k.key = w.kk)".to_owned()
+    } else {
+        format!(
+            "EXISTS (SELECT 1 FROM idempotency i WHERE i.visitor_id = w.kv AND i.key = w.kk \
+             AND i.status = {in_flight})"
+        )
+    };
+    let returning = if pg {
+        "scope, owner"
+    } else {
+        "'s', scope, owner"
+    };
+    let slots_sql = caps::first_slots_sql(&mut b, slots, now_ms, &key_taken, returning);
+    let pools: Vec<String> = reqs
         .iter()
-        .map(|(r, _)| taken.iter().any(|(v, k)| *v == r.adm.sub && k == r.key))
-        .collect())
+        .filter_map(|(r, _)| r.ask.pool().map(|(pool, _)| (r.show, pool)))
+        .map(|(show, pool)| {
+            format!(
+                "(show_id = {} AND pool_id = {})",
+                b.push(show.to_owned()),
+                b.push(pool.to_owned())
+            )
+        })
+        .collect();
+    let prices = (!pools.is_empty()).then(|| {
+        format!(
+            "SELECT 'p', show_id || '|' || pool_id, CAST(price_cents AS TEXT) FROM pools WHERE {}",
+            pools.join(" OR ")
+        )
+    });
+    let sql = if pg {
+        let mut with = vec![format!(
+            "k AS ({keys} RETURNING idempotency.visitor_id, idempotency.key)"
+        )];
+        let mut select = vec!["SELECT 'k' AS t, visitor_id AS a, key AS b FROM k".to_owned()];
+        if let Some(s) = slots_sql {
+            with.push(format!("s AS ({s})"));
+            select.push("SELECT 's', scope, owner FROM s".to_owned());
+        }
+        select.extend(prices);
+        format!("WITH {} {}", with.join(", "), select.join(" UNION ALL "))
+    } else {
+        let mut sqls = vec![format!("{keys} RETURNING 'k', visitor_id, key")];
+        sqls.extend(slots_sql);
+        sqls.extend(prices);
+        sqls.join("; ")
+    };
+    sqlx::query_as_with(&sql, b.args())
+        .fetch_all(&mut **tx)
+        .await
 }
 
-/// The stored answer of a key [`take_keys`] did not take: replay, 422, or `None`.
+/// The stored answer of a key [`take_keys_and_slots`] did not take: replay, 422, or `None`.
 async fn stored_in(tx: &mut Tx<'_>, r: &Request<'_>, hash: &str) -> ApiResult<Option<HoldAnswer>> {
     let stored: Option<(String, i64, String)> = sqlx::query_as(
         "SELECT request_hash, status, body FROM idempotency WHERE visitor_id = $1 AND key = $2",
@@ -745,8 +824,8 @@ async fn take_part(
 ) -> ApiResult<Result<(Vec<String>, i64), Lost>> {
     match part {
         Ask::Seats(seats) => {
-            db::lock_seats(tx, pg, show, seats).await?;
-            let prices = holds::claim(tx, show, seats, &p.hold_id, p.expires_at, now_ms).await?;
+            let prices =
+                holds::claim(tx, pg, show, seats, &p.hold_id, p.expires_at, now_ms).await?;
             if prices.len() != seats.len() {
                 // Unknown seats are a 422 (this read runs only on the refusal path).
                 check_known(tx, show, seats).await?;
@@ -754,15 +833,9 @@ async fn take_part(
             }
             Ok(Ok((seats.clone(), prices.iter().sum())))
         }
-        Ask::Pool { pool, quantity } => {
-            let price: Option<i64> = sqlx::query_scalar(
-                "SELECT price_cents FROM pools WHERE show_id = $1 AND pool_id = $2",
-            )
-            .bind(show)
-            .bind(pool)
-            .fetch_optional(&mut **tx)
-            .await?;
-            let Some(price) = price else {
+        Ask::Pool { quantity, .. } => {
+            // Read with the key (see `take_keys_and_slots`).
+            let Some(price) = p.pool_price else {
                 return Err(unprocessable("unknown-pool", "Unknown pool").into());
             };
             // The places are claimed by the last statement of the hold (see `create_in`).

@@ -179,6 +179,7 @@ pub fn normalise_seats(mut seats: Vec<String>, max: usize) -> Result<Vec<String>
 /// it took (the hold's amount without a read of the seats); fewer than asked means rollback.
 pub async fn claim(
     tx: &mut db::Tx<'_>,
+    pg: bool,
     show: &str,
     seats: &[String],
     hold_id: &str,
@@ -191,7 +192,7 @@ pub async fn claim(
         seats,
         now_ms,
     };
-    let got = claim_many(tx, show, &[ask]).await?;
+    let got = claim_many(tx, pg, show, &[ask]).await?;
     Ok(got.into_iter().map(|g| g.price_cents).collect())
 }
 
@@ -224,8 +225,15 @@ pub struct Taken {
 /// the seats it took; an ask with fewer seats taken than asked is lost, and the caller rolls
 /// back. The per-show hold queue passes a whole batch (issue 13 item 4); a single hold passes
 /// one ask. Parameters are one row per seat (`$N` on both stores: sqlx's `Any` has no arrays).
+///
+/// On PostgreSQL the same statement first locks, in seat order, those of the asked seats that
+/// are free or lapsed (a `FOR UPDATE` CTE the update joins: case B05, ordered locks never
+/// deadlock, and every row the update writes was locked through it). Seats held by others are
+/// not locked, so their holders' releases do not wait on the claim. Only a lock: the guard in
+/// the update's `WHERE` is re-checked on the newest row version and still decides.
 pub async fn claim_many(
     tx: &mut db::Tx<'_>,
+    pg: bool,
     show: &str,
     asks: &[SeatAsk<'_>],
 ) -> sqlx::Result<Vec<Taken>> {
@@ -247,15 +255,29 @@ pub async fn claim_many(
     if rows.is_empty() {
         return Ok(Vec::new());
     }
+    let guard =
+        "(seats.status = 'free' OR (seats.status = 'held' AND seats.hold_expires_at <= w.now))";
+    let set = "SET status = 'held', hold_id = w.hold, hold_expires_at = w.exp";
+    let back = "RETURNING seats.seat_id, seats.hold_id, seats.price_cents";
     // A `VALUES` list, not `UNION ALL`: SQLite caps a compound SELECT at 500 terms, a batch can
-    // have 128 holds of several seats. Both stores name its columns column1, column2, …
-    let sql = format!(
-        "UPDATE seats SET status = 'held', hold_id = w.column2, hold_expires_at = w.column3 \
-         FROM (VALUES {}) AS w WHERE seats.show_id = {show_p} AND seats.seat_id = w.column1 \
-         AND (seats.status = 'free' OR (seats.status = 'held' AND seats.hold_expires_at <= w.column4)) \
-         RETURNING seats.seat_id, seats.hold_id, seats.price_cents",
-        rows.join(", ")
-    );
+    // have 128 holds of several seats.
+    let values = rows.join(", ");
+    let sql = if pg {
+        let latest = b.push(asks.iter().map(|a| a.now_ms).max().unwrap_or(0));
+        format!(
+            "WITH w (seat, hold, exp, now) AS (VALUES {values}), \
+             l AS (SELECT seat_id FROM seats WHERE show_id = {show_p} AND seat_id IN (SELECT seat FROM w) \
+             AND (status = 'free' OR (status = 'held' AND hold_expires_at <= {latest})) ORDER BY seat_id FOR UPDATE) \
+             UPDATE seats {set} FROM w, l WHERE seats.show_id = {show_p} AND seats.seat_id = w.seat \
+             AND l.seat_id = w.seat AND {guard} {back}"
+        )
+    } else {
+        // SQLite has one writer (`BEGIN IMMEDIATE`): nothing to lock.
+        format!(
+            "WITH w (seat, hold, exp, now) AS (VALUES {values}) \
+             UPDATE seats {set} FROM w WHERE seats.show_id = {show_p} AND seats.seat_id = w.seat AND {guard} {back}"
+        )
+    };
     sqlx::query_as_with(&sql, b.args())
         .fetch_all(&mut **tx)
         .await

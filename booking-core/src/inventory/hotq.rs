@@ -123,8 +123,15 @@ impl HoldQueues {
             .unwrap_or(false)
     }
 
-    /// Queues `r` and waits for its answer (the worker of the show is started on first use).
-    pub async fn submit(&self, db: &Db, r: &Request<'_>, now_ms: i64) -> ApiResult<HoldAnswer> {
+    /// Queues `r` and waits for its answer (the worker of the show is started on first use);
+    /// a refusal's fresh availability is read from `reads` (as [`claim::create`]).
+    pub async fn submit(
+        &self,
+        db: &Db,
+        reads: &Db,
+        r: &Request<'_>,
+        now_ms: i64,
+    ) -> ApiResult<HoldAnswer> {
         let tx = {
             let mut m = self.inboxes.lock().expect("hold queue inboxes");
             let alive = m.get(r.show).filter(|t| !t.is_closed()).cloned();
@@ -142,11 +149,11 @@ impl HoldQueues {
             reply,
         };
         if let Err(mpsc::error::SendError(job)) = tx.send(job).await {
-            return claim::create(db, &job.req.request(), now_ms).await;
+            return claim::create(db, reads, &job.req.request(), now_ms).await;
         }
         match answer.await {
             Ok(Ok(Ok(a))) => Ok(a),
-            Ok(Ok(Err(lost))) => Err(lost.problem(db, r.show, now_ms).await?.into()),
+            Ok(Ok(Err(lost))) => Err(lost.problem(reads, r.show, now_ms).await?.into()),
             Ok(Err(e)) => Err(e),
             Err(_) => Err(anyhow::anyhow!("hold queue worker stopped").into()),
         }
@@ -179,7 +186,7 @@ pub async fn step(db: &Db, batch: Vec<Job>) {
         Err(e) => {
             tracing::warn!(error = %e, "hold queue batch failed; retrying each request alone");
             for job in batch {
-                let answer = claim::create(db, &job.req.request(), job.now_ms).await;
+                let answer = claim::create(db, db, &job.req.request(), job.now_ms).await;
                 let _ = job.reply.send(answer.map(Ok));
             }
         }
@@ -190,24 +197,39 @@ pub async fn step(db: &Db, batch: Vec<Job>) {
 pub type Outcome = ApiResult<Result<HoldAnswer, Lost>>;
 
 /// One transaction for the whole batch: the named-seat requests set-based
-/// ([`batch::create_seats`]: one guarded update, one insert per table), then every other
-/// request (pool, best available) in its own savepoint through [`claim::create_in`]; one commit.
+/// ([`batch::create_seats`]: one guarded update, one insert per table), the pool requests
+/// set-based ([`batch::create_pools`]: one counter update per pool for the batch), then every
+/// other request (best available, and pool requests the batch's sum did not fit) in its own
+/// savepoint through [`claim::create_in`]; one commit.
 async fn apply(db: &Db, batch: &[Job]) -> sqlx::Result<Vec<Outcome>> {
     let pg = db::backend(db) == Backend::Postgres;
     let mut tx = db::begin_write(db).await?;
-    let (seat_jobs, other): (Vec<usize>, Vec<usize>) =
-        (0..batch.len()).partition(|i| matches!(batch[*i].req.ask, Ask::Seats(_)));
-    let reqs: Vec<(Request<'_>, i64)> = seat_jobs
-        .iter()
-        .map(|i| (batch[*i].req.request(), batch[*i].now_ms))
-        .collect();
+    let of = |pick: &dyn Fn(&Ask) -> bool| -> Vec<usize> {
+        (0..batch.len())
+            .filter(|i| pick(&batch[*i].req.ask))
+            .collect()
+    };
+    let seat_jobs = of(&|a| matches!(a, Ask::Seats(_)));
+    let pool_jobs = of(&|a| matches!(a, Ask::Pool { .. }));
+    let requests = |idx: &[usize]| -> Vec<(Request<'_>, i64)> {
+        idx.iter()
+            .map(|i| (batch[*i].req.request(), batch[*i].now_ms))
+            .collect()
+    };
     let mut out: Vec<Option<Outcome>> = batch.iter().map(|_| None).collect();
     for (i, answer) in seat_jobs
         .iter()
-        .zip(batch::create_seats(&mut tx, pg, &reqs).await?)
+        .zip(batch::create_seats(&mut tx, pg, &requests(&seat_jobs)).await?)
     {
         out[*i] = Some(answer);
     }
+    for (i, answer) in pool_jobs
+        .iter()
+        .zip(batch::create_pools(&mut tx, pg, &requests(&pool_jobs)).await?)
+    {
+        out[*i] = answer;
+    }
+    let other: Vec<usize> = (0..batch.len()).filter(|i| out[*i].is_none()).collect();
     for i in other {
         let job = &batch[i];
         let mut sp = sqlx::Acquire::begin(&mut *tx).await?;

@@ -97,9 +97,9 @@ pub async fn measure(
                 };
                 let (t, now) = (Instant::now(), now_ms());
                 let answer = if queued {
-                    queues.submit(&db, &r, now).await
+                    queues.submit(&db, &db, &r, now).await
                 } else {
-                    claim::create(&db, &r, now).await
+                    claim::create(&db, &db, &r, now).await
                 };
                 let took = t.elapsed();
                 let status = match answer {

@@ -1,0 +1,182 @@
+//! Issue 13 item 2: a seat hold or a pool hold is at most three statements between `BEGIN` and
+//! `COMMIT` (on PostgreSQL: three round trips, each one statement, the last a data-modifying
+//! CTE; on SQLite: three calls into the connection's worker, some carrying several statements
+//! under the one writer). Counted from sqlx's own query log (target `sqlx::query`, one event per
+//! call sent to the database), the way an operator would see them with `RUST_LOG=sqlx=debug`,
+//! on the hold path below HTTP (`claim::create`) with no background task beside it.
+//!
+//! One `#[test]` in its own binary: the counting subscriber is global, and nothing else may
+//! send a query while it counts.
+
+mod support;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+use booking_core::door::Admission;
+use booking_core::inventory::claim::{self, Ask, Request, Timing};
+use booking_core::{db, PoolSpec, ShowConfig, Venue};
+use support::Backend;
+use tracing::field::{Field, Visit};
+use tracing_subscriber::layer::{Context, SubscriberExt};
+use tracing_subscriber::Layer;
+
+/// Whether [`Counter`] records.
+static COUNTING: AtomicBool = AtomicBool::new(false);
+/// The calls recorded: each call's SQL text (sqlx's `db.statement`, else its summary).
+static CALLS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Records every `sqlx::query` event while [`COUNTING`] is on.
+struct Counter;
+
+/// An event's SQL: its `db.statement` field (the whole text), else its `summary` (sqlx logs
+/// a short statement such as `COMMIT` with the summary alone).
+#[derive(Default)]
+struct Sql {
+    statement: String,
+    summary: String,
+}
+
+impl Sql {
+    fn text(self) -> String {
+        if self.statement.is_empty() {
+            self.summary
+        } else {
+            self.statement
+        }
+    }
+}
+
+impl Visit for Sql {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        match field.name() {
+            "db.statement" => self.statement = value.trim().to_owned(),
+            "summary" => self.summary = value.trim().to_owned(),
+            _ => {}
+        }
+    }
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        self.record_str(field, &format!("{value:?}"));
+    }
+}
+
+impl<S: tracing::Subscriber> Layer<S> for Counter {
+    fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
+        if COUNTING.load(Ordering::SeqCst) && event.metadata().target() == "sqlx::query" {
+            let mut sql = Sql::default();
+            event.record(&mut sql);
+            CALLS.lock().unwrap().push(sql.text());
+        }
+    }
+}
+
+/// The calls of `create` but `BEGIN` and `COMMIT` (sqlx logs them on PostgreSQL, where they
+/// are simple queries; SQLite's go to its worker as commands and are not logged).
+async fn calls_of_one_hold(db: &db::Db, r: &Request<'_>) -> Vec<String> {
+    CALLS.lock().unwrap().clear();
+    COUNTING.store(true, Ordering::SeqCst);
+    let answer = claim::create(db, db, r, now_ms()).await;
+    COUNTING.store(false, Ordering::SeqCst);
+    let answer = answer.unwrap_or_else(|e| panic!("hold refused: {e:?}"));
+    assert_eq!(answer.status, 201, "{}", answer.body);
+    let calls = CALLS.lock().unwrap().clone();
+    let bare = |c: &String| {
+        let w = c
+            .trim_matches(|ch| ch == '"' || ch == ' ')
+            .to_ascii_uppercase();
+        w.starts_with("BEGIN") || w.starts_with("COMMIT")
+    };
+    calls.into_iter().filter(|c| !bare(c)).collect()
+}
+
+async fn three_statements(b: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = db::connect(&b.fresh_url(dir.path())).await.unwrap();
+    let mut venue = Venue::small(10);
+    venue.pools.push(PoolSpec {
+        id: "FLOOR".into(),
+        price_cents: 2_500,
+        capacity: 1_000,
+    });
+    let show = ShowConfig {
+        id: "counted".into(),
+        name: "counted".into(),
+        venue,
+    };
+    db::seed_show(&db, &show).await.unwrap();
+    let timing = Timing {
+        hold_ttl_ms: 600_000,
+        payment_session_ms: 300_000,
+    };
+    for (n, ask) in [
+        Ask::Seats(vec!["A-1-1".into(), "A-1-2".into()]),
+        Ask::Pool {
+            pool: "FLOOR".into(),
+            quantity: 2,
+        },
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let adm = admission(n);
+        let key = format!("key-{n}");
+        let kind = ask.kind();
+        let r = Request {
+            adm: &adm,
+            show: "counted",
+            ask,
+            key: &key,
+            channel: "web",
+            timing,
+            visitor_cap: 4,
+        };
+        let calls = calls_of_one_hold(&db, &r).await;
+        assert!(
+            calls.len() <= 3,
+            "{b:?} {kind} hold: {} calls between BEGIN and COMMIT, at most 3: {calls:#?}",
+            calls.len()
+        );
+        assert!(
+            calls
+                .iter()
+                .any(|c| c.contains("UPDATE seats") || c.contains("UPDATE pools")),
+            "the guarded update is among them: {calls:#?}"
+        );
+    }
+    db.close().await;
+}
+
+fn admission(n: usize) -> Admission {
+    let now_s = now_ms() / 1000;
+    Admission {
+        iss: "waiting-room".into(),
+        aud: "booking-core".into(),
+        sub: format!("visitor-{n}"),
+        event: "counted".into(),
+        jti: format!("jti-{n}"),
+        iat: now_s,
+        nbf: now_s,
+        exp: now_s + 3600,
+        tier: None,
+    }
+}
+
+fn now_ms() -> i64 {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+#[test]
+fn a_seat_or_pool_hold_is_three_statements_on_both_stores() {
+    let subscriber = tracing_subscriber::registry().with(Counter);
+    tracing::subscriber::set_global_default(subscriber).unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(three_statements(Backend::Sqlite));
+    rt.block_on(three_statements(Backend::Postgres));
+}
