@@ -35,6 +35,8 @@ fn bench_writes_every_figure_above_zero() {
         "heartbeat",
         "claim",
         "door",
+        "bc-healthz",
+        "door-cached",
         "hold",
         "hold-queue",
         "pool-hold",
@@ -64,6 +66,10 @@ fn bench_writes_every_figure_above_zero() {
         assert!(raw[k].as_f64().unwrap_or(0.0) > 0.0, "raw_db {k}: {raw}");
     }
     assert!(stdout.contains("through sqlx Any"), "{stdout}");
+    assert!(
+        stdout.contains("door with a cached token:"),
+        "the door's ratio to the booking core's ceiling: {stdout}"
+    );
     let mem = &doc["redis_memory"];
     assert!(mem["bytes_per_fan"].as_f64().unwrap_or(0.0) > 0.0, "{doc}");
     assert_eq!(mem["fans"], 20000, "{doc}");

@@ -327,8 +327,12 @@ pub async fn release(
     Ok(done)
 }
 
-/// [`release`] inside the caller's transaction: the guarded HELD→RELEASED update, then the seats
-/// (locked in seat order on PostgreSQL) freed only where `hold_id` still holds them.
+/// [`release`] inside the caller's transaction: the guarded HELD→RELEASED update, one read of
+/// what the hold has ([`parts_of`]), the seats freed only where `hold_id` still holds them (one
+/// statement: [`free_seats`]), an interval's claim, the cap slots, the session's end, the audit
+/// row, the seats offered to the waitlist; a pool's units last (the pool row is locked only
+/// from there to the commit, as a new hold's increment: issue 13 item 3), then offered to the
+/// pool's waitlist. Kinds the hold does not have cost no statement.
 pub async fn release_in(
     tx: &mut db::Tx<'_>,
     pg: bool,
@@ -350,31 +354,90 @@ pub async fn release_in(
     let Some((show, jti)) = row else {
         return Ok(false);
     };
-    let seats: Vec<String> =
-        sqlx::query_scalar("SELECT seat_id FROM hold_seats WHERE hold_id = $1 ORDER BY seat_id")
-            .bind(hold_id)
-            .fetch_all(&mut **tx)
-            .await?;
-    db::lock_seats(tx, pg, &show, &seats).await?;
-    sqlx::query("UPDATE seats SET status = 'free', hold_id = NULL, hold_expires_at = NULL WHERE hold_id = $1 AND status = 'held'")
-        .bind(hold_id)
-        .execute(&mut **tx)
-        .await?;
-    let pool = crate::inventory::pools::of_hold(tx, hold_id).await?;
-    crate::inventory::pools::release(tx, pg, &show, hold_id).await?;
-    crate::inventory::resources::release(tx, hold_id).await?;
+    let parts = parts_of(tx, hold_id).await?;
+    if !parts.seats.is_empty() {
+        free_seats(tx, pg, &show, hold_id).await?;
+    }
+    if parts.interval {
+        crate::inventory::resources::release(tx, hold_id).await?;
+    }
     crate::inventory::caps::free_slots(tx, hold_id).await?;
     crate::outbox::notify::session_end(tx, &show, &jti, now_ms).await?;
-    crate::inventory::waitlist::offer(tx, pg, &show, hold_id, &seats, now_ms).await?;
-    if let Some((pool, qty, 1)) = pool {
-        crate::inventory::waitlist::offer_pool(tx, pg, &show, hold_id, &pool, qty, now_ms).await?;
+    db::audit(tx, now_ms, &show, hold_id, end.as_str(), actor, reason).await?;
+    crate::inventory::waitlist::offer(tx, pg, &show, hold_id, &parts.seats, now_ms).await?;
+    if let Some((pool, qty, counted)) = parts.pool {
+        crate::inventory::pools::release_of(tx, pg, &show, hold_id, &pool).await?;
+        if counted == 1 {
+            crate::inventory::waitlist::offer_pool(tx, pg, &show, hold_id, &pool, qty, now_ms)
+                .await?;
+        }
     }
     metrics::counter!("bc_holds_released_total", "show" => show.clone(), "actor" => actor.as_str())
         .increment(1);
     metrics::counter!("bc_holds_ended_total", "show" => show.clone(), "ended_as" => end.as_str())
         .increment(1);
-    db::audit(tx, now_ms, &show, hold_id, end.as_str(), actor, reason).await?;
     Ok(true)
+}
+
+/// What a hold has, read in one statement: its seats (in seat order), its pool row `(pool,
+/// quantity, counted)`, and whether it has an interval claim.
+#[derive(Debug, Default)]
+pub struct Parts {
+    /// Seat ids, sorted.
+    pub seats: Vec<String>,
+    /// `(pool id, units, counted 0/1)`.
+    pub pool: Option<(String, i64, i64)>,
+    /// Whether an interval resource is claimed.
+    pub interval: bool,
+}
+
+/// [`Parts`] of `hold_id`.
+pub async fn parts_of(tx: &mut db::Tx<'_>, hold_id: &str) -> sqlx::Result<Parts> {
+    let rows: Vec<(String, String, i64, i64)> = sqlx::query_as(
+        "SELECT 's', seat_id, 0, 0 FROM hold_seats WHERE hold_id = $1 \
+         UNION ALL SELECT 'p', pool_id, quantity, counted FROM hold_pools WHERE hold_id = $1 \
+         UNION ALL SELECT 'r', resource, 0, 0 FROM hold_resources WHERE hold_id = $1",
+    )
+    .bind(hold_id)
+    .fetch_all(&mut **tx)
+    .await?;
+    let mut parts = Parts::default();
+    for (kind, id, quantity, counted) in rows {
+        match kind.as_str() {
+            "s" => parts.seats.push(id),
+            "p" => parts.pool = Some((id, quantity, counted)),
+            _ => parts.interval = true,
+        }
+    }
+    parts.seats.sort();
+    Ok(parts)
+}
+
+/// Frees the seats `hold_id` still holds, in one statement: on PostgreSQL it locks them in seat
+/// order first (a `FOR UPDATE` CTE the update joins: case B05, the order a claim locks in).
+pub async fn free_seats(
+    tx: &mut db::Tx<'_>,
+    pg: bool,
+    show: &str,
+    hold_id: &str,
+) -> sqlx::Result<u64> {
+    let set = "SET status = 'free', hold_id = NULL, hold_expires_at = NULL";
+    let sql = if pg {
+        format!(
+            "WITH l AS (SELECT seat_id FROM seats WHERE hold_id = $1 AND show_id = $2 AND status = 'held' \
+             ORDER BY seat_id FOR UPDATE) \
+             UPDATE seats {set} FROM l WHERE seats.show_id = $2 AND seats.seat_id = l.seat_id \
+             AND seats.hold_id = $1 AND seats.status = 'held'"
+        )
+    } else {
+        format!("UPDATE seats {set} WHERE hold_id = $1 AND show_id = $2 AND status = 'held'")
+    };
+    Ok(sqlx::query(&sql)
+        .bind(hold_id)
+        .bind(show)
+        .execute(&mut **tx)
+        .await?
+        .rows_affected())
 }
 
 /// Keeps a HELD hold's inventory until `until_ms` (epoch ms) when all of it is still the hold's:

@@ -123,11 +123,24 @@ pub async fn counted(tx: &mut Tx<'_>, pg: bool, show: &str, hold_id: &str) -> sq
 /// Release: the hold's units stop counting, in the caller's transaction (the one that changed
 /// the hold's status).
 pub async fn release(tx: &mut Tx<'_>, pg: bool, show: &str, hold_id: &str) -> sqlx::Result<()> {
-    crate::inventory::seatmap::touch();
     let Some((pool, _, _)) = of_hold(tx, hold_id).await? else {
         return Ok(());
     };
-    lock_pool(tx, pg, show, &pool).await?;
+    release_of(tx, pg, show, hold_id, &pool).await
+}
+
+/// [`release`] of a hold whose pool the caller knows: the pool row locked (PostgreSQL), the
+/// hold's row uncounted, the counter decremented. Run it late in the transaction: the pool row
+/// stays locked until the commit.
+pub async fn release_of(
+    tx: &mut Tx<'_>,
+    pg: bool,
+    show: &str,
+    hold_id: &str,
+    pool: &str,
+) -> sqlx::Result<()> {
+    crate::inventory::seatmap::touch();
+    lock_pool(tx, pg, show, pool).await?;
     let qty: Option<i64> = sqlx::query_scalar(
         "UPDATE hold_pools SET counted = 0 WHERE hold_id = $1 AND counted = 1 RETURNING quantity",
     )
@@ -138,7 +151,7 @@ pub async fn release(tx: &mut Tx<'_>, pg: bool, show: &str, hold_id: &str) -> sq
         sqlx::query("UPDATE pools SET taken = taken - $1 WHERE show_id = $2 AND pool_id = $3")
             .bind(q)
             .bind(show)
-            .bind(&pool)
+            .bind(pool)
             .execute(&mut **tx)
             .await?;
     }

@@ -52,7 +52,7 @@ pub fn touch() {
 /// so they are serialised when the snapshot changes; the whole map only when first asked for.
 #[derive(Debug, Clone)]
 pub struct Views {
-    whole_src: Arc<Value>,
+    whole_src: Arc<Whole>,
     whole: Arc<std::sync::OnceLock<Bytes>>,
     /// Each section's map, by section name (`?section=`).
     pub sections: Arc<BTreeMap<String, Bytes>>,
@@ -61,12 +61,63 @@ pub struct Views {
 }
 
 impl Views {
-    /// The whole map (`GET /api/shows/{show}/seats`), serialised once per snapshot.
+    /// The whole map (`GET /api/shows/{show}/seats`), joined once per snapshot from the
+    /// sections' serialised seat arrays (no seat is serialised again for it).
     pub fn whole(&self) -> Bytes {
-        self.whole
-            .get_or_init(|| Bytes::from(serde_json::to_vec(&*self.whole_src).unwrap_or_default()))
-            .clone()
+        self.whole.get_or_init(|| self.whole_src.join()).clone()
     }
+}
+
+/// What the whole map is made of: the sections' seat arrays (JSON text, in section order, the
+/// order of the map's seats) and the figures around them.
+#[derive(Debug)]
+struct Whole {
+    show: String,
+    capacity: usize,
+    available: usize,
+    pools: Value,
+    arrays: Vec<Bytes>,
+}
+
+impl Whole {
+    /// `{"available","capacity","pools","seats","show"}`, keys in the order `serde_json` writes
+    /// a map's (sorted), the seats the concatenation of the sections' arrays.
+    fn join(&self) -> Bytes {
+        let inner: Vec<&[u8]> = self
+            .arrays
+            .iter()
+            .map(|a| a.get(1..a.len().saturating_sub(1)).unwrap_or_default())
+            .filter(|a| !a.is_empty())
+            .collect();
+        let mut out = Vec::with_capacity(inner.iter().map(|a| a.len() + 1).sum::<usize>() + 256);
+        out.extend_from_slice(
+            format!(
+                "{{\"available\":{},\"capacity\":{},\"pools\":{},\"seats\":[",
+                self.available, self.capacity, self.pools
+            )
+            .as_bytes(),
+        );
+        out.extend_from_slice(&inner.join(&b","[..]));
+        out.extend_from_slice(
+            format!("],\"show\":{}}}", Value::from(self.show.as_str())).as_bytes(),
+        );
+        Bytes::from(out)
+    }
+}
+
+/// A section's answer around its serialised seat array `seats` (keys sorted, as `serde_json`
+/// writes a map).
+fn section_body(show: &str, name: &str, c: &Counts, pools: &Value, seats: &[u8]) -> Bytes {
+    let head = format!(
+        "{{\"available\":{},\"capacity\":{},\"pools\":{pools},\"seats\":",
+        c.available, c.capacity
+    );
+    let tail = format!(
+        ",\"section\":{},\"show\":{}}}",
+        Value::from(name),
+        Value::from(show)
+    );
+    Bytes::from([head.as_bytes(), seats, tail.as_bytes()].concat())
 }
 
 /// What a read gets: the views and how old they are.
@@ -131,6 +182,8 @@ struct Live {
     polled: Instant,
     version: u64,
     sections: BTreeMap<String, Bytes>,
+    /// Each section's seat array as JSON text (what the whole map is joined from).
+    arrays: BTreeMap<String, Bytes>,
     counts: BTreeMap<String, Counts>,
     views: Option<Views>,
     /// The `now` the views were rendered at, and the earliest deadline after it.
@@ -202,12 +255,10 @@ impl Live {
                 min,
                 max,
             };
-            let body = json!({"show": self.show, "section": name, "capacity": c.capacity,
-                              "available": c.available, "seats": seats, "pools": self.pools});
-            self.sections.insert(
-                name.clone(),
-                Bytes::from(serde_json::to_vec(&body).unwrap_or_default()),
-            );
+            let array = Bytes::from(serde_json::to_vec(&seats).unwrap_or_default());
+            let body = section_body(&self.show, name, &c, &self.pools, &array);
+            self.sections.insert(name.clone(), body);
+            self.arrays.insert(name.clone(), array);
             self.counts.insert(name.clone(), c);
         }
         let capacity = self.seats.len();
@@ -222,9 +273,13 @@ impl Live {
             .collect();
         let overview = json!({"show": self.show, "capacity": capacity, "available": available,
                               "sections": overview, "pools": self.pools});
-        let whole: Vec<Value> = self.seats.iter().map(|s| s.json(now_ms)).collect();
-        let whole = json!({"show": self.show, "capacity": capacity, "available": available,
-                           "seats": whole, "pools": self.pools});
+        let whole = Whole {
+            show: self.show.clone(),
+            capacity,
+            available,
+            pools: self.pools.clone(),
+            arrays: self.arrays.values().cloned().collect(),
+        };
         self.views = Some(Views {
             whole_src: Arc::new(whole),
             whole: Arc::default(),
@@ -286,24 +341,31 @@ impl SeatMaps {
 
     /// The views of the seat map of `show` at `now_ms` (epoch ms) and their age.
     pub async fn get(&self, db: &Db, show: &str, now_ms: i64) -> sqlx::Result<Served> {
+        let arrived = Instant::now();
         let slot = self.slot(show);
         let version = VERSION.load(Ordering::Acquire);
-        let current = |stale_ok: bool| {
+        let current = || {
             let g = slot.live.lock().expect("seat map");
             g.as_ref()
-                .filter(|l| l.renders(now_ms))
-                .filter(|l| !l.due(version, now_ms) || (stale_ok && l.polled.elapsed() < MAX_STALE))
+                .filter(|l| l.renders(now_ms) && !l.due(version, now_ms))
                 .and_then(Live::served)
         };
-        if let Some(s) = current(false) {
+        if let Some(s) = current() {
             return Ok(s);
         }
         let _only_one = match slot.refresh.try_lock() {
             Ok(g) => g,
             Err(_) => {
                 // Someone polls: answer with the current snapshot if young (a hint, never a
-                // decision) rather than queueing every reader behind the poll.
-                if let Some(s) = current(true) {
+                // decision; a hold lapsed since its rendering may still show held) rather than
+                // queueing every reader behind the poll.
+                let young = {
+                    let g = slot.live.lock().expect("seat map");
+                    g.as_ref()
+                        .filter(|l| l.polled.elapsed() < MAX_STALE)
+                        .and_then(Live::served)
+                };
+                if let Some(s) = young {
                     return Ok(s);
                 }
                 slot.refresh.lock().await
@@ -323,7 +385,11 @@ impl SeatMaps {
         } else {
             Some(BTreeSet::new())
         };
-        if live.due(version, now_ms) || dirty.is_none() {
+        // A poll that began after this request arrived (while it waited for the lock) saw every
+        // write committed before it: readers queued behind one poll share it (no convoy of
+        // polls while holds keep touching the version).
+        let shared = live.polled >= arrived;
+        if (live.due(version, now_ms) && !shared) || dirty.is_none() {
             self.polls.fetch_add(1, Ordering::Relaxed);
             let polled = poll(db, &mut live, version, now_ms).await;
             match polled {
@@ -401,6 +467,7 @@ async fn load(db: &Db, show: &str, version: u64) -> sqlx::Result<Live> {
         polled: Instant::now(),
         version,
         sections: BTreeMap::new(),
+        arrays: BTreeMap::new(),
         counts: BTreeMap::new(),
         views: None,
         render_ms: 0,

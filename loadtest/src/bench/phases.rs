@@ -156,6 +156,30 @@ pub async fn all(ctx: &Ctx) -> anyhow::Result<(Vec<Phase>, Vec<String>)> {
             adm.len()
         ),
     ));
+    // Issue 13: the door with a cached token against the booking core's own ceiling, measured
+    // back to back: each worker sends one admission token again and again, so after its first
+    // request the verified-token cache answers (no EdDSA check).
+    let c = ctx.client.clone();
+    let url = format!("{}/healthz", ctx.bc);
+    let work: Workload = Arc::new(move |_, _| Box::pin(timed_status(c.get(&url))));
+    out.push((
+        ctx.run("bc-healthz", &[200], work).await,
+        "booking core GET /healthz (no database call): the booking core's ceiling".into(),
+    ));
+    let (c, a) = (ctx.client.clone(), adm.clone());
+    let url = format!("{}/api/me", ctx.bc);
+    let work: Workload = Arc::new(move |w, _| {
+        let tok = &a[w % a.len()];
+        Box::pin(timed_status(c.get(&url).bearer_auth(tok)))
+    });
+    out.push((
+        ctx.run("door-cached", &[200], work).await,
+        format!(
+            "booking core GET /api/me, each of the {} workers with one admission token \
+             (verified-token cache hits after its first request)",
+            ctx.connections
+        ),
+    ));
     for (name, queued) in [("hold", false), ("hold-queue", true)] {
         super::hotq::switch(ctx, queued).await?;
         let waits = super::hotq::sample(ctx.database.as_deref()).await;

@@ -23,6 +23,13 @@ pub fn table(r: &BenchReport) -> String {
     for f in &r.figures {
         out.push_str(&format!("  {}: {}\n", f.m.name, f.note));
     }
+    let rps = |name: &str| r.figures.iter().find(|f| f.m.name == name).map(|f| f.m.rps);
+    if let (Some(door), Some(ceiling)) = (rps("door-cached"), rps("bc-healthz")) {
+        out.push_str(&format!(
+            "door with a cached token: {door:.0} req/s = {:.2}x the booking core's /healthz ({ceiling:.0} req/s; target 0.9x)\n",
+            door / ceiling.max(1e-9)
+        ));
+    }
     if let Some(raw) = &r.raw_db {
         out.push_str(&format!(
             "raw database: {:.0} transactions/s typed, {:.0}/s through sqlx Any = {:.2}x typed ({})\n",
