@@ -197,14 +197,14 @@ async fn batch_first_in_order_wins_all_or_nothing(b: Backend) {
                 .await;
             assert_eq!((audit, slots), (1, 2), "{fan}");
         } else {
-            // A loser wrote nothing (its key is free for the handler's refusal record).
-            assert!(
-                holds.is_empty() && key.is_empty(),
-                "{fan}: {holds:?} {key:?}"
-            );
+            // A loser holds nothing: no hold, no live cap slot, and its key at most recorded
+            // as refused (what the handler's refusal record writes after an unqueued hold's
+            // rollback: the key cannot be reused for another request).
+            assert!(holds.is_empty(), "{fan}: {holds:?}");
+            assert!(key.iter().all(|(st, _)| *st == 409), "{fan}: {key:?}");
             let slots = h
                 .count(
-                    "SELECT COUNT(*) FROM hold_slots WHERE owner = $1",
+                    "SELECT COUNT(*) FROM hold_slots WHERE owner = $1 AND live_until > 0",
                     &format!("jti-{fan}"),
                 )
                 .await;

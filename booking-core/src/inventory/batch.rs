@@ -3,23 +3,26 @@
 //!
 //! One pass: the requests' keys and cap slots through [`claim::prepare_many`] (the code every
 //! hold runs: one round trip for the whole batch), then ONE guarded update of every seat of the
-//! batch ([`holds::claim_many`]: the only thing that decides a seat; on PostgreSQL it locks the
-//! claimable seats in seat order first, in the same statement), then the winners' rows with one insert per table and one update
-//! of their keys ([`claim::write_holds`]). Winners and losers are sorted in memory: a seat asked
-//! by two requests goes to the first in batch order (the later one loses at once), and a hold is
-//! all or nothing. A visitor's (or admission's) second request in a batch is left to a later
-//! pass, after the first one's key and slots, as two transactions would be.
+//! batch ([`holds::claim_many`]: the only thing that decides a seat, all or nothing per request;
+//! on PostgreSQL it locks the asked seats in seat order first, case B05, in the same
+//! statement), then the winners' rows with one insert per table and one update of their keys,
+//! and the losers' keys and slots undone ([`claim::write_holds`], [`claim::undo`]). Winners and
+//! losers are sorted in memory: a seat asked by two requests goes to the first in batch order
+//! (the later one loses at once), and a hold is all or nothing. A visitor's (or admission's)
+//! second request in a batch is left to a later pass, after the first one's key and slots, as
+//! two transactions would be.
 //!
-//! A request lost at the guard, refused by its key or caps, or whose key was no longer in flight
-//! has written rows (its key, its slots, some seats) that its own rollback would have undone.
-//! So each pass runs in a savepoint: when it ended with such a request, that request's answer is
-//! final, the pass is rolled back and run again without it, so what commits is exactly what the
-//! winners' own transactions would have written. Each pass that rolls back settles at least one
-//! request; on PostgreSQL the batch's seats are locked in seat order (case B05).
+//! A request lost at the guard wrote no seat (the update is all or nothing per request): its key
+//! is marked refused and its cap slots freed in the pass, what its own rollback would have left.
+//! A request refused by its key or caps, or whose key was no longer in flight, has written rows
+//! that only a rollback undoes exactly: each pass runs in a savepoint, and when it ended with
+//! such a request, that request's answer is final and the pass is rolled back and run again
+//! without it, so what commits is exactly what the winners' own transactions would have
+//! written. Each pass that rolls back settles at least one request.
 
 use std::collections::{HashMap, HashSet};
 
-use crate::db::{self, Tx};
+use crate::db::Tx;
 use crate::error::ApiResult;
 use crate::inventory::claim::{self, Ask, Begun, HoldAnswer, Lost, NewHold, Prepared, Request};
 use crate::inventory::holds::{self, SeatAsk};
@@ -37,25 +40,15 @@ pub async fn create_seats(
     jobs: &[(Request<'_>, i64)],
 ) -> sqlx::Result<Vec<Answer>> {
     let mut done: Vec<Option<Answer>> = jobs.iter().map(|_| None).collect();
-    // Requests whose seats a plain read shows taken go last: they are still tried by the
-    // guarded update (which alone decides), but in passes of their own, so a batch's likely
-    // winners are not prepared twice behind a rollback caused by a likely loser.
-    let later = seen_taken(tx, jobs).await?;
     loop {
-        let likely_left = (0..jobs.len()).any(|i| done[i].is_none() && !later[i]);
-        let skip: Vec<bool> = if likely_left {
-            later.clone()
-        } else {
-            vec![false; jobs.len()]
-        };
         let mut sp = sqlx::Acquire::begin(&mut **tx).await?;
-        match pass(&mut sp, pg, jobs, &skip, &mut done).await? {
+        match pass(&mut sp, pg, jobs, &mut done).await? {
             Pass::Commit(held) => {
                 sp.commit().await?;
                 for (i, answer) in held {
                     done[i] = Some(Ok(Ok(answer)));
                 }
-                // A visitor's second request, or the likely losers, are left for another pass.
+                // A visitor's second request is left for another pass.
                 if done.iter().all(Option::is_some) {
                     return Ok(done.into_iter().flatten().collect());
                 }
@@ -66,34 +59,6 @@ pub async fn create_seats(
             }
         }
     }
-}
-
-/// Per job, whether a plain read (no lock) shows one of its seats taken at the batch's latest
-/// `now`: a hint for the order of passes, never an answer.
-async fn seen_taken(tx: &mut Tx<'_>, jobs: &[(Request<'_>, i64)]) -> sqlx::Result<Vec<bool>> {
-    let (Some((first, _)), Some(now)) = (jobs.first(), jobs.iter().map(|(_, n)| *n).max()) else {
-        return Ok(Vec::new());
-    };
-    let mut b = db::Binds::default();
-    let (show, now) = (b.push(first.show.to_owned()), b.push(now));
-    let mut all: Vec<&String> = jobs.iter().flat_map(|(r, _)| seats_of(r)).collect();
-    all.sort();
-    all.dedup();
-    let list: Vec<String> = all.into_iter().map(|s| b.push(s.clone())).collect();
-    let sql = format!(
-        "SELECT seat_id FROM seats WHERE show_id = {show} AND seat_id IN ({}) AND status <> 'free' \
-         AND NOT (status = 'held' AND hold_expires_at <= {now})",
-        list.join(", ")
-    );
-    let taken: HashSet<String> = sqlx::query_scalar_with(&sql, b.args())
-        .fetch_all(&mut **tx)
-        .await?
-        .into_iter()
-        .collect();
-    Ok(jobs
-        .iter()
-        .map(|(r, _)| seats_of(r).iter().any(|s| taken.contains(s)))
-        .collect())
 }
 
 /// How a pass ended.
@@ -109,7 +74,6 @@ async fn pass(
     tx: &mut Tx<'_>,
     pg: bool,
     jobs: &[(Request<'_>, i64)],
-    skip: &[bool],
     done: &mut [Option<Answer>],
 ) -> sqlx::Result<Pass> {
     // First in batch order takes a seat; a later job asking for one is lost (settled now: its
@@ -118,19 +82,19 @@ async fn pass(
     let mut owner: HashMap<&str, usize> = HashMap::new();
     let mut fans: HashSet<&str> = HashSet::new();
     let (mut claiming, mut outbid) = (Vec::new(), Vec::new());
-    for (i, (r, _)) in jobs
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| done[*i].is_none() && !skip[*i])
-    {
+    for (i, (r, _)) in jobs.iter().enumerate().filter(|(i, _)| done[*i].is_none()) {
         let seats = seats_of(r);
         if fans.contains(r.adm.sub.as_str()) || fans.contains(r.adm.jti.as_str()) {
             // A visitor's or admission's second request waits for the next pass (its key and
             // cap slots are taken after the first one's, as two transactions would).
             continue;
         }
-        if seats.iter().any(|s| owner.contains_key(s.as_str())) {
-            outbid.push(i);
+        let by: Vec<usize> = seats
+            .iter()
+            .filter_map(|s| owner.get(s.as_str()).copied())
+            .collect();
+        if !by.is_empty() {
+            outbid.push((i, by));
         } else {
             owner.extend(seats.iter().map(|s| (s.as_str(), i)));
             fans.extend([r.adm.sub.as_str(), r.adm.jti.as_str()]);
@@ -174,7 +138,7 @@ async fn pass(
         let e = amount.entry(t.hold_id.as_str()).or_default();
         (e.0, e.1) = (e.0 + 1, e.1 + t.price_cents);
     }
-    let (mut winners, mut again) = (Vec::new(), false);
+    let (mut winners, mut losers, mut again) = (Vec::new(), Vec::new(), false);
     for (i, p) in &ready {
         let (r, now) = &jobs[*i];
         let seats = seats_of(r);
@@ -182,13 +146,20 @@ async fn pass(
             Some((n, cents)) if *n == seats.len() => {
                 winners.push((*i, NewHold::of(r, p, seats.to_vec(), *cents, *now)));
             }
-            _ => (done[*i], again) = (Some(lost(r)), true),
+            // Nothing of it was written (all or nothing): settled here, its key and slots undone.
+            Some(_) => (done[*i], again) = (Some(lost(r)), true),
+            None => {
+                done[*i] = Some(lost(r));
+                losers.push((r, p));
+            }
         }
     }
     if again {
-        // The outbid jobs are not settled: the seat they lost may be free in the next pass.
+        // A partial claim (the guard said otherwise between the lock and the update): only a
+        // rollback undoes it. The outbid jobs are not settled: their seats may be free next.
         return Ok(Pass::Again);
     }
+    claim::undo(tx, pg, &losers).await?;
     let rows: Vec<(&Request<'_>, &NewHold)> =
         winners.iter().map(|(i, h)| (&jobs[*i].0, h)).collect();
     let stored = claim::write_holds(tx, pg, &rows).await?;
@@ -200,8 +171,13 @@ async fn pass(
     if again {
         return Ok(Pass::Again);
     }
-    for i in outbid {
-        done[i] = Some(lost(&jobs[i].0));
+    // An outbid job lost to an earlier job that won; outbid only by jobs that lost at the
+    // guard, it is left for the next pass (its seats may be free: as the next transaction).
+    let won: HashSet<usize> = winners.iter().map(|(i, _)| *i).collect();
+    for (i, by) in outbid {
+        if by.iter().any(|o| won.contains(o)) {
+            done[i] = Some(lost(&jobs[i].0));
+        }
     }
     Ok(Pass::Commit(
         winners.into_iter().map(|(i, h)| (i, h.answer())).collect(),

@@ -486,6 +486,53 @@ pub async fn write_holds(
         .collect())
 }
 
+/// Undoes, in one round trip, what [`prepare_many`] took for requests that then lost at the
+/// guarded update and wrote no inventory: their cap slots are freed (`live_until = 0`, as a
+/// release frees them) and their keys' rows marked refused (what [`record_refusal`] writes
+/// after a rollback). The per-show hold queue's batch settles such a loser this way instead of
+/// rolling back the whole pass (issue 13 item 4).
+pub async fn undo(
+    tx: &mut Tx<'_>,
+    pg: bool,
+    losers: &[(&Request<'_>, &Prepared)],
+) -> sqlx::Result<()> {
+    if losers.is_empty() {
+        return Ok(());
+    }
+    let mut b = db::Binds::default();
+    let (in_flight, refused) = (b.push(IN_FLIGHT), b.push(REFUSED));
+    let holds: Vec<String> = losers
+        .iter()
+        .map(|(_, p)| b.push(p.hold_id.clone()))
+        .collect();
+    let keys: Vec<String> = losers
+        .iter()
+        .map(|(r, _)| {
+            format!(
+                "SELECT {} AS v, {} AS k",
+                b.push(r.adm.sub.clone()),
+                b.push(r.key.to_owned())
+            )
+        })
+        .collect();
+    let slots = format!(
+        "UPDATE hold_slots SET live_until = 0 WHERE hold_id IN ({})",
+        holds.join(", ")
+    );
+    let refuse = format!(
+        "UPDATE idempotency SET status = {refused} FROM ({}) AS w \
+         WHERE idempotency.visitor_id = w.v AND idempotency.key = w.k AND idempotency.status = {in_flight}",
+        keys.join(" UNION ALL ")
+    );
+    let sql = if pg {
+        format!("WITH s AS ({slots}) {refuse}")
+    } else {
+        format!("{slots}; {refuse}")
+    };
+    sqlx::query_with(&sql, b.args()).execute(&mut **tx).await?;
+    Ok(())
+}
+
 /// The SQL of [`write_holds`], every statement's placeholders bound once in `b`.
 struct WriteParts {
     holds: String,

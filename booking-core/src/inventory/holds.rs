@@ -220,17 +220,22 @@ pub struct Taken {
     pub price_cents: i64,
 }
 
-/// The guarded claim: ONE `UPDATE` that takes, for every ask, only those of its seats that are
-/// free or whose hold lapsed at the ask's `now` (the only thing that decides a seat). Returns
-/// the seats it took; an ask with fewer seats taken than asked is lost, and the caller rolls
-/// back. The per-show hold queue passes a whole batch (issue 13 item 4); a single hold passes
-/// one ask. Parameters are one row per seat (`$N` on both stores: sqlx's `Any` has no arrays).
+/// The guarded claim: ONE `UPDATE` that takes, for every ask, its seats when every one of them
+/// is free or held by a hold that lapsed at the ask's `now`, and none of them otherwise (the
+/// only thing that decides a seat; all or nothing per ask, so a lost ask wrote no seat). Returns
+/// the seats it took; an ask with none taken is lost (a single hold's caller rolls back; the
+/// per-show hold queue, which passes a whole batch, undoes the loser's key and slots:
+/// issue 13 item 4). Parameters are one row per seat (`$N` on both stores: sqlx's `Any` has
+/// no arrays). The asks must not share a seat.
 ///
 /// On PostgreSQL the same statement first locks, in seat order, those of the asked seats that
-/// are free or lapsed (a `FOR UPDATE` CTE the update joins: case B05, ordered locks never
-/// deadlock, and every row the update writes was locked through it). Seats held by others are
-/// not locked, so their holders' releases do not wait on the claim. Only a lock: the guard in
-/// the update's `WHERE` is re-checked on the newest row version and still decides.
+/// are free or lapsed (a `MATERIALIZED` `FOR UPDATE` CTE: case B05, ordered locks never
+/// deadlock) and judges each ask on the locked, newest row versions, which no one else can
+/// change before the commit: an ask with a seat it could not lock is lost. Seats held by
+/// others are not locked, so their holders' releases never wait on a claim (locking them made
+/// a hold-queue batch, which holds an earlier pass's locks, deadlock with releases). The guard
+/// in the update's `WHERE` still decides each row. SQLite has one writer
+/// (`BEGIN IMMEDIATE`): nothing to lock.
 pub async fn claim_many(
     tx: &mut db::Tx<'_>,
     pg: bool,
@@ -257,6 +262,9 @@ pub async fn claim_many(
     }
     let guard =
         "(seats.status = 'free' OR (seats.status = 'held' AND seats.hold_expires_at <= w.now))";
+    let free = |t: &str| {
+        format!("({t}.status = 'free' OR ({t}.status = 'held' AND {t}.hold_expires_at <= w.now))")
+    };
     let set = "SET status = 'held', hold_id = w.hold, hold_expires_at = w.exp";
     let back = "RETURNING seats.seat_id, seats.hold_id, seats.price_cents";
     // A `VALUES` list, not `UNION ALL`: SQLite caps a compound SELECT at 500 terms, a batch can
@@ -266,16 +274,24 @@ pub async fn claim_many(
         let latest = b.push(asks.iter().map(|a| a.now_ms).max().unwrap_or(0));
         format!(
             "WITH w (seat, hold, exp, now) AS (VALUES {values}), \
-             l AS (SELECT seat_id FROM seats WHERE show_id = {show_p} AND seat_id IN (SELECT seat FROM w) \
-             AND (status = 'free' OR (status = 'held' AND hold_expires_at <= {latest})) ORDER BY seat_id FOR UPDATE) \
-             UPDATE seats {set} FROM w, l WHERE seats.show_id = {show_p} AND seats.seat_id = w.seat \
-             AND l.seat_id = w.seat AND {guard} {back}"
+             l AS MATERIALIZED (SELECT seat_id, status, hold_expires_at FROM seats \
+             WHERE show_id = {show_p} AND seat_id IN (SELECT seat FROM w) \
+             AND (status = 'free' OR (status = 'held' AND hold_expires_at <= {latest})) \
+             ORDER BY seat_id FOR UPDATE), \
+             bad AS (SELECT DISTINCT w.hold FROM w LEFT JOIN l ON l.seat_id = w.seat \
+             WHERE l.seat_id IS NULL OR NOT {}) \
+             UPDATE seats {set} FROM w WHERE seats.show_id = {show_p} AND seats.seat_id = w.seat \
+             AND w.hold NOT IN (SELECT hold FROM bad) AND {guard} {back}",
+            free("l")
         )
     } else {
-        // SQLite has one writer (`BEGIN IMMEDIATE`): nothing to lock.
         format!(
-            "WITH w (seat, hold, exp, now) AS (VALUES {values}) \
-             UPDATE seats {set} FROM w WHERE seats.show_id = {show_p} AND seats.seat_id = w.seat AND {guard} {back}"
+            "WITH w (seat, hold, exp, now) AS (VALUES {values}), \
+             bad AS (SELECT DISTINCT w.hold FROM w LEFT JOIN seats s ON s.show_id = {show_p} \
+             AND s.seat_id = w.seat WHERE s.seat_id IS NULL OR NOT {}) \
+             UPDATE seats {set} FROM w WHERE seats.show_id = {show_p} AND seats.seat_id = w.seat \
+             AND w.hold NOT IN (SELECT hold FROM bad) AND {guard} {back}",
+            free("s")
         )
     };
     sqlx::query_as_with(&sql, b.args())
