@@ -197,10 +197,10 @@ pub async fn step(db: &Db, batch: Vec<Job>) {
 pub type Outcome = ApiResult<Result<HoldAnswer, Lost>>;
 
 /// One transaction for the whole batch: the named-seat requests set-based
-/// ([`batch::create_seats`]: one guarded update, one insert per table), the pool requests
-/// set-based ([`batch::create_pools`]: one counter update per pool for the batch), then every
-/// other request (best available, and pool requests the batch's sum did not fit) in its own
-/// savepoint through [`claim::create_in`]; one commit.
+/// ([`batch::create_seats`]: one guarded update, one insert per table), every other request
+/// but pools (best available) in its own savepoint through [`claim::create_in`], then the pool
+/// requests set-based ([`batch::create_pools`]: one counter update per pool for the batch) and
+/// those whose sum did not fit one by one; one commit.
 async fn apply(db: &Db, batch: &[Job]) -> sqlx::Result<Vec<Outcome>> {
     let pg = db::backend(db) == Backend::Postgres;
     let mut tx = db::begin_write(db).await?;
@@ -223,16 +223,41 @@ async fn apply(db: &Db, batch: &[Job]) -> sqlx::Result<Vec<Outcome>> {
     {
         out[*i] = Some(answer);
     }
+    // Best available (and any other kind) before the pools: a pool's row stays locked from
+    // its guarded update to the commit, so the pools go last.
+    let other: Vec<usize> = (0..batch.len())
+        .filter(|i| out[*i].is_none() && !pool_jobs.contains(i))
+        .collect();
+    one_by_one(&mut tx, pg, batch, &other, &mut out).await?;
     for (i, answer) in pool_jobs
         .iter()
         .zip(batch::create_pools(&mut tx, pg, &requests(&pool_jobs)).await?)
     {
         out[*i] = answer;
     }
-    let other: Vec<usize> = (0..batch.len()).filter(|i| out[*i].is_none()).collect();
-    for i in other {
+    // Pool requests the batch's sum did not fit: each alone decides.
+    let left: Vec<usize> = pool_jobs
+        .iter()
+        .copied()
+        .filter(|i| out[*i].is_none())
+        .collect();
+    one_by_one(&mut tx, pg, batch, &left, &mut out).await?;
+    tx.commit().await?;
+    Ok(out.into_iter().flatten().collect())
+}
+
+/// Runs the jobs `idx` of `batch` one by one in `tx`, each in its own savepoint through
+/// [`claim::create_in`] (kept when it held, rolled back otherwise).
+async fn one_by_one(
+    tx: &mut db::Tx<'_>,
+    pg: bool,
+    batch: &[Job],
+    idx: &[usize],
+    out: &mut [Option<Outcome>],
+) -> sqlx::Result<()> {
+    for &i in idx {
         let job = &batch[i];
-        let mut sp = sqlx::Acquire::begin(&mut *tx).await?;
+        let mut sp = sqlx::Acquire::begin(&mut **tx).await?;
         let r = claim::create_in(&mut sp, pg, &job.req.request(), job.now_ms).await;
         if matches!(r, Ok(Ok(_))) {
             sp.commit().await?;
@@ -241,6 +266,5 @@ async fn apply(db: &Db, batch: &[Job]) -> sqlx::Result<Vec<Outcome>> {
         }
         out[i] = Some(r);
     }
-    tx.commit().await?;
-    Ok(out.into_iter().flatten().collect())
+    Ok(())
 }
