@@ -49,6 +49,7 @@ pub async fn measure(
         venue: Venue::small(SEATS),
     };
     db::seed_show(&db, &show).await?;
+    release_leftovers(&url, SHOW).await?;
     let seats: Arc<Vec<String>> = Arc::new((1..=SEATS).map(|n| format!("A-1-{n}")).collect());
     let queues = Arc::new(HoldQueues::new(&[SHOW.to_owned()]));
     let next = Arc::new(AtomicU64::new(0));
@@ -134,6 +135,38 @@ pub async fn measure(
     }
     db.close().await;
     Ok(out)
+}
+
+/// Releases, through the booking core's one release path, every live hold an earlier bench
+/// run left on `show` in the database at `url` (a PostgreSQL database is kept between runs);
+/// nothing on a database without the show.
+pub async fn release_leftovers(url: &str, show: &str) -> anyhow::Result<()> {
+    let db = db::connect(url).await?;
+    let live: Vec<String> =
+        sqlx::query_scalar("SELECT id FROM holds WHERE show_id = $1 AND status = 'HELD'")
+            .bind(show)
+            .fetch_all(&db)
+            .await
+            .unwrap_or_default();
+    for id in &live {
+        holds::release(
+            &db,
+            id,
+            db::Actor::Api,
+            holds::Ended::Released,
+            "bench: an earlier run's hold",
+            now_ms(),
+        )
+        .await?;
+    }
+    if !live.is_empty() {
+        println!(
+            "released {} live holds an earlier run left on {show}",
+            live.len()
+        );
+    }
+    db.close().await;
+    Ok(())
 }
 
 /// A fresh admission for hold number `n` (a released hold ends its admission).
