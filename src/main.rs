@@ -157,6 +157,10 @@ async fn main() -> anyhow::Result<()> {
         );
     }
     println!("booking core:                   {}", s.booking_url);
+    println!(
+        "emails (confirmations, refunds): {} ({{kind}}-{{booking or hold id}}.eml, shared by every run)",
+        s.mail_dir.display()
+    );
     println!("payment gateway simulator:      {}", s.gateway_url);
     // Secrets the user did not choose are never printed, only where to read them.
     if token_given {

@@ -170,6 +170,9 @@ pub struct Stack {
     pub admin_token: String,
     /// Where the waiting room writes the status documents.
     pub status_dir: PathBuf,
+    /// Where the booking core writes each email as `{kind}-{id}.eml` (its `mail_dir`; the
+    /// default is shared by every run on the machine).
+    pub mail_dir: PathBuf,
     /// A file (mode 0600, removed on shutdown) holding the key of the gateway's webhook
     /// signatures (HMAC-SHA256, API.md), for integrators who sign test webhooks; the key is
     /// random per run and never printed.
@@ -308,6 +311,7 @@ pub async fn start(opts: StackOptions) -> anyhow::Result<Stack> {
     tasks.push(tokio::spawn(waiting_room::serve(wr_l, wr_cfg, stop)));
     let (tx, stop) = stopper();
     stops.push(tx);
+    let mail_dir = bc_cfg.mail_dir.clone();
     tasks.push(tokio::spawn(booking_core::serve(bc_l, bc_cfg, stop)));
     let mut stack = Stack {
         waiting_room_url: wr_url,
@@ -315,6 +319,7 @@ pub async fn start(opts: StackOptions) -> anyhow::Result<Stack> {
         gateway_url: gw_url,
         admin_token: opts.admin_token.clone(),
         status_dir: status_dir.clone(),
+        mail_dir,
         webhook_secret_file,
         admin_token_file,
         stops,

@@ -9,6 +9,7 @@ on_both!(
     queued_holds_have_one_winner_per_seat,
     queue_switch_is_an_admin_call,
     seat_map_cache_follows_holds_and_lapses,
+    queued_unknown_seat_is_422_as_unqueued,
 );
 
 use std::collections::HashSet;
@@ -131,4 +132,18 @@ async fn seat_map_cache_follows_holds_and_lapses(b: Backend) {
             .status(),
         401
     );
+}
+
+/// Newcomer review: through the hold queue a seat that does not exist was `409
+/// seats-unavailable` (which a client retries forever); it is `422 unknown-seat` naming it, as
+/// without the queue, and the known seat asked beside it stays free.
+async fn queued_unknown_seat_is_422_as_unqueued(b: Backend) {
+    let h = Harness::on_with(b, |c| c.queued_shows = vec![SHOW.into()]).await;
+    for (i, seats) in [vec!["Z-9-99"], vec!["A-1-1", "Z-9-99"]].iter().enumerate() {
+        let (st, body) = h.hold(&h.token(&format!("u{i}")), "k", seats).await;
+        assert_eq!(st, 422, "{body}");
+        assert_eq!(body["type"], "/problems/unknown-seat", "{body}");
+        assert_eq!(body["seats"], json!(["Z-9-99"]), "{body}");
+    }
+    assert_eq!(h.seat_status("A-1-1").await, "free");
 }

@@ -10,6 +10,7 @@ on_both!(
     fan_cancel_releases_once_the_gateway_voids,
     execute_timeout_queries_once_and_confirms,
     reconciler_pays_completed_and_releases_unpaid_expired,
+    a_fan_release_never_strands_a_payment_started_meanwhile,
 );
 
 use sale_common::Clock;
@@ -339,4 +340,92 @@ async fn reconciler_pays_completed_and_releases_unpaid_expired(b: Backend) {
     .unwrap();
     assert_eq!(audits, 2);
     assert_eq!(h.stats().await["seats_sold_twice"], 0);
+}
+
+/// Newcomer review: a fan's cancel read its hold without a payment, a pay claimed the hold (its
+/// `pending:` token, then the gateway's payment) before the cancel's release ran, and the hold
+/// ended RELEASED with an approved payment nothing voided. Played here at the moment of the
+/// race: the cancel holds the snapshot read before the pay's claim. The unguarded release (the
+/// status-only guard the release path has) releases under the payment; the fan's release
+/// refuses with `409 payment-in-progress` and leaves the hold HELD for the pay to finish, and a
+/// release after the payment was created voids it first.
+async fn a_fan_release_never_strands_a_payment_started_meanwhile(b: Backend) {
+    use booking_core::inventory::holds;
+    let h = Harness::on(b).await;
+    // The race without the guard: a status-only release under a claimed payment.
+    let t = h.token("racer-0");
+    let (st, body) = h.hold(&t, "k", &["A-1-1"]).await;
+    assert_eq!(st, 201, "{body}");
+    let id = body["hold_id"].as_str().unwrap().to_owned();
+    claim_payment(&h, &id).await;
+    let released = holds::release(
+        &h.state.db,
+        &id,
+        booking_core::db::Actor::Api,
+        holds::Ended::Released,
+        "unguarded",
+        h.clock.now_ms(),
+    )
+    .await
+    .unwrap();
+    assert!(
+        released,
+        "without the guard the hold is released under the payment"
+    );
+    // With the guard: the cancel's snapshot has no payment, the pay claimed the hold since.
+    let t = h.token("racer-1");
+    let (st, body) = h.hold(&t, "k", &["A-1-2"]).await;
+    assert_eq!(st, 201, "{body}");
+    let id = body["hold_id"].as_str().unwrap().to_owned();
+    let seen = holds::load(&h.state.db, &id).await.unwrap().unwrap();
+    assert_eq!(seen.payment_id, None);
+    claim_payment(&h, &id).await;
+    let refused = booking_core::payments::release_by_fan(&h.state, &seen).await;
+    match refused {
+        Err(booking_core::error::ApiError::Problem(p)) => {
+            assert_eq!((p.status.as_u16(), p.kind), (409, "payment-in-progress"));
+        }
+        other => panic!("expected 409 payment-in-progress, got {other:?}"),
+    }
+    let now = holds::load(&h.state.db, &id).await.unwrap().unwrap();
+    assert_eq!(
+        now.status, "HELD",
+        "the hold stays for the payment being created"
+    );
+    // The pay's own claim finds the hold taken and the fan cancels again once it exists:
+    // the gateway voids it and the hold is released, with no payment left open.
+    sqlx::query("UPDATE holds SET payment_id = NULL WHERE id = $1")
+        .bind(&id)
+        .execute(&h.state.db)
+        .await
+        .unwrap();
+    let r = pay(&h, &t, &id).await;
+    assert_eq!(r.status(), 200);
+    let p: Value = r.json().await.unwrap();
+    assert_eq!(h.cancel_hold("racer-1", &json!(id)).await, 200);
+    let pid = p["payment_id"].as_str().unwrap();
+    let sim = h.sim_payments().await;
+    let at_gateway = sim
+        .iter()
+        .find(|x| x["payment_id"] == pid)
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        at_gateway["status"], "cancelled",
+        "voided first: {at_gateway}"
+    );
+    assert_eq!(h.hold_view("racer-1", &id).await["status"], "RELEASED");
+}
+
+/// What a pay's first statement writes: the hold's payment claimed by a `pending:` token.
+async fn claim_payment(h: &Harness, hold: &str) {
+    let n = sqlx::query(
+        "UPDATE holds SET payment_id = 'pending:race-' || id WHERE id = $1 AND status = 'HELD' AND payment_id IS NULL",
+    )
+    .bind(hold)
+    .execute(&h.state.db)
+    .await
+    .unwrap()
+    .rows_affected();
+    assert_eq!(n, 1);
 }

@@ -227,3 +227,40 @@ async fn refused_key_reused_with_other_body_is_422(b: Backend) {
     let (st, again) = h.hold(&t, "k2", &["A-1-1"]).await;
     assert_eq!((st, &again["hold_id"]), (201, &body["hold_id"]));
 }
+
+/// Newcomer review: a JSON array was read as a positional hold body (`[["A-1-1"]]` held a
+/// seat) and a too-long `Idempotency-Key` was told to send one. An array is `422 invalid-body`
+/// (nothing held); a key over 200 bytes is `400 idempotency-key-too-long` with the limit.
+#[tokio::test]
+async fn array_body_and_overlong_key_are_named_problems() {
+    let h = Harness::start().await;
+    let url = format!("{}/api/shows/{SHOW}/holds", h.base);
+    let t = h.token("arrays");
+    for body in [r#"[["A-1-1"]]"#, "[]", r#"[{"seats":["A-1-1"]}]"#] {
+        let r = h
+            .http
+            .post(&url)
+            .bearer_auth(&t)
+            .header("Idempotency-Key", format!("k-{}", body.len()))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        let p = problem(r, 422).await;
+        assert_eq!(p["type"], "/problems/invalid-body", "{body}: {p}");
+    }
+    assert_eq!(h.seat_status("A-1-1").await, "free");
+    let r = h
+        .http
+        .post(&url)
+        .bearer_auth(&t)
+        .header("Idempotency-Key", "k".repeat(10_000))
+        .json(&serde_json::json!({"seats": ["A-1-1"]}))
+        .send()
+        .await
+        .unwrap();
+    let p = problem(r, 400).await;
+    assert_eq!(p["type"], "/problems/idempotency-key-too-long", "{p}");
+    assert_eq!(p["max_length"], 200, "{p}");
+}

@@ -97,12 +97,29 @@ pub struct BestBody {
     allow_split: bool,
 }
 
+/// Longest `Idempotency-Key` accepted, bytes.
+const KEY_MAX: usize = 200;
+
 fn idempotency_key(headers: &HeaderMap) -> ApiResult<String> {
-    Ok(headers
+    let sent = headers
         .get("idempotency-key")
         .and_then(|v| v.to_str().ok())
-        .map(str::trim)
-        .filter(|k| (1..=200).contains(&k.len()))
+        .map(str::trim);
+    if let Some(k) = sent.filter(|k| k.len() > KEY_MAX) {
+        return Err(Problem::new(
+            StatusCode::BAD_REQUEST,
+            "idempotency-key-too-long",
+            "Idempotency-Key too long",
+        )
+        .detail(format!(
+            "the Idempotency-Key has {} characters; at most {KEY_MAX}",
+            k.chars().count()
+        ))
+        .with("max_length", KEY_MAX)
+        .into());
+    }
+    Ok(sent
+        .filter(|k| !k.is_empty())
         .ok_or_else(|| {
             Problem::new(
                 StatusCode::BAD_REQUEST,
@@ -224,7 +241,7 @@ fn channel_of(
     request_body(content = HoldBody, description = "seats or best_available, pool (+ quantity), resource (+ start, end: epoch ms or RFC 3339): one, or several for one all-or-nothing mixed order (a refused part refuses the whole hold with its 409); optional channel"),
     responses(
         (status = 201, description = "{hold_id, show, seats, status: HELD, expires_at, payment_expires_at, amount_cents, currency (the venue's, ISO 4217), channel, pool?, quantity?, interval? {kind, resource, start, end, start_at, end_at, blocked_until, start_local, end_local (the venue's local time with offset and zone)}}", body = Object),
-        (status = 400, description = "idempotency-key-required; invalid-body", body = ProblemDoc),
+        (status = 400, description = "idempotency-key-required; idempotency-key-too-long (over 200 bytes); invalid-body (also a JSON array)", body = ProblemDoc),
         (status = 403, description = "tier-required: seats of a tier-only section (the venue's restricted tiers) and the admission carries none of its tiers (section, tiers)", body = ProblemDoc),
         (status = 404, description = "no such show", body = ProblemDoc),
         (status = 409, description = "seats-unavailable, pool-unavailable, no-seats-together (each with fresh availability), interval-unavailable (free: the resource's fresh free intervals), hold-exists (hold_id), visitor-hold-cap (max_holds), admission-ended (waiting_room), concurrent-request (Retry-After)", body = ProblemDoc,
@@ -240,12 +257,19 @@ pub async fn create_hold(
     State(state): State<AppState>,
     Path(show): Path<String>,
     headers: HeaderMap,
-    body: Result<Json<HoldBody>, JsonRejection>,
+    body: Result<Json<Value>, JsonRejection>,
 ) -> ApiResult<Response> {
     known_show(&state, &show)?;
     let adm = fan(&state, &headers, Some(&show)).await?;
     let key = idempotency_key(&headers)?;
-    let Json(body) = body.map_err(|r| rejection(r.status(), "body", &r.body_text()))?;
+    let Json(raw) = body.map_err(|r| rejection(r.status(), "body", &r.body_text()))?;
+    // An object only: serde reads a struct from a JSON array by position too (newcomer review:
+    // `[["B-3-20"]]` was taken as a seat hold).
+    let unusable = |e: &str| rejection(StatusCode::UNPROCESSABLE_ENTITY, "body", e);
+    if !raw.is_object() {
+        return Err(unusable("the hold request must be a JSON object").into());
+    }
+    let body: HoldBody = serde_json::from_value(raw).map_err(|e| unusable(&e.to_string()))?;
     let (channel, timing) = channel_of(&state, &headers, body.channel.as_deref())?;
     let venue = &super::resources::show_config(&state, &show)?.venue;
     let ask = ask_of(body, state.config.max_seats_per_hold, venue)?;

@@ -138,7 +138,8 @@ async fn pass(
         let e = amount.entry(t.hold_id.as_str()).or_default();
         (e.0, e.1) = (e.0 + 1, e.1 + t.price_cents);
     }
-    let (mut winners, mut losers, mut again) = (Vec::new(), Vec::new(), false);
+    let (mut winners, mut losers, mut lost_at, mut again) =
+        (Vec::new(), Vec::new(), Vec::new(), false);
     for (i, p) in &ready {
         let (r, now) = &jobs[*i];
         let seats = seats_of(r);
@@ -151,6 +152,7 @@ async fn pass(
             None => {
                 done[*i] = Some(lost(r));
                 losers.push((r, p));
+                lost_at.push(*i);
             }
         }
     }
@@ -158,6 +160,20 @@ async fn pass(
         // A partial claim (the guard said otherwise between the lock and the update): only a
         // rollback undoes it. The outbid jobs are not settled: their seats may be free next.
         return Ok(Pass::Again);
+    }
+    // A loser asking for a seat that does not exist is a 422, as an unqueued hold answers
+    // (newcomer review: the queue said 409 seats-unavailable, which a client retries forever).
+    let mut asked: Vec<String> = losers
+        .iter()
+        .flat_map(|(r, _)| seats_of(r).iter().cloned())
+        .collect();
+    asked.sort();
+    asked.dedup();
+    let known = claim::known_seats(tx, show, &asked).await?;
+    for (i, (r, _)) in lost_at.iter().zip(&losers) {
+        if let Some(p) = claim::unknown_seat(seats_of(r), &known) {
+            done[*i] = Some(Err(p.into()));
+        }
     }
     claim::undo(tx, pg, &losers).await?;
     let rows: Vec<(&Request<'_>, &NewHold)> =

@@ -914,6 +914,22 @@ async fn take_part(
 
 /// 422 `unknown-seat` when some of the seats do not exist.
 async fn check_known(tx: &mut Tx<'_>, show: &str, seats: &[String]) -> ApiResult<()> {
+    let known = known_seats(tx, show, seats).await?;
+    match unknown_seat(seats, &known) {
+        Some(p) => Err(p.into()),
+        None => Ok(()),
+    }
+}
+
+/// Those of `seats` that exist in `show` (one read; the refusal paths only).
+pub async fn known_seats(
+    tx: &mut Tx<'_>,
+    show: &str,
+    seats: &[String],
+) -> sqlx::Result<Vec<String>> {
+    if seats.is_empty() {
+        return Ok(Vec::new());
+    }
     let sql = format!(
         "SELECT seat_id FROM seats WHERE show_id = $1 AND seat_id IN ({})",
         db::params(2, seats.len())
@@ -922,18 +938,18 @@ async fn check_known(tx: &mut Tx<'_>, show: &str, seats: &[String]) -> ApiResult
     for s in seats {
         q = q.bind(s);
     }
-    let known = q.fetch_all(&mut **tx).await?;
-    if known.len() != seats.len() {
-        let unknown: Vec<String> = seats
-            .iter()
-            .filter(|s| !known.contains(s))
-            .map(|s| crate::error::clip(s))
-            .collect();
-        return Err(unprocessable("unknown-seat", "Unknown seat")
-            .with("seats", json!(unknown))
-            .into());
-    }
-    Ok(())
+    q.fetch_all(&mut **tx).await
+}
+
+/// 422 `unknown-seat` naming those of `seats` not in `known`, if any.
+pub fn unknown_seat(seats: &[String], known: &[String]) -> Option<Problem> {
+    let unknown: Vec<String> = seats
+        .iter()
+        .filter(|s| !known.contains(s))
+        .map(|s| crate::error::clip(s))
+        .collect();
+    (!unknown.is_empty())
+        .then(|| unprocessable("unknown-seat", "Unknown seat").with("seats", json!(unknown)))
 }
 
 /// 409 `admission-ended`: the admission's session was ended (the fan left, or its hold was
