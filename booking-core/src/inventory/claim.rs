@@ -94,9 +94,9 @@ impl Ask {
     /// Whether the per-show hold queue runs this ask: named seats and pool places, which its
     /// batches apply set-based. Best available goes straight to [`create`] as a concurrent
     /// transaction (its seat choice skips seats another transaction has locked, `FOR UPDATE
-    /// SKIP LOCKED`, so it needs no queue; in the queue each ran alone in a savepoint and, at a
-    /// third of the seed rehearsal's holds, made every batch wait: hold p99 above 5 s), as do
-    /// interval and mixed holds.
+    /// SKIP LOCKED`, so it needs no queue; in the queue each ran alone in a savepoint, one round
+    /// trip after another inside the batch's transaction, while the batch's other requests
+    /// waited: a third of the seed rehearsal's holds), as do interval and mixed holds.
     pub fn queueable(&self) -> bool {
         matches!(self, Ask::Seats(_) | Ask::Pool { .. })
     }
@@ -287,7 +287,7 @@ pub async fn prepare_many(
         .map(|(r, _)| r.ask.request_hash(r.show, r.channel))
         .collect();
     let now_ms = reqs.iter().map(|(_, n)| *n).min().unwrap_or(0);
-    let mut prepared: Vec<Prepared> = reqs
+    let prepared: Vec<Prepared> = reqs
         .iter()
         .map(|(r, now)| Prepared {
             hold_id: uuid::Uuid::now_v7().to_string(),
@@ -319,7 +319,7 @@ pub async fn prepare_many(
     let mut got = caps::slots_got(&slots, &slot_rows);
     caps::take_later_slots(tx, &slots, &mut got, cap, now_ms).await?;
     let mut out = Vec::with_capacity(reqs.len());
-    for (i, (r, _)) in reqs.iter().enumerate() {
+    for (i, ((r, _), mut p)) in reqs.iter().zip(prepared).enumerate() {
         let taken = keys.iter().any(|(v, k)| *v == r.adm.sub && k == r.key);
         out.push(if !taken {
             match stored_in(tx, r, &hashes[i]).await {
@@ -339,14 +339,6 @@ pub async fn prepare_many(
                 .with("max_holds", cap)
                 .into())
         } else {
-            let mut p = std::mem::replace(
-                &mut prepared[i],
-                Prepared {
-                    hold_id: String::new(),
-                    expires_at: 0,
-                    pool_price: None,
-                },
-            );
             p.pool_price = r.ask.pool().and_then(|(pool, _)| {
                 let name = format!("{}|{pool}", r.show);
                 prices

@@ -338,7 +338,7 @@ pub async fn release(
 ) -> sqlx::Result<bool> {
     let pg = db::backend(db) == Backend::Postgres;
     let mut tx = db::begin_write(db).await?;
-    let done = release_in(&mut tx, pg, hold_id, actor, end, reason, now_ms).await?;
+    let done = release_in(&mut tx, pg, hold_id, None, actor, end, reason, now_ms).await?;
     tx.commit().await?;
     Ok(done)
 }
@@ -349,10 +349,17 @@ pub async fn release(
 /// row, the seats offered to the waitlist; a pool's units last (the pool row is locked only
 /// from there to the commit, as a new hold's increment: issue 13 item 3), then offered to the
 /// pool's waitlist. Kinds the hold does not have cost no statement.
+///
+/// `payment`: when `Some(p)`, the hold is released only if its `payment_id` is still `p` (`""`
+/// for none): a fan's release read the hold before a pay may have claimed it, and must not
+/// release under a payment being created (newcomer review: an approved payment was left on a
+/// RELEASED hold). The one guarded update checks it; false as for a hold no longer HELD.
+#[allow(clippy::too_many_arguments)]
 pub async fn release_in(
     tx: &mut db::Tx<'_>,
     pg: bool,
     hold_id: &str,
+    payment: Option<&str>,
     actor: Actor,
     end: Ended,
     reason: &str,
@@ -360,11 +367,14 @@ pub async fn release_in(
 ) -> sqlx::Result<bool> {
     crate::inventory::seatmap::touch();
     let row: Option<(String, String)> = sqlx::query_as(
-        "UPDATE holds SET status = 'RELEASED', ended_as = $3, released_at = $1 WHERE id = $2 AND status = 'HELD' RETURNING show_id, admission_jti",
+        "UPDATE holds SET status = 'RELEASED', ended_as = $3, released_at = $1 WHERE id = $2 AND status = 'HELD' \
+         AND ($4 = 0 OR COALESCE(payment_id, '') = $5) RETURNING show_id, admission_jti",
     )
     .bind(now_ms)
     .bind(hold_id)
     .bind(end.as_str())
+    .bind(i64::from(payment.is_some()))
+    .bind(payment.unwrap_or_default())
     .fetch_optional(&mut **tx)
     .await?;
     let Some((show, jti)) = row else {

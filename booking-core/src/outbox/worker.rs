@@ -82,9 +82,9 @@ impl Outbox {
 
     /// One pass at `now_ms` (epoch ms): up to [`BATCH`] due messages, oldest first, sent
     /// [`SENDERS`] at a time (each a claim, a send and its mark; messages of one `ref_id` one
-    /// after another, in id order, so a booking's emails keep their order). Sequential sends
-    /// behind 500 ms ticks kept up with about 15 messages/s under the seed rehearsal's load,
-    /// far below its session ends and emails. `Err` is the first database error (the other
+    /// after another, in id order, so a booking's emails keep their order). Sent one by one, at
+    /// most one batch per 500 ms tick, the seed rehearsal ended with 832 confirmation emails
+    /// and 1,647 session ends still queued. `Err` is the first database error (the other
     /// messages of the pass were still sent or left for a retry).
     #[tracing::instrument(skip_all, fields(now_ms))]
     pub async fn step(&self, now_ms: i64) -> ApiResult<Outcome> {

@@ -219,6 +219,7 @@ async fn queue_refund(
         &mut tx,
         pg,
         &hold.id,
+        None,
         actor,
         crate::inventory::holds::Ended::Expired,
         "paid after its seats were taken",

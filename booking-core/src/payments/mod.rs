@@ -581,20 +581,25 @@ pub async fn release_by_fan(state: &AppState, hold: &Hold) -> ApiResult<Value> {
     // Released only if the hold's payment is still the one read above: a pay that claimed the
     // hold meanwhile (its `pending:` token, then a payment at the gateway) must not be left on
     // a released hold (newcomer review: 20 DELETEs against 5 pays, once in about 66 tries, an
-    // approved payment on a RELEASED hold that nothing voided). On PostgreSQL the guard's
-    // update locks the hold row, so a pay's claim waits and then finds it released.
+    // approved payment on a RELEASED hold that nothing voided). The release's own guarded
+    // update checks it; on PostgreSQL a pay's claim then waits on the hold row and finds it
+    // released.
     let pg = db::backend(&state.db) == db::Backend::Postgres;
     let mut tx = db::begin_write(&state.db).await?;
-    let unchanged = sqlx::query(
-        "UPDATE holds SET payment_id = payment_id WHERE id = $1 AND status = 'HELD' \
-         AND COALESCE(payment_id, '') = $2",
+    let seen = hold.payment_id.as_deref().unwrap_or("");
+    let now = state.clock.now_ms();
+    let released = holds::release_in(
+        &mut tx,
+        pg,
+        &hold.id,
+        Some(seen),
+        Actor::Api,
+        holds::Ended::Released,
+        &reason,
+        now,
     )
-    .bind(&hold.id)
-    .bind(hold.payment_id.as_deref().unwrap_or(""))
-    .execute(&mut *tx)
-    .await?
-    .rows_affected();
-    if unchanged == 0 {
+    .await?;
+    if !released {
         tx.rollback().await?;
         let now = holds::load(&state.db, &hold.id).await?;
         return match now.as_ref().map(|h| h.status.as_str()) {
@@ -610,17 +615,6 @@ pub async fn release_by_fan(state: &AppState, hold: &Hold) -> ApiResult<Value> {
             .into()),
         };
     }
-    let now = state.clock.now_ms();
-    holds::release_in(
-        &mut tx,
-        pg,
-        &hold.id,
-        Actor::Api,
-        holds::Ended::Released,
-        &reason,
-        now,
-    )
-    .await?;
     tx.commit().await?;
     Ok(json!({"hold_id": hold.id, "status": "RELEASED"}))
 }
