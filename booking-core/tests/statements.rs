@@ -1,7 +1,10 @@
 //! Issue 13 item 2: a seat hold or a pool hold is at most three statements between `BEGIN` and
 //! `COMMIT` (on PostgreSQL: three round trips, each one statement, the last a data-modifying
 //! CTE; on SQLite: three calls into the connection's worker, some carrying several statements
-//! under the one writer). Counted from sqlx's own query log (target `sqlx::query`, one event per
+//! under the one writer). Its release, with no fan on the waitlist, is at most two (seats) or
+//! three (pool) calls: the guarded status update with one read of the hold's parts and of
+//! whether anyone waits, one call for the seats, cap slots, session end, audit and offer row;
+//! a pool's uncounting (it was nine and eleven). Counted from sqlx's own query log (target `sqlx::query`, one event per
 //! call sent to the database), the way an operator would see them with `RUST_LOG=sqlx=debug`,
 //! on the hold path below HTTP (`claim::create`) with no background task beside it.
 //!
@@ -13,8 +16,10 @@ mod support;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
+use booking_core::db::Actor;
 use booking_core::door::Admission;
 use booking_core::inventory::claim::{self, Ask, Request, Timing};
+use booking_core::inventory::holds::{self, Ended};
 use booking_core::{db, PoolSpec, ShowConfig, Venue};
 use support::Backend;
 use tracing::field::{Field, Visit};
@@ -71,14 +76,33 @@ impl<S: tracing::Subscriber> Layer<S> for Counter {
 }
 
 /// The calls of `create` but `BEGIN` and `COMMIT` (sqlx logs them on PostgreSQL, where they
-/// are simple queries; SQLite's go to its worker as commands and are not logged).
-async fn calls_of_one_hold(db: &db::Db, r: &Request<'_>) -> Vec<String> {
-    CALLS.lock().unwrap().clear();
-    COUNTING.store(true, Ordering::SeqCst);
+/// are simple queries; SQLite's go to its worker as commands and are not logged), and the
+/// new hold's id.
+async fn calls_of_one_hold(db: &db::Db, r: &Request<'_>) -> (Vec<String>, String) {
+    start_counting();
     let answer = claim::create(db, db, r, now_ms()).await;
-    COUNTING.store(false, Ordering::SeqCst);
+    let calls = stop_counting();
     let answer = answer.unwrap_or_else(|e| panic!("hold refused: {e:?}"));
     assert_eq!(answer.status, 201, "{}", answer.body);
+    (calls, answer.body["hold_id"].as_str().unwrap().to_owned())
+}
+
+/// The calls of the release of `hold` (the fan's cancel), `BEGIN` and `COMMIT` left out.
+async fn calls_of_one_release(db: &db::Db, hold: &str) -> Vec<String> {
+    start_counting();
+    let done = holds::release(db, hold, Actor::Api, Ended::Released, "fan", now_ms()).await;
+    let calls = stop_counting();
+    assert!(done.unwrap(), "the hold was released");
+    calls
+}
+
+fn start_counting() {
+    CALLS.lock().unwrap().clear();
+    COUNTING.store(true, Ordering::SeqCst);
+}
+
+fn stop_counting() -> Vec<String> {
+    COUNTING.store(false, Ordering::SeqCst);
     let calls = CALLS.lock().unwrap().clone();
     let bare = |c: &String| {
         let w = c
@@ -130,7 +154,7 @@ async fn three_statements(b: Backend) {
             timing,
             visitor_cap: 4,
         };
-        let calls = calls_of_one_hold(&db, &r).await;
+        let (calls, hold) = calls_of_one_hold(&db, &r).await;
         assert!(
             calls.len() <= 3,
             "{b:?} {kind} hold: {} calls between BEGIN and COMMIT, at most 3: {calls:#?}",
@@ -142,6 +166,44 @@ async fn three_statements(b: Backend) {
                 .any(|c| c.contains("UPDATE seats") || c.contains("UPDATE pools")),
             "the guarded update is among them: {calls:#?}"
         );
+        let calls = calls_of_one_release(&db, &hold).await;
+        let most = if kind == "pool" { 3 } else { 2 };
+        assert!(
+            calls.len() <= most,
+            "{b:?} {kind} release: {} calls between BEGIN and COMMIT, at most {most}: {calls:#?}",
+            calls.len()
+        );
+    }
+    // What the releases wrote.
+    for (sql, want, what) in [
+        (
+            "SELECT COUNT(*) FROM seats WHERE show_id = 'counted' AND status = 'free'",
+            10,
+            "every seat is free again",
+        ),
+        (
+            "SELECT taken FROM pools WHERE show_id = 'counted'",
+            0,
+            "the pool's places are uncounted",
+        ),
+        (
+            "SELECT COUNT(*) FROM hold_slots WHERE live_until <> 0",
+            0,
+            "no cap slot is live",
+        ),
+        (
+            "SELECT COUNT(*) FROM outbox WHERE kind = 'session-end' AND ref_id IN (SELECT jti FROM admissions_ended)",
+            2,
+            "both sessions ended, both notices queued",
+        ),
+        (
+            "SELECT COUNT(*) FROM audit WHERE action = 'released' AND actor = 'api'",
+            2,
+            "both releases audited",
+        ),
+    ] {
+        let got: i64 = sqlx::query_scalar(sql).fetch_one(&db).await.unwrap();
+        assert_eq!(got, want, "{b:?}: {what}");
     }
     db.close().await;
 }
@@ -169,7 +231,7 @@ fn now_ms() -> i64 {
 }
 
 #[test]
-fn a_seat_or_pool_hold_is_three_statements_on_both_stores() {
+fn a_seat_or_pool_hold_is_three_statements_and_its_release_two_or_three_on_both_stores() {
     let subscriber = tracing_subscriber::registry().with(Counter);
     tracing::subscriber::set_global_default(subscriber).unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread()

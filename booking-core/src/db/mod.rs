@@ -294,6 +294,63 @@ impl Actor {
     }
 }
 
+/// The SQL of one audit row, its values bound in `b` (for [`write_all`]).
+pub fn audit_sql(
+    b: &mut Binds,
+    at_ms: &str,
+    show_id: &str,
+    hold_id: &str,
+    action: &str,
+    actor: Actor,
+    reason: &str,
+) -> String {
+    format!(
+        "INSERT INTO audit (at, show_id, hold_id, action, actor, reason) VALUES ({at_ms}, {show_id}, {hold_id}, {}, {}, {})",
+        b.push(action.to_owned()),
+        b.push(actor.as_str()),
+        b.push(reason.to_owned())
+    )
+}
+
+/// Runs data-modifying `statements` (placeholders bound in `b`) in ONE call, in order of
+/// meaning but not of execution: on PostgreSQL one statement, every statement but the last a
+/// data-modifying CTE (`WITH w0 AS (…), w1 AS (…) <last>`; PostgreSQL runs each such CTE to
+/// completion whether or not the last statement reads it, all on one snapshot, so the
+/// statements must touch different rows), after `ctes` (`name AS (…)`, e.g. a `FOR UPDATE`
+/// lock the statements join); on SQLite the statements joined by `;` in one call to the
+/// connection's worker (`ctes` must then be empty). Issue 13: a release in a few round trips.
+pub async fn write_all(
+    tx: &mut Tx<'_>,
+    pg: bool,
+    b: Binds,
+    ctes: Vec<String>,
+    mut statements: Vec<String>,
+) -> sqlx::Result<()> {
+    let Some(last) = statements.pop() else {
+        return Ok(());
+    };
+    let sql = if pg {
+        let mut with = ctes;
+        with.extend(
+            statements
+                .iter()
+                .enumerate()
+                .map(|(i, s)| format!("w{i} AS ({s})")),
+        );
+        if with.is_empty() {
+            last
+        } else {
+            format!("WITH {} {last}", with.join(", "))
+        }
+    } else {
+        debug_assert!(ctes.is_empty(), "SQLite takes no lock CTE");
+        statements.push(last);
+        statements.join("; ")
+    };
+    sqlx::query_with(&sql, b.args()).execute(&mut **tx).await?;
+    Ok(())
+}
+
 /// One audit row, written inside the caller's transaction.
 pub async fn audit(
     tx: &mut Tx<'_>,
@@ -304,16 +361,13 @@ pub async fn audit(
     actor: Actor,
     reason: &str,
 ) -> sqlx::Result<()> {
-    sqlx::query(
-        "INSERT INTO audit (at, show_id, hold_id, action, actor, reason) VALUES ($1, $2, $3, $4, $5, $6)",
-    )
-    .bind(at_ms)
-    .bind(show_id)
-    .bind(hold_id)
-    .bind(action)
-    .bind(actor.as_str())
-    .bind(reason)
-    .execute(&mut **tx)
-    .await?;
+    let mut b = Binds::default();
+    let (at, show, hold) = (
+        b.push(at_ms),
+        b.push(show_id.to_owned()),
+        b.push(hold_id.to_owned()),
+    );
+    let sql = audit_sql(&mut b, &at, &show, &hold, action, actor, reason);
+    sqlx::query_with(&sql, b.args()).execute(&mut **tx).await?;
     Ok(())
 }

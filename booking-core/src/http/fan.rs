@@ -254,7 +254,9 @@ pub async fn sections(
 pub async fn leave(State(state): State<AppState>, headers: HeaderMap) -> ApiResult<Json<Value>> {
     let adm = fan(&state, &headers, None).await?;
     let mut tx = crate::db::begin_write(&state.db).await?;
-    crate::outbox::notify::session_end(&mut tx, &adm.event, &adm.jti, state.clock.now_ms()).await?;
+    let pg = crate::db::backend(&state.db) == crate::db::Backend::Postgres;
+    crate::outbox::notify::session_end(&mut tx, pg, &adm.event, &adm.jti, state.clock.now_ms())
+        .await?;
     tx.commit().await?;
     Ok(Json(json!({"left": true})))
 }

@@ -146,9 +146,14 @@ fn upsert_sql(
     ))
 }
 
+/// The SQL of [`free_slots`] with `hold` the hold id's placeholder.
+pub fn free_slots_sql(hold: &str) -> String {
+    format!("UPDATE hold_slots SET live_until = 0 WHERE hold_id = {hold}")
+}
+
 /// Frees every slot `hold_id` holds (its hold was released or paid).
 pub async fn free_slots(tx: &mut Tx<'_>, hold_id: &str) -> sqlx::Result<()> {
-    sqlx::query("UPDATE hold_slots SET live_until = 0 WHERE hold_id = $1")
+    sqlx::query(&free_slots_sql("$1"))
         .bind(hold_id)
         .execute(&mut **tx)
         .await?;

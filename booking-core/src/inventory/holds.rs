@@ -343,12 +343,14 @@ pub async fn release(
     Ok(done)
 }
 
-/// [`release`] inside the caller's transaction: the guarded HELD→RELEASED update, one read of
-/// what the hold has ([`parts_of`]), the seats freed only where `hold_id` still holds them (one
-/// statement: [`free_seats`]), an interval's claim, the cap slots, the session's end, the audit
-/// row, the seats offered to the waitlist; a pool's units last (the pool row is locked only
-/// from there to the commit, as a new hold's increment: issue 13 item 3), then offered to the
-/// pool's waitlist. Kinds the hold does not have cost no statement.
+/// [`release`] inside the caller's transaction: the guarded HELD→RELEASED update and one read
+/// of what the hold has ([`released`], one call), an interval's claim, then ONE call
+/// ([`db::write_all`]) for the seats freed only where `hold_id` still holds them (as
+/// [`free_seats`]), the cap slots, the session's end and its notice, the audit row and the
+/// hold's own waitlist offer ended; the seats offered to the waitlist; a pool's units last
+/// (the pool row is locked only from there to the commit, as a new hold's increment: issue 13
+/// item 3), then offered to the pool's waitlist. Kinds the hold does not have cost no
+/// statement, and nor do the waitlist offers when no fan of the show is waiting.
 ///
 /// `payment`: when `Some(p)`, the hold is released only if its `payment_id` is still `p` (`""`
 /// for none): a fan's release read the hold before a pay may have claimed it, and must not
@@ -366,34 +368,55 @@ pub async fn release_in(
     now_ms: i64,
 ) -> sqlx::Result<bool> {
     crate::inventory::seatmap::touch();
-    let row: Option<(String, String)> = sqlx::query_as(
-        "UPDATE holds SET status = 'RELEASED', ended_as = $3, released_at = $1 WHERE id = $2 AND status = 'HELD' \
-         AND ($4 = 0 OR COALESCE(payment_id, '') = $5) RETURNING show_id, admission_jti",
-    )
-    .bind(now_ms)
-    .bind(hold_id)
-    .bind(end.as_str())
-    .bind(i64::from(payment.is_some()))
-    .bind(payment.unwrap_or_default())
-    .fetch_optional(&mut **tx)
-    .await?;
-    let Some((show, jti)) = row else {
+    let Some(Released {
+        show,
+        jti,
+        parts,
+        waiting,
+    }) = released(tx, pg, hold_id, payment, end, now_ms).await?
+    else {
         return Ok(false);
     };
-    let parts = parts_of(tx, hold_id).await?;
-    if !parts.seats.is_empty() {
-        free_seats(tx, pg, &show, hold_id).await?;
-    }
     if parts.interval {
         crate::inventory::resources::release(tx, hold_id).await?;
     }
-    crate::inventory::caps::free_slots(tx, hold_id).await?;
-    crate::outbox::notify::session_end(tx, &show, &jti, now_ms).await?;
-    db::audit(tx, now_ms, &show, hold_id, end.as_str(), actor, reason).await?;
-    crate::inventory::waitlist::offer(tx, pg, &show, hold_id, &parts.seats, now_ms).await?;
+    // One call: the seats freed, the cap slots, the session's end and its notice, the audit
+    // row and the hold's own waitlist offer ended (issue 13: was six round trips).
+    let mut b = db::Binds::default();
+    let (h, s, j, at) = (
+        b.push(hold_id.to_owned()),
+        b.push(show.clone()),
+        b.push(jti.clone()),
+        b.push(now_ms),
+    );
+    let (mut ctes, mut statements) = (Vec::new(), Vec::new());
+    if !parts.seats.is_empty() {
+        let (lock, update) = free_seats_sql(pg, &h, &s);
+        ctes.extend(lock.map(|l| format!("l AS ({l})")));
+        statements.push(update);
+    }
+    statements.push(crate::inventory::caps::free_slots_sql(&h));
+    statements.extend(crate::outbox::notify::session_end_sql(
+        &mut b, &show, &s, &jti, &j, &at,
+    ));
+    statements.push(db::audit_sql(
+        &mut b,
+        &at,
+        &s,
+        &h,
+        end.as_str(),
+        actor,
+        reason,
+    ));
+    statements.push(crate::inventory::waitlist::lapse_offer_sql(&h));
+    db::write_all(tx, pg, b, ctes, statements).await?;
+    if waiting {
+        crate::inventory::waitlist::offer_freed(tx, pg, &show, hold_id, &parts.seats, now_ms)
+            .await?;
+    }
     if let Some((pool, qty, counted)) = parts.pool {
         crate::inventory::pools::release_of(tx, pg, &show, hold_id, &pool).await?;
-        if counted == 1 {
+        if counted == 1 && waiting {
             crate::inventory::waitlist::offer_pool(tx, pg, &show, hold_id, &pool, qty, now_ms)
                 .await?;
         }
@@ -417,26 +440,74 @@ pub struct Parts {
     pub interval: bool,
 }
 
-/// [`Parts`] of `hold_id`.
-pub async fn parts_of(tx: &mut db::Tx<'_>, hold_id: &str) -> sqlx::Result<Parts> {
-    let rows: Vec<(String, String, i64, i64)> = sqlx::query_as(
-        "SELECT 's', seat_id, 0, 0 FROM hold_seats WHERE hold_id = $1 \
-         UNION ALL SELECT 'p', pool_id, quantity, counted FROM hold_pools WHERE hold_id = $1 \
-         UNION ALL SELECT 'r', resource, 0, 0 FROM hold_resources WHERE hold_id = $1",
-    )
-    .bind(hold_id)
-    .fetch_all(&mut **tx)
-    .await?;
+/// What [`released`] found: the hold's show and admission, its [`Parts`], and whether any fan
+/// of the show is on the waitlist (read in the same statement; none waiting, a release skips
+/// its waitlist reads).
+#[derive(Debug)]
+pub struct Released {
+    /// The hold's show.
+    pub show: String,
+    /// The hold's admission `jti`.
+    pub jti: String,
+    /// What the hold had.
+    pub parts: Parts,
+    /// Whether a fan of the show was waiting on the waitlist.
+    pub waiting: bool,
+}
+
+/// The guarded HELD→RELEASED update of `hold_id` (and when `payment` is `Some(p)`, only if
+/// its payment is still `p`, `""` for none) and one read of what the hold has, in ONE call:
+/// on PostgreSQL the update as a data-modifying CTE the read's first row comes from, on SQLite
+/// the update's `RETURNING` and the read in one call to the writer. `None` when the hold was
+/// not HELD (or its payment moved): nothing was changed.
+pub async fn released(
+    tx: &mut db::Tx<'_>,
+    pg: bool,
+    hold_id: &str,
+    payment: Option<&str>,
+    end: Ended,
+    now_ms: i64,
+) -> sqlx::Result<Option<Released>> {
+    let update = "UPDATE holds SET status = 'RELEASED', ended_as = $3, released_at = $1 WHERE id = $2 AND status = 'HELD' \
+         AND ($4 = 0 OR COALESCE(payment_id, '') = $5)";
+    let waiting = "CAST(CASE WHEN EXISTS (SELECT 1 FROM waitlist w WHERE w.show_id = holds.show_id AND w.status = 'waiting') \
+         THEN 1 ELSE 0 END AS BIGINT)";
+    let parts = "SELECT 's', seat_id, '', CAST(0 AS BIGINT), CAST(0 AS BIGINT) FROM hold_seats WHERE hold_id = $2 \
+         UNION ALL SELECT 'p', pool_id, '', quantity, counted FROM hold_pools WHERE hold_id = $2 \
+         UNION ALL SELECT 'r', resource, '', CAST(0 AS BIGINT), CAST(0 AS BIGINT) FROM hold_resources WHERE hold_id = $2";
+    let sql = if pg {
+        format!(
+            "WITH h AS ({update} RETURNING show_id, admission_jti, {waiting} AS waiting) \
+             SELECT 'h', show_id, admission_jti, waiting, CAST(0 AS BIGINT) FROM h UNION ALL {parts}"
+        )
+    } else {
+        format!("{update} RETURNING 'h', show_id, admission_jti, {waiting}, 0; {parts}")
+    };
+    let rows: Vec<(String, String, String, i64, i64)> = sqlx::query_as(&sql)
+        .bind(now_ms)
+        .bind(hold_id)
+        .bind(end.as_str())
+        .bind(i64::from(payment.is_some()))
+        .bind(payment.unwrap_or_default())
+        .fetch_all(&mut **tx)
+        .await?;
+    let mut found = None;
     let mut parts = Parts::default();
-    for (kind, id, quantity, counted) in rows {
+    for (kind, id, other, n, counted) in rows {
         match kind.as_str() {
+            "h" => found = Some((id, other, n == 1)),
             "s" => parts.seats.push(id),
-            "p" => parts.pool = Some((id, quantity, counted)),
+            "p" => parts.pool = Some((id, n, counted)),
             _ => parts.interval = true,
         }
     }
     parts.seats.sort();
-    Ok(parts)
+    Ok(found.map(|(show, jti, waiting)| Released {
+        show,
+        jti,
+        parts,
+        waiting,
+    }))
 }
 
 /// Frees the seats `hold_id` still holds, in one statement: on PostgreSQL it locks them in seat
@@ -447,16 +518,10 @@ pub async fn free_seats(
     show: &str,
     hold_id: &str,
 ) -> sqlx::Result<u64> {
-    let set = "SET status = 'free', hold_id = NULL, hold_expires_at = NULL";
-    let sql = if pg {
-        format!(
-            "WITH l AS (SELECT seat_id FROM seats WHERE hold_id = $1 AND show_id = $2 AND status = 'held' \
-             ORDER BY seat_id FOR UPDATE) \
-             UPDATE seats {set} FROM l WHERE seats.show_id = $2 AND seats.seat_id = l.seat_id \
-             AND seats.hold_id = $1 AND seats.status = 'held'"
-        )
-    } else {
-        format!("UPDATE seats {set} WHERE hold_id = $1 AND show_id = $2 AND status = 'held'")
+    let (lock, update) = free_seats_sql(pg, "$1", "$2");
+    let sql = match lock {
+        Some(l) => format!("WITH l AS ({l}) {update}"),
+        None => update,
     };
     Ok(sqlx::query(&sql)
         .bind(hold_id)
@@ -464,6 +529,31 @@ pub async fn free_seats(
         .execute(&mut **tx)
         .await?
         .rows_affected())
+}
+
+/// The SQL of [`free_seats`] with `hold` and `show` placeholders: on PostgreSQL the body of
+/// the lock CTE (to be named `l`) and the update that joins it; on SQLite the update alone.
+pub fn free_seats_sql(pg: bool, hold: &str, show: &str) -> (Option<String>, String) {
+    let set = "SET status = 'free', hold_id = NULL, hold_expires_at = NULL";
+    if pg {
+        (
+            Some(format!(
+                "SELECT seat_id FROM seats WHERE hold_id = {hold} AND show_id = {show} AND status = 'held' \
+                 ORDER BY seat_id FOR UPDATE"
+            )),
+            format!(
+                "UPDATE seats {set} FROM l WHERE seats.show_id = {show} AND seats.seat_id = l.seat_id \
+                 AND seats.hold_id = {hold} AND seats.status = 'held'"
+            ),
+        )
+    } else {
+        (
+            None,
+            format!(
+                "UPDATE seats {set} WHERE hold_id = {hold} AND show_id = {show} AND status = 'held'"
+            ),
+        )
+    }
 }
 
 /// Keeps a HELD hold's inventory until `until_ms` (epoch ms) when all of it is still the hold's:

@@ -119,10 +119,29 @@ pub async fn offer(
     seats: &[String],
     now_ms: i64,
 ) -> sqlx::Result<Option<String>> {
-    sqlx::query("UPDATE waitlist SET status = 'lapsed' WHERE hold_id = $1 AND status = 'offered'")
+    sqlx::query(&lapse_offer_sql("$1"))
         .bind(released)
         .execute(&mut **tx)
         .await?;
+    offer_freed(tx, pg, show, released, seats, now_ms).await
+}
+
+/// The SQL that ends the offer row of hold `hold` (a placeholder), the first step of
+/// [`offer`]: a release writes it with its other statements in one call.
+pub fn lapse_offer_sql(hold: &str) -> String {
+    format!("UPDATE waitlist SET status = 'lapsed' WHERE hold_id = {hold} AND status = 'offered'")
+}
+
+/// [`offer`] after its first step ([`lapse_offer_sql`]) was written: `seats` offered to the
+/// first fan waiting for seats who can take them (none when `seats` is empty).
+pub async fn offer_freed(
+    tx: &mut Tx<'_>,
+    pg: bool,
+    show: &str,
+    released: &str,
+    seats: &[String],
+    now_ms: i64,
+) -> sqlx::Result<Option<String>> {
     if seats.is_empty() {
         return Ok(None);
     }

@@ -12,7 +12,7 @@ pub mod mail;
 pub mod notify;
 pub mod worker;
 
-use crate::db::Tx;
+use crate::db::{Binds, Tx};
 
 pub use worker::{Outbox, Outcome};
 
@@ -25,17 +25,34 @@ pub async fn enqueue(
     payload: &serde_json::Value,
     now_ms: i64,
 ) -> sqlx::Result<bool> {
-    let n = sqlx::query(
-        "INSERT INTO outbox (ref_id, kind, show_id, payload, created_at) VALUES ($1, $2, $3, $4, $5) \
-         ON CONFLICT (ref_id, kind) DO NOTHING",
-    )
-    .bind(ref_id)
-    .bind(kind)
-    .bind(show_id)
-    .bind(payload.to_string())
-    .bind(now_ms)
-    .execute(&mut **tx)
-    .await?
-    .rows_affected();
+    let mut b = Binds::default();
+    let (r, show, at) = (
+        b.push(ref_id.to_owned()),
+        b.push(show_id.to_owned()),
+        b.push(now_ms),
+    );
+    let sql = enqueue_sql(&mut b, &r, kind, &show, payload, &at);
+    let n = sqlx::query_with(&sql, b.args())
+        .execute(&mut **tx)
+        .await?
+        .rows_affected();
     Ok(n == 1)
+}
+
+/// The SQL of [`enqueue`]: `ref_id`, `show_id` and `at_ms` are placeholders already bound in
+/// `b`; the kind and payload are bound here (for [`crate::db::write_all`]).
+pub fn enqueue_sql(
+    b: &mut Binds,
+    ref_id: &str,
+    kind: &str,
+    show_id: &str,
+    payload: &serde_json::Value,
+    at_ms: &str,
+) -> String {
+    format!(
+        "INSERT INTO outbox (ref_id, kind, show_id, payload, created_at) VALUES ({ref_id}, {}, {show_id}, {}, {at_ms}) \
+         ON CONFLICT (ref_id, kind) DO NOTHING",
+        b.push(kind.to_owned()),
+        b.push(payload.to_string())
+    )
 }

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::enqueue;
-use crate::db::Tx;
+use super::{enqueue, enqueue_sql};
+use crate::db::{Binds, Tx};
 
 /// Outbox kind of a session end (ref_id = the admission `jti`: one message per admission).
 pub const SESSION_END: &str = "session-end";
@@ -23,24 +23,45 @@ pub const SOLD_OUT: &str = "sold-out";
 
 /// Queues the end of admission `jti`'s session (idempotent per jti) and records the admission
 /// as ended in the same transaction: it may no longer create holds (409 `admission-ended`).
-pub async fn session_end(tx: &mut Tx<'_>, show: &str, jti: &str, now_ms: i64) -> sqlx::Result<()> {
-    sqlx::query(
-        "INSERT INTO admissions_ended (jti, at) VALUES ($1, $2) ON CONFLICT (jti) DO NOTHING",
-    )
-    .bind(jti)
-    .bind(now_ms)
-    .execute(&mut **tx)
-    .await?;
-    enqueue(
-        tx,
-        jti,
-        SESSION_END,
-        show,
-        &json!({"event": show, "jti": jti}),
-        now_ms,
-    )
-    .await?;
-    Ok(())
+pub async fn session_end(
+    tx: &mut Tx<'_>,
+    pg: bool,
+    show: &str,
+    jti: &str,
+    now_ms: i64,
+) -> sqlx::Result<()> {
+    let mut b = Binds::default();
+    let (s, j, at) = (
+        b.push(show.to_owned()),
+        b.push(jti.to_owned()),
+        b.push(now_ms),
+    );
+    let sql = session_end_sql(&mut b, show, &s, jti, &j, &at);
+    crate::db::write_all(tx, pg, b, Vec::new(), sql.to_vec()).await
+}
+
+/// The two statements of [`session_end`] (the admission recorded as ended, the notice queued),
+/// for [`crate::db::write_all`]: `s`, `j` and `at` are the placeholders of `show`, `jti` and
+/// the time (epoch ms), already bound in `b`.
+pub fn session_end_sql(
+    b: &mut Binds,
+    show: &str,
+    s: &str,
+    jti: &str,
+    j: &str,
+    at: &str,
+) -> [String; 2] {
+    [
+        format!("INSERT INTO admissions_ended (jti, at) VALUES ({j}, {at}) ON CONFLICT (jti) DO NOTHING"),
+        enqueue_sql(
+            b,
+            j,
+            SESSION_END,
+            s,
+            &json!({"event": show, "jti": jti}),
+            at,
+        ),
+    ]
 }
 
 /// Whether admission `jti`'s session was ended by [`session_end`].

@@ -80,9 +80,10 @@ impl Outbox {
         }
     }
 
-    /// One pass at `now_ms` (epoch ms): up to [`BATCH`] due messages, oldest first, sent
-    /// [`SENDERS`] at a time (each a claim, a send and its mark; messages of one `ref_id` one
-    /// after another, in id order, so a booking's emails keep their order). Sent one by one, at
+    /// One pass at `now_ms` (epoch ms): up to [`BATCH`] due messages, oldest first, claimed in
+    /// one statement, sent [`SENDERS`] at a time (each a send and its mark, the waiting-room
+    /// notices marked together in one statement at the end of the pass; messages of one
+    /// `ref_id` one after another, in id order, so a booking's emails keep their order). Sent one by one, at
     /// most one batch per 500 ms tick, the seed rehearsal ended with 832 confirmation emails
     /// and 1,647 session ends still queued. `Err` is the first database error (the other
     /// messages of the pass were still sent or left for a retry).
@@ -101,6 +102,9 @@ impl Outbox {
             due: due.len(),
             ..Outcome::default()
         };
+        // The batch claimed in one statement (another node's worker may hold some of it).
+        let claimed = self.claim(&due, now_ms).await?;
+        let due: Vec<_> = due.into_iter().filter(|m| claimed.contains(&m.0)).collect();
         let mut groups: Vec<Vec<(i64, String, String, String)>> = Vec::new();
         for m in due {
             match groups.iter_mut().find(|g| g[0].1 == m.1) {
@@ -108,21 +112,23 @@ impl Outbox {
                 None => groups.push(vec![m]),
             }
         }
-        let results: Vec<ApiResult<Outcome>> = futures::stream::iter(groups)
+        let results: Vec<ApiResult<(Outcome, Vec<(i64, bool)>)>> = futures::stream::iter(groups)
             .map(|group| async move {
-                let mut got = Outcome::default();
+                let (mut got, mut notices) = (Outcome::default(), Vec::new());
                 for m in group {
-                    self.one(m, now_ms, &mut got).await?;
+                    notices.extend(self.one(m, now_ms, &mut got).await?);
                 }
-                Ok(got)
+                Ok((got, notices))
             })
             .buffer_unordered(SENDERS)
             .collect()
             .await;
         let mut first_err = None;
+        let mut notices = Vec::new();
         for r in results {
             match r {
-                Ok(o) => {
+                Ok((o, n)) => {
+                    notices.extend(n);
                     out.emails += o.emails;
                     out.refunds += o.refunds;
                     out.notices += o.notices;
@@ -132,35 +138,86 @@ impl Outbox {
                 Err(e) => first_err = first_err.or(Some(e)),
             }
         }
+        if let Err(e) = self.mark_notices(&notices, now_ms).await {
+            first_err = first_err.or(Some(e.into()));
+        }
         match first_err {
             Some(e) => Err(e),
             None => Ok(out),
         }
     }
 
-    /// Claims and sends one message `(id, ref_id, kind, payload)`, counting it in `out`; a
-    /// failed send is retried later (`RETRY_MS` per attempt so far).
+    /// Claims the due messages `due` (by id) for this worker in one statement; the ids it got
+    /// (a message another worker claimed meanwhile, or sent, is left out).
+    async fn claim(
+        &self,
+        due: &[(i64, String, String, String)],
+        now_ms: i64,
+    ) -> sqlx::Result<std::collections::HashSet<i64>> {
+        if due.is_empty() {
+            return Ok(Default::default());
+        }
+        let mut b = db::Binds::default();
+        let (owner, until, now) = (
+            b.push(self.owner.clone()),
+            b.push(now_ms + CLAIM_MS),
+            b.push(now_ms),
+        );
+        let ids: Vec<String> = due.iter().map(|m| b.push(m.0)).collect();
+        let sql = format!(
+            "UPDATE outbox SET claimed_by = {owner}, claimed_until = {until}, attempts = attempts + 1 \
+             WHERE id IN ({}) AND sent_at IS NULL AND (claimed_until IS NULL OR claimed_until <= {now}) \
+             RETURNING id",
+            ids.join(", ")
+        );
+        let got: Vec<i64> = sqlx::query_scalar_with(&sql, b.args())
+            .fetch_all(&self.db)
+            .await?;
+        Ok(got.into_iter().collect())
+    }
+
+    /// Marks the waiting-room messages of a step sent, in one statement: `(id, delivered)`,
+    /// where not delivered means dropped for want of a service token (noted in `last_error`).
+    async fn mark_notices(&self, notices: &[(i64, bool)], now_ms: i64) -> sqlx::Result<()> {
+        if notices.is_empty() {
+            return Ok(());
+        }
+        let mut b = db::Binds::default();
+        let (at, owner) = (b.push(now_ms), b.push(self.owner.clone()));
+        let ids: Vec<String> = notices.iter().map(|(id, _)| b.push(*id)).collect();
+        let skipped: Vec<String> = notices
+            .iter()
+            .filter(|(_, sent)| !sent)
+            .map(|(id, _)| b.push(*id))
+            .collect();
+        let note = if skipped.is_empty() {
+            String::new()
+        } else {
+            format!(
+                ", last_error = CASE WHEN id IN ({}) THEN 'skipped: no service_token' ELSE last_error END",
+                skipped.join(", ")
+            )
+        };
+        let sql = format!(
+            "UPDATE outbox SET sent_at = {at}{note} WHERE id IN ({}) AND claimed_by = {owner}",
+            ids.join(", ")
+        );
+        let mut tx = crate::db::begin_write(&self.db).await?;
+        sqlx::query_with(&sql, b.args()).execute(&mut *tx).await?;
+        tx.commit().await
+    }
+
+    /// Sends one message `(id, ref_id, kind, payload)` this worker claimed, counting it in
+    /// `out`; a failed send is retried later (`RETRY_MS` per attempt so far). A waiting-room
+    /// message is marked sent by the caller with the step's others: `Some((id, delivered))`.
     async fn one(
         &self,
         (id, ref_id, kind, payload): (i64, String, String, String),
         now_ms: i64,
         out: &mut Outcome,
-    ) -> ApiResult<()> {
+    ) -> ApiResult<Option<(i64, bool)>> {
         let db = &self.db;
-        let claimed = sqlx::query(
-            "UPDATE outbox SET claimed_by = $1, claimed_until = $2, attempts = attempts + 1 \
-             WHERE id = $3 AND sent_at IS NULL AND (claimed_until IS NULL OR claimed_until <= $4)",
-        )
-        .bind(&self.owner)
-        .bind(now_ms + CLAIM_MS)
-        .bind(id)
-        .bind(now_ms)
-        .execute(db)
-        .await?
-        .rows_affected();
-        if claimed != 1 {
-            return Ok(());
-        }
+        let mut notice = None;
         let payload: Value = serde_json::from_str(&payload).unwrap_or_default();
         let res = match kind.as_str() {
             "refund" => self
@@ -171,13 +228,15 @@ impl Outbox {
                 .booking_refund(id, &ref_id, &payload, now_ms)
                 .await
                 .map(|()| out.refunds += 1),
-            notify::SESSION_END | notify::SOLD_OUT => self
-                .notice(id, &kind, &payload, now_ms)
-                .await
-                .map(|sent| match sent {
-                    true => out.notices += 1,
-                    false => out.skipped += 1,
-                }),
+            notify::SESSION_END | notify::SOLD_OUT => {
+                self.notice(&kind, &payload).await.map(|sent| {
+                    match sent {
+                        true => out.notices += 1,
+                        false => out.skipped += 1,
+                    }
+                    notice = Some((id, sent));
+                })
+            }
             _ => self
                 .email(id, &ref_id, &kind, &payload, now_ms)
                 .await
@@ -195,7 +254,7 @@ impl Outbox {
                 .execute(db)
                 .await?;
         }
-        Ok(())
+        Ok(notice)
     }
 
     async fn mark_sent(&self, tx: &mut db::Tx<'_>, id: i64, now_ms: i64) -> sqlx::Result<()> {
@@ -223,27 +282,12 @@ impl Outbox {
         Ok(())
     }
 
-    /// A waiting-room message; false when skipped (no service token).
-    async fn notice(
-        &self,
-        id: i64,
-        kind: &str,
-        payload: &Value,
-        now_ms: i64,
-    ) -> anyhow::Result<bool> {
+    /// Sends a waiting-room message; false when skipped (no service token). Marked sent by
+    /// [`Outbox::mark_notices`].
+    async fn notice(&self, kind: &str, payload: &Value) -> anyhow::Result<bool> {
         let cfg = &self.config;
         let token = cfg.service_token.as_ref().map(|t| t.expose());
-        let sent = notify::send(&self.http, &cfg.waiting_room_url, token, kind, payload).await?;
-        let mut tx = crate::db::begin_write(&self.db).await?;
-        self.mark_sent(&mut tx, id, now_ms).await?;
-        if !sent {
-            sqlx::query("UPDATE outbox SET last_error = 'skipped: no service_token' WHERE id = $1")
-                .bind(id)
-                .execute(&mut *tx)
-                .await?;
-        }
-        tx.commit().await?;
-        Ok(sent)
+        notify::send(&self.http, &cfg.waiting_room_url, token, kind, payload).await
     }
 
     async fn refund(

@@ -129,7 +129,8 @@ pub async fn confirm_paid(
     )
     .await?;
     crate::inventory::caps::free_slots(&mut tx, &hold.id).await?;
-    crate::outbox::notify::session_end(&mut tx, &hold.show_id, &hold.admission_jti, now_ms).await?;
+    crate::outbox::notify::session_end(&mut tx, pg, &hold.show_id, &hold.admission_jti, now_ms)
+        .await?;
     crate::outbox::notify::sold_out_if_done(&mut tx, &hold.show_id, now_ms).await?;
     let started: Option<i64> = sqlx::query_scalar(
         "SELECT MAX(at) FROM audit WHERE hold_id = $1 AND action = 'payment-created'",
