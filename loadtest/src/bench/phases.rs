@@ -195,7 +195,7 @@ pub async fn all(ctx: &Ctx) -> anyhow::Result<(Vec<Phase>, Vec<String>)> {
     for (name, queued) in [("pool-hold", false), ("pool-queue", true)] {
         super::hotq::switch(ctx, queued).await?;
         let waits = super::hotq::sample(ctx.database.as_deref()).await;
-        let (m, note) = pool_holds(ctx, adm.clone(), name, 2 + usize::from(queued)).await?;
+        let (m, note) = pool_holds(ctx, adm.clone(), name).await?;
         super::hotq::stop(&waits);
         let how = if queued {
             "per-show hold queue ON"
@@ -347,21 +347,20 @@ type Ask = Arc<dyn Fn() -> Value + Send + Sync>;
 
 /// The closed loop both hold phases share: each request takes the next unused admission token
 /// (a released hold ends its admission's booking rights: `409 admission-ended`), asks for
-/// `ask()`, and the worker releases its previous 201 (untimed) before its next hold. Run `round`
-/// starts at its own admission tokens. Returns the figure and the refusals by kind.
-async fn hold_loop(
-    ctx: &Ctx,
-    adm: Arc<Vec<String>>,
-    name: &str,
-    round: usize,
-    ask: Ask,
-) -> (Measured, String) {
+/// `ask()`, and the worker releases its previous 201 (untimed) before its next hold; the tokens
+/// are counted across every hold phase of the run. Returns the figure and the refusals by kind.
+async fn hold_loop(ctx: &Ctx, adm: Arc<Vec<String>>, name: &str, ask: Ask) -> (Measured, String) {
     let live: Arc<Vec<Mutex<Option<(String, String)>>>> =
         Arc::new((0..ctx.connections).map(|_| Mutex::new(None)).collect());
     let (c, bc, ev) = (ctx.client.clone(), ctx.bc.clone(), ctx.event.clone());
     let refusals = Arc::new(Refusals::default());
     let tally = refusals.clone();
-    let next = Arc::new(AtomicUsize::new(round * 1_000_003));
+    // One count across every hold phase: each hold takes an admission no earlier phase used
+    // (a released hold ends its admission's session, so a reused token is 409
+    // admission-ended, a cheap refusal that counted as a request: 5,102 of one run's pool
+    // phase came from per-phase offsets that overlapped modulo the token count).
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let next = &NEXT;
     let work: Workload = Arc::new(move |w, _| {
         let (c, bc, ev, live, tally) = (
             c.clone(),
@@ -427,7 +426,7 @@ async fn holds(
         let seats: Vec<&String> = hot.choose_multiple(&mut rand::thread_rng(), k).collect();
         serde_json::json!({ "seats": seats })
     });
-    let (m, refused) = hold_loop(ctx, adm, name, round, ask).await;
+    let (m, refused) = hold_loop(ctx, adm, name, ask).await;
     let note = format!(
         "POST /api/shows/{{show}}/holds, {k} random seats of a {}-seat hot block, {fans} \
          concurrent fans (a fresh admission token per hold); 201 = held ({:.0}/s), 409 = taken \
@@ -441,15 +440,10 @@ async fn holds(
 
 /// Pool holds on the hot show: every request asks for 1 place of the `FLOOR` pool (one counter
 /// row, the hottest row there is), through [`hold_loop`].
-async fn pool_holds(
-    ctx: &Ctx,
-    adm: Arc<Vec<String>>,
-    name: &str,
-    round: usize,
-) -> anyhow::Result<Phase> {
+async fn pool_holds(ctx: &Ctx, adm: Arc<Vec<String>>, name: &str) -> anyhow::Result<Phase> {
     let fans = ctx.connections.min(adm.len());
     let ask: Ask = Arc::new(|| serde_json::json!({ "pool": "FLOOR", "quantity": 1 }));
-    let (m, refused) = hold_loop(ctx, adm, name, round, ask).await;
+    let (m, refused) = hold_loop(ctx, adm, name, ask).await;
     let note = format!(
         "POST /api/shows/{{show}}/holds {{\"pool\":\"FLOOR\",\"quantity\":1}} on one \
          1,000,000-place pool, {fans} concurrent fans (a fresh admission token per hold); each \
