@@ -89,6 +89,12 @@ pub struct StackOptions {
     pub report_sample_secs: u64,
     /// What the waiting page says the fan waits for (default: nothing but the opening).
     pub about: EventAbout,
+    /// Worker threads of a tokio runtime of the services' own; 0 (the default): the services
+    /// run on the caller's runtime. A load generator in the same process (`loadtest bench`,
+    /// `loadtest rush --spawn`) gives them their own threads, as their own processes would
+    /// have: on one runtime every service task waits in the same run queues as the
+    /// generator's thousands of fan tasks, and the figures measure that queue.
+    pub service_threads: usize,
 }
 
 /// The waiting room's display fields of the event (`events[0]`: `name`, `venue`, `starts_at`,
@@ -143,6 +149,7 @@ impl StackOptions {
             closed_loop: None,
             report_sample_secs: 10,
             about: EventAbout::default(),
+            service_threads: 0,
         }
     }
 }
@@ -183,6 +190,53 @@ pub struct Stack {
     stops: Vec<oneshot::Sender<()>>,
     tasks: Vec<JoinHandle<anyhow::Result<()>>>,
     _tmp: Vec<tempfile::TempDir>,
+    // Last: dropped after the tasks' handles.
+    _runtime: ServiceRuntime,
+}
+
+/// The services' own runtime ([`StackOptions::service_threads`]), if any. Shut down in the
+/// background when the stack goes: a runtime may not be dropped inside another one's task.
+#[derive(Debug, Default)]
+struct ServiceRuntime(Option<tokio::runtime::Runtime>);
+
+impl Drop for ServiceRuntime {
+    fn drop(&mut self) {
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+impl ServiceRuntime {
+    fn new(threads: usize) -> anyhow::Result<Self> {
+        if threads == 0 {
+            return Ok(Self(None));
+        }
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .thread_name("service")
+            .enable_all()
+            .build()?;
+        Ok(Self(Some(rt)))
+    }
+
+    /// Runs `serve(listener)` on this runtime (the listener moved to it first), or on the
+    /// caller's.
+    fn serve<F, Fut>(
+        &self,
+        l: TcpListener,
+        serve: F,
+    ) -> anyhow::Result<JoinHandle<anyhow::Result<()>>>
+    where
+        F: FnOnce(TcpListener) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = anyhow::Result<()>> + Send + 'static,
+    {
+        let Some(rt) = &self.0 else {
+            return Ok(tokio::spawn(serve(l)));
+        };
+        let l = l.into_std()?;
+        Ok(rt.spawn(async move { serve(TcpListener::from_std(l)?).await }))
+    }
 }
 
 impl Stack {
@@ -301,18 +355,19 @@ pub async fn start(opts: StackOptions) -> anyhow::Result<Stack> {
         status_dir: &status_dir,
     };
     let (gw_cfg, wr_cfg, bc_cfg) = configs::checked(&opts, &wiring)?;
+    let runtime = ServiceRuntime::new(opts.service_threads)?;
     let mut stops = Vec::new();
     let mut tasks = Vec::new();
     let (tx, stop) = stopper();
     stops.push(tx);
-    tasks.push(tokio::spawn(gateway_sim::serve(gw_l, gw_cfg, stop)));
+    tasks.push(runtime.serve(gw_l, move |l| gateway_sim::serve(l, gw_cfg, stop))?);
     let (tx, stop) = stopper();
     stops.push(tx);
-    tasks.push(tokio::spawn(waiting_room::serve(wr_l, wr_cfg, stop)));
+    tasks.push(runtime.serve(wr_l, move |l| waiting_room::serve(l, wr_cfg, stop))?);
     let (tx, stop) = stopper();
     stops.push(tx);
     let mail_dir = bc_cfg.mail_dir.clone();
-    tasks.push(tokio::spawn(booking_core::serve(bc_l, bc_cfg, stop)));
+    tasks.push(runtime.serve(bc_l, move |l| booking_core::serve(l, bc_cfg, stop))?);
     let mut stack = Stack {
         waiting_room_url: wr_url,
         booking_url: bc_url,
@@ -325,6 +380,7 @@ pub async fn start(opts: StackOptions) -> anyhow::Result<Stack> {
         stops,
         tasks,
         _tmp: tmp,
+        _runtime: runtime,
     };
     wait_healthy(&mut stack).await?;
     Ok(stack)

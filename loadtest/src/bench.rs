@@ -22,6 +22,10 @@ use std::time::Duration;
 /// `bench` flags.
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
+    /// Worker threads of the spawned services' own runtime (0: they share the load
+    /// generator's; default: one per CPU, as their own processes would have).
+    #[arg(long)]
+    pub service_threads: Option<usize>,
     /// Queue store: a Redis URL (default: in memory). Also where Redis memory is measured.
     #[arg(long)]
     pub redis: Option<String>,
@@ -91,6 +95,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<bool> {
     let mut opts = ticket_sale::stack::StackOptions::local_random_ports();
     opts.redis_url = args.redis.clone();
     opts.database_url = args.database.clone().unwrap_or_default();
+    opts.service_threads = crate::service_threads(args.service_threads);
     opts.seats = 2000;
     // The hot pool: big enough that released places keep it from running out.
     opts.pool_places = 1_000_000;

@@ -15,6 +15,10 @@ pub struct RushArgs {
     /// Start the services in this process on random ports (embedded defaults, or `--redis`).
     #[arg(long)]
     spawn: bool,
+    /// Worker threads of the spawned services' own runtime (with `--spawn`; 0: they share
+    /// the fans' runtime; default: one per CPU, as their own processes would have).
+    #[arg(long)]
+    service_threads: Option<usize>,
     /// Number of synthetic fans.
     #[arg(long, default_value_t = 1000)]
     fans: usize,
@@ -454,6 +458,7 @@ async fn prepare(args: &RushArgs) -> anyhow::Result<Prepared> {
         opts.seats = args.seats;
         opts.pool_places = args.pool_places;
         opts.hold_queue = args.hold_queue;
+        opts.service_threads = crate::service_threads(args.service_threads);
         opts.venue = args.venue.clone();
         // Every synthetic fan shares 127.0.0.1: lift the per-IP limits for this run.
         opts.join_rate_per_sec = 1_000_000;

@@ -347,8 +347,12 @@ pub async fn create_hold(
             if let (true, Some(claim)) = (p.kind == "interval-unavailable", req.ask.interval()) {
                 p = super::resources::with_fresh_free(&state, &show, claim, p, now).await?;
             }
-            if p.status == StatusCode::CONFLICT && p.kind != "concurrent-request" {
-                // Remember the refused request's hash: the key cannot be reused for another.
+            if p.status == StatusCode::CONFLICT
+                && p.kind != "concurrent-request"
+                && !claim::LOST_KINDS.contains(&p.kind)
+            {
+                // Remember the refused request's hash: the key cannot be reused for another
+                // (a lost hold's key was recorded where it lost).
                 claim::record_refusal(&state.db, &adm.sub, &key, &hash, now).await?;
             }
             Err(p.into())

@@ -191,6 +191,9 @@ pub async fn create(db: &Db, reads: &Db, r: &Request<'_>, now_ms: i64) -> ApiRes
         Err(lost) => {
             // Roll back first: on SQLite the transaction holds the only writer connection.
             tx.rollback().await?;
+            // The refused key recorded here (the key cannot be reused for another request);
+            // the handler records only the other refusals ([`LOST_KINDS`]).
+            record_refusals(db, &[(r, now_ms)]).await?;
             Err(lost.problem(reads, r.show, now_ms).await?.into())
         }
     }
@@ -614,15 +617,67 @@ pub async fn record_refusal(
     hash: &str,
     now_ms: i64,
 ) -> sqlx::Result<()> {
-    sqlx::query("INSERT INTO idempotency (visitor_id, key, request_hash, status, body, created_at) VALUES ($1, $2, $3, $4, '', $5) ON CONFLICT (visitor_id, key) DO NOTHING")
-        .bind(visitor)
-        .bind(key)
-        .bind(hash)
-        .bind(REFUSED)
-        .bind(now_ms)
+    let mut b = db::Binds::default();
+    let row = refusal_row(&mut b, visitor, key, hash.to_owned(), now_ms);
+    sqlx::query_with(&refusals_sql(&[row]), b.args())
         .execute(db)
         .await?;
     Ok(())
+}
+
+/// The problem kinds of a lost hold ([`Lost::problem`]): whoever answers one has recorded the
+/// refused key already ([`create`] after its rollback, the hold queue in its batch's
+/// transaction), so the handler records only other refusals.
+pub const LOST_KINDS: [&str; 4] = [
+    "seats-unavailable",
+    "pool-unavailable",
+    "no-seats-together",
+    "interval-unavailable",
+];
+
+/// [`record_refusal`] of every request of `refused` (each with its `now`, epoch ms) in one
+/// statement, on `conn` (a pool, or the hold queue's transaction: a batch's losers cost one
+/// statement, not a commit each).
+pub async fn record_refusals<'c, E>(conn: E, refused: &[(&Request<'_>, i64)]) -> sqlx::Result<()>
+where
+    E: sqlx::Executor<'c, Database = sqlx::Any>,
+{
+    if refused.is_empty() {
+        return Ok(());
+    }
+    let mut b = db::Binds::default();
+    let rows: Vec<String> = refused
+        .iter()
+        .map(|(r, now)| {
+            let hash = r.ask.request_hash(r.show, r.channel);
+            refusal_row(&mut b, &r.adm.sub, r.key, hash, *now)
+        })
+        .collect();
+    sqlx::query_with(&refusals_sql(&rows), b.args())
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// One `VALUES` row of [`refusals_sql`].
+fn refusal_row(b: &mut db::Binds, visitor: &str, key: &str, hash: String, now_ms: i64) -> String {
+    format!(
+        "({}, {}, {}, {}, '', {})",
+        b.push(visitor.to_owned()),
+        b.push(key.to_owned()),
+        b.push(hash),
+        b.push(REFUSED),
+        b.push(now_ms)
+    )
+}
+
+/// The insert of refused keys' rows (`rows` from [`refusal_row`]); a key already stored stays.
+fn refusals_sql(rows: &[String]) -> String {
+    format!(
+        "INSERT INTO idempotency (visitor_id, key, request_hash, status, body, created_at) VALUES {} \
+         ON CONFLICT (visitor_id, key) DO NOTHING",
+        rows.join(", ")
+    )
 }
 
 /// The stored answer of `(visitor, key)` read outside any transaction (before the rate

@@ -242,6 +242,16 @@ async fn apply(db: &Db, batch: &[Job]) -> sqlx::Result<Vec<Outcome>> {
         .filter(|i| out[*i].is_none())
         .collect();
     one_by_one(&mut tx, pg, batch, &left, &mut out).await?;
+    // Every lost request's key recorded as refused in the batch's transaction, one statement
+    // for the batch (a loser at the guard already is: no-op); the handler records none.
+    let lost: Vec<(Request<'_>, i64)> = batch
+        .iter()
+        .zip(&out)
+        .filter(|(_, o)| matches!(o, Some(Ok(Err(_)))))
+        .map(|(j, _)| (j.req.request(), j.now_ms))
+        .collect();
+    let lost: Vec<(&Request<'_>, i64)> = lost.iter().map(|(r, now)| (r, *now)).collect();
+    claim::record_refusals(&mut *tx, &lost).await?;
     tx.commit().await?;
     Ok(out.into_iter().flatten().collect())
 }

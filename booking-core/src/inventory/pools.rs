@@ -35,14 +35,30 @@ async fn lock_pool(tx: &mut Tx<'_>, pg: bool, show: &str, pool: &str) -> sqlx::R
     Ok(())
 }
 
+/// The `hold_pools` rows of pool `$2` of show `$1` whose holds lapsed by `$3` (epoch ms) and
+/// still count: what [`reclaim`] uncounts.
+const LAPSED_ROWS: &str = "show_id = $1 AND pool_id = $2 AND counted = 1 \
+     AND hold_id IN (SELECT id FROM holds WHERE status = 'HELD' AND expires_at <= $3 AND alerted_at IS NULL)";
+
+/// Whether [`reclaim`] would free anything, read without the pool row's lock.
+async fn lapsed_exist(tx: &mut Tx<'_>, show: &str, pool: &str, now_ms: i64) -> sqlx::Result<bool> {
+    let n: i64 = sqlx::query_scalar(&format!(
+        "SELECT CAST(CASE WHEN EXISTS (SELECT 1 FROM hold_pools WHERE {LAPSED_ROWS}) THEN 1 ELSE 0 END AS BIGINT)"
+    ))
+    .bind(show)
+    .bind(pool)
+    .bind(now_ms)
+    .fetch_one(&mut **tx)
+    .await?;
+    Ok(n == 1)
+}
+
 /// Reclaims the lapsed holds of a pool (the pool row must be locked). Returns units freed.
 async fn reclaim(tx: &mut Tx<'_>, show: &str, pool: &str, now_ms: i64) -> sqlx::Result<i64> {
     crate::inventory::seatmap::touch();
-    let freed: Vec<i64> = sqlx::query_scalar(
-        "UPDATE hold_pools SET counted = 0 WHERE show_id = $1 AND pool_id = $2 AND counted = 1 \
-         AND hold_id IN (SELECT id FROM holds WHERE status = 'HELD' AND expires_at <= $3 AND alerted_at IS NULL) \
-         RETURNING quantity",
-    )
+    let freed: Vec<i64> = sqlx::query_scalar(&format!(
+        "UPDATE hold_pools SET counted = 0 WHERE {LAPSED_ROWS} RETURNING quantity"
+    ))
     .bind(show)
     .bind(pool)
     .bind(now_ms)
@@ -62,9 +78,9 @@ async fn reclaim(tx: &mut Tx<'_>, show: &str, pool: &str, now_ms: i64) -> sqlx::
 
 /// The guarded claim of `qty` units: one short conditional increment, the only thing that
 /// decides (no `SELECT … FOR UPDATE` first, so the pool row is locked only from this update to
-/// the commit: a hold runs it as its last statement). Only when it fails are lapsed holds
-/// reclaimed, under the pool row's lock taken first (the lock order of releases), and the
-/// increment tried once more. True when the units were taken (the hold's `hold_pools` row may be
+/// the commit: a hold runs it as its last statement). Only when it fails, and a lapsed hold
+/// of the pool still counts (read without a lock), are lapsed holds reclaimed, under the pool
+/// row's lock taken first (the lock order of releases), and the increment tried once more. True when the units were taken (the hold's `hold_pools` row may be
 /// written before or after, in the same transaction).
 pub async fn claim(
     tx: &mut Tx<'_>,
@@ -77,6 +93,12 @@ pub async fn claim(
     crate::inventory::seatmap::touch();
     if take(tx, show, pool, qty).await? {
         return Ok(true);
+    }
+    // Nothing lapsed (a sold-out pool, most of the time): refused without queueing for the
+    // pool row's lock. In the seed rehearsal fans asking a sold-out pool waited over a second
+    // each on `SELECT … FOR UPDATE` behind one another, to reclaim nothing.
+    if !lapsed_exist(tx, show, pool, now_ms).await? {
+        return Ok(false);
     }
     lock_pool(tx, pg, show, pool).await?;
     if reclaim(tx, show, pool, now_ms).await? == 0 {
