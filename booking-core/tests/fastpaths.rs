@@ -147,3 +147,54 @@ async fn queued_unknown_seat_is_422_as_unqueued(b: Backend) {
     }
     assert_eq!(h.seat_status("A-1-1").await, "free");
 }
+
+/// Issue 13: a hold of seats another fan holds is refused from one read, without a
+/// transaction (`inventory::preread`). A test session locks the caps table against writes
+/// (`LOCK TABLE hold_slots IN EXCLUSIVE MODE`: reads go on), which every hold transaction's
+/// first statement writes: the loser still gets its 409 with fresh availability at once (through
+/// the transaction it waits for the lock and the client's 5 s timeout fails the test), its key is
+/// remembered as refused (reused with another body: 422), and once the seats are free the same
+/// request, key and body, holds them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn visibly_taken_seats_are_refused_without_a_transaction() {
+    let h = Harness::on(Backend::Postgres).await;
+    let a = h.token("fan-a");
+    let (st, first) = h.hold(&a, "ka", &["A-1-1", "A-1-2"]).await;
+    assert_eq!(st, 201, "{first}");
+    let mut lock = booking_core::db::begin_write(&h.state.db).await.unwrap();
+    sqlx::query("LOCK TABLE hold_slots IN EXCLUSIVE MODE")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    let b = h.token("fan-b");
+    let ask = |key: &str, seats: &[&str]| {
+        h.http
+            .post(format!("{}/api/shows/{SHOW}/holds", h.base))
+            .bearer_auth(&b)
+            .header("Idempotency-Key", key)
+            .timeout(std::time::Duration::from_secs(5))
+            .json(&json!({ "seats": seats }))
+    };
+    let r = ask("kb", &["A-1-2", "A-1-3"])
+        .send()
+        .await
+        .expect("answered while every hold transaction waits for the caps table");
+    assert_eq!(r.status(), 409);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["type"], "/problems/seats-unavailable", "{body}");
+    assert_eq!(
+        body["availability"],
+        json!({"A-1-2": "held", "A-1-3": "free"}),
+        "{body}"
+    );
+    lock.rollback().await.unwrap();
+    let (st, reused) = h
+        .hold_with(&b, "kb", json!({"seats": ["A-1-4"]}), &[])
+        .await;
+    assert_eq!(st, 422, "the refused key is remembered: {reused}");
+    assert_eq!(reused["type"], "/problems/idempotency-key-reused");
+    let st = h.cancel_hold("fan-a", &first["hold_id"]).await;
+    assert!((200..300).contains(&st), "fan a's release: {st}");
+    let (st, held) = h.hold(&b, "kb", &["A-1-2", "A-1-3"]).await;
+    assert_eq!(st, 201, "a refusal is computed anew: {held}");
+}

@@ -19,6 +19,7 @@ use crate::error::{clip, rejection, ApiError, ApiResult};
 use crate::inventory::claim::{self, unprocessable, Ask, Timing};
 use crate::inventory::holds::{self, Hold};
 use crate::inventory::inflight::{self, Entry};
+use crate::inventory::preread;
 use crate::payments;
 use crate::state::AppState;
 use crate::telemetry;
@@ -279,27 +280,47 @@ pub async fn create_hold(
     let hash = ask.request_hash(&show, &channel);
     // Identical requests (same visitor, key and body) in flight here: one runs, the others wait
     // for it and replay its stored answer; a replay is not a new request and never counts
-    // against the rate limit or the caps (case B12).
-    let _owner = loop {
-        // Read from the reader connections (SQLite: the writer is kept for the transactions);
-        // a key committed an instant ago but not yet seen here is found again by the
-        // transaction's own key statement, which waits for it or replays it.
-        if let Some(answer) = claim::stored_answer(&state.reads, &adm.sub, &key, &hash).await? {
-            telemetry::replay(&show);
-            let body = with_currency(answer.body, venue);
-            return Ok((answer.status, Json(body)).into_response());
+    // against the rate limit or the caps (case B12). The read before the transaction
+    // (`preread`: the key's stored answer, and the asked seats' statuses for a named-seat hold)
+    // goes to the reader connections (SQLite: the writer is kept for the transactions); a hold
+    // of another kind reads nothing first: its transaction's key statement finds a stored answer
+    // (a retry, or an identical request on another node) and replays it
+    // (`HoldAnswer::replayed`: the rate-limit slot is given back).
+    let replay = |answer: claim::HoldAnswer| {
+        telemetry::replay(&show);
+        (answer.status, Json(with_currency(answer.body, venue))).into_response()
+    };
+    let asked_seats: &[String] = match &ask {
+        Ask::Seats(seats) => seats,
+        _ => &[],
+    };
+    let mut waited = false;
+    let (_owner, taken) = loop {
+        let mut taken = None;
+        if waited || !asked_seats.is_empty() {
+            let seen =
+                preread::read(&state.reads, &adm.sub, &key, &hash, &show, asked_seats, now).await?;
+            if let Some(a) = seen.answer {
+                return Ok(replay(a));
+            }
+            taken = seen.taken;
         }
         match state.in_flight.enter(&adm.sub, &key) {
-            Entry::Owner(owner) => break owner,
+            Entry::Owner(owner) => break (owner, taken),
             Entry::Wait(rx) => {
                 if !inflight::wait(rx, IN_FLIGHT_WAIT).await {
                     return Err(claim::concurrent_request().into());
                 }
+                waited = true;
             }
         }
     };
     let per_min = state.config.hold_rate_per_min;
     if let Err(wait) = state.limiter.check(&adm.jti, per_min, now) {
+        // Over the limit, a replay still gets its stored answer (or 422 for a reused key).
+        if let Some(a) = claim::stored_answer(&state.reads, &adm.sub, &key, &hash).await? {
+            return Ok(replay(a));
+        }
         telemetry::hold_refused(&show, 429, "hold-rate-limited");
         return Err(Problem::new(
             StatusCode::TOO_MANY_REQUESTS,
@@ -309,6 +330,13 @@ pub async fn create_hold(
         .detail("hold creation is rate-limited per admission")
         .retry_after(wait)
         .into());
+    }
+    // Seats the read showed taken: refused without a transaction (the guarded update decides
+    // only grants); the key is remembered as refused, as after a lost transaction.
+    if let Some(availability) = taken {
+        telemetry::hold_refused(&show, 409, "seats-unavailable");
+        claim::record_refusal(&state.db, &adm.sub, &key, &hash, now).await?;
+        return Err(claim::seats_unavailable(availability).into());
     }
     let (kind, queueable) = (ask.kind(), ask.queueable());
     let req = claim::Request {

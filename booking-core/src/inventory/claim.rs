@@ -813,7 +813,10 @@ pub fn concurrent_request() -> Problem {
 
 /// A stored `(hash, status, body)` against this request's hash: replay, 422, or `None` (no
 /// row, or a refusal of this same request: recompute).
-fn answer_of(stored: Option<(String, i64, String)>, hash: &str) -> ApiResult<Option<HoldAnswer>> {
+pub(crate) fn answer_of(
+    stored: Option<(String, i64, String)>,
+    hash: &str,
+) -> ApiResult<Option<HoldAnswer>> {
     let Some((h, st, body)) = stored else {
         return Ok(None);
     };
@@ -855,15 +858,19 @@ pub enum Lost {
     Interval(String, String),
 }
 
+/// 409 `seats-unavailable` with the asked seats' fresh effective statuses (`{seat: status}`).
+pub fn seats_unavailable(availability: serde_json::Map<String, Value>) -> Problem {
+    conflict("seats-unavailable", "Seats unavailable")
+        .detail("some of the asked seats are taken; nothing was held")
+        .with("availability", Value::Object(availability))
+}
+
 impl Lost {
     /// The 409 problem with fresh availability, read after the rollback.
     pub async fn problem(&self, db: &Db, show: &str, now_ms: i64) -> sqlx::Result<Problem> {
         Ok(match self {
             Lost::Seats(seats) => {
-                let availability = holds::availability(db, show, seats, now_ms).await?;
-                conflict("seats-unavailable", "Seats unavailable")
-                    .detail("some of the asked seats are taken; nothing was held")
-                    .with("availability", Value::Object(availability))
+                seats_unavailable(holds::availability(db, show, seats, now_ms).await?)
             }
             Lost::Pool(pool) => {
                 let fresh = pools::availability(db, show, now_ms).await?;

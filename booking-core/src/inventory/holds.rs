@@ -104,7 +104,7 @@ pub async fn view(db: &Db, h: &Hold) -> sqlx::Result<Value> {
 
 /// SQL for a seat's effective status: a hold past its deadline counts as free (DESIGN: expiry
 /// is enforced on every read, the sweeper is only housekeeping). `now_ms` is always `$1`.
-const EFFECTIVE: &str =
+pub(crate) const EFFECTIVE: &str =
     "CASE WHEN status = 'held' AND hold_expires_at <= $1 THEN 'free' ELSE status END";
 
 /// Fresh effective status of the given seats.

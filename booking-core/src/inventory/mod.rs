@@ -6,6 +6,8 @@
 //! - [`holds`]: the guarded seat claim and release, a hold's view, the seat map query;
 //! - [`best`]: best available N together; [`pools`]: general-admission counters;
 //! - [`caps`]: per-admission and per-visitor caps inside the claiming transaction, rate limit;
+//! - [`preread`]: the read before a hold (the key's stored answer, the asked seats' statuses:
+//!   a hold of seats visibly taken is refused without a transaction);
 //! - [`inflight`]: identical hold requests in flight in this process (one runs, the others wait
 //!   and replay its answer);
 //! - [`seatmap`]: the cached seat-map snapshots (three views per show);
@@ -31,6 +33,7 @@ pub mod hotq;
 pub mod inflight;
 pub mod oversell;
 pub mod pools;
+pub mod preread;
 pub mod resources;
 pub mod seatmap;
 pub mod stock;
