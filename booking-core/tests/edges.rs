@@ -15,6 +15,7 @@ use support::{Backend, Harness, ADMIN, GW_SECRET, SHOW};
 
 on_both!(
     case_b12_identical_concurrent_holds_answer_the_stored_201_or_concurrent_request,
+    case_b12_identical_refused_requests_answer_the_owners_refusal_never_429,
     case_b13_approved_at_the_deadline_is_executed_once_never_released,
     case_b14_refund_or_chargeback_at_the_gateway_cancels_once_waitlist_first,
     operator_refunds_by_seat_then_in_full_and_cancels_without_refund,
@@ -136,6 +137,76 @@ async fn gateway_payment(h: &Harness, pid: &str) -> Value {
         .into_iter()
         .find(|p| p["payment_id"] == pid)
         .unwrap()
+}
+
+/// B12 for a refusal (newcomer review: 20 identical requests for a held seat answered 10 x 409
+/// and 10 x 429 with a limit of 10): a refusal is not stored as an answer, so the waiting
+/// duplicates used to wake, find nothing to replay and run one after another, each counted by
+/// the rate limit. Here the owner's refusal is held up (a test session holds the write the
+/// refusal's key record needs: the SQLite writer, PostgreSQL's `idempotency` table locked in
+/// EXCLUSIVE mode) until the 19 duplicates wait for it; then all 20 answer the owner's
+/// `409 seats-unavailable`, none `429` (limit 5 a minute), one refused key row.
+async fn case_b12_identical_refused_requests_answer_the_owners_refusal_never_429(b: Backend) {
+    let h = Harness::on_with(b, |c| c.hold_rate_per_min = 5).await;
+    let (st, held) = h.hold(&h.token("holder"), "holder-key", &["A-1-1"]).await;
+    assert_eq!(st, 201, "{held}");
+    let mut lock = booking_core::db::begin_write(&h.state.db).await.unwrap();
+    if b == Backend::Postgres {
+        sqlx::query("LOCK TABLE idempotency IN EXCLUSIVE MODE")
+            .execute(&mut *lock)
+            .await
+            .unwrap();
+    }
+    let t = h.token("refused");
+    let body = json!({"seats": ["A-1-1"]});
+    let tries: Vec<_> = (0..20)
+        .map(|_| {
+            let (http, base, t, body) = (h.http.clone(), h.base.clone(), t.clone(), body.clone());
+            tokio::spawn(async move {
+                let r = http
+                    .post(format!("{base}/api/shows/{SHOW}/holds"))
+                    .bearer_auth(&t)
+                    .header("Idempotency-Key", "refused-key")
+                    .json(&body)
+                    .send()
+                    .await
+                    .unwrap();
+                let st = r.status().as_u16();
+                (st, r.json::<Value>().await.unwrap_or(Value::Null))
+            })
+        })
+        .collect();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while h.state.in_flight.waiting("refused", "refused-key") < 19 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "19 duplicates wait for the owner: {}",
+            h.state.in_flight.waiting("refused", "refused-key")
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    lock.rollback().await.unwrap();
+    let mut answers = Vec::new();
+    for t in tries {
+        answers.push(t.await.unwrap());
+    }
+    for (st, v) in &answers {
+        assert_eq!(
+            (*st, v["type"].as_str()),
+            (409, Some("/problems/seats-unavailable")),
+            "{answers:?}"
+        );
+        assert_eq!(v["availability"], json!({"A-1-1": "held"}), "{v}");
+    }
+    assert_eq!(
+        h.count(
+            "SELECT COUNT(*) FROM idempotency WHERE visitor_id = $1",
+            "refused"
+        )
+        .await,
+        1,
+        "one refused key"
+    );
 }
 
 /// B13: the fan approved on the gateway's page, the callback was lost (and so are the webhooks).

@@ -230,7 +230,8 @@ async fn refused_key_reused_with_other_body_is_422(b: Backend) {
 
 /// Newcomer review: a JSON array was read as a positional hold body (`[["A-1-1"]]` held a
 /// seat) and a too-long `Idempotency-Key` was told to send one. An array is `422 invalid-body`
-/// (nothing held); a key over 200 bytes is `400 idempotency-key-too-long` with the limit.
+/// (nothing held); a key over 200 bytes is `400 idempotency-key-too-long` with the limit, one
+/// that is not visible ASCII `400 invalid-idempotency-key`.
 #[tokio::test]
 async fn array_body_and_overlong_key_are_named_problems() {
     let h = Harness::start().await;
@@ -263,4 +264,18 @@ async fn array_body_and_overlong_key_are_named_problems() {
     let p = problem(r, 400).await;
     assert_eq!(p["type"], "/problems/idempotency-key-too-long", "{p}");
     assert_eq!(p["max_length"], 200, "{p}");
+    // A key of bytes that are not visible ASCII was told to "send an Idempotency-Key header".
+    let latin1 = reqwest::header::HeaderValue::from_bytes(&[0xe9; 150]).unwrap();
+    let r = h
+        .http
+        .post(&url)
+        .bearer_auth(&t)
+        .header("Idempotency-Key", latin1)
+        .json(&serde_json::json!({"seats": ["A-1-1"]}))
+        .send()
+        .await
+        .unwrap();
+    let p = problem(r, 400).await;
+    assert_eq!(p["type"], "/problems/invalid-idempotency-key", "{p}");
+    assert_eq!(h.seat_status("A-1-1").await, "free");
 }

@@ -102,10 +102,19 @@ pub struct BestBody {
 const KEY_MAX: usize = 200;
 
 fn idempotency_key(headers: &HeaderMap) -> ApiResult<String> {
-    let sent = headers
-        .get("idempotency-key")
-        .and_then(|v| v.to_str().ok())
-        .map(str::trim);
+    let raw = headers.get("idempotency-key");
+    // A key that is not visible ASCII (RFC 9110 field value; newcomer review: Latin-1 bytes
+    // were told to "send an Idempotency-Key header").
+    if raw.is_some_and(|v| v.to_str().is_err()) {
+        return Err(Problem::new(
+            StatusCode::BAD_REQUEST,
+            "invalid-idempotency-key",
+            "Idempotency-Key not ASCII",
+        )
+        .detail("the Idempotency-Key must be visible ASCII characters (a UUID, for example)")
+        .into());
+    }
+    let sent = raw.and_then(|v| v.to_str().ok()).map(str::trim);
     if let Some(k) = sent.filter(|k| k.len() > KEY_MAX) {
         return Err(Problem::new(
             StatusCode::BAD_REQUEST,
@@ -242,13 +251,13 @@ fn channel_of(
     request_body(content = HoldBody, description = "seats or best_available, pool (+ quantity), resource (+ start, end: epoch ms or RFC 3339): one, or several for one all-or-nothing mixed order (a refused part refuses the whole hold with its 409); optional channel"),
     responses(
         (status = 201, description = "{hold_id, show, seats, status: HELD, expires_at, payment_expires_at, amount_cents, currency (the venue's, ISO 4217), channel, pool?, quantity?, interval? {kind, resource, start, end, start_at, end_at, blocked_until, start_local, end_local (the venue's local time with offset and zone)}}", body = Object),
-        (status = 400, description = "idempotency-key-required; idempotency-key-too-long (over 200 bytes); invalid-body (also a JSON array)", body = ProblemDoc),
+        (status = 400, description = "idempotency-key-required; idempotency-key-too-long (over 200 bytes); invalid-idempotency-key (not visible ASCII); invalid-body (not JSON)", body = ProblemDoc),
         (status = 403, description = "tier-required: seats of a tier-only section (the venue's restricted tiers) and the admission carries none of its tiers (section, tiers)", body = ProblemDoc),
         (status = 404, description = "no such show", body = ProblemDoc),
         (status = 409, description = "seats-unavailable, pool-unavailable, no-seats-together (each with fresh availability), interval-unavailable (free: the resource's fresh free intervals), hold-exists (hold_id), visitor-hold-cap (max_holds), admission-ended (waiting_room), concurrent-request (Retry-After)", body = ProblemDoc,
             headers(("Retry-After" = u64, description = "concurrent-request only"))),
         (status = 415, description = "invalid-body: not JSON", body = ProblemDoc),
-        (status = 422, description = "seat-count, duplicate-seats, unknown-seat, unknown-pool, unknown-section, unknown-channel, invalid-hold-request, idempotency-key-reused, unknown-resource, invalid-interval (end not after start, or start/end missing), off-granularity, outside-windows; invalid-body (unknown member)", body = ProblemDoc),
+        (status = 422, description = "seat-count, duplicate-seats, unknown-seat, unknown-pool, unknown-section, unknown-channel, invalid-hold-request, idempotency-key-reused, unknown-resource, invalid-interval (end not after start, or start/end missing), off-granularity, outside-windows; invalid-body (unknown member; a JSON array or any body that is not an object)", body = ProblemDoc),
         (status = 429, description = "hold-rate-limited: more than hold_rate_per_min requests a minute for this admission", body = ProblemDoc),
         (status = 503, description = "database busy or conflict", body = ProblemDoc),
     ),
@@ -279,113 +288,166 @@ pub async fn create_hold(
     let now = state.clock.now_ms();
     let hash = ask.request_hash(&show, &channel);
     // Identical requests (same visitor, key and body) in flight here: one runs, the others wait
-    // for it and replay its stored answer; a replay is not a new request and never counts
-    // against the rate limit or the caps (case B12). The read before the transaction
-    // (`preread`: the key's stored answer, and the asked seats' statuses for a named-seat hold)
-    // goes to the reader connections (SQLite: the writer is kept for the transactions); a hold
-    // of another kind reads nothing first: its transaction's key statement finds a stored answer
-    // (a retry, or an identical request on another node) and replays it
-    // (`HoldAnswer::replayed`: the rate-limit slot is given back).
-    let replay = |answer: claim::HoldAnswer| {
-        telemetry::replay(&show);
-        (answer.status, Json(with_currency(answer.body, venue))).into_response()
-    };
+    // for it and answer what it answered (its 201 or its refusal); a duplicate is not a new
+    // request and never counts against the rate limit or the caps (case B12). The read before
+    // the transaction (`preread`: the key's stored answer, and the asked seats' statuses for a
+    // named-seat hold) goes to the reader connections (SQLite: the writer is kept for the
+    // transactions); a hold of another kind reads nothing first: its transaction's key
+    // statement finds a stored answer (a retry, or an identical request on another node) and
+    // replays it (`HoldAnswer::replayed`: the rate-limit slot is given back).
     let asked_seats: &[String] = match &ask {
         Ask::Seats(seats) => seats,
         _ => &[],
     };
     let mut waited = false;
-    let (_owner, taken) = loop {
+    let (owner, taken) = loop {
         let mut taken = None;
         if waited || !asked_seats.is_empty() {
             let seen =
                 preread::read(&state.reads, &adm.sub, &key, &hash, &show, asked_seats, now).await?;
             if let Some(a) = seen.answer {
-                return Ok(replay(a));
+                telemetry::replay(&show);
+                return Ok((a.status, Json(with_currency(a.body, venue))).into_response());
             }
             taken = seen.taken;
         }
         match state.in_flight.enter(&adm.sub, &key) {
             Entry::Owner(owner) => break (owner, taken),
-            Entry::Wait(rx) => {
-                if !inflight::wait(rx, IN_FLIGHT_WAIT).await {
-                    return Err(claim::concurrent_request().into());
+            Entry::Wait(rx) => match inflight::wait(rx, IN_FLIGHT_WAIT).await {
+                None => return Err(claim::concurrent_request().into()),
+                Some(Some(done)) if done.hash == hash => {
+                    telemetry::replay(&show);
+                    return match &done.answer {
+                        Ok((status, body)) => Ok((*status, Json(body.clone())).into_response()),
+                        Err(p) => Err(p.clone().into()),
+                    };
                 }
-                waited = true;
-            }
+                // The owner failed unexpectedly, or its body was another: read, or run.
+                Some(_) => waited = true,
+            },
         }
     };
-    let per_min = state.config.hold_rate_per_min;
-    if let Err(wait) = state.limiter.check(&adm.jti, per_min, now) {
-        // Over the limit, a replay still gets its stored answer (or 422 for a reused key).
-        if let Some(a) = claim::stored_answer(&state.reads, &adm.sub, &key, &hash).await? {
-            return Ok(replay(a));
-        }
-        telemetry::hold_refused(&show, 429, "hold-rate-limited");
-        return Err(Problem::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "hold-rate-limited",
-            "Too many hold requests",
-        )
-        .detail("hold creation is rate-limited per admission")
-        .retry_after(wait)
-        .into());
-    }
-    // Seats the read showed taken: refused without a transaction (the guarded update decides
-    // only grants); the key is remembered as refused, as after a lost transaction.
-    if let Some(availability) = taken {
-        telemetry::hold_refused(&show, 409, "seats-unavailable");
-        claim::record_refusal(&state.db, &adm.sub, &key, &hash, now).await?;
-        return Err(claim::seats_unavailable(availability).into());
-    }
-    let (kind, queueable) = (ask.kind(), ask.queueable());
-    let req = claim::Request {
-        adm: &adm,
+    let owned = Owned {
+        state: &state,
         show: &show,
-        ask,
+        adm: &adm,
         key: &key,
-        channel: &channel,
-        timing,
-        visitor_cap: state.config.max_holds_per_visitor,
+        hash: &hash,
+        venue,
+        now,
     };
-    // Interval and mixed holds never queue: the queue's batches are for seats and pools.
-    let created = if state.hold_queues.is_on(&show) && queueable {
-        state
-            .hold_queues
-            .submit(&state.db, &state.reads, &req, now)
-            .await
-    } else {
-        claim::create(&state.db, &state.reads, &req, now).await
-    };
-    match created {
-        Ok(answer) if answer.replayed => {
-            // Another node's identical request won while this one waited on the key's row.
-            state.limiter.give_back(&adm.jti, per_min);
-            Ok((answer.status, Json(with_currency(answer.body, venue))).into_response())
-        }
-        Ok(answer) => {
-            telemetry::hold_created(&show, kind);
-            Ok((answer.status, Json(with_currency(answer.body, venue))).into_response())
-        }
-        Err(ApiError::Problem(mut p)) => {
-            telemetry::hold_refused(&show, p.status.as_u16(), p.kind);
-            if p.kind == "admission-ended" {
-                p = p.with("waiting_room", state.config.waiting_room_url.clone());
+    let outcome = owned.hold(ask, &channel, timing, taken).await;
+    owner.finish(&hash, &outcome);
+    let (status, body) = outcome?;
+    Ok((status, Json(body)).into_response())
+}
+
+/// A hold request whose owner this request is ([`inflight::Owner`]): the fan's admission, the
+/// key and the request's hash, its show's venue, and `now` (epoch ms).
+struct Owned<'a> {
+    state: &'a AppState,
+    show: &'a str,
+    adm: &'a Admission,
+    key: &'a str,
+    hash: &'a str,
+    venue: &'a crate::config::Venue,
+    now: i64,
+}
+
+impl Owned<'_> {
+    /// The rate limit, then the hold of `ask` (refused from the read before it when `taken`
+    /// holds the asked seats' statuses, at least one taken): the answer's status and body, or
+    /// the refusal.
+    async fn hold(
+        &self,
+        ask: Ask,
+        channel: &str,
+        timing: Timing,
+        taken: Option<serde_json::Map<String, Value>>,
+    ) -> ApiResult<(StatusCode, Value)> {
+        let Owned {
+            state,
+            show,
+            adm,
+            key,
+            hash,
+            venue,
+            now,
+        } = *self;
+        let per_min = state.config.hold_rate_per_min;
+        if let Err(wait) = state.limiter.check(&adm.jti, per_min, now) {
+            // Over the limit, a replay still gets its stored answer (or 422 for a reused key).
+            if let Some(a) = claim::stored_answer(&state.reads, &adm.sub, key, hash).await? {
+                telemetry::replay(show);
+                return Ok((a.status, with_currency(a.body, venue)));
             }
-            if let (true, Some(claim)) = (p.kind == "interval-unavailable", req.ask.interval()) {
-                p = super::resources::with_fresh_free(&state, &show, claim, p, now).await?;
-            }
-            if p.status == StatusCode::CONFLICT
-                && p.kind != "concurrent-request"
-                && !claim::LOST_KINDS.contains(&p.kind)
-            {
-                // Remember the refused request's hash: the key cannot be reused for another
-                // (a lost hold's key was recorded where it lost).
-                claim::record_refusal(&state.db, &adm.sub, &key, &hash, now).await?;
-            }
-            Err(p.into())
+            telemetry::hold_refused(show, 429, "hold-rate-limited");
+            return Err(Problem::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "hold-rate-limited",
+                "Too many hold requests",
+            )
+            .detail("hold creation is rate-limited per admission")
+            .retry_after(wait)
+            .into());
         }
-        Err(e) => Err(e),
+        // Seats the read showed taken: refused without a transaction (the guarded update
+        // decides only grants); the key is remembered as refused, as after a lost transaction.
+        if let Some(availability) = taken {
+            telemetry::hold_refused(show, 409, "seats-unavailable");
+            claim::record_refusal(&state.db, &adm.sub, key, hash, now).await?;
+            return Err(claim::seats_unavailable(availability).into());
+        }
+        let (kind, queueable) = (ask.kind(), ask.queueable());
+        let req = claim::Request {
+            adm,
+            show,
+            ask,
+            key,
+            channel,
+            timing,
+            visitor_cap: state.config.max_holds_per_visitor,
+        };
+        // Interval and mixed holds never queue: the queue's batches are for seats and pools.
+        let created = if state.hold_queues.is_on(show) && queueable {
+            state
+                .hold_queues
+                .submit(&state.db, &state.reads, &req, now)
+                .await
+        } else {
+            claim::create(&state.db, &state.reads, &req, now).await
+        };
+        match created {
+            Ok(answer) => {
+                if answer.replayed {
+                    // Another node's identical request won while this one waited on the key.
+                    state.limiter.give_back(&adm.jti, per_min);
+                } else {
+                    telemetry::hold_created(show, kind);
+                }
+                Ok((answer.status, with_currency(answer.body, venue)))
+            }
+            Err(ApiError::Problem(mut p)) => {
+                telemetry::hold_refused(show, p.status.as_u16(), p.kind);
+                if p.kind == "admission-ended" {
+                    p = p.with("waiting_room", state.config.waiting_room_url.clone());
+                }
+                if let (true, Some(claim)) = (p.kind == "interval-unavailable", req.ask.interval())
+                {
+                    p = super::resources::with_fresh_free(state, show, claim, p, now).await?;
+                }
+                if p.status == StatusCode::CONFLICT
+                    && p.kind != "concurrent-request"
+                    && !claim::LOST_KINDS.contains(&p.kind)
+                {
+                    // Remember the refused request's hash: the key cannot be reused for another
+                    // (a lost hold's key was recorded where it lost).
+                    claim::record_refusal(&state.db, &adm.sub, key, hash, now).await?;
+                }
+                Err(p.into())
+            }
+            Err(e) => Err(e),
+        }
     }
 }
 
