@@ -303,8 +303,17 @@ pub async fn create_hold(
     let (owner, taken) = loop {
         let mut taken = None;
         if waited || !asked_seats.is_empty() {
-            let seen =
-                preread::read(&state.reads, &adm.sub, &key, &hash, &show, asked_seats, now).await?;
+            let seen = preread::read(
+                &state.reads,
+                &adm.sub,
+                &adm.jti,
+                &key,
+                &hash,
+                &show,
+                asked_seats,
+                now,
+            )
+            .await?;
             if let Some(a) = seen.answer {
                 telemetry::replay(&show);
                 return Ok((a.status, Json(with_currency(a.body, venue))).into_response());

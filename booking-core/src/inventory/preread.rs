@@ -3,9 +3,11 @@
 //! before the rate limiter and never counts against it, case B12) and, for a named-seat hold,
 //! each asked seat's effective status (a lapsed hold counts as free, as on every read).
 //!
-//! A hold whose seats this read shows taken is refused without a transaction: the read is a
-//! snapshot the guarded update would have seen a moment later, so its refusal is one the
-//! transaction could have given, with the same fresh availability. A grant is only ever decided
+//! A hold whose seats this read shows taken, from an admission with no live cap slot and a
+//! session not ended (also read), is refused without a transaction: the read is a snapshot the
+//! guarded update would have seen a moment later, so its refusal is the one the transaction
+//! would have given, with the same fresh availability, and in the same order of refusals (the
+//! caps and the session end come first there, so a request they would refuse goes on to it). A grant is only ever decided
 //! by the guarded update (`holds::claim_many`): a seat the read shows free may still be lost
 //! there. On the hot show of `loadtest bench` more than half of the requests lose; each cost a
 //! transaction, a rollback, a known-seat check and an availability read, and on SQLite held the
@@ -16,7 +18,7 @@ use serde_json::{Map, Value};
 use crate::db::{self, Db};
 use crate::error::ApiResult;
 use crate::inventory::claim::{self, HoldAnswer};
-use crate::inventory::holds;
+use crate::inventory::{caps, holds};
 
 /// What [`read`] saw.
 #[derive(Debug, Default)]
@@ -28,12 +30,18 @@ pub struct Seen {
     pub taken: Option<Map<String, Value>>,
 }
 
-/// Reads the key `(visitor, key)` of a request whose hash is `hash` and the effective status at
-/// `now_ms` (epoch ms) of `seats` of `show` (none: the key only). `Err` is 422
-/// `idempotency-key-reused` or 409 `concurrent-request`, as [`claim::stored_answer`].
+/// Reads the key `(visitor, key)` of a request whose hash is `hash` and, for `seats` of `show`
+/// (none: the key only), their effective status at `now_ms` (epoch ms) and whether the
+/// admission `jti` or the visitor holds a live cap slot or the admission's session ended: the
+/// transaction would then refuse with `hold-exists`, `visitor-hold-cap` or `admission-ended`
+/// first (or, under the visitor cap, may still grant), so such a request is not refused here.
+/// `Err` is 422 `idempotency-key-reused` or 409 `concurrent-request`, as
+/// [`claim::stored_answer`].
+#[allow(clippy::too_many_arguments)]
 pub async fn read(
     db: &Db,
     visitor: &str,
+    jti: &str,
     key: &str,
     hash: &str,
     show: &str,
@@ -45,9 +53,14 @@ pub async fn read(
         .to_owned();
     if !seats.is_empty() {
         sql.push_str(&format!(
-            " UNION ALL SELECT 's', seat_id, {}, '' FROM seats WHERE show_id = $4 AND seat_id IN ({})",
-            holds::EFFECTIVE,
-            db::params(5, seats.len())
+            " UNION ALL SELECT 'c', '', CAST((SELECT COUNT(*) FROM hold_slots \
+             WHERE ((scope = '{jti_scope}' AND owner = $4) OR (scope = '{visitor_scope}' AND owner = $2)) \
+             AND live_until > $1) + (SELECT COUNT(*) FROM admissions_ended WHERE jti = $4) AS TEXT), '' \
+             UNION ALL SELECT 's', seat_id, {effective}, '' FROM seats WHERE show_id = $5 AND seat_id IN ({params})",
+            jti_scope = caps::JTI,
+            visitor_scope = caps::VISITOR,
+            effective = holds::EFFECTIVE,
+            params = db::params(6, seats.len())
         ));
     }
     let mut q = sqlx::query_as::<_, (String, String, String, String)>(&sql)
@@ -55,24 +68,27 @@ pub async fn read(
         .bind(visitor)
         .bind(key);
     if !seats.is_empty() {
-        q = q.bind(show);
+        q = q.bind(jti).bind(show);
         for s in seats {
             q = q.bind(s);
         }
     }
     let rows = q.fetch_all(db).await?;
-    let mut stored = None;
+    let (mut stored, mut capped) = (None, false);
     let mut statuses = Map::new();
     for (t, a, b, c) in rows {
-        if t == "k" {
-            stored = Some((a, b.parse::<i64>().unwrap_or_default(), c));
-        } else {
-            statuses.insert(a, Value::from(b));
+        match t.as_str() {
+            "k" => stored = Some((a, b.parse::<i64>().unwrap_or_default(), c)),
+            "c" => capped = b != "0",
+            _ => {
+                statuses.insert(a, Value::from(b));
+            }
         }
     }
     let answer = claim::answer_of(stored, hash)?;
     // An unknown seat is the transaction's 422 (`unknown-seat`): not refused here.
-    let taken = (statuses.len() == seats.len() && statuses.values().any(|s| s != "free"))
-        .then_some(statuses);
+    let taken =
+        (!capped && statuses.len() == seats.len() && statuses.values().any(|s| s != "free"))
+            .then_some(statuses);
     Ok(Seen { answer, taken })
 }
