@@ -300,9 +300,9 @@ pub async fn create_hold(
         _ => &[],
     };
     let mut waited = false;
-    let (owner, taken) = loop {
-        let mut taken = None;
-        if waited || !asked_seats.is_empty() {
+    let (owner, taken, key_read) = loop {
+        let (mut taken, key_read) = (None, waited || !asked_seats.is_empty());
+        if key_read {
             let seen = preread::read(
                 &state.reads,
                 &adm.sub,
@@ -321,7 +321,7 @@ pub async fn create_hold(
             taken = seen.taken;
         }
         match state.in_flight.enter(&adm.sub, &key) {
-            Entry::Owner(owner) => break (owner, taken),
+            Entry::Owner(owner) => break (owner, taken, key_read),
             Entry::Wait(rx) => match inflight::wait(rx, IN_FLIGHT_WAIT).await {
                 None => return Err(claim::concurrent_request().into()),
                 Some(Some(done)) if done.hash == hash => {
@@ -345,7 +345,7 @@ pub async fn create_hold(
         venue,
         now,
     };
-    let outcome = owned.hold(ask, &channel, timing, taken).await;
+    let outcome = owned.hold(ask, &channel, timing, taken, key_read).await;
     owner.finish(&hash, &outcome);
     let (status, body) = outcome?;
     Ok((status, Json(body)).into_response())
@@ -365,14 +365,15 @@ struct Owned<'a> {
 
 impl Owned<'_> {
     /// The rate limit, then the hold of `ask` (refused from the read before it when `taken`
-    /// holds the asked seats' statuses, at least one taken): the answer's status and body, or
-    /// the refusal.
+    /// holds the asked seats' statuses, at least one taken; `key_read`: that read found no
+    /// stored answer for the key): the answer's status and body, or the refusal.
     async fn hold(
         &self,
         ask: Ask,
         channel: &str,
         timing: Timing,
         taken: Option<serde_json::Map<String, Value>>,
+        key_read: bool,
     ) -> ApiResult<(StatusCode, Value)> {
         let Owned {
             state,
@@ -385,10 +386,13 @@ impl Owned<'_> {
         } = *self;
         let per_min = state.config.hold_rate_per_min;
         if let Err(wait) = state.limiter.check(&adm.jti, per_min, now) {
-            // Over the limit, a replay still gets its stored answer (or 422 for a reused key).
-            if let Some(a) = claim::stored_answer(&state.reads, &adm.sub, key, hash).await? {
-                telemetry::replay(show);
-                return Ok((a.status, with_currency(a.body, venue)));
+            // Over the limit, a replay still gets its stored answer (or 422 for a reused key):
+            // read here unless the read before the hold just found none.
+            if !key_read {
+                if let Some(a) = claim::stored_answer(&state.reads, &adm.sub, key, hash).await? {
+                    telemetry::replay(show);
+                    return Ok((a.status, with_currency(a.body, venue)));
+                }
             }
             telemetry::hold_refused(show, 429, "hold-rate-limited");
             return Err(Problem::new(

@@ -19,11 +19,6 @@ use serde_json::{json, Value};
 
 use crate::db::{Db, Tx};
 
-/// SQL: units of lapsed, still-counted holds of pool `($1 show, $2 pool)` at `$3` now.
-const LAPSED: &str = "SELECT CAST(COALESCE(SUM(hp.quantity), 0) AS BIGINT) FROM hold_pools hp JOIN holds h ON h.id = hp.hold_id \
-     WHERE hp.show_id = $1 AND hp.pool_id = $2 AND hp.counted = 1 AND h.status = 'HELD' \
-     AND h.expires_at <= $3 AND h.alerted_at IS NULL";
-
 async fn lock_pool(tx: &mut Tx<'_>, pg: bool, show: &str, pool: &str) -> sqlx::Result<()> {
     if pg {
         sqlx::query("SELECT pool_id FROM pools WHERE show_id = $1 AND pool_id = $2 FOR UPDATE")
@@ -36,7 +31,7 @@ async fn lock_pool(tx: &mut Tx<'_>, pg: bool, show: &str, pool: &str) -> sqlx::R
 }
 
 /// The `hold_pools` rows of pool `$2` of show `$1` whose holds lapsed by `$3` (epoch ms) and
-/// still count: what [`reclaim`] uncounts.
+/// still count: what [`reclaim`] uncounts and what [`availability`] adds back.
 const LAPSED_ROWS: &str = "show_id = $1 AND pool_id = $2 AND counted = 1 \
      AND hold_id IN (SELECT id FROM holds WHERE status = 'HELD' AND expires_at <= $3 AND alerted_at IS NULL)";
 
@@ -227,12 +222,14 @@ pub async fn availability(db: &Db, show: &str, now_ms: i64) -> sqlx::Result<Vec<
     .await?;
     let mut out = Vec::with_capacity(rows.len());
     for (id, price, cap, over, taken) in rows {
-        let lapsed: i64 = sqlx::query_scalar(LAPSED)
-            .bind(show)
-            .bind(&id)
-            .bind(now_ms)
-            .fetch_one(db)
-            .await?;
+        let lapsed: i64 = sqlx::query_scalar(&format!(
+            "SELECT CAST(COALESCE(SUM(quantity), 0) AS BIGINT) FROM hold_pools WHERE {LAPSED_ROWS}"
+        ))
+        .bind(show)
+        .bind(&id)
+        .bind(now_ms)
+        .fetch_one(db)
+        .await?;
         let available = (cap + over - taken + lapsed).max(0);
         out.push(json!({"id": id, "price_cents": price, "capacity": cap, "oversell": over, "available": available}));
     }
