@@ -3,7 +3,11 @@
 //! candidate block is claimed with the same guarded update as named seats; on PostgreSQL the
 //! block is first locked with `FOR UPDATE SKIP LOCKED` and re-checked, so a block another
 //! transaction is taking is skipped (a lost race moves on to the next block, never waits, never
-//! deadlocks). A party is never split unless the fan asks (`allow_split`).
+//! deadlocks). Each try runs in a savepoint that a skipped block rolls back: `SKIP LOCKED` locks
+//! the block's seats that nobody else holds, and a loser that kept those locks until its commit
+//! would make a third party skip blocks that are free (PostgreSQL releases a rolled-back
+//! savepoint's row locks: "The Locking Clause" in the `SELECT` reference). A party is never
+//! split unless the fan asks (`allow_split`).
 
 use serde_json::{json, Value};
 
@@ -67,7 +71,9 @@ pub fn blocks(free: &[Free], n: usize) -> Vec<Vec<usize>> {
     out
 }
 
-/// Locks the block (PostgreSQL) and checks it is still wholly free; true when claimable.
+/// Locks the block (PostgreSQL) and checks it is still wholly free; true when claimable, and
+/// then the block's seats stay locked to `tx`. False leaves no lock behind: the locks the
+/// statement took on the block's other seats are rolled back with the try's savepoint.
 async fn lock_free(
     tx: &mut Tx<'_>,
     pg: bool,
@@ -90,7 +96,14 @@ async fn lock_free(
     for s in ids {
         q = q.bind(s);
     }
-    Ok(q.fetch_all(&mut **tx).await?.len() == ids.len())
+    let mut try_ = sqlx::Acquire::begin(&mut **tx).await?;
+    let whole = q.fetch_all(&mut *try_).await?.len() == ids.len();
+    if whole {
+        try_.commit().await?;
+    } else {
+        try_.rollback().await?;
+    }
+    Ok(whole)
 }
 
 /// Finds and claims the seats; `Ok(None)` when no candidate could be taken (409), 422 for an
