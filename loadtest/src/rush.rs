@@ -303,8 +303,14 @@ pub async fn run(args: RushArgs) -> anyhow::Result<bool> {
     let enforced = args.rehearsal.profile == Some(crate::rehearsal::Profile::Seed);
     results.extend(crate::wait_range::checks(&estimate, enforced));
     if let Some(reads) = &stock_reads {
-        // The rule's reaction time: one loop interval, two admitter ticks, one stock read.
-        let reaction_ms = STOCK_RULE_INTERVAL_SECS * 1000 + 2 * 100 + 100;
+        // The rule's reaction time: one loop interval, two admitter ticks, one stock read;
+        // plus the age of the status document through which a fan sees its turn (at most one
+        // periodic publish old: a fan can first read a cursor below it after the admitter has
+        // passed it). Without it a fan admitted just inside the reaction time could be counted
+        // as let in after it (CI saw one 1.3 s into a window against 1,300 ms).
+        let wr = waiting_room::Config::demo("stock", 0, "");
+        let reaction_ms =
+            STOCK_RULE_INTERVAL_SECS * 1000 + 2 * wr.tick_ms + 100 + wr.status_throttle_ms;
         results.push(crate::stock::check(&fans, reads, reaction_ms));
     }
     if let (Some(report), Some(c)) = (&chaos_report, &cluster) {

@@ -3,7 +3,8 @@
 //! `/internal/load` (admin token) every 100 ms and keeps the show's stock; the check finds the
 //! windows where nothing could be held while seats sat in live holds that may come back, and
 //! counts the fans whose turn came entirely inside one of them, after the rule's reaction time
-//! (the closed loop's interval plus two admitter ticks and one poll): the waiting room let them
+//! (the closed loop's interval, two admitter ticks, one poll and one status publish, since a fan
+//! sees its turn through a document up to one publish old): the waiting room let them
 //! in to an empty map. It must be none.
 
 use crate::model::{Check, FanOutcome};
