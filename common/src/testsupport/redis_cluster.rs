@@ -77,6 +77,37 @@ pub fn cli(port: u16, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Starts one node on free ports and waits until it answers (`INFO server` gives its process
+/// id). A node that exits first (its port
+/// or bus port was taken between [`free_port`] and its bind, by another test starting a server
+/// at the same moment: CI saw a node never answer for 60 s) is started again on new ports.
+fn start_node(dir: &std::path::Path) -> Node {
+    for _ in 0..5 {
+        let (port, bus) = (free_port(), free_port());
+        let mut child = spawn_node(port, bus, dir).unwrap_or_else(|e| {
+            panic!("cannot start redis-server (install Debian's redis-server): {e}")
+        });
+        let start = Instant::now();
+        while start.elapsed() < DEADLINE {
+            // Answered by this node, not by a server another test started on the port.
+            let ours = format!("process_id:{}", child.id());
+            if cli(port, &["INFO", "server"])
+                .lines()
+                .any(|l| l.trim() == ours)
+            {
+                return Node { child, port, bus };
+            }
+            if child.try_wait().ok().flatten().is_some() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    panic!("redis cluster: no node answered PING on 5 pairs of free ports");
+}
+
 fn poll(what: &str, mut ok: impl FnMut() -> bool) {
     let start = Instant::now();
     while start.elapsed() < DEADLINE {
@@ -98,23 +129,13 @@ impl RedisCluster {
             free_port()
         ));
         std::fs::create_dir_all(&dir).expect("create redis cluster temp dir");
-        let mut nodes = Vec::new();
-        for _ in 0..NODES {
-            let (port, bus) = (free_port(), free_port());
-            let child = spawn_node(port, bus, &dir).unwrap_or_else(|e| {
-                panic!("cannot start redis-server (install Debian's redis-server): {e}")
-            });
-            nodes.push(Node { child, port, bus });
-        }
+        let nodes: Vec<Node> = (0..NODES).map(|_| start_node(&dir)).collect();
         let watchdog = watchdog(&nodes, &dir);
         let cluster = Self {
             nodes,
             dir,
             watchdog,
         };
-        for n in &cluster.nodes {
-            poll("PING", || cli(n.port, &["PING"]).trim() == "PONG");
-        }
         let addrs: Vec<String> = cluster
             .nodes
             .iter()
