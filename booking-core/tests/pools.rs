@@ -18,6 +18,7 @@ on_both!(
     pool_expiry_release_drift_and_oversell,
     pool_holds_on_the_last_places_never_oversell,
     queued_pool_holds_sell_exactly_capacity,
+    pool_holds_and_releases_at_once_lose_no_place,
 );
 
 async fn with_pool(b: Backend, capacity: u32) -> Harness {
@@ -329,4 +330,145 @@ async fn pool_holds_on_the_last_places_never_oversell(b: Backend) {
         .unwrap();
     // With the guarded update: exactly the 3 places left are sold, to 3 of the 12.
     concurrent_holds_sell_exactly(&h, 12, 3, 7).await;
+}
+
+/// Rows of `pool_returns` (places released on PostgreSQL, not folded into `taken` yet).
+async fn returns(h: &Harness) -> i64 {
+    h.count(
+        "SELECT COUNT(*) FROM pool_returns WHERE pool_id = $1",
+        "FLOOR",
+    )
+    .await
+}
+
+/// Issue 13 item 3, no hot row for pools: a release does not wait on the pool row. A test
+/// session locks the pool row (as every increment does from its update to its commit); a fan's
+/// release still answers at once (without the returns it waited for the lock and the client's
+/// 5 s timeout failed it), the place is available again and the drift check sees none. The
+/// next hold folds the return into the counter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_release_does_not_wait_on_the_pool_row() {
+    let h = with_pool(Backend::Postgres, 10).await;
+    let (st, held) = h
+        .hold_with(
+            &h.token("r1"),
+            "k",
+            json!({"pool": "FLOOR", "quantity": 2}),
+            &[],
+        )
+        .await;
+    assert_eq!(st, 201, "{held}");
+    let mut lock = h.state.db.begin().await.unwrap();
+    sqlx::query("SELECT pool_id FROM pools WHERE pool_id = 'FLOOR' FOR UPDATE")
+        .fetch_all(&mut *lock)
+        .await
+        .unwrap();
+    let released = h
+        .http
+        .delete(format!(
+            "{}/api/holds/{}",
+            h.base,
+            held["hold_id"].as_str().unwrap()
+        ))
+        .bearer_auth(h.token("r1"))
+        .timeout(std::time::Duration::from_secs(5))
+        .send()
+        .await
+        .expect("the release answers while the pool row is locked");
+    assert!(released.status().is_success(), "{:?}", released.status());
+    assert_eq!(pool_json(&h).await["available"], 10, "the places are back");
+    let d = drift(&h).await;
+    assert_eq!(
+        (d["pools"][0]["taken"].as_i64(), d["drifting"].as_i64()),
+        (Some(0), Some(0)),
+        "{d}"
+    );
+    lock.rollback().await.unwrap();
+    assert_eq!(returns(&h).await, 1, "given back as a return");
+    let (st, body) = h
+        .hold_with(
+            &h.token("r2"),
+            "k",
+            json!({"pool": "FLOOR", "quantity": 3}),
+            &[],
+        )
+        .await;
+    assert_eq!(st, 201, "{body}");
+    assert_eq!(returns(&h).await, 0, "the increment folded the return");
+    let (taken,): (i64,) = sqlx::query_as("SELECT taken FROM pools WHERE pool_id = 'FLOOR'")
+        .fetch_one(&h.state.db)
+        .await
+        .unwrap();
+    assert_eq!(taken, 3, "the counter holds the new hold only");
+    assert_eq!(pool_json(&h).await["available"], 7);
+}
+
+/// Holds and releases of one pool at once (issue 13 item 3): on PostgreSQL releases append
+/// returns that increments fold, on SQLite they decrement. Whatever won, no place is lost or
+/// made up: the live holds never exceed the capacity, the counter has no drift, and exactly
+/// the places left can still be held, one by one, before the pool refuses.
+async fn pool_holds_and_releases_at_once_lose_no_place(b: Backend) {
+    let h = with_pool(b, 3).await;
+    let mut first = Vec::new();
+    for i in 0..3 {
+        let fan = format!("first{i}");
+        let (st, body) = h
+            .hold_with(
+                &h.token(&fan),
+                "k",
+                json!({"pool": "FLOOR", "quantity": 1}),
+                &[],
+            )
+            .await;
+        assert_eq!(st, 201, "{body}");
+        first.push((fan, body["hold_id"].clone()));
+    }
+    let releases = first.iter().map(|(fan, hold)| {
+        let h = &h;
+        async move {
+            assert!((200..300).contains(&h.cancel_hold(fan, hold).await));
+        }
+    });
+    let tokens: Vec<String> = (0..6).map(|i| h.token(&format!("next{i}"))).collect();
+    let holds = tokens.iter().map(|t| {
+        let h = &h;
+        async move {
+            h.hold_with(t, "k", json!({"pool": "FLOOR", "quantity": 1}), &[])
+                .await
+                .0
+        }
+    });
+    let (_, answers) = tokio::join!(
+        futures::future::join_all(releases),
+        futures::future::join_all(holds)
+    );
+    let won = answers.iter().filter(|&&st| st == 201).count() as i64;
+    assert!(
+        answers.iter().all(|&st| st == 201 || st == 409),
+        "{answers:?}"
+    );
+    assert!(won <= 3, "{won} holds on 3 places: {answers:?}");
+    let d = drift(&h).await;
+    assert_eq!(
+        (d["pools"][0]["taken"].as_i64(), d["drifting"].as_i64()),
+        (Some(won), Some(0)),
+        "{d}"
+    );
+    assert_eq!(pool_json(&h).await["available"], 3 - won);
+    let mut more = 0;
+    for i in 0..4 {
+        let (st, _) = h
+            .hold_with(
+                &h.token(&format!("late{i}")),
+                "k",
+                json!({"pool": "FLOOR", "quantity": 1}),
+                &[],
+            )
+            .await;
+        if st == 201 {
+            more += 1;
+        }
+    }
+    assert_eq!(more, 3 - won, "exactly the places left, after {won} won");
+    assert_eq!(pool_json(&h).await["available"], 0);
 }

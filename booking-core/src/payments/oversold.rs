@@ -246,14 +246,7 @@ async fn move_places(
         .with("pool", to)
         .into());
     }
-    let took = sqlx::query(
-        "UPDATE pools SET taken = taken + $1 WHERE show_id = $2 AND pool_id = $3 AND taken + $1 <= capacity",
-    )
-    .bind(qty).bind(show).bind(to)
-    .execute(&mut **tx)
-    .await?
-    .rows_affected();
-    if took != 1 {
+    if !pools::take(tx, pg, show, to, qty, false).await? {
         return Err(problem(
             StatusCode::CONFLICT,
             "pool-full",
