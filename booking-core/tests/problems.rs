@@ -231,7 +231,7 @@ async fn refused_key_reused_with_other_body_is_422(b: Backend) {
 /// Newcomer review: a JSON array was read as a positional hold body (`[["A-1-1"]]` held a
 /// seat) and a too-long `Idempotency-Key` was told to send one. An array is `422 invalid-body`
 /// (nothing held); a key over 200 bytes is `400 idempotency-key-too-long` with the limit, one
-/// that is not visible ASCII `400 invalid-idempotency-key`.
+/// that is not printable ASCII `400 invalid-idempotency-key`.
 #[tokio::test]
 async fn array_body_and_overlong_key_are_named_problems() {
     let h = Harness::start().await;
@@ -264,7 +264,7 @@ async fn array_body_and_overlong_key_are_named_problems() {
     let p = problem(r, 400).await;
     assert_eq!(p["type"], "/problems/idempotency-key-too-long", "{p}");
     assert_eq!(p["max_length"], 200, "{p}");
-    // A key of bytes that are not visible ASCII was told to "send an Idempotency-Key header".
+    // A key of bytes that are not printable ASCII was told to "send an Idempotency-Key header".
     let latin1 = reqwest::header::HeaderValue::from_bytes(&[0xe9; 150]).unwrap();
     let r = h
         .http

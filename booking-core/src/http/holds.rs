@@ -103,15 +103,16 @@ const KEY_MAX: usize = 200;
 
 fn idempotency_key(headers: &HeaderMap) -> ApiResult<String> {
     let raw = headers.get("idempotency-key");
-    // A key that is not visible ASCII (RFC 9110 field value; newcomer review: Latin-1 bytes
-    // were told to "send an Idempotency-Key header").
+    // A key with a byte outside printable ASCII (`HeaderValue::to_str`: visible ASCII, space
+    // and tab; newcomer review: Latin-1 bytes were told to "send an Idempotency-Key header").
+    // Control characters never get here: the HTTP server refuses the request first.
     if raw.is_some_and(|v| v.to_str().is_err()) {
         return Err(Problem::new(
             StatusCode::BAD_REQUEST,
             "invalid-idempotency-key",
             "Idempotency-Key not ASCII",
         )
-        .detail("the Idempotency-Key must be visible ASCII characters (a UUID, for example)")
+        .detail("the Idempotency-Key must be printable ASCII characters (a UUID, for example)")
         .into());
     }
     let sent = raw.and_then(|v| v.to_str().ok()).map(str::trim);
@@ -251,7 +252,7 @@ fn channel_of(
     request_body(content = HoldBody, description = "seats or best_available, pool (+ quantity), resource (+ start, end: epoch ms or RFC 3339): one, or several for one all-or-nothing mixed order (a refused part refuses the whole hold with its 409); optional channel"),
     responses(
         (status = 201, description = "{hold_id, show, seats, status: HELD, expires_at, payment_expires_at, amount_cents, currency (the venue's, ISO 4217), channel, pool?, quantity?, interval? {kind, resource, start, end, start_at, end_at, blocked_until, start_local, end_local (the venue's local time with offset and zone)}}", body = Object),
-        (status = 400, description = "idempotency-key-required; idempotency-key-too-long (over 200 bytes); invalid-idempotency-key (not visible ASCII); invalid-body (not JSON)", body = ProblemDoc),
+        (status = 400, description = "idempotency-key-required; idempotency-key-too-long (over 200 bytes); invalid-idempotency-key (not printable ASCII); invalid-body (not JSON)", body = ProblemDoc),
         (status = 403, description = "tier-required: seats of a tier-only section (the venue's restricted tiers) and the admission carries none of its tiers (section, tiers)", body = ProblemDoc),
         (status = 404, description = "no such show", body = ProblemDoc),
         (status = 409, description = "seats-unavailable, pool-unavailable, no-seats-together (each with fresh availability), interval-unavailable (free: the resource's fresh free intervals), hold-exists (hold_id), visitor-hold-cap (max_holds), admission-ended (waiting_room), concurrent-request (Retry-After)", body = ProblemDoc,

@@ -625,7 +625,7 @@ pub async fn record_refusal(
     Ok(())
 }
 
-/// The problem kinds of a lost hold ([`Lost::problem`]): whoever answers one has recorded the
+/// The problem kinds of a lost hold ([`Lost::kind`]): whoever answers one has recorded the
 /// refused key already ([`create`] after its rollback, the hold queue in its batch's
 /// transaction), so the handler records only other refusals.
 pub const LOST_KINDS: [&str; 4] = [
@@ -860,12 +860,22 @@ pub enum Lost {
 
 /// 409 `seats-unavailable` with the asked seats' fresh effective statuses (`{seat: status}`).
 pub fn seats_unavailable(availability: serde_json::Map<String, Value>) -> Problem {
-    conflict("seats-unavailable", "Seats unavailable")
+    conflict(LOST_KINDS[0], "Seats unavailable")
         .detail("some of the asked seats are taken; nothing was held")
         .with("availability", Value::Object(availability))
 }
 
 impl Lost {
+    /// The problem kind of [`Lost::problem`], one of [`LOST_KINDS`].
+    pub fn kind(&self) -> &'static str {
+        LOST_KINDS[match self {
+            Lost::Seats(_) => 0,
+            Lost::Pool(_) => 1,
+            Lost::Section(..) => 2,
+            Lost::Interval(..) => 3,
+        }]
+    }
+
     /// The 409 problem with fresh availability, read after the rollback.
     pub async fn problem(&self, db: &Db, show: &str, now_ms: i64) -> sqlx::Result<Problem> {
         Ok(match self {
@@ -875,20 +885,20 @@ impl Lost {
             Lost::Pool(pool) => {
                 let fresh = pools::availability(db, show, now_ms).await?;
                 let mine: Vec<Value> = fresh.into_iter().filter(|p| p["id"] == *pool).collect();
-                conflict("pool-unavailable", "Not enough places left")
+                conflict(self.kind(), "Not enough places left")
                     .detail("the pool has fewer free places than asked; nothing was held")
                     .with("availability", Value::Array(mine))
             }
             Lost::Section(section, n) => {
                 let fresh = best::section_availability(db, show, section, now_ms).await?;
-                conflict("no-seats-together", "No seats together")
+                conflict(self.kind(), "No seats together")
                     .detail(format!(
                         "no {n} free seats side by side in section {}",
                         crate::error::clip(section)
                     ))
                     .with("availability", fresh)
             }
-            Lost::Interval(..) => conflict("interval-unavailable", "Interval taken").detail(
+            Lost::Interval(..) => conflict(self.kind(), "Interval taken").detail(
                 "the resource is held or booked for part of this interval; nothing was held",
             ),
         })

@@ -17,9 +17,10 @@
 //! it across its commit (the release's statement 7.8 ms mean, `pg_stat_statements`). On SQLite,
 //! one writer, a release still decrements `taken` itself and `pool_returns` stays empty.
 //!
-//! Lock order on PostgreSQL: confirmations and reclaims take the hold row, then the pool row
-//! (`FOR UPDATE`), then `hold_pools` rows; an increment takes the pool row, then the returns
-//! it folds (only a holder of the pool row deletes returns, so two folds never cross). A new
+//! Lock order on PostgreSQL: confirmations take the hold row, then the pool row (`FOR
+//! UPDATE`), then `hold_pools` rows; a reclaim the pool row, then `hold_pools` rows; a release
+//! the hold row, then its own `hold_pools` row; an increment the pool row, then the returns it
+//! folds (only a holder of the pool row deletes returns, so two folds never cross). A new
 //! hold takes no lock on the pool row until its last statement, the guarded increment; its own
 //! hold and `hold_pools` rows are new, so no one else waits on them.
 
@@ -83,8 +84,9 @@ async fn reclaim(tx: &mut Tx<'_>, show: &str, pool: &str, now_ms: i64) -> sqlx::
 /// decides (no `SELECT … FOR UPDATE` first, so the pool row is locked only from this update to
 /// the commit: a hold runs it as its last statement). Only when it fails, and a lapsed hold
 /// of the pool still counts (read without a lock), are lapsed holds reclaimed, under the pool
-/// row's lock taken first (the lock order of releases), and the increment tried once more. True when the units were taken (the hold's `hold_pools` row may be
-/// written before or after, in the same transaction).
+/// row's lock taken first (the lock order of confirmations), and the increment tried once
+/// more. True when the units were taken (the hold's `hold_pools` row may be written before or
+/// after, in the same transaction).
 pub async fn claim(
     tx: &mut Tx<'_>,
     pg: bool,
@@ -119,8 +121,8 @@ pub const TAKEN: &str = "CAST(p.taken - (SELECT COALESCE(SUM(r.quantity), 0) FRO
 /// `oversell` when `with_oversell` (a hold; a booking moved by an operator fits the physical
 /// capacity only). On PostgreSQL one statement locks the pool row, folds the committed returns
 /// into `taken` whether or not the places fit (the fold is never lost with a refusal), and
-/// answers from `last_fit`, which it sets under that lock. On SQLite the guard counts the
-/// returns (none: releases decrement there).
+/// answers from `last_fit`, which it sets under that lock. On SQLite releases decrement
+/// `taken` themselves, so there are no returns to count.
 pub async fn take(
     tx: &mut Tx<'_>,
     pg: bool,
@@ -151,8 +153,7 @@ pub async fn take(
     }
     let n = sqlx::query(
         "UPDATE pools SET taken = taken + $1 WHERE show_id = $2 AND pool_id = $3 \
-         AND taken - (SELECT COALESCE(SUM(r.quantity), 0) FROM pool_returns r \
-         WHERE r.show_id = $2 AND r.pool_id = $3) + $1 <= capacity + oversell * $4",
+         AND taken + $1 <= capacity + oversell * $4",
     )
     .bind(qty)
     .bind(show)
