@@ -24,6 +24,14 @@ use crate::gateway::Gateway;
 
 /// Messages claimed per step.
 pub const BATCH: i64 = 32;
+/// The poll of [`Outbox::step`]: the oldest [`BATCH`] (`$2`) unsent messages whose claim is
+/// free or lapsed by `$1` (epoch ms), as `(id, ref_id, kind, payload)`. Served in id order by
+/// the partial index `outbox_unsent (id) WHERE sent_at IS NULL` (migration
+/// `20261202030000_outbox_unsent`), so it reads about one batch whatever the backlog: over the
+/// old `(sent_at, id)` index PostgreSQL read and sorted every unsent row (`IS NULL` does not
+/// make `sent_at` a constant for the `ORDER BY`), 4,964 rows and 7.4 ms a poll after one bench.
+pub const DUE: &str = "SELECT id, ref_id, kind, payload FROM outbox WHERE sent_at IS NULL \
+     AND (claimed_until IS NULL OR claimed_until <= $1) ORDER BY id LIMIT $2";
 /// Messages (of different `ref_id`s) sent at once within a step.
 pub const SENDERS: usize = 8;
 /// How long a claim protects a message being sent, ms.
@@ -90,14 +98,11 @@ impl Outbox {
     #[tracing::instrument(skip_all, fields(now_ms))]
     pub async fn step(&self, now_ms: i64) -> ApiResult<Outcome> {
         use futures::StreamExt;
-        let due: Vec<(i64, String, String, String)> = sqlx::query_as(
-            "SELECT id, ref_id, kind, payload FROM outbox WHERE sent_at IS NULL \
-             AND (claimed_until IS NULL OR claimed_until <= $1) ORDER BY id LIMIT $2",
-        )
-        .bind(now_ms)
-        .bind(BATCH)
-        .fetch_all(&self.db)
-        .await?;
+        let due: Vec<(i64, String, String, String)> = sqlx::query_as(DUE)
+            .bind(now_ms)
+            .bind(BATCH)
+            .fetch_all(&self.db)
+            .await?;
         let mut out = Outcome {
             due: due.len(),
             ..Outcome::default()
