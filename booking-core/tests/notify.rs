@@ -12,11 +12,12 @@ use axum::routing::post;
 use axum::Json;
 use sale_common::{Clock, Secret};
 use serde_json::{json, Value};
-use support::{Backend, Harness};
+use support::{Backend, Harness, SHOW};
 
 on_both!(
     sessions_end_and_sold_out_reach_the_waiting_room,
-    the_outbox_poll_reads_one_batch_whatever_the_backlog
+    the_outbox_poll_reads_one_batch_whatever_the_backlog,
+    the_sold_out_check_stops_at_the_first_unsold_seat
 );
 
 type Calls = Arc<Mutex<Vec<(String, String, Value)>>>;
@@ -225,4 +226,64 @@ async fn the_outbox_poll_reads_one_batch_whatever_the_backlog(b: Backend) {
             );
         }
     }
+}
+
+/// The sold-out check every confirmation runs (`notify::LEFT_TO_SELL`) decides as the exact
+/// count did, and while a seat is unsold it reads one seat, not the show: counting all of them
+/// on each confirmation, it was the seed rehearsal's costliest statement (32 ms mean, 513 ms at
+/// most) and ran under the pool row's lock. On PostgreSQL the analysed plan of a 500-seat show
+/// reads at most one row per node (without the early answers it counts all 500: fails).
+async fn the_sold_out_check_stops_at_the_first_unsold_seat(b: Backend) {
+    use booking_core::outbox::notify::LEFT_TO_SELL;
+    let h = Harness::on_with(b, |c| {
+        Harness::small_venue(c, 500);
+        c.shows[0].venue.pools.push(booking_core::PoolSpec {
+            id: "FLOOR".into(),
+            price_cents: 3_000,
+            capacity: 2,
+        });
+    })
+    .await;
+    let db = &h.state.db;
+    let left = || async {
+        sqlx::query_scalar::<_, i64>(LEFT_TO_SELL)
+            .bind(SHOW)
+            .fetch_one(db)
+            .await
+            .unwrap()
+    };
+    let exec = |sql: &'static str| async move {
+        sqlx::query(sql).bind(SHOW).execute(db).await.unwrap();
+    };
+    assert!(left().await > 0, "500 seats unsold");
+    if b == Backend::Postgres {
+        let plan: Vec<String> = sqlx::query_scalar(&format!(
+            "EXPLAIN (ANALYZE, COSTS OFF) {}",
+            LEFT_TO_SELL.replace("$1", &format!("'{SHOW}'"))
+        ))
+        .fetch_all(db)
+        .await
+        .unwrap();
+        let read: Vec<i64> = plan
+            .iter()
+            .filter_map(|l| l.split("(actual ").nth(1))
+            .filter_map(|a| a.split("rows=").nth(1))
+            .filter_map(|r| r.split_whitespace().next()?.parse().ok())
+            .collect();
+        assert!(!read.is_empty(), "an analysed plan: {plan:?}");
+        assert!(
+            read.iter().all(|rows| *rows <= 1),
+            "one seat read, not the show: {plan:#?}"
+        );
+    }
+    exec("UPDATE seats SET status = 'sold' WHERE show_id = $1").await;
+    assert!(
+        left().await > 0,
+        "every seat sold, the pool's 2 places free"
+    );
+    // Every place taken by live holds, none paid: the exact count, 2 places left.
+    exec("UPDATE pools SET taken = capacity + oversell WHERE show_id = $1").await;
+    assert_eq!(left().await, 2, "places held are not sold");
+    exec("DELETE FROM pools WHERE show_id = $1").await;
+    assert_eq!(left().await, 0, "every seat sold and no pool: sold out");
 }

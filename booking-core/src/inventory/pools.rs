@@ -17,8 +17,9 @@
 //! it across its commit (the release's statement 7.8 ms mean, `pg_stat_statements`). On SQLite,
 //! one writer, a release still decrements `taken` itself and `pool_returns` stays empty.
 //!
-//! Lock order on PostgreSQL: confirmations take the hold row, then the pool row (`FOR
-//! UPDATE`), then `hold_pools` rows; a reclaim the pool row, then `hold_pools` rows; a release
+//! Lock order on PostgreSQL: confirmations take the hold row, then (after the seats and the
+//! booking's own rows, as a new hold takes its pool places last) the pool row (`FOR UPDATE`),
+//! then `hold_pools` rows; a reclaim the pool row, then `hold_pools` rows; a release
 //! the hold row, then its own `hold_pools` row; an increment the pool row, then the returns it
 //! folds (only a holder of the pool row deletes returns, so two folds never cross). A new
 //! hold takes no lock on the pool row until its last statement, the guarded increment; its own

@@ -74,17 +74,27 @@ pub async fn admission_ended(tx: &mut Tx<'_>, jti: &str) -> sqlx::Result<bool> {
     Ok(n > 0)
 }
 
-/// After a sale: queues the sold-out report when no seat is unsold and every pool is booked.
+/// What [`sold_out_if_done`] counts as left to sell in show `$1`: 1 as soon as one seat is
+/// unsold or one pool has fewer places taken than `capacity + oversell` (`taken` counts every
+/// counted hold, paid or not, so it is never below the paid places); only when neither holds,
+/// the exact count, the unsold seats plus each pool's places less its paid ones. Every
+/// confirmation runs it: counting the whole show each time, it was the seed rehearsal's costliest
+/// statement (32 ms mean over 4,419 calls, 513 ms at most, `pg_stat_statements`), and the first
+/// answer is one index probe.
+pub const LEFT_TO_SELL: &str = "SELECT CAST(CASE \
+     WHEN EXISTS (SELECT 1 FROM seats WHERE show_id = $1 AND status <> 'sold') THEN 1 \
+     WHEN EXISTS (SELECT 1 FROM pools WHERE show_id = $1 AND taken < capacity + oversell) THEN 1 \
+     ELSE COALESCE((SELECT SUM(p.capacity + p.oversell - COALESCE((SELECT SUM(hp.quantity) FROM hold_pools hp \
+     JOIN holds h ON h.id = hp.hold_id WHERE hp.show_id = p.show_id AND hp.pool_id = p.pool_id \
+     AND h.status = 'PAID' AND hp.counted = 1), 0)) FROM pools p WHERE p.show_id = $1), 0) END AS BIGINT)";
+
+/// After a sale: queues the sold-out report when no seat is unsold and every pool is booked
+/// ([`LEFT_TO_SELL`]).
 pub async fn sold_out_if_done(tx: &mut Tx<'_>, show: &str, now_ms: i64) -> sqlx::Result<bool> {
-    let left: i64 = sqlx::query_scalar(
-        "SELECT CAST((SELECT COUNT(*) FROM seats WHERE show_id = $1 AND status <> 'sold') + \
-         COALESCE((SELECT SUM(p.capacity + p.oversell - COALESCE((SELECT SUM(hp.quantity) FROM hold_pools hp \
-         JOIN holds h ON h.id = hp.hold_id WHERE hp.show_id = p.show_id AND hp.pool_id = p.pool_id \
-         AND h.status = 'PAID' AND hp.counted = 1), 0)) FROM pools p WHERE p.show_id = $1), 0) AS BIGINT)",
-    )
-    .bind(show)
-    .fetch_one(&mut **tx)
-    .await?;
+    let left: i64 = sqlx::query_scalar(LEFT_TO_SELL)
+        .bind(show)
+        .fetch_one(&mut **tx)
+        .await?;
     if left > 0 {
         return Ok(false);
     }
