@@ -176,28 +176,12 @@ async fn the_outbox_poll_reads_one_batch_whatever_the_backlog(b: Backend) {
     assert_eq!(ids, want, "the oldest unsent batch, in id order");
     match b {
         Backend::Postgres => {
-            // Text format: the Any driver cannot decode the JSON one.
-            let plan: Vec<String> = sqlx::query_scalar(&format!(
-                "EXPLAIN (ANALYZE, COSTS OFF) {}",
-                DUE.replace("$1", "0").replace("$2", &BATCH.to_string())
-            ))
-            .fetch_all(db)
-            .await
-            .unwrap();
-            // Each node's line: "->  Index Scan using … (actual time=a..b rows=N loops=1)".
-            let read: Vec<i64> = plan
-                .iter()
-                .filter_map(|l| l.split("(actual ").nth(1))
-                .filter_map(|a| a.split("rows=").nth(1))
-                .filter_map(|r| r.split_whitespace().next()?.parse().ok())
-                .collect();
-            assert!(!read.is_empty(), "an analysed plan: {plan:?}");
-            // What a node read and dropped: "Rows Removed by Filter: N".
-            let dropped: i64 = plan
-                .iter()
-                .filter_map(|l| l.split("Rows Removed by Filter: ").nth(1))
-                .filter_map(|n| n.trim().parse::<i64>().ok())
-                .sum();
+            let sql = DUE.replace("$1", "0").replace("$2", &BATCH.to_string());
+            let Analysed {
+                plan,
+                read,
+                dropped,
+            } = analyse(db, &sql).await;
             assert!(
                 plan.iter().all(|l| !l.contains("Sort")),
                 "no sort of the backlog: {plan:#?}"
@@ -257,20 +241,8 @@ async fn the_sold_out_check_stops_at_the_first_unsold_seat(b: Backend) {
     };
     assert!(left().await > 0, "500 seats unsold");
     if b == Backend::Postgres {
-        let plan: Vec<String> = sqlx::query_scalar(&format!(
-            "EXPLAIN (ANALYZE, COSTS OFF) {}",
-            LEFT_TO_SELL.replace("$1", &format!("'{SHOW}'"))
-        ))
-        .fetch_all(db)
-        .await
-        .unwrap();
-        let read: Vec<i64> = plan
-            .iter()
-            .filter_map(|l| l.split("(actual ").nth(1))
-            .filter_map(|a| a.split("rows=").nth(1))
-            .filter_map(|r| r.split_whitespace().next()?.parse().ok())
-            .collect();
-        assert!(!read.is_empty(), "an analysed plan: {plan:?}");
+        let sql = LEFT_TO_SELL.replace("$1", &format!("'{SHOW}'"));
+        let Analysed { plan, read, .. } = analyse(db, &sql).await;
         assert!(
             read.iter().all(|rows| *rows <= 1),
             "one seat read, not the show: {plan:#?}"
@@ -286,4 +258,37 @@ async fn the_sold_out_check_stops_at_the_first_unsold_seat(b: Backend) {
     assert_eq!(left().await, 2, "places held are not sold");
     exec("DELETE FROM pools WHERE show_id = $1").await;
     assert_eq!(left().await, 0, "every seat sold and no pool: sold out");
+}
+
+/// A PostgreSQL plan run by `EXPLAIN (ANALYZE)`, as text (the Any driver cannot decode the
+/// JSON format): its lines, each node's actual rows (`(actual time=a..b rows=N loops=1)`;
+/// nodes never executed have none) and the rows read and dropped (`Rows Removed by Filter`).
+struct Analysed {
+    plan: Vec<String>,
+    read: Vec<i64>,
+    dropped: i64,
+}
+
+async fn analyse(db: &booking_core::db::Db, sql: &str) -> Analysed {
+    let plan: Vec<String> = sqlx::query_scalar(&format!("EXPLAIN (ANALYZE, COSTS OFF) {sql}"))
+        .fetch_all(db)
+        .await
+        .unwrap();
+    let read: Vec<i64> = plan
+        .iter()
+        .filter_map(|l| l.split("(actual ").nth(1))
+        .filter_map(|a| a.split("rows=").nth(1))
+        .filter_map(|r| r.split_whitespace().next()?.parse().ok())
+        .collect();
+    assert!(!read.is_empty(), "an analysed plan: {plan:?}");
+    let dropped = plan
+        .iter()
+        .filter_map(|l| l.split("Rows Removed by Filter: ").nth(1))
+        .filter_map(|n| n.trim().parse::<i64>().ok())
+        .sum();
+    Analysed {
+        plan,
+        read,
+        dropped,
+    }
 }
