@@ -15,7 +15,10 @@ use serde_json::{json, Value};
 use support::{Backend, Harness};
 use tokio::sync::Barrier;
 
-on_both!(best_available_races_and_never_splits);
+on_both!(
+    best_available_races_and_never_splits,
+    a_fragmented_front_still_finds_the_block_behind_it
+);
 
 fn best(n: u32, split: bool) -> Value {
     json!({"best_available": {"section": "A", "quantity": n, "allow_split": split}})
@@ -204,4 +207,28 @@ async fn a_lost_block_leaves_no_lock_on_its_free_seats() {
     );
     one.commit().await.unwrap();
     two.commit().await.unwrap();
+}
+
+/// Best available reads the best `best::PREFIX` free seats of a section first; when they hold
+/// too few blocks it reads the whole section. Here the front of a 600-seat row is fragmented
+/// (every odd seat of the first 520 sold, so the first 259 free seats are all alone) and the
+/// first pair is A-1-520+521 (520 is the last seat alone, 521 the first of the free run): a
+/// party of two gets it, the best pair there is (with the prefix alone: 409
+/// `no-seats-together`).
+async fn a_fragmented_front_still_finds_the_block_behind_it(b: Backend) {
+    let h = Harness::on_with(b, |c| c.shows[0].venue = Venue::small(600)).await;
+    sqlx::query(
+        "UPDATE seats SET status = 'sold' WHERE section = 'A' AND number <= 520 AND number % 2 = 1",
+    )
+    .execute(&h.state.db)
+    .await
+    .unwrap();
+    assert!(
+        259 > booking_core::inventory::best::PREFIX,
+        "the front alone is longer than the prefix"
+    );
+    let t = h.token("pair");
+    let (st, body) = h.hold_with(&t, "k", best(2, false), &[]).await;
+    assert_eq!(st, 201, "{body}");
+    assert_eq!(body["seats"], json!(["A-1-520", "A-1-521"]), "{body}");
 }

@@ -37,14 +37,24 @@ const FREE_SQL: &str = "SELECT seat_id, seat_row, number, price_cents FROM seats
      AND (status = 'free' OR (status = 'held' AND hold_expires_at <= $1)) \
      ORDER BY seat_row, number";
 
-/// Free seats of a section, in best-first order.
+/// Free seats read first for a party: the best [`PREFIX`] of the section, enough for
+/// [`MAX_TRIES`] blocks unless the section is fragmented. Reading every free seat cost 1.05 ms
+/// a request in the seed rehearsal (42,683 calls, the second costliest statement).
+pub const PREFIX: usize = 256;
+
+/// Free seats of a section, in best-first order; the first `limit` only when `Some`.
 async fn free_seats(
     tx: &mut Tx<'_>,
     show: &str,
     section: &str,
     now_ms: i64,
+    limit: Option<usize>,
 ) -> sqlx::Result<Vec<Free>> {
-    sqlx::query_as(FREE_SQL)
+    let sql = match limit {
+        Some(n) => format!("{FREE_SQL} LIMIT {n}"),
+        None => FREE_SQL.to_owned(),
+    };
+    sqlx::query_as(&sql)
         .bind(now_ms)
         .bind(show)
         .bind(section)
@@ -135,8 +145,15 @@ pub async fn take(
                 .into(),
         );
     }
-    let free = free_seats(tx, show, want.section, now_ms).await?;
+    // The best seats first: the blocks found in a prefix are the first blocks of the whole
+    // section (a block is found where it ends), so when it holds MAX_TRIES of them the tries
+    // are the same; a fragmented section, or one with too few, is read whole.
+    let mut free = free_seats(tx, show, want.section, now_ms, Some(PREFIX)).await?;
     let mut candidates = blocks(&free, want.quantity);
+    if free.len() == PREFIX && candidates.len() < MAX_TRIES {
+        free = free_seats(tx, show, want.section, now_ms, None).await?;
+        candidates = blocks(&free, want.quantity);
+    }
     if candidates.is_empty() && want.allow_split && free.len() >= want.quantity {
         candidates.push((0..want.quantity).collect());
     }
