@@ -1,7 +1,8 @@
 //! Telling the waiting room (API.md "Waiting room / internal"): when a hold becomes PAID or is
 //! released, or the fan leaves, the admission's session is over (`POST
 //! /internal/events/{event}/sessions/end {"jti"}` frees its `max_active` place); when nothing
-//! is left to sell the show is sold out (`POST /internal/events/{event}/sold-out`). Both are
+//! is left to sell the show is sold out (`POST /internal/events/{event}/sold-out`), and when
+//! something is freed after that it is open again (`POST …/reopen`). All are
 //! outbox messages written in the transaction that changed the hold, sent at least once by the
 //! outbox worker; the waiting room's side is idempotent.
 //!
@@ -18,8 +19,42 @@ use crate::db::{Binds, Tx};
 
 /// Outbox kind of a session end (ref_id = the admission `jti`: one message per admission).
 pub const SESSION_END: &str = "session-end";
-/// Outbox kind of the sold-out report (ref_id = the show id: one per show).
+/// Outbox kind of the sold-out report (ref_id `{show}#{n}`, the show's n-th report counted
+/// from 0; a report from before reopens existed has the bare show id).
 pub const SOLD_OUT: &str = "sold-out";
+/// Outbox kind of the reopen report, the undo of a sold-out report when something is freed
+/// after it (`POST /internal/events/{event}/reopen`; seed 000: "a freed seat reopens the
+/// level"); ref_id `{show}#{n}` as the report it undoes.
+pub const REOPEN: &str = "reopen";
+
+/// The show's sold-out and reopen reports so far: `(sold out, reopened)`. It stands reported
+/// sold out while the first is larger. Read through the partial index `outbox_availability`
+/// (migration `20261202050000`), whose predicate this `IN` list repeats word for word.
+async fn reports(tx: &mut Tx<'_>, show: &str) -> sqlx::Result<(i64, i64)> {
+    sqlx::query_as(
+        "SELECT CAST(COALESCE(SUM(CASE WHEN kind = 'sold-out' THEN 1 ELSE 0 END), 0) AS BIGINT), \
+         CAST(COALESCE(SUM(CASE WHEN kind = 'reopen' THEN 1 ELSE 0 END), 0) AS BIGINT) \
+         FROM outbox WHERE show_id = $1 AND kind IN ('sold-out', 'reopen')",
+    )
+    .bind(show)
+    .fetch_one(&mut **tx)
+    .await
+}
+
+/// Whether an outbox message `(show, id)` of kind [`SOLD_OUT`] or [`REOPEN`] is superseded: a
+/// later one of the show exists, so only that one is sent (the waiting room ends in the state
+/// of the last report, whatever order retries come in).
+pub async fn superseded(db: &crate::db::Db, show: &str, id: i64) -> sqlx::Result<bool> {
+    let later: i64 = sqlx::query_scalar(
+        "SELECT CAST(COUNT(*) AS BIGINT) FROM outbox \
+         WHERE show_id = $1 AND kind IN ('sold-out', 'reopen') AND id > $2",
+    )
+    .bind(show)
+    .bind(id)
+    .fetch_one(db)
+    .await?;
+    Ok(later > 0)
+}
 
 /// Queues the end of admission `jti`'s session (idempotent per jti) and records the admission
 /// as ended in the same transaction: it may no longer create holds (409 `admission-ended`).
@@ -98,7 +133,33 @@ pub async fn sold_out_if_done(tx: &mut Tx<'_>, show: &str, now_ms: i64) -> sqlx:
     if left > 0 {
         return Ok(false);
     }
-    enqueue(tx, show, SOLD_OUT, show, &json!({"event": show}), now_ms).await
+    let (sold, reopened) = reports(tx, show).await?;
+    if sold > reopened {
+        return Ok(false);
+    }
+    // Two confirmations at once write one report: the same ref_id, unique with its kind.
+    let ref_id = format!("{show}#{sold}");
+    enqueue(tx, &ref_id, SOLD_OUT, show, &json!({"event": show}), now_ms).await
+}
+
+/// After something of `show` was freed (a booking cancelled in full or by seat, case B14 and
+/// the back office): queues the reopen report when the show stands reported sold out and
+/// something is now left to sell ([`LEFT_TO_SELL`]; a seat offered to the waitlist is held,
+/// so it counts, as it does for the sold-out report). True when queued.
+pub async fn reopen_if_freed(tx: &mut Tx<'_>, show: &str, now_ms: i64) -> sqlx::Result<bool> {
+    let (sold, reopened) = reports(tx, show).await?;
+    if sold <= reopened {
+        return Ok(false);
+    }
+    let left: i64 = sqlx::query_scalar(LEFT_TO_SELL)
+        .bind(show)
+        .fetch_one(&mut **tx)
+        .await?;
+    if left == 0 {
+        return Ok(false);
+    }
+    let ref_id = format!("{show}#{}", sold - 1);
+    enqueue(tx, &ref_id, REOPEN, show, &json!({"event": show}), now_ms).await
 }
 
 /// Sends one waiting-room message. `Ok(false)`: not configured (no service token), nothing
@@ -119,6 +180,7 @@ pub async fn send(
         SESSION_END => http
             .post(format!("{base}/internal/events/{event}/sessions/end"))
             .json(&json!({"jti": payload["jti"]})),
+        REOPEN => http.post(format!("{base}/internal/events/{event}/reopen")),
         _ => http.post(format!("{base}/internal/events/{event}/sold-out")),
     };
     let resp = req

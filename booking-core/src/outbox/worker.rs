@@ -6,7 +6,7 @@
 //! `refund` calls the gateway with the idempotent key `refund-{hold_id}`, records the refund and
 //! queues the fan's `refund-notice` in one transaction; `booking-refund` (an operator's refund of
 //! a cancellation) refunds its amount under the cancellation's id as the idempotency key, then
-//! queues the fan's `cancellation-email`; `session-end` and `sold-out` are posted
+//! queues the fan's `cancellation-email`; `session-end`, `sold-out` and `reopen` are posted
 //! to the waiting room's internal API ([`super::notify`]); emails go through [`super::mail`].
 
 use std::sync::Arc;
@@ -224,6 +224,9 @@ impl Outbox {
         let db = &self.db;
         let mut notice = None;
         let payload: Value = serde_json::from_str(&payload).unwrap_or_default();
+        let report = matches!(kind.as_str(), notify::SOLD_OUT | notify::REOPEN);
+        let event = payload["event"].as_str().unwrap_or_default();
+        let superseded = report && notify::superseded(db, event, id).await?;
         let res = match kind.as_str() {
             "refund" => self
                 .refund(id, &ref_id, &payload, now_ms)
@@ -233,7 +236,13 @@ impl Outbox {
                 .booking_refund(id, &ref_id, &payload, now_ms)
                 .await
                 .map(|()| out.refunds += 1),
-            notify::SESSION_END | notify::SOLD_OUT => {
+            notify::SOLD_OUT | notify::REOPEN if superseded => {
+                // A later report of the show is the one to send (marked sent, not posted).
+                out.skipped += 1;
+                notice = Some((id, true));
+                Ok(())
+            }
+            notify::SESSION_END | notify::SOLD_OUT | notify::REOPEN => {
                 self.notice(&kind, &payload).await.map(|sent| {
                     match sent {
                         true => out.notices += 1,

@@ -207,6 +207,9 @@ pub async fn cancel_in(
     };
     let reason = format!("{what} by {who}, refund {refund}: {}", ask.reason);
     db::audit(tx, now_ms, &show, &hold, "cancelled", actor, &reason).await?;
+    // A show reported sold out is open again once something is left to sell (newcomer
+    // review: a cancelled booking's seats came back, the waiting room stayed sold out).
+    crate::outbox::notify::reopen_if_freed(tx, &show, now_ms).await?;
     Ok(Cancelled::Done(body))
 }
 
