@@ -126,6 +126,24 @@ async fn best_available_races_and_never_splits(b: Backend) {
     // ... unless it asks.
     let (st, body) = h.hold_with(&t, "k2", best(2, true), &[]).await;
     assert_eq!((st, body["seats"].clone()), (201, json!(left)), "{body}");
+    // Nothing left: each refusal says what was asked (newcomer review: "no 1 free seats side
+    // by side", and "side by side" to a party that accepted seats apart).
+    for (fan, ask, said) in [
+        (
+            "apart",
+            best(2, true),
+            "fewer than 2 free seats in section A",
+        ),
+        ("single", best(1, false), "no free seat in section A"),
+        (
+            "pair2",
+            best(2, false),
+            "no 2 free seats side by side in section A",
+        ),
+    ] {
+        let (st, body) = h.hold_with(&h.token(fan), "k", ask, &[]).await;
+        assert_eq!((st, body["detail"].as_str()), (409, Some(said)), "{body}");
+    }
     // Lapsed holds count as free: the front row is offered again.
     h.clock.advance_ms(481_000);
     let (st, body) = h

@@ -852,8 +852,9 @@ pub enum Lost {
     Seats(Vec<String>),
     /// The pool has fewer free units than asked.
     Pool(String),
-    /// No block of the asked size is free in the section.
-    Section(String, usize),
+    /// No block of the asked size is free in the section: (section, seats asked, whether
+    /// the party accepted seats apart, in which case fewer seats than asked are free).
+    Section(String, usize, bool),
     /// The interval overlaps a live claim of the resource: (kind, resource).
     Interval(String, String),
 }
@@ -889,13 +890,18 @@ impl Lost {
                     .detail("the pool has fewer free places than asked; nothing was held")
                     .with("availability", Value::Array(mine))
             }
-            Lost::Section(section, n) => {
+            Lost::Section(section, n, split) => {
                 let fresh = best::section_availability(db, show, section, now_ms).await?;
+                let section = crate::error::clip(section);
+                // Worded by what was asked (newcomer review: "no 1 free seats side by side",
+                // and "side by side" for a party that accepted seats apart).
+                let detail = match (n, split) {
+                    (1, _) => format!("no free seat in section {section}"),
+                    (_, true) => format!("fewer than {n} free seats in section {section}"),
+                    (_, false) => format!("no {n} free seats side by side in section {section}"),
+                };
                 conflict(self.kind(), "No seats together")
-                    .detail(format!(
-                        "no {n} free seats side by side in section {}",
-                        crate::error::clip(section)
-                    ))
+                    .detail(detail)
                     .with("availability", fresh)
             }
             Lost::Interval(..) => conflict(self.kind(), "Interval taken").detail(
@@ -967,7 +973,7 @@ async fn take_part(
                 allow_split: *allow_split,
             };
             let taken = best::take(tx, pg, show, &want, &p.hold_id, p.expires_at, now_ms).await?;
-            Ok(taken.ok_or_else(|| Lost::Section(section.clone(), want.quantity)))
+            Ok(taken.ok_or_else(|| Lost::Section(section.clone(), want.quantity, *allow_split)))
         }
         // The claim is the last statement of the hold (see `create_in`).
         Ask::Interval { amount, .. } => Ok(Ok((Vec::new(), *amount))),
