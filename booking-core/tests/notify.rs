@@ -38,24 +38,21 @@ async fn stub() -> (String, Calls) {
             .push((format!("{ev}/sessions/end"), auth, b));
         Json(json!({"ended": true, "already_ended": false}))
     }
-    async fn sold(State(c): State<Calls>, Path(ev): Path<String>, h: HeaderMap) -> Json<Value> {
+    /// `sold-out` and `reopen`, recorded as `{event}/{transition}`.
+    async fn transition(
+        State(c): State<Calls>,
+        Path((ev, what)): Path<(String, String)>,
+        h: HeaderMap,
+    ) -> Json<Value> {
         let auth = h["authorization"].to_str().unwrap().to_owned();
         c.lock()
             .unwrap()
-            .push((format!("{ev}/sold-out"), auth, Value::Null));
-        Json(json!({"event": ev, "state": "sold_out"}))
-    }
-    async fn reopen(State(c): State<Calls>, Path(ev): Path<String>, h: HeaderMap) -> Json<Value> {
-        let auth = h["authorization"].to_str().unwrap().to_owned();
-        c.lock()
-            .unwrap()
-            .push((format!("{ev}/reopen"), auth, Value::Null));
-        Json(json!({"event": ev, "state": "open"}))
+            .push((format!("{ev}/{what}"), auth, Value::Null));
+        Json(json!({"event": ev}))
     }
     let app = axum::Router::new()
         .route("/internal/events/{event}/sessions/end", post(end))
-        .route("/internal/events/{event}/sold-out", post(sold))
-        .route("/internal/events/{event}/reopen", post(reopen))
+        .route("/internal/events/{event}/{transition}", post(transition))
         .with_state(calls.clone());
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", l.local_addr().unwrap());

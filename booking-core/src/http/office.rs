@@ -44,7 +44,7 @@ pub async fn outbox(
         .iter()
         .filter(|r| is_email(&r.1) && r.3.is_some())
         .count();
-    let to_fan = |k: &str| !matches!(k, "session-end" | "sold-out" | "reopen");
+    let to_fan = |k: &str| !crate::outbox::notify::is_notice(k);
     let pending = rows
         .iter()
         .filter(|r| to_fan(&r.1) && r.3.is_none())

@@ -123,14 +123,25 @@ pub const LEFT_TO_SELL: &str = "SELECT CAST(CASE \
      JOIN holds h ON h.id = hp.hold_id WHERE hp.show_id = p.show_id AND hp.pool_id = p.pool_id \
      AND h.status = 'PAID' AND hp.counted = 1), 0)) FROM pools p WHERE p.show_id = $1), 0) END AS BIGINT)";
 
-/// After a sale: queues the sold-out report when no seat is unsold and every pool is booked
-/// ([`LEFT_TO_SELL`]).
-pub async fn sold_out_if_done(tx: &mut Tx<'_>, show: &str, now_ms: i64) -> sqlx::Result<bool> {
+/// Whether anything of `show` is left to sell ([`LEFT_TO_SELL`]).
+async fn left_to_sell(tx: &mut Tx<'_>, show: &str) -> sqlx::Result<bool> {
     let left: i64 = sqlx::query_scalar(LEFT_TO_SELL)
         .bind(show)
         .fetch_one(&mut **tx)
         .await?;
-    if left > 0 {
+    Ok(left > 0)
+}
+
+/// Whether outbox messages of `kind` go to the waiting room (session end, sold out, reopen)
+/// rather than to a fan or the gateway.
+pub fn is_notice(kind: &str) -> bool {
+    matches!(kind, SESSION_END | SOLD_OUT | REOPEN)
+}
+
+/// After a sale: queues the sold-out report when no seat is unsold and every pool is booked
+/// ([`LEFT_TO_SELL`]).
+pub async fn sold_out_if_done(tx: &mut Tx<'_>, show: &str, now_ms: i64) -> sqlx::Result<bool> {
+    if left_to_sell(tx, show).await? {
         return Ok(false);
     }
     let (sold, reopened) = reports(tx, show).await?;
@@ -151,11 +162,7 @@ pub async fn reopen_if_freed(tx: &mut Tx<'_>, show: &str, now_ms: i64) -> sqlx::
     if sold <= reopened {
         return Ok(false);
     }
-    let left: i64 = sqlx::query_scalar(LEFT_TO_SELL)
-        .bind(show)
-        .fetch_one(&mut **tx)
-        .await?;
-    if left == 0 {
+    if !left_to_sell(tx, show).await? {
         return Ok(false);
     }
     let ref_id = format!("{show}#{}", sold - 1);
