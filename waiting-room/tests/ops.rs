@@ -425,3 +425,71 @@ async fn late_ticks_still_admit_at_the_admit_rate() {
         other => panic!("{other:?}"),
     }
 }
+
+async fn active(app: &App) -> Value {
+    call(app, "GET", "/status/demo.json", &[], None).await.1["active"].clone()
+}
+
+/// `sessions/end-batch` (the booking core's outbox sends one per event and poll): each jti
+/// counted once as ended, already ended or unknown, the slots freed at once, never a 404 (an
+/// unknown event's jtis are unknown, so the booking core reads a 404 as a waiting room without
+/// the route), and a body outside 1..=256 jtis of 1..=128 characters a 422.
+#[tokio::test]
+async fn sessions_end_in_one_batch_call() {
+    let app = app().await;
+    let mut adm = admitter(&app, 30_000);
+    adm.step(app.clock.now_ms()).await.expect("open");
+    app.store
+        .set_knobs(&demo(), Some(100.0), Some(10))
+        .await
+        .expect("knobs");
+    let mut tokens = Vec::new();
+    for _ in 0..3 {
+        tokens.push(join(&app).await.0);
+    }
+    tick(&app, &mut adm, 1000).await;
+    let mut jtis = Vec::new();
+    for t in &tokens {
+        let claim = "/api/events/demo/admission";
+        let (s, a) = call(&app, "POST", claim, &[("authorization", t)], None).await;
+        assert_eq!(s, StatusCode::OK, "{a}");
+        let token = a["admission_token"].as_str().expect("token");
+        jtis.push(app.state.0.signer.verify(token).expect("ok").jti);
+    }
+    assert_eq!(active(&app).await, 3);
+
+    let url = "/internal/events/demo/sessions/end-batch";
+    let svc = bearer(SERVICE);
+    let auth = [("authorization", svc.as_str())];
+    let body = json!({"jtis": [jtis[0], jtis[1], "no-such-jti"]});
+    let (s, r) = call(&app, "POST", url, &[], Some(body.clone())).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED, "{r}");
+    let (s, r) = call(&app, "POST", url, &auth, Some(body)).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(r, json!({"ended": 2, "already_ended": 0, "unknown": 1}));
+    assert_eq!(active(&app).await, 1, "two slots freed at once");
+    let again = json!({"jtis": [jtis[0], jtis[2]]});
+    let (s, r) = call(&app, "POST", url, &auth, Some(again)).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(r, json!({"ended": 1, "already_ended": 1, "unknown": 0}));
+    assert_eq!(active(&app).await, 0);
+
+    let elsewhere = "/internal/events/no-such-event/sessions/end-batch";
+    let (s, r) = call(&app, "POST", elsewhere, &auth, Some(json!({"jtis": ["a"]}))).await;
+    assert_eq!(s, StatusCode::OK, "never a 404: {r}");
+    assert_eq!(r, json!({"ended": 0, "already_ended": 0, "unknown": 1}));
+
+    let too_many: Vec<String> = (0..257).map(|i| format!("j{i}")).collect();
+    for bad in [
+        json!({"jtis": []}),
+        json!({"jtis": too_many}),
+        json!({"jtis": [""]}),
+        json!({"jtis": ["x".repeat(129)]}),
+        json!({"jti": jtis[0]}),
+        json!({"jtis": "one"}),
+    ] {
+        let (s, r) = call(&app, "POST", url, &auth, Some(bad.clone())).await;
+        assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{bad} → {r}");
+        assert_eq!(r["status"], 422, "a problem body: {r}");
+    }
+}

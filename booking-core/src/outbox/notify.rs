@@ -169,6 +169,60 @@ pub async fn reopen_if_freed(tx: &mut Tx<'_>, show: &str, now_ms: i64) -> sqlx::
     enqueue(tx, &ref_id, REOPEN, show, &json!({"event": show}), now_ms).await
 }
 
+/// Most admissions one `sessions/end-batch` call ends: the waiting room's `END_BATCH_MAX`.
+pub const END_BATCH: usize = 256;
+
+/// Ends the sessions of admissions `jtis` (1..=[`END_BATCH`]) of `event` in one call:
+/// `POST /internal/events/{event}/sessions/end-batch {"jtis": [...]}` (API.md). That route
+/// never answers 404 (unknown jtis are counted, not refused), so a 404 is a waiting room from
+/// before it, during a rolling upgrade: the ends are then sent one by one through [`send`],
+/// [`super::worker::SENDERS`] at a time. `Ok(false)`: not configured (no service token),
+/// nothing sent. `Err`: not all delivered; ending a session is idempotent, so the caller
+/// retries the whole batch.
+pub async fn send_ends(
+    http: &reqwest::Client,
+    waiting_room_url: &str,
+    token: Option<&str>,
+    event: &str,
+    jtis: &[&str],
+) -> anyhow::Result<bool> {
+    use futures::{StreamExt, TryStreamExt};
+    let Some(token) = token else {
+        return Ok(false);
+    };
+    let base = waiting_room_url.trim_end_matches('/');
+    let resp = http
+        .post(format!("{base}/internal/events/{event}/sessions/end-batch"))
+        .json(&json!({ "jtis": jtis }))
+        .bearer_auth(token)
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await?;
+    let st = resp.status();
+    if st.is_success() {
+        metrics::counter!("bc_waiting_room_calls_total", "kind" => "session-end-batch")
+            .increment(1);
+        return Ok(true);
+    }
+    if st.as_u16() != 404 {
+        anyhow::bail!("waiting room answered {st} to session-end-batch");
+    }
+    // Owned parts: the futures are `Send` whatever the caller's lifetimes.
+    let one_by_one: Vec<_> = jtis
+        .iter()
+        .map(|j| {
+            let (http, url, token) = (http.clone(), base.to_owned(), token.to_owned());
+            let one = json!({"event": event, "jti": j});
+            async move { send(&http, &url, Some(&token), SESSION_END, &one).await }
+        })
+        .collect();
+    futures::stream::iter(one_by_one)
+        .buffer_unordered(super::worker::SENDERS)
+        .try_collect::<Vec<bool>>()
+        .await?;
+    Ok(true)
+}
+
 /// Sends one waiting-room message. `Ok(false)`: not configured (no service token), nothing
 /// sent. 2xx, 404 (unknown jti or event: nothing to end) and 409 count as delivered.
 pub async fn send(

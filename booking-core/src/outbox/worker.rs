@@ -22,8 +22,9 @@ use crate::db::{self, Actor, Db};
 use crate::error::ApiResult;
 use crate::gateway::Gateway;
 
-/// Messages claimed per step.
-pub const BATCH: i64 = 32;
+/// Messages claimed per step (a step's session ends of one event go to the waiting room in
+/// one call, [`notify::send_ends`]).
+pub const BATCH: i64 = 128;
 /// The poll of [`Outbox::step`]: the oldest [`BATCH`] (`$2`) unsent messages whose claim is
 /// free or lapsed by `$1` (epoch ms), as `(id, ref_id, kind, payload)`. Served in id order by
 /// the partial index `outbox_unsent (id) WHERE sent_at IS NULL` (migration
@@ -109,7 +110,10 @@ impl Outbox {
         };
         // The batch claimed in one statement (another node's worker may hold some of it).
         let claimed = self.claim(&due, now_ms).await?;
-        let due: Vec<_> = due.into_iter().filter(|m| claimed.contains(&m.0)).collect();
+        let (ends, due): (Vec<_>, Vec<_>) = due
+            .into_iter()
+            .filter(|m| claimed.contains(&m.0))
+            .partition(|m| m.2 == notify::SESSION_END);
         let mut groups: Vec<Vec<(i64, String, String, String)>> = Vec::new();
         for m in due {
             match groups.iter_mut().find(|g| g[0].1 == m.1) {
@@ -117,7 +121,7 @@ impl Outbox {
                 None => groups.push(vec![m]),
             }
         }
-        let results: Vec<ApiResult<(Outcome, Vec<(i64, bool)>)>> = futures::stream::iter(groups)
+        let others = futures::stream::iter(groups)
             .map(|group| async move {
                 let (mut got, mut notices) = (Outcome::default(), Vec::new());
                 for m in group {
@@ -126,8 +130,9 @@ impl Outbox {
                 Ok((got, notices))
             })
             .buffer_unordered(SENDERS)
-            .collect()
-            .await;
+            .collect::<Vec<ApiResult<(Outcome, Vec<(i64, bool)>)>>>();
+        let (mut results, ended) = tokio::join!(others, self.ends(ends, now_ms));
+        results.push(ended);
         let mut first_err = None;
         let mut notices = Vec::new();
         for r in results {
@@ -259,16 +264,76 @@ impl Outbox {
         if let Err(e) = res {
             out.failed += 1;
             tracing::warn!(outbox = id, kind = %kind, error = %e, "outbox message failed; will retry");
-            sqlx::query("UPDATE outbox SET claimed_until = $1 + attempts * $2, last_error = $3 WHERE id = $4 AND claimed_by = $5")
-                .bind(now_ms)
-                .bind(RETRY_MS)
-                .bind(e.to_string())
-                .bind(id)
-                .bind(&self.owner)
-                .execute(db)
-                .await?;
+            self.retry_later(&[id], now_ms, &e.to_string()).await?;
         }
         Ok(notice)
+    }
+
+    /// Sends the step's session ends `(id, ref_id, kind, payload)`, one call per event and
+    /// [`notify::END_BATCH`] jtis ([`notify::send_ends`]; sent one per admission, the outbox
+    /// ended a bench run with about 6,000 session ends queued behind its eight senders). The
+    /// delivered ones come back for [`Outbox::mark_notices`]; a failed call's are retried later.
+    async fn ends(
+        &self,
+        ends: Vec<(i64, String, String, String)>,
+        now_ms: i64,
+    ) -> ApiResult<(Outcome, Vec<(i64, bool)>)> {
+        let mut by_event: Vec<(String, Vec<(i64, String)>)> = Vec::new();
+        for (id, _, _, payload) in ends {
+            let p: Value = serde_json::from_str(&payload).unwrap_or_default();
+            let (event, jti) = (p["event"].as_str().unwrap_or_default(), p["jti"].as_str());
+            let jti = jti.unwrap_or_default().to_owned();
+            match by_event.iter_mut().find(|(e, _)| e == event) {
+                Some((_, v)) => v.push((id, jti)),
+                None => by_event.push((event.to_owned(), vec![(id, jti)])),
+            }
+        }
+        let (mut out, mut notices) = (Outcome::default(), Vec::new());
+        let cfg = &self.config;
+        let token = cfg.service_token.as_ref().map(|t| t.expose());
+        for (event, all) in &by_event {
+            for chunk in all.chunks(notify::END_BATCH) {
+                let jtis: Vec<&str> = chunk.iter().map(|(_, j)| j.as_str()).collect();
+                let url = &cfg.waiting_room_url;
+                let ids = chunk.iter().map(|(id, _)| *id);
+                match notify::send_ends(&self.http, url, token, event, &jtis).await {
+                    Ok(sent) => {
+                        match sent {
+                            true => out.notices += chunk.len(),
+                            false => out.skipped += chunk.len(),
+                        }
+                        notices.extend(ids.map(|id| (id, sent)));
+                    }
+                    Err(e) => {
+                        out.failed += chunk.len();
+                        tracing::warn!(event = %event, n = chunk.len(), error = %e, "session ends failed; will retry");
+                        self.retry_later(&ids.collect::<Vec<_>>(), now_ms, &e.to_string())
+                            .await?;
+                    }
+                }
+            }
+        }
+        Ok((out, notices))
+    }
+
+    /// Releases this worker's claim on messages `ids` that failed with `error`: each is due
+    /// again [`RETRY_MS`] per attempt so far after `now_ms`.
+    async fn retry_later(&self, ids: &[i64], now_ms: i64, error: &str) -> sqlx::Result<()> {
+        let mut b = db::Binds::default();
+        let (now, wait, err, owner) = (
+            b.push(now_ms),
+            b.push(RETRY_MS),
+            b.push(error.to_owned()),
+            b.push(self.owner.clone()),
+        );
+        let ids: Vec<String> = ids.iter().map(|id| b.push(*id)).collect();
+        let sql = format!(
+            "UPDATE outbox SET claimed_until = {now} + attempts * {wait}, last_error = {err} \
+             WHERE id IN ({}) AND claimed_by = {owner}",
+            ids.join(", ")
+        );
+        sqlx::query_with(&sql, b.args()).execute(&self.db).await?;
+        Ok(())
     }
 
     async fn mark_sent(&self, tx: &mut db::Tx<'_>, id: i64, now_ms: i64) -> sqlx::Result<()> {

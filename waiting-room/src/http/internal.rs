@@ -11,6 +11,7 @@ use super::error::bounded;
 use super::transitions::audited_transition;
 use super::{parse_event, private_json, AppState};
 use crate::domain::{EventState, SessionEnd, SessionRef};
+use crate::store::StoreError;
 use crate::http::openapi::ProblemDoc;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, Request, State};
@@ -27,6 +28,7 @@ use serde_json::json;
 pub fn routes(state: AppState) -> Router<AppState> {
     Router::new()
         .route("/internal/events/{event}/sessions/end", post(end_session))
+        .route("/internal/events/{event}/sessions/end-batch", post(end_sessions))
         .route("/internal/events/{event}/sold-out", post(sold_out))
         .route("/internal/events/{event}/reopen", post(reopen))
         .route_layer(middleware::from_fn_with_state(state, require_service))
@@ -115,6 +117,83 @@ pub(crate) async fn end_session(
     Ok(private_json(
         StatusCode::OK,
         json!({"ended": ended, "already_ended": !ended}),
+    ))
+}
+
+/// Most admissions one `sessions/end-batch` call may end.
+pub const END_BATCH_MAX: usize = 256;
+
+/// Body of `POST /internal/events/{event}/sessions/end-batch`: 1..=[`END_BATCH_MAX`] jtis,
+/// each 1..=128 characters.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EndSessions {
+    jtis: Vec<String>,
+}
+
+#[utoipa::path(
+    post,
+    path = "/internal/events/{event}/sessions/end-batch",
+    tag = "internal",
+    summary = "Several booking sessions finished: free their max_active slots in one call (idempotent)",
+    description = "What `sessions/end` does for each jti, in one request (the booking core's \
+        outbox sends one per event and poll instead of one per admission). Never 404: an \
+        unknown jti, or every jti of an unknown event, is counted in `unknown`, so a 404 means \
+        a waiting room without this route (the booking core then sends them one by one).",
+    params(("event" = String, Path, description = "event id, [a-z0-9-]{1,40}")),
+    request_body = EndSessions,
+    responses(
+        (status = 200, description = "ended, already_ended, unknown: counts of the jtis", body = Object),
+        (status = 422, body = ProblemDoc),
+        (status = 401, body = ProblemDoc),
+        (status = 503, description = "store unavailable (Retry-After); the call may be repeated whole", body = ProblemDoc)
+    ),
+    security(("service_token" = [])),
+)]
+pub(crate) async fn end_sessions(
+    State(st): State<AppState>,
+    Path(event): Path<String>,
+    body: Result<Json<EndSessions>, JsonRejection>,
+) -> Result<Response, Problem> {
+    let event = parse_event(&event)?;
+    let Json(b) = body?;
+    let n = b.jtis.len();
+    if n == 0 || n > END_BATCH_MAX || b.jtis.iter().any(|j| j.is_empty() || j.len() > 128) {
+        return Err(Problem::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid-body",
+            "Invalid request body",
+        )
+        .detail(format!(
+            "send {{\"jtis\": [...]}}: 1 to {END_BATCH_MAX} jtis of 1 to 128 characters"
+        )));
+    }
+    let now = st.0.clock.now_secs();
+    // One store call per jti, all in flight at once (Redis pipelines them on the one
+    // multiplexed connection), bounded together by the store timeout.
+    let (store, ev) = (&st.0.store, &event);
+    let calls = b.jtis.into_iter().map(|j| async move {
+        match store.end_session(ev, &SessionRef::Jti(j), now).await {
+            Err(StoreError::NotFound) => Ok(SessionEnd::Unknown),
+            other => other,
+        }
+    });
+    let all = async { futures::future::join_all(calls).await.into_iter().collect() };
+    let outs: Vec<SessionEnd> = bounded(st.store_timeout(), all).await?;
+    let count = |k: SessionEnd| outs.iter().filter(|o| **o == k).count();
+    let ended = count(SessionEnd::Ended);
+    if ended > 0 {
+        metrics::counter!("wr_session_ends_received_total", "event" => event.to_string())
+            .increment(ended as u64);
+        st.refresh_status(&event).await;
+    }
+    Ok(private_json(
+        StatusCode::OK,
+        json!({
+            "ended": ended,
+            "already_ended": count(SessionEnd::AlreadyEnded),
+            "unknown": count(SessionEnd::Unknown),
+        }),
     ))
 }
 
