@@ -13,13 +13,15 @@ use axum::Json;
 use sale_common::{Clock, Secret};
 use serde_json::{json, Value};
 use support::{Backend, Harness, SHOW};
+use booking_core::PoolSpec;
 
 on_both!(
     sessions_end_and_sold_out_reach_the_waiting_room,
     session_ends_go_in_one_call_per_event_and_one_by_one_to_an_older_waiting_room,
     the_outbox_poll_reads_one_batch_whatever_the_backlog,
     the_sold_out_check_stops_at_the_first_unsold_seat,
-    a_cancelled_booking_reopens_a_sold_out_show_and_it_sells_out_again
+    a_cancelled_booking_reopens_a_sold_out_show_and_it_sells_out_again,
+    an_allowance_raised_after_a_sell_out_reopens_the_show_and_lowered_sells_it_out
 );
 
 type Calls = Arc<Mutex<Vec<(String, String, Value)>>>;
@@ -485,4 +487,71 @@ async fn session_ends_go_in_one_call_per_event_and_one_by_one_to_an_older_waitin
             }
         }
     }
+}
+
+/// An operator's oversell allowance (`POST /admin/shows/{show}/pools/{pool}/oversell`) changes
+/// what is left to sell: raised after a sell-out, the places it adds reopen the waiting room;
+/// lowered back to what is booked, the show is sold out again. Before, only a cancellation
+/// reopened a show, so places an operator added after a sell-out were never offered to the line.
+async fn an_allowance_raised_after_a_sell_out_reopens_the_show_and_lowered_sells_it_out(
+    b: Backend,
+) {
+    let (wr, calls) = stub().await;
+    let h = Harness::on_with(b, |c| {
+        Harness::small_venue(c, 1);
+        c.shows[0].venue.pools.push(PoolSpec {
+            id: "FLOOR".into(),
+            price_cents: 3_000,
+            capacity: 2,
+        });
+        c.waiting_room_url = wr.clone();
+        c.service_token = Some(Secret::new("svc-token"));
+    })
+    .await;
+    let outbox = h.state.outbox();
+    let reports = || -> Vec<String> {
+        let calls = calls.lock().unwrap();
+        let paths = calls.iter().map(|c| c.0.clone());
+        paths.filter(|p| !p.contains("sessions/end")).collect()
+    };
+    let drain = || async {
+        for _ in 0..3 {
+            outbox.step(h.clock.now_ms()).await.unwrap();
+        }
+    };
+    let allow = |n: u32| {
+        let policy = json!({"no_show_rate": 0.5, "sample": "last tour, 12 shows",
+            "move_order": "latest-booking-first",
+            "offers": [{"kind": "refund-plus-compensation", "compensation_cents": 500}]});
+        let body = json!({"allowance": n, "operator": "ops-anna", "policy": policy});
+        let path = format!("/admin/shows/{SHOW}/pools/FLOOR/oversell");
+        let h = &h;
+        async move {
+            let (st, v) = h.admin_post(&path, body).await;
+            assert_eq!(st, 200, "{v}");
+        }
+    };
+    h.buy("seat", "A-1-1").await;
+    h.buy_places("floor", "FLOOR", 2).await;
+    drain().await;
+    assert_eq!(reports(), ["demo/sold-out"]);
+    allow(1).await;
+    drain().await;
+    assert_eq!(reports(), ["demo/sold-out", "demo/reopen"], "one place added");
+    allow(0).await;
+    drain().await;
+    let again = ["demo/sold-out", "demo/reopen", "demo/sold-out"];
+    assert_eq!(reports(), again, "the place taken away again");
+    allow(0).await;
+    drain().await;
+    assert_eq!(reports(), again, "no change, no report");
+    allow(1).await;
+    drain().await;
+    h.buy_places("late", "FLOOR", 1).await;
+    drain().await;
+    assert_eq!(
+        reports(),
+        ["demo/sold-out", "demo/reopen", "demo/sold-out", "demo/reopen", "demo/sold-out"],
+        "the added place sold: sold out once more"
+    );
 }

@@ -77,28 +77,8 @@ async fn resolve(h: &Harness, booking: &str, body: Value) -> (u16, Value) {
     .await
 }
 
-/// `fan` buys `qty` places of `pool` (hold, pay, callback), one second after the previous
-/// purchase; the booking id.
 async fn buy_places(h: &Harness, fan: &str, pool: &str, qty: u32) -> String {
-    h.clock.advance_ms(1_000);
-    let t = h.token(fan);
-    let (st, b) = h
-        .hold_with(
-            &t,
-            &format!("buy-{fan}"),
-            json!({"pool": pool, "quantity": qty}),
-            &[],
-        )
-        .await;
-    assert_eq!(st, 201, "{b}");
-    let hold = b["hold_id"].as_str().unwrap().to_owned();
-    let (_, back) = h.approve(&t, &hold).await;
-    h.http.get(back).send().await.unwrap();
-    sqlx::query_scalar("SELECT id FROM bookings WHERE hold_id = $1")
-        .bind(&hold)
-        .fetch_one(&h.state.db)
-        .await
-        .unwrap()
+    h.buy_places(fan, pool, qty).await
 }
 
 /// FLOOR (10 places) with allowance 3 (no-show rate 0.3) sold to 13: six bookings of

@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 use sqlx::AnyConnection;
 
 use crate::db::{self, Actor, Db};
+use crate::outbox::notify;
 
 /// Who is moved first when everyone shows up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,7 +109,9 @@ pub async fn capacity(db: &Db, show: &str, pool: &str) -> sqlx::Result<Option<i6
 }
 
 /// Stores a new policy version and the allowance in one transaction (the previous version is
-/// superseded, kept), audited `oversell-set`. Returns the new version.
+/// superseded, kept), audited `oversell-set`, with the waiting room's `reopen` or `sold-out`
+/// report queued when the new allowance changes whether anything is left to sell. Returns the
+/// new version.
 pub async fn set(
     db: &Db,
     show: &str,
@@ -157,6 +160,11 @@ pub async fn set(
         .bind(now_ms).bind(show).bind(pool).bind(Actor::Operator.as_str()).bind(why)
         .execute(&mut *tx)
         .await?;
+    // Places added to a sold-out show reopen the waiting room (seed 000: "a freed seat reopens
+    // the level"); an allowance lowered to what is booked sells the show out. Each is a no-op
+    // unless it changes what the waiting room was last told.
+    notify::reopen_if_freed(&mut tx, show, now_ms).await?;
+    notify::sold_out_if_done(&mut tx, show, now_ms).await?;
     tx.commit().await?;
     Ok(version + 1)
 }

@@ -390,6 +390,24 @@ impl Harness {
         hold
     }
 
+    /// `fan` buys `qty` places of `pool` (hold, pay, callback), one second after the previous
+    /// purchase; the booking id.
+    pub async fn buy_places(&self, fan: &str, pool: &str, qty: u32) -> String {
+        self.clock.advance_ms(1_000);
+        let t = self.token(fan);
+        let body = json!({"pool": pool, "quantity": qty});
+        let (st, b) = self.hold_with(&t, &format!("buy-{fan}"), body, &[]).await;
+        assert_eq!(st, 201, "{b}");
+        let hold = b["hold_id"].as_str().unwrap().to_owned();
+        let (_, back) = self.approve(&t, &hold).await;
+        self.http.get(back).send().await.unwrap();
+        sqlx::query_scalar("SELECT id FROM bookings WHERE hold_id = $1")
+            .bind(&hold)
+            .fetch_one(&self.state.db)
+            .await
+            .unwrap()
+    }
+
     /// `GET {path}` as `fan`, the JSON answer.
     pub async fn fan_get(&self, fan: &str, path: &str) -> Value {
         self.http
