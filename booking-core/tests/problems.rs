@@ -231,13 +231,15 @@ async fn refused_key_reused_with_other_body_is_422(b: Backend) {
 /// Newcomer review: a JSON array was read as a positional hold body (`[["A-1-1"]]` held a
 /// seat) and a too-long `Idempotency-Key` was told to send one. An array is `422 invalid-body`
 /// (nothing held); a key over 200 bytes is `400 idempotency-key-too-long` with the limit, one
-/// that is not printable ASCII `400 invalid-idempotency-key`.
+/// that is not printable ASCII, or sent twice, `400 invalid-idempotency-key`.
 #[tokio::test]
 async fn array_body_and_overlong_key_are_named_problems() {
     let h = Harness::start().await;
     let url = format!("{}/api/shows/{SHOW}/holds", h.base);
     let t = h.token("arrays");
-    for body in [r#"[["A-1-1"]]"#, "[]", r#"[{"seats":["A-1-1"]}]"#] {
+    // (a `null` quantity was read as the default, 1)
+    let null_quantity = r#"{"pool":"FLOOR","quantity":null}"#;
+    for body in [r#"[["A-1-1"]]"#, "[]", r#"[{"seats":["A-1-1"]}]"#, null_quantity] {
         let r = h
             .http
             .post(&url)
@@ -277,5 +279,20 @@ async fn array_body_and_overlong_key_are_named_problems() {
         .unwrap();
     let p = problem(r, 400).await;
     assert_eq!(p["type"], "/problems/invalid-idempotency-key", "{p}");
+    assert_eq!(h.seat_status("A-1-1").await, "free");
+    // Two keys: the first one used to be taken silently.
+    let r = h
+        .http
+        .post(&url)
+        .bearer_auth(&t)
+        .header("Idempotency-Key", "first")
+        .header("Idempotency-Key", "second")
+        .json(&serde_json::json!({"seats": ["A-1-1"]}))
+        .send()
+        .await
+        .unwrap();
+    let p = problem(r, 400).await;
+    assert_eq!(p["type"], "/problems/invalid-idempotency-key", "{p}");
+    assert_eq!(p["title"], "Two Idempotency-Key headers", "{p}");
     assert_eq!(h.seat_status("A-1-1").await, "free");
 }

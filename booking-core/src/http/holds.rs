@@ -63,8 +63,9 @@ pub struct HoldBody {
     /// Places in this general-admission pool.
     #[serde(default)]
     pool: Option<String>,
-    /// With `pool`: how many places (default 1).
-    #[serde(default)]
+    /// With `pool`: how many places (default 1 when left out; `null` is refused, not read
+    /// as the default).
+    #[serde(default, deserialize_with = "present")]
     quantity: Option<u32>,
     /// The best free seats side by side in one row.
     #[serde(default)]
@@ -85,6 +86,12 @@ pub struct HoldBody {
     channel: Option<String>,
 }
 
+/// A member that may be left out but not sent as `null` (`#[serde(default)]` gives `None`
+/// for a missing one; newcomer review: `"quantity": null` held one place).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    u32::deserialize(d).map(Some)
+}
+
 /// `best_available` member of a hold request.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -102,6 +109,18 @@ pub struct BestBody {
 const KEY_MAX: usize = 200;
 
 fn idempotency_key(headers: &HeaderMap) -> ApiResult<String> {
+    // Two keys (two header lines, or one repeated by a proxy): which one the fan meant to
+    // replay is unknown, so neither is used (the field is a single Structured Field string,
+    // draft-ietf-httpapi-idempotency-key-header; RFC 9110 §5.3: a singleton field repeated).
+    if headers.get_all("idempotency-key").iter().nth(1).is_some() {
+        return Err(Problem::new(
+            StatusCode::BAD_REQUEST,
+            "invalid-idempotency-key",
+            "Two Idempotency-Key headers",
+        )
+        .detail("send exactly one Idempotency-Key header")
+        .into());
+    }
     let raw = headers.get("idempotency-key");
     // A key with a byte outside printable ASCII (`HeaderValue::to_str`: visible ASCII, space
     // and tab; newcomer review: Latin-1 bytes were told to "send an Idempotency-Key header").
