@@ -239,7 +239,12 @@ async fn array_body_and_overlong_key_are_named_problems() {
     let t = h.token("arrays");
     // (a `null` quantity was read as the default, 1)
     let null_quantity = r#"{"pool":"FLOOR","quantity":null}"#;
-    for body in [r#"[["A-1-1"]]"#, "[]", r#"[{"seats":["A-1-1"]}]"#, null_quantity] {
+    for body in [
+        r#"[["A-1-1"]]"#,
+        "[]",
+        r#"[{"seats":["A-1-1"]}]"#,
+        null_quantity,
+    ] {
         let r = h
             .http
             .post(&url)

@@ -11,8 +11,8 @@ use super::error::bounded;
 use super::transitions::audited_transition;
 use super::{parse_event, private_json, AppState};
 use crate::domain::{EventState, SessionEnd, SessionRef};
-use crate::store::StoreError;
 use crate::http::openapi::ProblemDoc;
+use crate::store::StoreError;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, Request, State};
 use axum::http::{header, StatusCode};
@@ -28,7 +28,10 @@ use serde_json::json;
 pub fn routes(state: AppState) -> Router<AppState> {
     Router::new()
         .route("/internal/events/{event}/sessions/end", post(end_session))
-        .route("/internal/events/{event}/sessions/end-batch", post(end_sessions))
+        .route(
+            "/internal/events/{event}/sessions/end-batch",
+            post(end_sessions),
+        )
         .route("/internal/events/{event}/sold-out", post(sold_out))
         .route("/internal/events/{event}/reopen", post(reopen))
         .route_layer(middleware::from_fn_with_state(state, require_service))
