@@ -451,16 +451,35 @@ async fn session_ends_go_in_one_call_per_event_and_one_by_one_to_an_older_waitin
         })
         .await;
         leave(&h, 0, n).await;
+        if kind == Stub::Batch {
+            // a malformed session end (no jti) goes alone, not refusing the batch with it
+            let mut tx = booking_core::db::begin_write(&h.state.db).await.unwrap();
+            let payload = json!({"event": "demo"});
+            booking_core::outbox::enqueue(&mut tx, "bad", "session-end", SHOW, &payload, 0)
+                .await
+                .unwrap();
+            tx.commit().await.unwrap();
+        }
         let out = h.state.outbox().step(h.clock.now_ms()).await.unwrap();
         let calls = calls.lock().unwrap().clone();
         let paths: Vec<&str> = calls.iter().map(|c| c.0.as_str()).collect();
         let left = h.count(unsent, "session-end").await;
         match kind {
             Stub::Batch => {
-                assert_eq!(paths, ["demo/sessions/end-batch"], "one call");
+                let batch: Vec<_> = calls
+                    .iter()
+                    .filter(|c| c.0.ends_with("end-batch"))
+                    .collect();
+                assert_eq!(batch.len(), 1, "one call: {paths:?}");
                 let jtis: Vec<String> = (0..n).map(|i| format!("jti-fan{i}")).collect();
-                assert_eq!(calls[0].2, json!({ "jtis": jtis }));
-                assert_eq!((out.notices, out.failed, left), (n, 0, 0), "{out:?}");
+                assert_eq!(batch[0].2, json!({ "jtis": jtis }));
+                let alone: Vec<_> = calls
+                    .iter()
+                    .filter(|c| c.0 == "demo/sessions/end")
+                    .collect();
+                assert_eq!(alone.len(), 1, "{paths:?}");
+                assert_eq!(alone[0].2, json!({"jti": null}), "the malformed one, alone");
+                assert_eq!((out.notices, out.failed, left), (n + 1, 0, 0), "{out:?}");
             }
             Stub::Old => {
                 // the batch's 404 is not recorded: the old waiting room has no such route

@@ -172,6 +172,17 @@ pub async fn reopen_if_freed(tx: &mut Tx<'_>, show: &str, now_ms: i64) -> sqlx::
 /// Most admissions one `sessions/end-batch` call ends: the waiting room's `END_BATCH_MAX`.
 pub const END_BATCH: usize = 256;
 
+/// The `(event, jti)` of a `session-end` message's payload when the waiting room's
+/// `sessions/end-batch` takes them (an event id, a jti of 1..=128 characters), else `None`:
+/// such a message is sent alone, so a malformed one fails and is retried alone instead of
+/// having the batch refused with it.
+pub fn end_of(payload: &str) -> Option<(String, String)> {
+    let p: Value = serde_json::from_str(payload).ok()?;
+    let (event, jti) = (p["event"].as_str()?, p["jti"].as_str()?);
+    let ok = !event.is_empty() && (1..=128).contains(&jti.len());
+    ok.then(|| (event.to_owned(), jti.to_owned()))
+}
+
 /// Ends the sessions of admissions `jtis` (1..=[`END_BATCH`]) of `event` in one call:
 /// `POST /internal/events/{event}/sessions/end-batch {"jtis": [...]}` (API.md). That route
 /// never answers 404 (unknown jtis are counted, not refused), so a 404 is a waiting room from

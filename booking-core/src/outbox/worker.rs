@@ -113,7 +113,7 @@ impl Outbox {
         let (ends, due): (Vec<_>, Vec<_>) = due
             .into_iter()
             .filter(|m| claimed.contains(&m.0))
-            .partition(|m| m.2 == notify::SESSION_END);
+            .partition(|m| m.2 == notify::SESSION_END && notify::end_of(&m.3).is_some());
         let mut groups: Vec<Vec<(i64, String, String, String)>> = Vec::new();
         for m in due {
             match groups.iter_mut().find(|g| g[0].1 == m.1) {
@@ -269,7 +269,8 @@ impl Outbox {
         Ok(notice)
     }
 
-    /// Sends the step's session ends `(id, ref_id, kind, payload)`, one call per event and
+    /// Sends the step's session ends `(id, ref_id, kind, payload)` (those [`notify::end_of`]
+    /// reads; any other is sent alone by [`Outbox::one`]), one call per event and
     /// [`notify::END_BATCH`] jtis ([`notify::send_ends`]; sent one per admission, one PostgreSQL
     /// bench run made 11,630 POSTs for as many session ends, about 110 per call now). The
     /// delivered ones come back for [`Outbox::mark_notices`]; a failed call's are retried later.
@@ -280,12 +281,13 @@ impl Outbox {
     ) -> ApiResult<(Outcome, Vec<(i64, bool)>)> {
         let mut by_event: Vec<(String, Vec<(i64, String)>)> = Vec::new();
         for (id, _, _, payload) in ends {
-            let p: Value = serde_json::from_str(&payload).unwrap_or_default();
-            let (event, jti) = (p["event"].as_str().unwrap_or_default(), p["jti"].as_str());
-            let jti = jti.unwrap_or_default().to_owned();
-            match by_event.iter_mut().find(|(e, _)| e == event) {
+            // `step` sends here only the messages `end_of` reads
+            let Some((event, jti)) = notify::end_of(&payload) else {
+                continue;
+            };
+            match by_event.iter_mut().find(|(e, _)| *e == event) {
                 Some((_, v)) => v.push((id, jti)),
-                None => by_event.push((event.to_owned(), vec![(id, jti)])),
+                None => by_event.push((event, vec![(id, jti)])),
             }
         }
         let (mut out, mut notices) = (Outcome::default(), Vec::new());
