@@ -55,7 +55,7 @@ async fn keep_busy(base: String, event: String, stop: Arc<AtomicBool>, tally: Ar
     let mut token: Option<String> = None;
     while !stop.load(Ordering::Relaxed) {
         let r = match &token {
-            Some(t) if tally.ok.load(Ordering::Relaxed) % 2 == 0 => {
+            Some(t) if tally.ok.load(Ordering::Relaxed).is_multiple_of(2) => {
                 c.get(format!("{base}/api/events/{event}/position"))
                     .bearer_auth(t)
                     .send()

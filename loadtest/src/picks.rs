@@ -326,57 +326,6 @@ pub async fn pool_office(
     Ok(office)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::Shares;
-
-    fn map() -> Value {
-        json!({"seats": [
-            {"id": "A-1-1", "section": "A", "row": 1, "number": 1, "status": "free"},
-            {"id": "A-1-2", "section": "A", "row": 1, "number": 2, "status": "sold"},
-        ], "pools": [{"id": "FLOOR", "price_cents": 6500, "capacity": 5, "oversell": 0, "available": 3}]})
-    }
-
-    #[test]
-    fn each_kind_asks_its_way_and_falls_back() {
-        let m = map();
-        assert_eq!(
-            choose(&m, Kind::Pool, 4, 1),
-            Some(Pick::Pool {
-                pool: "FLOOR".into(),
-                quantity: 3
-            })
-        );
-        assert_eq!(
-            choose(&m, Kind::Seats, 2, 1),
-            Some(Pick::Seats(vec!["A-1-1".into()]))
-        );
-        let best = choose(&m, Kind::Best, 2, 1).unwrap();
-        assert_eq!(best.body()["best_available"]["quantity"], 1);
-        assert_eq!(best.body()["best_available"]["section"], "A");
-        let none_left =
-            json!({"seats": [], "pools": [{"id": "FLOOR", "available": 0, "capacity": 5}]});
-        assert_eq!(choose(&none_left, Kind::Best, 1, 1), None);
-        let only_pool = json!({"seats": [], "pools": [{"id": "FLOOR", "available": 2}]});
-        assert!(matches!(
-            choose(&only_pool, Kind::Seats, 1, 1),
-            Some(Pick::Pool { .. })
-        ));
-    }
-
-    #[test]
-    fn shares_draw_every_kind() {
-        let all_pool = Shares {
-            best_available: 0.0,
-            pool: 1.0,
-            interval: 0.0,
-        };
-        assert_eq!(all_pool.draw(), Kind::Pool);
-        assert_eq!(Shares::default().draw(), Kind::Seats);
-    }
-}
-
 /// A seat-map answer's seats by row, borrowed from the parsed answer (built once per answer
 /// and tried for several party sizes: the seed rehearsal's fans spent most of the load
 /// generator's CPU re-reading 1,400-seat sections into owned maps for every size tried).
@@ -436,5 +385,56 @@ impl<'a> Rows<'a> {
         blocks()
             .nth(i)
             .map(|w| w.iter().map(|s| s.1.to_owned()).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Shares;
+
+    fn map() -> Value {
+        json!({"seats": [
+            {"id": "A-1-1", "section": "A", "row": 1, "number": 1, "status": "free"},
+            {"id": "A-1-2", "section": "A", "row": 1, "number": 2, "status": "sold"},
+        ], "pools": [{"id": "FLOOR", "price_cents": 6500, "capacity": 5, "oversell": 0, "available": 3}]})
+    }
+
+    #[test]
+    fn each_kind_asks_its_way_and_falls_back() {
+        let m = map();
+        assert_eq!(
+            choose(&m, Kind::Pool, 4, 1),
+            Some(Pick::Pool {
+                pool: "FLOOR".into(),
+                quantity: 3
+            })
+        );
+        assert_eq!(
+            choose(&m, Kind::Seats, 2, 1),
+            Some(Pick::Seats(vec!["A-1-1".into()]))
+        );
+        let best = choose(&m, Kind::Best, 2, 1).unwrap();
+        assert_eq!(best.body()["best_available"]["quantity"], 1);
+        assert_eq!(best.body()["best_available"]["section"], "A");
+        let none_left =
+            json!({"seats": [], "pools": [{"id": "FLOOR", "available": 0, "capacity": 5}]});
+        assert_eq!(choose(&none_left, Kind::Best, 1, 1), None);
+        let only_pool = json!({"seats": [], "pools": [{"id": "FLOOR", "available": 2}]});
+        assert!(matches!(
+            choose(&only_pool, Kind::Seats, 1, 1),
+            Some(Pick::Pool { .. })
+        ));
+    }
+
+    #[test]
+    fn shares_draw_every_kind() {
+        let all_pool = Shares {
+            best_available: 0.0,
+            pool: 1.0,
+            interval: 0.0,
+        };
+        assert_eq!(all_pool.draw(), Kind::Pool);
+        assert_eq!(Shares::default().draw(), Kind::Seats);
     }
 }

@@ -6,7 +6,7 @@
 
 use std::process::Command;
 
-fn number_after<'a>(text: &'a str, label: &str) -> f64 {
+fn number_after(text: &str, label: &str) -> f64 {
     let rest = text
         .split(label)
         .nth(1)

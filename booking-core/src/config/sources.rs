@@ -92,7 +92,7 @@ impl Provider for FileLayer {
         let mut data = Json::string(&self.text).data()?;
         let base = self.path.parent().unwrap_or(Path::new("."));
         for dict in data.values_mut() {
-            secret_files(dict, base, "the configuration file")?;
+            secret_files(dict, base, "the configuration file").map_err(Error::from)?;
         }
         Ok(data)
     }
@@ -123,7 +123,7 @@ impl Provider for EnvLayer {
             }
             insert(&mut dict, &path, env_value(&path[0], value));
         }
-        secret_files(&mut dict, Path::new(""), "the environment")?;
+        secret_files(&mut dict, Path::new(""), "the environment").map_err(Error::from)?;
         Ok(Map::from([(Profile::Default, dict)]))
     }
 }
@@ -158,24 +158,25 @@ fn insert(dict: &mut Dict, path: &[String], value: Value) {
     }
 }
 
-/// Replaces each `<key>_file` of one layer by the secret read from that file.
-fn secret_files(dict: &mut Dict, base: &Path, layer: &str) -> Result<(), Error> {
+/// Replaces each `<key>_file` of one layer by the secret read from that file. `Err`: what is
+/// wrong, for the layer's `figment::Error` (kept small here: that type is over 200 bytes).
+fn secret_files(dict: &mut Dict, base: &Path, layer: &str) -> Result<(), String> {
     for key in SECRET_KEYS {
         let file_key = format!("{key}_file");
         let Some(v) = dict.remove(&file_key) else {
             continue;
         };
         if dict.contains_key(*key) {
-            return Err(Error::from(format!(
+            return Err(format!(
                 "{key} and {file_key} are both set in {layer}: give one"
-            )));
+            ));
         }
         let Some(name) = v.as_str() else {
-            return Err(Error::from(format!("{file_key}: must be a file path")));
+            return Err(format!("{file_key}: must be a file path"));
         };
         let path = base.join(name);
         let text = std::fs::read_to_string(&path)
-            .map_err(|e| Error::from(format!("{file_key}: cannot read {}: {e}", path.display())))?;
+            .map_err(|e| format!("{file_key}: cannot read {}: {e}", path.display()))?;
         let value = if *key == "webhook_secrets" {
             let lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
             Value::from(lines.map(Value::from).collect::<Vec<_>>())

@@ -423,10 +423,18 @@ impl SeatMaps {
     }
 }
 
+/// A seat as [`load`] reads it: `(seat_id, section, seat_row, number, price_cents, status,
+/// hold_expires_at ms)`.
+type SeatRow = (String, String, i64, i64, i64, String, Option<i64>);
+
+/// A change-feed row: `(next cursor, seat_id, status, hold_expires_at ms)`, the seat columns
+/// `None` when nothing changed since the cursor (the `LEFT JOIN` found no seat).
+type ChangeRow = (i64, Option<String>, Option<String>, Option<i64>);
+
 /// Reads every seat of `show` once (a node's first read of the show), with the feed's cursor.
 async fn load(db: &Db, show: &str, version: u64) -> sqlx::Result<Live> {
     let cursor = cursor_now(db).await?;
-    let rows: Vec<(String, String, i64, i64, i64, String, Option<i64>)> = sqlx::query_as(
+    let rows: Vec<SeatRow> = sqlx::query_as(
         "SELECT seat_id, section, seat_row, number, price_cents, status, hold_expires_at FROM seats \
          WHERE show_id = $1 ORDER BY section, seat_row, number",
     )
@@ -508,7 +516,7 @@ async fn poll(
          LEFT JOIN seats s ON s.show_id = $1 AND s.change_seq >= $2",
         cursor_sql(db::backend(db))
     );
-    let rows: Vec<(i64, Option<String>, Option<String>, Option<i64>)> = sqlx::query_as(&sql)
+    let rows: Vec<ChangeRow> = sqlx::query_as(&sql)
         .bind(&live.show)
         .bind(live.cursor)
         .fetch_all(db)

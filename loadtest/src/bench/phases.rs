@@ -345,12 +345,15 @@ impl Refusals {
 /// What one hold request asks for (a JSON body), drawn per request.
 type Ask = Arc<dyn Fn() -> Value + Send + Sync>;
 
+/// A worker's live hold, released before its next: `(hold id, admission token)`.
+type Live = (String, String);
+
 /// The closed loop both hold phases share: each request takes the next unused admission token
 /// (a released hold ends its admission's booking rights: `409 admission-ended`), asks for
 /// `ask()`, and the worker releases its previous 201 (untimed) before its next hold; the tokens
 /// are counted across every hold phase of the run. Returns the figure and the refusals by kind.
 async fn hold_loop(ctx: &Ctx, adm: Arc<Vec<String>>, name: &str, ask: Ask) -> (Measured, String) {
-    let live: Arc<Vec<Mutex<Option<(String, String)>>>> =
+    let live: Arc<Vec<Mutex<Option<Live>>>> =
         Arc::new((0..ctx.connections).map(|_| Mutex::new(None)).collect());
     let (c, bc, ev) = (ctx.client.clone(), ctx.bc.clone(), ctx.event.clone());
     let refusals = Arc::new(Refusals::default());
