@@ -12,12 +12,13 @@ use std::sync::Arc;
 use booking_core::Venue;
 use sale_common::Clock;
 use serde_json::{json, Value};
-use support::{Backend, Harness};
+use support::{analyse, Analysed, Backend, Harness, SHOW};
 use tokio::sync::Barrier;
 
 on_both!(
     best_available_races_and_never_splits,
-    a_fragmented_front_still_finds_the_block_behind_it
+    a_fragmented_front_still_finds_the_block_behind_it,
+    the_best_seats_read_stops_at_a_prefix_behind_a_sold_front
 );
 
 fn best(n: u32, split: bool) -> Value {
@@ -247,4 +248,90 @@ async fn a_fragmented_front_still_finds_the_block_behind_it(b: Backend) {
     let (st, body) = h.hold_with(&t, "k", best(2, false), &[]).await;
     assert_eq!(st, 201, "{body}");
     assert_eq!(body["seats"], json!(["A-1-520", "A-1-521"]), "{body}");
+}
+
+/// Best available's read (`best::FREE_SQL` with `LIMIT best::PREFIX`) behind a sold-out front:
+/// ten sections of 40 rows × 50 seats, section A's first 30 rows sold. It answers A's first 256
+/// free seats in seat order, and reads about that many: on PostgreSQL no plan node reads more
+/// than the prefix or drops more than a few rows; on SQLite the partial index `seats_unsold`
+/// serves it, unsorted. Without migration `20261202060000_seats_unsold` PostgreSQL either walks
+/// the layout index past A's 1,500 sold seats or reads every free seat of the show (18,500)
+/// and sorts them (it fails), and SQLite walks the layout index.
+async fn the_best_seats_read_stops_at_a_prefix_behind_a_sold_front(b: Backend) {
+    use booking_core::inventory::best::{FREE_SQL, PREFIX};
+    let h = Harness::on_with(b, |c| {
+        let v = &mut c.shows[0].venue;
+        *v = Venue::small(50);
+        v.rows = 40;
+        let section = |name: char| booking_core::venue::Section {
+            name: name.to_string(),
+            price_cents: 5_000,
+            fee_cents: 0,
+            rows: Vec::new(),
+        };
+        v.sections = "ABCDEFGHIJ".chars().map(section).collect();
+    })
+    .await;
+    let db = &h.state.db;
+    sqlx::query(
+        "UPDATE seats SET status = 'sold' WHERE show_id = $1 AND section = 'A' AND seat_row <= 30",
+    )
+    .bind(SHOW)
+    .execute(db)
+    .await
+    .unwrap();
+    // as autovacuum would after such a sale (the sold seats' old versions out of the indexes)
+    sqlx::query("VACUUM").execute(db).await.unwrap();
+    sqlx::query("ANALYZE").execute(db).await.unwrap();
+    let sql = format!("{FREE_SQL} LIMIT {PREFIX}");
+    let free: Vec<(String, i64, i64, i64)> = sqlx::query_as(&sql)
+        .bind(h.clock.now_ms())
+        .bind(SHOW)
+        .bind("A")
+        .fetch_all(db)
+        .await
+        .unwrap();
+    let got: Vec<(i64, i64)> = free.iter().map(|f| (f.1, f.2)).collect();
+    let want: Vec<(i64, i64)> = (31..=40)
+        .flat_map(|row| (1..=50).map(move |n| (row, n)))
+        .take(PREFIX)
+        .collect();
+    assert_eq!(got, want, "the first free seats behind the sold front");
+    match b {
+        Backend::Postgres => {
+            let sql = sql
+                .replace("$1", &h.clock.now_ms().to_string())
+                .replace("$2", &format!("'{SHOW}'"))
+                .replace("$3", "'A'");
+            let Analysed {
+                plan,
+                read,
+                dropped,
+            } = analyse(db, &sql).await;
+            let most = PREFIX as i64;
+            assert!(
+                read.iter().all(|rows| *rows <= most) && dropped <= 8,
+                "no node reads more than the prefix: {plan:#?}"
+            );
+        }
+        Backend::Sqlite => {
+            let plan: Vec<(i64, i64, i64, String)> =
+                sqlx::query_as(&format!("EXPLAIN QUERY PLAN {sql}"))
+                    .bind(0_i64)
+                    .bind(SHOW)
+                    .bind("A")
+                    .fetch_all(db)
+                    .await
+                    .unwrap();
+            let details: Vec<&str> = plan.iter().map(|r| r.3.as_str()).collect();
+            assert!(
+                details.iter().any(|d| d.contains("seats_unsold")),
+                "served by the unsold seats' index: {details:?}"
+            );
+            assert!(
+                details.iter().all(|d| !d.contains("TEMP B-TREE")),
+                "no sort: {details:?}"
+            );
+        }
+    }
 }

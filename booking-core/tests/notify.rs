@@ -13,7 +13,7 @@ use axum::Json;
 use booking_core::PoolSpec;
 use sale_common::{Clock, Secret};
 use serde_json::{json, Value};
-use support::{Backend, Harness, SHOW};
+use support::{analyse, Analysed, Backend, Harness, SHOW};
 
 on_both!(
     sessions_end_and_sold_out_reach_the_waiting_room,
@@ -298,39 +298,6 @@ async fn the_sold_out_check_stops_at_the_first_unsold_seat(b: Backend) {
     assert_eq!(left().await, 2, "places held are not sold");
     exec("DELETE FROM pools WHERE show_id = $1").await;
     assert_eq!(left().await, 0, "every seat sold and no pool: sold out");
-}
-
-/// A PostgreSQL plan run by `EXPLAIN (ANALYZE)`, as text (the Any driver cannot decode the
-/// JSON format): its lines, each node's actual rows (`(actual time=a..b rows=N loops=1)`;
-/// nodes never executed have none) and the rows read and dropped (`Rows Removed by Filter`).
-struct Analysed {
-    plan: Vec<String>,
-    read: Vec<i64>,
-    dropped: i64,
-}
-
-async fn analyse(db: &booking_core::db::Db, sql: &str) -> Analysed {
-    let plan: Vec<String> = sqlx::query_scalar(&format!("EXPLAIN (ANALYZE, COSTS OFF) {sql}"))
-        .fetch_all(db)
-        .await
-        .unwrap();
-    let read: Vec<i64> = plan
-        .iter()
-        .filter_map(|l| l.split("(actual ").nth(1))
-        .filter_map(|a| a.split("rows=").nth(1))
-        .filter_map(|r| r.split_whitespace().next()?.parse().ok())
-        .collect();
-    assert!(!read.is_empty(), "an analysed plan: {plan:?}");
-    let dropped = plan
-        .iter()
-        .filter_map(|l| l.split("Rows Removed by Filter: ").nth(1))
-        .filter_map(|n| n.trim().parse::<i64>().ok())
-        .sum();
-    Analysed {
-        plan,
-        read,
-        dropped,
-    }
 }
 
 /// A show reported sold out is reopened when a booking is cancelled and its seat is left to

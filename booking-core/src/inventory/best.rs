@@ -32,8 +32,13 @@ pub struct Want<'a> {
 /// A free seat: id, row, number, price (cents).
 type Free = (String, i64, i64, i64);
 
-const FREE_SQL: &str = "SELECT seat_id, seat_row, number, price_cents FROM seats \
-     WHERE show_id = $2 AND section = $3 \
+/// A section's free seats (`$2` show, `$3` section; a hold lapsed by `$1`, epoch ms, counts
+/// free), best first, as [`Free`] rows. Served by the partial index `seats_unsold` (migration
+/// `20261202060000_seats_unsold`), so with a `LIMIT` it reads about that many seats however many
+/// in front are sold; `status <> 'sold'` is there so that SQLite's planner, which matches a
+/// partial index's condition as written, may use it.
+pub const FREE_SQL: &str = "SELECT seat_id, seat_row, number, price_cents FROM seats \
+     WHERE show_id = $2 AND section = $3 AND status <> 'sold' \
      AND (status = 'free' OR (status = 'held' AND hold_expires_at <= $1)) \
      ORDER BY seat_row, number";
 

@@ -471,3 +471,40 @@ impl Harness {
             .unwrap()
     }
 }
+
+/// A PostgreSQL plan run by `EXPLAIN (ANALYZE)`, as text (the Any driver cannot decode the
+/// JSON format): its lines, each node's actual rows (`(actual time=a..b rows=N loops=1)`;
+/// nodes never executed have none) and the rows read and dropped (`Rows Removed by Filter`).
+pub struct Analysed {
+    /// The plan's lines.
+    pub plan: Vec<String>,
+    /// Each executed node's actual rows.
+    pub read: Vec<i64>,
+    /// Rows dropped by filters, summed.
+    pub dropped: i64,
+}
+
+/// Runs `EXPLAIN (ANALYZE, COSTS OFF) {sql}` on PostgreSQL (`sql` with its values inlined).
+pub async fn analyse(db: &booking_core::db::Db, sql: &str) -> Analysed {
+    let plan: Vec<String> = sqlx::query_scalar(&format!("EXPLAIN (ANALYZE, COSTS OFF) {sql}"))
+        .fetch_all(db)
+        .await
+        .unwrap();
+    let read: Vec<i64> = plan
+        .iter()
+        .filter_map(|l| l.split("(actual ").nth(1))
+        .filter_map(|a| a.split("rows=").nth(1))
+        .filter_map(|r| r.split_whitespace().next()?.parse().ok())
+        .collect();
+    assert!(!read.is_empty(), "an analysed plan: {plan:?}");
+    let dropped = plan
+        .iter()
+        .filter_map(|l| l.split("Rows Removed by Filter: ").nth(1))
+        .filter_map(|n| n.trim().parse::<i64>().ok())
+        .sum();
+    Analysed {
+        plan,
+        read,
+        dropped,
+    }
+}
