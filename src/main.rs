@@ -54,7 +54,8 @@ struct UpArgs {
     /// Live admitted sessions at most for the demo event.
     #[arg(long, default_value_t = 100)]
     max_active: u64,
-    /// Seats in the demo venue.
+    /// Seats in the demo venue, at least: 5 sections (one per 1,500 seats above 7,500, at most
+    /// 26) of whole rows of 20, so `--seats 5` gives 100 (one row in each section).
     #[arg(long, default_value_t = 600)]
     seats: u32,
     /// Places in a general-admission pool `FLOOR` of the demo show (0: none).

@@ -237,14 +237,15 @@ async fn array_body_and_overlong_key_are_named_problems() {
     let h = Harness::start().await;
     let url = format!("{}/api/shows/{SHOW}/holds", h.base);
     let t = h.token("arrays");
-    // (a `null` quantity was read as the default, 1)
+    // (a `null` quantity or channel was read as left out; a member given twice, as its last)
     let null_quantity = r#"{"pool":"FLOOR","quantity":null}"#;
-    for body in [
-        r#"[["A-1-1"]]"#,
-        "[]",
-        r#"[{"seats":["A-1-1"]}]"#,
-        null_quantity,
-    ] {
+    let null_channel = r#"{"seats":["A-1-1"],"channel":null}"#;
+    let twice = r#"{"seats":["A-1-1"],"seats":["A-1-2"]}"#;
+    let bodies = [r#"[["A-1-1"]]"#, "[]", r#"[{"seats":["A-1-1"]}]"#];
+    for body in bodies
+        .into_iter()
+        .chain([null_quantity, null_channel, twice])
+    {
         let r = h
             .http
             .post(&url)
@@ -259,6 +260,7 @@ async fn array_body_and_overlong_key_are_named_problems() {
         assert_eq!(p["type"], "/problems/invalid-body", "{body}: {p}");
     }
     assert_eq!(h.seat_status("A-1-1").await, "free");
+    assert_eq!(h.seat_status("A-1-2").await, "free");
     let r = h
         .http
         .post(&url)
@@ -285,6 +287,18 @@ async fn array_body_and_overlong_key_are_named_problems() {
     let p = problem(r, 400).await;
     assert_eq!(p["type"], "/problems/invalid-idempotency-key", "{p}");
     assert_eq!(h.seat_status("A-1-1").await, "free");
+    // A tab passes the HTTP server, and was taken as part of the key.
+    let r = h
+        .http
+        .post(&url)
+        .bearer_auth(&t)
+        .header("Idempotency-Key", "a\tb")
+        .json(&serde_json::json!({"seats": ["A-1-1"]}))
+        .send()
+        .await
+        .unwrap();
+    let p = problem(r, 400).await;
+    assert_eq!(p["type"], "/problems/invalid-idempotency-key", "{p}");
     // Two keys: the first one used to be taken silently.
     let r = h
         .http

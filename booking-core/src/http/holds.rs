@@ -81,15 +81,19 @@ pub struct HoldBody {
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     end: Option<super::resources::Instant>,
-    /// Channel (`web`, `app`, …); the `X-Channel` header wins.
-    #[serde(default)]
+    /// Channel (`web`, `app`, …); the `X-Channel` header wins. Not `null`.
+    #[serde(default, deserialize_with = "present")]
     channel: Option<String>,
 }
 
 /// A member that may be left out but not sent as `null` (`#[serde(default)]` gives `None`
 /// for a missing one; newcomer review: `"quantity": null` held one place).
-fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
-    u32::deserialize(d).map(Some)
+fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(d).map(Some)
 }
 
 /// `best_available` member of a hold request.
@@ -103,6 +107,42 @@ pub struct BestBody {
     /// Whether the seats may be apart when no block is free.
     #[serde(default)]
     allow_split: bool,
+}
+
+/// The hold request's body: `Content-Type: application/json` (or `…+json`, else 415), JSON
+/// (else 400), an object (else 422: serde reads a struct from a JSON array by position too;
+/// newcomer review: `[["B-3-20"]]` was taken as a seat hold), read straight from the bytes so
+/// that a member given twice is a 422 (read through a `Value` the last one won: `{"pool":
+/// "FLOOR","quantity":1,"quantity":4}` held 4 places). The statuses are axum's `Json`'s.
+fn hold_body(
+    headers: &HeaderMap,
+    body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
+) -> ApiResult<HoldBody> {
+    let bytes = body.map_err(|r| rejection(r.status(), "body", &r.body_text()))?;
+    let json = headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .is_some_and(|m| {
+            m == "application/json" || (m.starts_with("application/") && m.ends_with("+json"))
+        });
+    if !json {
+        let text = "Expected request with `Content-Type: application/json`";
+        return Err(rejection(StatusCode::UNSUPPORTED_MEDIA_TYPE, "body", text).into());
+    }
+    let unusable = |e: &str| rejection(StatusCode::UNPROCESSABLE_ENTITY, "body", e);
+    let Json(raw) = Json::<Value>::from_bytes(&bytes)
+        .map_err(|r: JsonRejection| rejection(r.status(), "body", &r.body_text()))?;
+    if !raw.is_object() {
+        return Err(unusable("the hold request must be a JSON object").into());
+    }
+    serde_json::from_slice(&bytes).map_err(|e| unusable(&e.to_string()).into())
 }
 
 /// Longest `Idempotency-Key` accepted, bytes.
@@ -125,7 +165,10 @@ fn idempotency_key(headers: &HeaderMap) -> ApiResult<String> {
     // A key with a byte outside printable ASCII (`HeaderValue::to_str`: visible ASCII, space
     // and tab; newcomer review: Latin-1 bytes were told to "send an Idempotency-Key header").
     // Control characters never get here: the HTTP server refuses the request first.
-    if raw.is_some_and(|v| v.to_str().is_err()) {
+    // A tab passes both the HTTP server and `to_str`, but is no printable ASCII either.
+    let printable =
+        |v: &axum::http::HeaderValue| v.as_bytes().iter().all(|b| (0x20..=0x7e).contains(b));
+    if raw.is_some_and(|v| !printable(v)) {
         return Err(Problem::new(
             StatusCode::BAD_REQUEST,
             "invalid-idempotency-key",
@@ -287,19 +330,12 @@ pub async fn create_hold(
     State(state): State<AppState>,
     Path(show): Path<String>,
     headers: HeaderMap,
-    body: Result<Json<Value>, JsonRejection>,
+    body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
 ) -> ApiResult<Response> {
     known_show(&state, &show)?;
     let adm = fan(&state, &headers, Some(&show)).await?;
     let key = idempotency_key(&headers)?;
-    let Json(raw) = body.map_err(|r| rejection(r.status(), "body", &r.body_text()))?;
-    // An object only: serde reads a struct from a JSON array by position too (newcomer review:
-    // `[["B-3-20"]]` was taken as a seat hold).
-    let unusable = |e: &str| rejection(StatusCode::UNPROCESSABLE_ENTITY, "body", e);
-    if !raw.is_object() {
-        return Err(unusable("the hold request must be a JSON object").into());
-    }
-    let body: HoldBody = serde_json::from_value(raw).map_err(|e| unusable(&e.to_string()))?;
+    let body = hold_body(&headers, body)?;
     let (channel, timing) = channel_of(&state, &headers, body.channel.as_deref())?;
     let venue = &super::resources::show_config(&state, &show)?.venue;
     let ask = ask_of(body, state.config.max_seats_per_hold, venue)?;
