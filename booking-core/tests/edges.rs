@@ -7,7 +7,6 @@ mod support;
 use std::collections::HashSet;
 use std::time::Duration;
 
-use booking_core::PoolSpec;
 use booking_core::Reconciler;
 use sale_common::Clock;
 use serde_json::{json, Value};
@@ -596,12 +595,7 @@ async fn operator_refunds_by_seat_then_in_full_and_cancels_without_refund(b: Bac
 /// places go to the fan waiting for that pool.
 async fn pool_bookings_listed_and_the_waitlist_opens_per_kind(b: Backend) {
     let h = Harness::on_with(b, |c| {
-        Harness::small_venue(c, 1);
-        c.shows[0].venue.pools.push(PoolSpec {
-            id: "FLOOR".into(),
-            price_cents: 3_000,
-            capacity: 2,
-        });
+        Harness::venue_with_floor(c, 1, 2);
     })
     .await;
     assert_eq!(

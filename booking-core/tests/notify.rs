@@ -10,7 +10,6 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use axum::Json;
-use booking_core::PoolSpec;
 use sale_common::{Clock, Secret};
 use serde_json::{json, Value};
 use support::{analyse, Analysed, Backend, Harness, SHOW};
@@ -260,12 +259,7 @@ async fn the_outbox_poll_reads_one_batch_whatever_the_backlog(b: Backend) {
 async fn the_sold_out_check_stops_at_the_first_unsold_seat(b: Backend) {
     use booking_core::outbox::notify::LEFT_TO_SELL;
     let h = Harness::on_with(b, |c| {
-        Harness::small_venue(c, 500);
-        c.shows[0].venue.pools.push(booking_core::PoolSpec {
-            id: "FLOOR".into(),
-            price_cents: 3_000,
-            capacity: 2,
-        });
+        Harness::venue_with_floor(c, 500, 2);
     })
     .await;
     let db = &h.state.db;
@@ -482,12 +476,7 @@ async fn an_allowance_raised_after_a_sell_out_reopens_the_show_and_lowered_sells
 ) {
     let (wr, calls) = stub().await;
     let h = Harness::on_with(b, |c| {
-        Harness::small_venue(c, 1);
-        c.shows[0].venue.pools.push(PoolSpec {
-            id: "FLOOR".into(),
-            price_cents: 3_000,
-            capacity: 2,
-        });
+        Harness::venue_with_floor(c, 1, 2);
         c.waiting_room_url = wr.clone();
         c.service_token = Some(Secret::new("svc-token"));
     })

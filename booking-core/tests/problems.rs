@@ -261,56 +261,29 @@ async fn array_body_and_overlong_key_are_named_problems() {
     }
     assert_eq!(h.seat_status("A-1-1").await, "free");
     assert_eq!(h.seat_status("A-1-2").await, "free");
-    let r = h
-        .http
-        .post(&url)
-        .bearer_auth(&t)
-        .header("Idempotency-Key", "k".repeat(10_000))
-        .json(&serde_json::json!({"seats": ["A-1-1"]}))
-        .send()
-        .await
-        .unwrap();
-    let p = problem(r, 400).await;
+    // A hold of A-1-1 sent with these `Idempotency-Key` header values: its 400 problem.
+    let keyed = |keys: Vec<reqwest::header::HeaderValue>| {
+        let mut req = h.http.post(&url).bearer_auth(&t);
+        for k in keys {
+            req = req.header("Idempotency-Key", k);
+        }
+        let req = req.json(&serde_json::json!({"seats": ["A-1-1"]}));
+        async move { problem(req.send().await.unwrap(), 400).await }
+    };
+    let value = |k: &str| reqwest::header::HeaderValue::from_str(k).unwrap();
+    let p = keyed(vec![value(&"k".repeat(10_000))]).await;
     assert_eq!(p["type"], "/problems/idempotency-key-too-long", "{p}");
     assert_eq!(p["max_length"], 200, "{p}");
     // A key of bytes that are not printable ASCII was told to "send an Idempotency-Key header".
     let latin1 = reqwest::header::HeaderValue::from_bytes(&[0xe9; 150]).unwrap();
-    let r = h
-        .http
-        .post(&url)
-        .bearer_auth(&t)
-        .header("Idempotency-Key", latin1)
-        .json(&serde_json::json!({"seats": ["A-1-1"]}))
-        .send()
-        .await
-        .unwrap();
-    let p = problem(r, 400).await;
+    let p = keyed(vec![latin1]).await;
     assert_eq!(p["type"], "/problems/invalid-idempotency-key", "{p}");
     assert_eq!(h.seat_status("A-1-1").await, "free");
     // A tab passes the HTTP server, and was taken as part of the key.
-    let r = h
-        .http
-        .post(&url)
-        .bearer_auth(&t)
-        .header("Idempotency-Key", "a\tb")
-        .json(&serde_json::json!({"seats": ["A-1-1"]}))
-        .send()
-        .await
-        .unwrap();
-    let p = problem(r, 400).await;
+    let p = keyed(vec![value("a\tb")]).await;
     assert_eq!(p["type"], "/problems/invalid-idempotency-key", "{p}");
     // Two keys: the first one used to be taken silently.
-    let r = h
-        .http
-        .post(&url)
-        .bearer_auth(&t)
-        .header("Idempotency-Key", "first")
-        .header("Idempotency-Key", "second")
-        .json(&serde_json::json!({"seats": ["A-1-1"]}))
-        .send()
-        .await
-        .unwrap();
-    let p = problem(r, 400).await;
+    let p = keyed(vec![value("first"), value("second")]).await;
     assert_eq!(p["type"], "/problems/invalid-idempotency-key", "{p}");
     assert_eq!(p["title"], "Two Idempotency-Key headers", "{p}");
     assert_eq!(h.seat_status("A-1-1").await, "free");

@@ -136,13 +136,15 @@ fn hold_body(
         let text = "Expected request with `Content-Type: application/json`";
         return Err(rejection(StatusCode::UNSUPPORTED_MEDIA_TYPE, "body", text).into());
     }
-    let unusable = |e: &str| rejection(StatusCode::UNPROCESSABLE_ENTITY, "body", e);
-    let Json(raw) = Json::<Value>::from_bytes(&bytes)
+    // One parse, straight into the struct (syntax → 400, data → 422, as `Json`'s); a body that
+    // parsed but is not an object was read by position.
+    let Json(body) = Json::<HoldBody>::from_bytes(&bytes)
         .map_err(|r: JsonRejection| rejection(r.status(), "body", &r.body_text()))?;
-    if !raw.is_object() {
-        return Err(unusable("the hold request must be a JSON object").into());
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        let text = "the hold request must be a JSON object";
+        return Err(rejection(StatusCode::UNPROCESSABLE_ENTITY, "body", text).into());
     }
-    serde_json::from_slice(&bytes).map_err(|e| unusable(&e.to_string()).into())
+    Ok(body)
 }
 
 /// Longest `Idempotency-Key` accepted, bytes.

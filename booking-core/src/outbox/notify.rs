@@ -173,7 +173,8 @@ pub async fn reopen_if_freed(tx: &mut Tx<'_>, show: &str, now_ms: i64) -> sqlx::
 pub const END_BATCH: usize = 256;
 
 /// The `(event, jti)` of a `session-end` message's payload when the waiting room's
-/// `sessions/end-batch` takes them (an event id, a jti of 1..=128 characters), else `None`:
+/// `sessions/end-batch` takes them (an event id, a jti of 1..=128 characters: the waiting
+/// room's `JTI_MAX`), else `None`:
 /// such a message is sent alone, so a malformed one fails and is retried alone instead of
 /// having the batch refused with it.
 pub fn end_of(payload: &str) -> Option<(String, String)> {

@@ -110,12 +110,19 @@ impl Outbox {
         };
         // The batch claimed in one statement (another node's worker may hold some of it).
         let claimed = self.claim(&due, now_ms).await?;
-        let (ends, due): (Vec<_>, Vec<_>) = due
-            .into_iter()
-            .filter(|m| claimed.contains(&m.0))
-            .partition(|m| m.2 == notify::SESSION_END && notify::end_of(&m.3).is_some());
+        // The session ends (read once, `(id, event, jti)`) go in batches; the rest one by one.
+        let (mut ends, mut rest) = (Vec::new(), Vec::new());
+        for m in due.into_iter().filter(|m| claimed.contains(&m.0)) {
+            match (m.2 == notify::SESSION_END)
+                .then(|| notify::end_of(&m.3))
+                .flatten()
+            {
+                Some((event, jti)) => ends.push((m.0, event, jti)),
+                None => rest.push(m),
+            }
+        }
         let mut groups: Vec<Vec<(i64, String, String, String)>> = Vec::new();
-        for m in due {
+        for m in rest {
             match groups.iter_mut().find(|g| g[0].1 == m.1) {
                 Some(g) => g.push(m),
                 None => groups.push(vec![m]),
@@ -269,22 +276,18 @@ impl Outbox {
         Ok(notice)
     }
 
-    /// Sends the step's session ends `(id, ref_id, kind, payload)` (those [`notify::end_of`]
-    /// reads; any other is sent alone by [`Outbox::one`]), one call per event and
+    /// Sends the step's session ends `(id, event, jti)` (those [`notify::end_of`] reads; any
+    /// other is sent alone by [`Outbox::one`]), one call per event and
     /// [`notify::END_BATCH`] jtis ([`notify::send_ends`]; sent one per admission, one PostgreSQL
     /// bench run made 11,630 POSTs for as many session ends, about 110 per call now). The
     /// delivered ones come back for [`Outbox::mark_notices`]; a failed call's are retried later.
     async fn ends(
         &self,
-        ends: Vec<(i64, String, String, String)>,
+        ends: Vec<(i64, String, String)>,
         now_ms: i64,
     ) -> ApiResult<(Outcome, Vec<(i64, bool)>)> {
         let mut by_event: Vec<(String, Vec<(i64, String)>)> = Vec::new();
-        for (id, _, _, payload) in ends {
-            // `step` sends here only the messages `end_of` reads
-            let Some((event, jti)) = notify::end_of(&payload) else {
-                continue;
-            };
+        for (id, event, jti) in ends {
             match by_event.iter_mut().find(|(e, _)| *e == event) {
                 Some((_, v)) => v.push((id, jti)),
                 None => by_event.push((event, vec![(id, jti)])),

@@ -327,6 +327,16 @@ impl Harness {
     pub fn small_venue(c: &mut Config, seats: u32) {
         c.shows[0].venue = Venue::small(seats);
     }
+
+    /// [`Harness::small_venue`] of `seats` seats and a `FLOOR` pool of `places` at 3,000 cents.
+    pub fn venue_with_floor(c: &mut Config, seats: u32, places: u32) {
+        Self::small_venue(c, seats);
+        c.shows[0].venue.pools.push(booking_core::PoolSpec {
+            id: "FLOOR".into(),
+            price_cents: 3_000,
+            capacity: places,
+        });
+    }
 }
 
 impl Harness {

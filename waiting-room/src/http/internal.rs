@@ -89,15 +89,12 @@ pub(crate) async fn end_session(
     let event = parse_event(&event)?;
     let Json(b) = body?;
     let session = match (b.jti, b.visitor_id) {
-        (Some(j), None) if !j.is_empty() && j.len() <= 128 => SessionRef::Jti(j),
+        (Some(j), None) if jti_ok(&j) => SessionRef::Jti(j),
         (None, Some(v)) if uuid::Uuid::parse_str(&v).is_ok() => SessionRef::Visitor(v),
         _ => {
-            return Err(Problem::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "invalid-body",
-                "Invalid request body",
-            )
-            .detail("send exactly one of {\"jti\"} or {\"visitor_id\": uuid}"))
+            return Err(invalid_body(
+                "send exactly one of {\"jti\"} or {\"visitor_id\": uuid}",
+            ))
         }
     };
     let now = st.0.clock.now_secs();
@@ -110,24 +107,48 @@ pub(crate) async fn end_session(
             return Err(Problem::not_found("no admission with that jti / visitor"))
         }
     };
-    if ended {
-        // Not `wr_sessions_ended_total`: that is the gauge of the store's count (every node's);
-        // one name with two types made an invalid exposition that summed to twice the truth.
-        metrics::counter!("wr_session_ends_received_total", "event" => event.to_string())
-            .increment(1);
-        st.refresh_status(&event).await;
-    }
+    sessions_ended(&st, &event, usize::from(ended)).await;
     Ok(private_json(
         StatusCode::OK,
         json!({"ended": ended, "already_ended": !ended}),
     ))
 }
 
+/// Longest jti `sessions/end` and `sessions/end-batch` take, characters (the booking core's
+/// `notify::end_of` keeps to it).
+pub const JTI_MAX: usize = 128;
+
+fn jti_ok(j: &str) -> bool {
+    (1..=JTI_MAX).contains(&j.len())
+}
+
+fn invalid_body(detail: impl Into<String>) -> Problem {
+    Problem::new(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid-body",
+        "Invalid request body",
+    )
+    .detail(detail)
+}
+
+/// After `n` sessions of `event` ended here: counted, and the status document refreshed
+/// (its `active` figure) when `n > 0`.
+async fn sessions_ended(st: &AppState, event: &crate::domain::EventId, n: usize) {
+    if n == 0 {
+        return;
+    }
+    // Not `wr_sessions_ended_total`: that is the gauge of the store's count (every node's);
+    // one name with two types made an invalid exposition that summed to twice the truth.
+    metrics::counter!("wr_session_ends_received_total", "event" => event.to_string())
+        .increment(n as u64);
+    st.refresh_status(event).await;
+}
+
 /// Most admissions one `sessions/end-batch` call may end.
 pub const END_BATCH_MAX: usize = 256;
 
 /// Body of `POST /internal/events/{event}/sessions/end-batch`: 1..=[`END_BATCH_MAX`] jtis,
-/// each 1..=128 characters.
+/// each 1..=[`JTI_MAX`] characters.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EndSessions {
@@ -161,14 +182,9 @@ pub(crate) async fn end_sessions(
     let event = parse_event(&event)?;
     let Json(b) = body?;
     let n = b.jtis.len();
-    if n == 0 || n > END_BATCH_MAX || b.jtis.iter().any(|j| j.is_empty() || j.len() > 128) {
-        return Err(Problem::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid-body",
-            "Invalid request body",
-        )
-        .detail(format!(
-            "send {{\"jtis\": [...]}}: 1 to {END_BATCH_MAX} jtis of 1 to 128 characters"
+    if n == 0 || n > END_BATCH_MAX || !b.jtis.iter().all(|j| jti_ok(j)) {
+        return Err(invalid_body(format!(
+            "send {{\"jtis\": [...]}}: 1 to {END_BATCH_MAX} jtis of 1 to {JTI_MAX} characters"
         )));
     }
     let now = st.0.clock.now_secs();
@@ -185,11 +201,7 @@ pub(crate) async fn end_sessions(
     let outs: Vec<SessionEnd> = bounded(st.store_timeout(), all).await?;
     let count = |k: SessionEnd| outs.iter().filter(|o| **o == k).count();
     let ended = count(SessionEnd::Ended);
-    if ended > 0 {
-        metrics::counter!("wr_session_ends_received_total", "event" => event.to_string())
-            .increment(ended as u64);
-        st.refresh_status(&event).await;
-    }
+    sessions_ended(&st, &event, ended).await;
     Ok(private_json(
         StatusCode::OK,
         json!({
