@@ -94,20 +94,7 @@ fn connection_lost(e: &sqlx::Error) -> bool {
 /// Result alias for handlers and services.
 pub type ApiResult<T> = Result<T, ApiError>;
 
-/// Longest piece of user input a problem detail echoes.
-pub const ECHO_MAX: usize = 100;
-
-/// `s` cut to [`ECHO_MAX`] characters (with `…` when cut): problem details never echo long
-/// input.
-pub fn clip(s: &str) -> String {
-    if s.chars().count() <= ECHO_MAX {
-        s.to_owned()
-    } else {
-        let mut out: String = s.chars().take(ECHO_MAX).collect();
-        out.push('…');
-        out
-    }
-}
+pub use sale_common::problem::{clip, ECHO_MAX};
 
 /// A problem for an extractor rejection (`Query`, `Form`, `Path`, `Json`, `Bytes`) with its
 /// status: 413 `payload-too-large` for a body over the limit, else `invalid-{what}` with the

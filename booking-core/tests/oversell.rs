@@ -16,6 +16,7 @@ on_both!(
     oversold_bookings_are_listed_in_policy_order,
     an_operator_moves_compensates_or_refunds_an_oversold_booking,
     seats_and_intervals_are_never_oversold,
+    the_same_policy_sent_ten_times_at_once_is_one_version,
 );
 
 async fn venue(b: Backend) -> Harness {
@@ -543,5 +544,51 @@ async fn seats_and_intervals_are_never_oversold(b: Backend) {
         )
         .await,
         0
+    );
+}
+
+/// Newcomer review: ten identical oversell calls at once (a doubled click, a client's retries)
+/// made ten policy versions and ten audit rows. The current policy sent again by its operator
+/// now writes nothing and answers the current version; a change of allowance, policy or
+/// operator is still a new version.
+async fn the_same_policy_sent_ten_times_at_once_is_one_version(b: Backend) {
+    let h = venue(b).await;
+    let body = json!({"allowance": 2, "operator": "ops-anna", "policy": policy(0.2, "latest-booking-first")});
+    let calls = (0..10).map(|_| set(&h, "FLOOR", body.clone()));
+    let answers = futures::future::join_all(calls).await;
+    let first_set_at = answers[0].1["set_at"].clone();
+    for (st, v) in &answers {
+        assert_eq!((*st, &v["policy_version"]), (200, &json!(1)), "{v}");
+        assert_eq!(v["set_at"], first_set_at, "{v}");
+    }
+    let versions = "SELECT COUNT(*) FROM oversell_policies WHERE show_id = $1";
+    let audits = "SELECT COUNT(*) FROM audit WHERE action = 'oversell-set' AND show_id = $1";
+    assert_eq!(h.count(versions, SHOW).await, 1);
+    assert_eq!(h.count(audits, SHOW).await, 1);
+    // Any difference is a new version: another operator, another rate, another allowance.
+    let changes = [
+        json!({"allowance": 2, "operator": "ops-ben", "policy": policy(0.2, "latest-booking-first")}),
+        json!({"allowance": 2, "operator": "ops-ben", "policy": policy(0.25, "latest-booking-first")}),
+        json!({"allowance": 1, "operator": "ops-ben", "policy": policy(0.25, "latest-booking-first")}),
+        json!({"allowance": 0, "operator": "ops-ben"}),
+    ];
+    for (n, change) in changes.into_iter().enumerate() {
+        h.clock.advance_ms(1_000);
+        let (st, v) = set(&h, "FLOOR", change.clone()).await;
+        assert_eq!(
+            (st, v["policy_version"].as_i64()),
+            (200, Some(n as i64 + 2)),
+            "{v}"
+        );
+        let (st, again) = set(&h, "FLOOR", change).await;
+        assert_eq!((st, &again["policy_version"]), (200, &v["policy_version"]));
+    }
+    assert_eq!(h.count(versions, SHOW).await, 5);
+    assert_eq!(h.count(audits, SHOW).await, 5);
+    let (_, v) = get(&h, &format!("/admin/shows/{SHOW}/pools/FLOOR/oversell")).await;
+    assert_eq!(
+        (&v["oversell"], &v["current"]["version"]),
+        (&json!(0), &json!(5)),
+        "{v}"
     );
 }

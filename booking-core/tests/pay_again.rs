@@ -232,8 +232,9 @@ async fn pay_again_refuses_what_it_cannot_do(b: Backend) {
     let old = first["payment_id"].as_str().unwrap();
     let (st, p) = pay(&h, &t, &hold, Some(json!({"replaces": "pay_nobody"}))).await;
     assert_eq!((st, &p["type"]), (422, &json!("/problems/unknown-attempt")));
+    // an unknown member is a data error: 422, as for every JSON body
     let (st, p) = pay(&h, &t, &hold, Some(json!({"replace": old}))).await;
-    assert_eq!((st, &p["type"]), (400, &json!("/problems/invalid-body")));
+    assert_eq!((st, &p["type"]), (422, &json!("/problems/invalid-body")));
     let r = h
         .http
         .post(format!("{}/api/holds/{hold}/pay", h.base))

@@ -10,7 +10,8 @@ use support::{Backend, Harness, ADMIN, SHOW};
 on_both!(
     history_paging_status_and_unknown_seat_are_problems,
     idempotent_replay_does_not_count_against_rate_limit,
-    refused_key_reused_with_other_body_is_422
+    refused_key_reused_with_other_body_is_422,
+    every_json_body_is_an_object_and_null_is_not_left_out,
 );
 
 async fn problem(r: reqwest::Response, status: u16) -> Value {
@@ -287,4 +288,124 @@ async fn array_body_and_overlong_key_are_named_problems() {
     assert_eq!(p["type"], "/problems/invalid-idempotency-key", "{p}");
     assert_eq!(p["title"], "Two Idempotency-Key headers", "{p}");
     assert_eq!(h.seat_status("A-1-1").await, "free");
+}
+
+/// Newcomer review: serde reads a derived struct from a JSON array by position, so the
+/// endpoints that took axum's `Json` acted on arrays: `["x"]` replaced a payment, `["FLOOR"]`
+/// joined a pool's waitlist, `[0, "op", null]` set an oversell allowance to 0. And a `null`
+/// member was read as left out: `"seats": null` in a cancel would cancel every seat. Every JSON
+/// body is now read by `sale_common::body`: an array or a `null` member is `422 invalid-body`,
+/// and nothing is written. A seat listed twice in a cancel, or none, is 422 too.
+async fn every_json_body_is_an_object_and_null_is_not_left_out(b: Backend) {
+    let h = Harness::on_with(b, |c| Harness::venue_with_floor(c, 4, 10)).await;
+    let hold = h.buy("buyer", "A-1-1").await;
+    let booking: String = sqlx::query_scalar("SELECT id FROM bookings WHERE hold_id = $1")
+        .bind(&hold)
+        .fetch_one(&h.state.db)
+        .await
+        .unwrap();
+    let fan = h.token("payer");
+    let (st, held) = h.hold(&fan, "pay-me", &["A-1-2"]).await;
+    assert_eq!(st, 201, "{held}");
+    let held = held["hold_id"].as_str().unwrap();
+    let payments = h.sim_payments().await.len();
+    // (path, who: fan or admin, body): each must be refused with nothing done.
+    let cases = [
+        (format!("/api/holds/{held}/pay"), &fan, r#"["x"]"#),
+        (
+            format!("/api/holds/{held}/pay"),
+            &fan,
+            r#"{"replaces":null}"#,
+        ),
+        (format!("/api/shows/{SHOW}/waitlist"), &fan, r#"["FLOOR"]"#),
+        (
+            format!("/api/shows/{SHOW}/waitlist"),
+            &fan,
+            r#"{"pool":null}"#,
+        ),
+        (
+            format!("/admin/shows/{SHOW}/pools/FLOOR/oversell"),
+            &ADMIN.to_owned(),
+            r#"[0,"op",null]"#,
+        ),
+        (
+            format!("/admin/bookings/{booking}/cancel"),
+            &ADMIN.to_owned(),
+            r#"[null,true,"op"]"#,
+        ),
+        (
+            format!("/admin/bookings/{booking}/cancel"),
+            &ADMIN.to_owned(),
+            r#"{"seats":null,"operator":"op"}"#,
+        ),
+        (
+            format!("/admin/bookings/{booking}/cancel"),
+            &ADMIN.to_owned(),
+            r#"{"seats":[],"operator":"op"}"#,
+        ),
+        (
+            format!("/admin/bookings/{booking}/cancel"),
+            &ADMIN.to_owned(),
+            r#"{"seats":["A-1-1","A-1-1"],"operator":"op"}"#,
+        ),
+        (
+            format!("/admin/bookings/{booking}/oversell-resolution"),
+            &ADMIN.to_owned(),
+            r#"["refund","op"]"#,
+        ),
+        (
+            format!("/admin/shows/{SHOW}/hold-queue"),
+            &ADMIN.to_owned(),
+            "[true]",
+        ),
+    ];
+    for (path, who, body) in &cases {
+        let r = h
+            .http
+            .post(format!("{}{path}", h.base))
+            .bearer_auth(who)
+            .header("content-type", "application/json")
+            .body(*body)
+            .send()
+            .await
+            .unwrap();
+        let p = problem(r, 422).await;
+        assert_eq!(p["type"], "/problems/invalid-body", "{path} {body}: {p}");
+    }
+    // Nothing was done: no payment, not on the waitlist, no policy, the seat still sold.
+    assert_eq!(h.sim_payments().await.len(), payments);
+    assert_eq!(h.hold_view("payer", held).await["status"], "HELD");
+    let r = h
+        .http
+        .get(format!("{}/api/shows/{SHOW}/waitlist", h.base))
+        .bearer_auth(&fan)
+        .send()
+        .await
+        .unwrap();
+    problem(r, 404).await;
+    let policies = "SELECT COUNT(*) FROM oversell_policies WHERE show_id = $1";
+    assert_eq!(h.count(policies, SHOW).await, 0);
+    assert_eq!(h.seat_status("A-1-1").await, "sold");
+    let cancels = "SELECT COUNT(*) FROM cancellations WHERE booking_id = $1";
+    assert_eq!(h.count(cancels, &booking).await, 0);
+    assert!(!h.state.hold_queues.is_on(SHOW));
+    // The same endpoints still take their objects (and the optional bodies none at all).
+    let r = h
+        .http
+        .post(format!("{}/api/holds/{held}/pay", h.base))
+        .bearer_auth(&fan)
+        .header("content-type", "application/json")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let (st, v) = h
+        .cancel_booking(
+            &booking,
+            serde_json::json!({"seats": ["A-1-1"], "operator": "op"}),
+        )
+        .await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(h.count(cancels, &booking).await, 1);
 }

@@ -4,6 +4,7 @@
 //!
 //! Must not touch: any store, any HTTP client. Pure helpers only.
 
+pub mod body;
 pub mod clock;
 pub mod config;
 pub mod load;

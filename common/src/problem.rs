@@ -5,6 +5,18 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
 
+/// Most characters of client input a problem's detail echoes.
+pub const ECHO_MAX: usize = 100;
+
+/// `s` cut to at most [`ECHO_MAX`] characters (with `…` when cut): problem details never echo
+/// long input.
+pub fn clip(s: &str) -> String {
+    match s.char_indices().nth(ECHO_MAX) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_owned(),
+    }
+}
+
 /// A problem+json response: `type`, `title`, `status`, optional `detail`, extension members,
 /// and an optional `Retry-After` (seconds) header for 429/503.
 #[derive(Debug, Clone)]

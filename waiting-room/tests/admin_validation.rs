@@ -444,3 +444,68 @@ async fn dst_overlap_local_time_needs_an_offset() {
         )
     );
 }
+
+/// Newcomer review: serde reads a derived struct from a JSON array by position, and a `null`
+/// member as left out, so `PATCH [5.0]` set the admit rate and `{"admit_rate": null}` was a
+/// silent no-op. Every JSON body is read by `sale_common::body`: an array, or `null` for a
+/// member that may only be left out, is `422 invalid-body`, nothing changed or audited. A body
+/// over the limit is `413 payload-too-large`, as in the booking core (it was `invalid-body`).
+#[tokio::test]
+async fn admin_bodies_are_objects_and_null_is_not_left_out() {
+    let app = app().await;
+    let (_, before) = admin(&app, "GET", "/admin/events/demo", None).await;
+    assert!(
+        before["admit_rate"].is_number() && before["max_active"].is_number(),
+        "{before}"
+    );
+    let refused = [
+        json!([5.0, null, null]),
+        json!({"admit_rate": null}),
+        json!({"max_active": null, "admit_rate": 5.0}),
+        json!({"pow_difficulty": null}),
+    ];
+    for body in refused {
+        let (s, p) = admin(&app, "PATCH", "/admin/events/demo", Some(body.clone())).await;
+        assert_eq!(
+            (s, p["type"].as_str()),
+            (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                Some("/problems/invalid-body")
+            ),
+            "{body}: {p}"
+        );
+    }
+    let array = Value::Array(
+        valid_create()
+            .as_object()
+            .unwrap()
+            .values()
+            .cloned()
+            .collect(),
+    );
+    let (s, p) = admin(&app, "POST", "/admin/events", Some(array)).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{p}");
+    let huge = json!({"admit_rate": 5.0, "pad": "x".repeat(3 << 20)});
+    let (s, p) = admin(&app, "PATCH", "/admin/events/demo", Some(huge)).await;
+    assert_eq!(
+        (s, p["type"].as_str()),
+        (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            Some("/problems/payload-too-large")
+        ),
+        "{p}"
+    );
+    assert_eq!(audit_len(&app, "demo").await, 0, "nothing audited");
+    let (_, after) = admin(&app, "GET", "/admin/events/demo", None).await;
+    assert_eq!(after["admit_rate"], before["admit_rate"]);
+    assert_eq!(after["max_active"], before["max_active"]);
+    let (s, _) = admin(
+        &app,
+        "PATCH",
+        "/admin/events/demo",
+        Some(json!({"admit_rate": 5.0})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(audit_len(&app, "demo").await, 1);
+}

@@ -246,11 +246,10 @@ pub async fn set_hold_queue(
     State(state): State<AppState>,
     Path(show): Path<String>,
     headers: HeaderMap,
-    body: Result<Json<QueueSwitch>, axum::extract::rejection::JsonRejection>,
+    body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
 ) -> ApiResult<Json<Value>> {
     admin(&state, &headers)?;
-    let Json(body) =
-        body.map_err(|r| crate::error::rejection(r.status(), "body", &r.body_text()))?;
+    let body: QueueSwitch = sale_common::body::object(&headers, body)?;
     if !state.config.has_show(&show) {
         return Err(Problem::not_found(format!("show {}", crate::error::clip(&show))).into());
     }

@@ -3,6 +3,8 @@
 //! as a refund made at the gateway ([`crate::payments::cancel`]); and `GET /office`, the small
 //! page operators use for it (it asks for the admin token and keeps it in the tab only).
 
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
@@ -12,7 +14,7 @@ use serde_json::Value;
 
 use super::admin::admin;
 use super::openapi::ProblemDoc;
-use crate::error::{rejection, ApiResult};
+use crate::error::ApiResult;
 use crate::payments::cancel::{self, Cancelled, Origin};
 use crate::state::AppState;
 
@@ -20,9 +22,9 @@ use crate::state::AppState;
 #[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CancelBody {
-    /// These seats of the booking; left out: all that is left (a pool booking is cancelled
-    /// whole).
-    #[serde(default)]
+    /// These seats of the booking (each once, at least one); left out: all that is left (a
+    /// pool booking is cancelled whole). Not `null`: that is not "every seat".
+    #[serde(default, deserialize_with = "sale_common::body::present")]
     seats: Option<Vec<String>>,
     /// Give the cancelled seats' price back at the gateway (default true).
     #[serde(default = "yes")]
@@ -52,7 +54,7 @@ fn yes() -> bool {
         (status = 404, description = "no such booking", body = ProblemDoc),
         (status = 409, description = "nothing-to-cancel: the booking or these seats are cancelled already", body = ProblemDoc),
         (status = 415, description = "invalid-body: not JSON", body = ProblemDoc),
-        (status = 422, description = "seats-not-in-booking (seats), pool-booking (seats asked of a pool booking); invalid-body", body = ProblemDoc),
+        (status = 422, description = "seats-not-in-booking (seats), pool-booking (seats asked of a pool booking); invalid-body (a JSON array, `seats` empty, null or naming a seat twice)", body = ProblemDoc),
         (status = 503, description = "database busy", body = ProblemDoc),
     ),
     security(("admin_token" = [])),
@@ -61,14 +63,28 @@ pub async fn cancel_booking(
     State(state): State<AppState>,
     Path(booking): Path<String>,
     headers: HeaderMap,
-    body: Result<Json<CancelBody>, axum::extract::rejection::JsonRejection>,
+    body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<Value>> {
     admin(&state, &headers)?;
-    let Json(b) = body.map_err(|r| rejection(r.status(), "body", &r.body_text()))?;
+    let b: CancelBody = sale_common::body::object(&headers, body)?;
     let who = b.operator.trim();
     let reason = b.reason.as_deref().unwrap_or("").trim();
     if who.is_empty() || who.len() > 80 || reason.len() > 200 {
         return Err(Problem::bad_request("operator: 1 to 80 characters; reason: up to 200").into());
+    }
+    if let Some(seats) = &b.seats {
+        // A seat named twice would be cancelled and refunded once but read as two; none is
+        // not "every seat" (leave `seats` out for that).
+        let mut seen = std::collections::HashSet::with_capacity(seats.len());
+        if seats.is_empty() || !seats.iter().all(|s| seen.insert(s.as_str())) {
+            let detail = "seats: at least one, each once (leave seats out to cancel them all)";
+            return Err(crate::inventory::claim::unprocessable(
+                "invalid-body",
+                "Invalid request body",
+            )
+            .detail(detail)
+            .into());
+        }
     }
     let reason = if reason.is_empty() {
         if b.refund {

@@ -3,7 +3,6 @@
 //! it, pay it and cancel it. Every call passes the door first (`super::fan::fan`); a hold of
 //! another visitor is answered 404.
 
-use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -15,7 +14,7 @@ use serde_json::Value;
 use super::fan::{admission_required, fan, known_show};
 use super::openapi::ProblemDoc;
 use crate::door::{token_from_headers, Admission, DoorError};
-use crate::error::{clip, rejection, ApiError, ApiResult};
+use crate::error::{clip, ApiError, ApiResult};
 use crate::inventory::claim::{self, unprocessable, Ask, Timing};
 use crate::inventory::holds::{self, Hold};
 use crate::inventory::inflight::{self, Entry};
@@ -65,7 +64,7 @@ pub struct HoldBody {
     pool: Option<String>,
     /// With `pool`: how many places (default 1 when left out; `null` is refused, not read
     /// as the default).
-    #[serde(default, deserialize_with = "present")]
+    #[serde(default, deserialize_with = "sale_common::body::present")]
     quantity: Option<u32>,
     /// The best free seats side by side in one row.
     #[serde(default)]
@@ -82,18 +81,8 @@ pub struct HoldBody {
     #[schema(value_type = Option<Object>)]
     end: Option<super::resources::Instant>,
     /// Channel (`web`, `app`, …); the `X-Channel` header wins. Not `null`.
-    #[serde(default, deserialize_with = "present")]
+    #[serde(default, deserialize_with = "sale_common::body::present")]
     channel: Option<String>,
-}
-
-/// A member that may be left out but not sent as `null` (`#[serde(default)]` gives `None`
-/// for a missing one; newcomer review: `"quantity": null` held one place).
-fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    T::deserialize(d).map(Some)
 }
 
 /// `best_available` member of a hold request.
@@ -107,44 +96,6 @@ pub struct BestBody {
     /// Whether the seats may be apart when no block is free.
     #[serde(default)]
     allow_split: bool,
-}
-
-/// The hold request's body: `Content-Type: application/json` (or `…+json`, else 415), JSON
-/// (else 400), an object (else 422: serde reads a struct from a JSON array by position too;
-/// newcomer review: `[["B-3-20"]]` was taken as a seat hold), read straight from the bytes so
-/// that a member given twice is a 422 (read through a `Value` the last one won: `{"pool":
-/// "FLOOR","quantity":1,"quantity":4}` held 4 places). The statuses are axum's `Json`'s.
-fn hold_body(
-    headers: &HeaderMap,
-    body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
-) -> ApiResult<HoldBody> {
-    let bytes = body.map_err(|r| rejection(r.status(), "body", &r.body_text()))?;
-    let json = headers
-        .get(axum::http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .map(|v| {
-            v.split(';')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .to_ascii_lowercase()
-        })
-        .is_some_and(|m| {
-            m == "application/json" || (m.starts_with("application/") && m.ends_with("+json"))
-        });
-    if !json {
-        let text = "Expected request with `Content-Type: application/json`";
-        return Err(rejection(StatusCode::UNSUPPORTED_MEDIA_TYPE, "body", text).into());
-    }
-    // One parse, straight into the struct (syntax → 400, data → 422, as `Json`'s); a body that
-    // parsed but is not an object was read by position.
-    let Json(body) = Json::<HoldBody>::from_bytes(&bytes)
-        .map_err(|r: JsonRejection| rejection(r.status(), "body", &r.body_text()))?;
-    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
-        let text = "the hold request must be a JSON object";
-        return Err(rejection(StatusCode::UNPROCESSABLE_ENTITY, "body", text).into());
-    }
-    Ok(body)
 }
 
 /// Longest `Idempotency-Key` accepted, bytes.
@@ -337,7 +288,7 @@ pub async fn create_hold(
     known_show(&state, &show)?;
     let adm = fan(&state, &headers, Some(&show)).await?;
     let key = idempotency_key(&headers)?;
-    let body = hold_body(&headers, body)?;
+    let body: HoldBody = sale_common::body::object(&headers, body)?;
     let (channel, timing) = channel_of(&state, &headers, body.channel.as_deref())?;
     let venue = &super::resources::show_config(&state, &show)?.venue;
     let ask = ask_of(body, state.config.max_seats_per_hold, venue)?;
@@ -613,7 +564,9 @@ pub async fn get_hold(
 pub struct PayBody {
     /// The payment id this new attempt replaces (the hold's current one, which the gateway must
     /// say can no longer complete).
-    replaces: String,
+    /// Left out (`{}`): the current payment, as with no body. Not `null`.
+    #[serde(default, deserialize_with = "sale_common::body::present")]
+    replaces: Option<String>,
 }
 
 /// `POST /api/holds/{hold}/pay`.
@@ -626,11 +579,11 @@ pub struct PayBody {
     request_body(content = Option<PayBody>, description = "none or {}: the current payment (created once); {replaces: payment_id}: a new attempt after that payment was cancelled or failed (two calls replacing the same attempt make one)"),
     responses(
         (status = 200, description = "{payment_id, checkout_url, attempt}", body = Object),
-        (status = 400, description = "invalid-body: not JSON or an unknown member", body = ProblemDoc),
+        (status = 400, description = "invalid-body: not JSON", body = ProblemDoc),
         (status = 404, description = "no such hold for this fan", body = ProblemDoc),
         (status = 409, description = "hold-paid, hold-not-held (hold_status), payment-session-over (pay_by), payment-in-progress (Retry-After: being created, or the replaced payment may still complete)", body = ProblemDoc,
             headers(("Retry-After" = u64, description = "payment-in-progress only"))),
-        (status = 422, description = "unknown-attempt: replaces names no payment of this hold", body = ProblemDoc),
+        (status = 422, description = "unknown-attempt: replaces names no payment of this hold; invalid-body: not an object (a JSON array), an unknown member, `replaces` null", body = ProblemDoc),
         (status = 502, description = "gateway-unavailable: the payment could not be created", body = ProblemDoc),
         (status = 503, description = "gateway-unavailable: the replaced payment could not be voided yet; database busy", body = ProblemDoc),
     ),
@@ -645,16 +598,16 @@ pub async fn pay(
     let h = hold_of_fan(&state, &headers, &id).await?;
     // No body, or an empty JSON object (what most HTTP clients send for "no fields"): the
     // current payment; `{"replaces"}`: a new attempt.
-    let empty = body.iter().all(u8::is_ascii_whitespace)
-        || serde_json::from_slice::<serde_json::Map<String, Value>>(&body)
-            .is_ok_and(|m| m.is_empty());
-    if empty {
-        return Ok(Json(payments::start(&state, &h).await?));
-    }
-    let again: PayBody = serde_json::from_slice(&body)
-        .map_err(|e| rejection(StatusCode::BAD_REQUEST, "body", &e.to_string()))?;
+    let again = match sale_common::body::optional::<PayBody>(&body)? {
+        None | Some(PayBody { replaces: None }) => {
+            return Ok(Json(payments::start(&state, &h).await?));
+        }
+        Some(PayBody {
+            replaces: Some(again),
+        }) => again,
+    };
     Ok(Json(
-        payments::attempts::pay_again(&state, &h, &again.replaces).await?,
+        payments::attempts::pay_again(&state, &h, &again).await?,
     ))
 }
 

@@ -2,6 +2,8 @@
 //! allowance with its policy, list what is oversold, and act on an oversold booking. The rules
 //! live in `crate::inventory::oversell` and `crate::payments::oversold`.
 
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
@@ -10,7 +12,7 @@ use serde_json::{json, Value};
 
 use super::admin::admin;
 use super::openapi::ProblemDoc;
-use crate::error::{clip, rejection, ApiResult};
+use crate::error::{clip, ApiResult};
 use crate::inventory::oversell::{self, MoveOrder, Refusal, Written};
 use crate::payments::oversold::{self, Action};
 use crate::state::AppState;
@@ -110,6 +112,7 @@ fn refused(r: Refusal, capacity: i64, rate: Option<f64>) -> Problem {
 /// `{"allowance","operator","policy"?:{"no_show_rate","sample","move_order","offers"}}`: sets
 /// the pool's oversell allowance (units beyond capacity) with its written policy (seed 001
 /// "Overbooking Is a Policy"): a new policy version, audited. Allowance 0 needs no policy.
+/// The current policy sent again by its operator is answered with its version, unwritten.
 #[utoipa::path(
     post,
     path = "/admin/shows/{show}/pools/{pool}/oversell",
@@ -119,7 +122,7 @@ fn refused(r: Refusal, capacity: i64, rate: Option<f64>) -> Problem {
         ("pool" = String, Path, description = "pool id")),
     request_body(content = OversellBody),
     responses(
-        (status = 200, description = "{show, pool, oversell, set_by, set_at (s), policy_version}", body = Object),
+        (status = 200, description = "{show, pool, oversell, set_by, set_at (s), policy_version}; the current policy again (same allowance, policy and operator): its version and set_at, nothing written", body = Object),
         (status = 400, description = "bad-request: operator must be 1 to 80 characters; invalid-body", body = ProblemDoc),
         (status = 404, description = "no such pool of this show (seats and interval resources have no allowance)", body = ProblemDoc),
         (status = 415, description = "invalid-body: not JSON", body = ProblemDoc),
@@ -132,10 +135,10 @@ pub async fn set(
     State(state): State<AppState>,
     Path((show, pool)): Path<(String, String)>,
     headers: HeaderMap,
-    body: Result<Json<OversellBody>, axum::extract::rejection::JsonRejection>,
+    body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<Value>> {
     admin(&state, &headers)?;
-    let Json(b) = body.map_err(|r| rejection(r.status(), "body", &r.body_text()))?;
+    let b: OversellBody = sale_common::body::object(&headers, body)?;
     let who = operator(&b.operator)?;
     let Some(capacity) = oversell::capacity(&state.db, &show, &pool).await? else {
         return Err(
@@ -150,7 +153,7 @@ pub async fn set(
     oversell::check(allowance, capacity, written.as_ref())
         .map_err(|r| refused(r, capacity, written.as_ref().map(|w| w.no_show_rate)))?;
     let now = state.clock.now_ms();
-    let version = oversell::set(
+    let (version, set_at) = oversell::set(
         &state.db,
         &show,
         &pool,
@@ -162,7 +165,7 @@ pub async fn set(
     .await?;
     Ok(Json(
         json!({"show": show, "pool": pool, "oversell": allowance, "set_by": who,
-        "set_at": now / 1000, "policy_version": version}),
+        "set_at": set_at / 1000, "policy_version": version}),
     ))
 }
 
@@ -326,10 +329,10 @@ pub async fn resolve(
     State(state): State<AppState>,
     Path(booking): Path<String>,
     headers: HeaderMap,
-    body: Result<Json<ResolutionBody>, axum::extract::rejection::JsonRejection>,
+    body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<Value>> {
     admin(&state, &headers)?;
-    let Json(b) = body.map_err(|r| rejection(r.status(), "body", &r.body_text()))?;
+    let b: ResolutionBody = sale_common::body::object(&headers, body)?;
     let who = operator(&b.operator)?;
     let missing = |what: &str| {
         unprocessable("invalid-resolution", "Incomplete oversell resolution")

@@ -17,8 +17,8 @@ use crate::state::AppState;
 #[derive(Debug, Default, serde::Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct JoinBody {
-    /// Wait for places in this general-admission pool instead of seats.
-    #[serde(default)]
+    /// Wait for places in this general-admission pool instead of seats. Not `null`.
+    #[serde(default, deserialize_with = "sale_common::body::present")]
     pool: Option<String>,
 }
 
@@ -35,9 +35,10 @@ pub struct JoinBody {
     responses(
         (status = 201, description = "{show, status: waiting, position, joined_at, pool?}", body = Object),
         (status = 200, description = "already on it: the entry", body = Object),
-        (status = 400, description = "invalid-body", body = ProblemDoc),
+        (status = 400, description = "invalid-body: not JSON", body = ProblemDoc),
         (status = 404, description = "no such pool", body = ProblemDoc),
         (status = 409, description = "seats-available / places-available (with available): hold instead", body = ProblemDoc),
+        (status = 422, description = "invalid-body: not an object (a JSON array), an unknown member, `pool` null", body = ProblemDoc),
         (status = 503, description = "database busy", body = ProblemDoc),
     ),
     security(("admission_token" = []), ("admission_cookie" = [])),
@@ -49,14 +50,7 @@ pub async fn join(
     body: axum::body::Bytes,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let adm = fan(&state, &headers, Some(&show)).await?;
-    let body: JoinBody = if body.iter().all(u8::is_ascii_whitespace) {
-        JoinBody::default()
-    } else {
-        serde_json::from_slice(&body).map_err(|e| {
-            Problem::new(StatusCode::BAD_REQUEST, "invalid-body", "Invalid body")
-                .detail(e.to_string())
-        })?
-    };
+    let body: JoinBody = sale_common::body::optional(&body)?.unwrap_or_default();
     let now = state.clock.now_ms();
     if let Some(v) = waitlist::status(&state.db, &show, &adm.sub).await? {
         return Ok((StatusCode::OK, Json(v)));

@@ -110,8 +110,15 @@ pub async fn capacity(db: &Db, show: &str, pool: &str) -> sqlx::Result<Option<i6
 
 /// Stores a new policy version and the allowance in one transaction (the previous version is
 /// superseded, kept), audited `oversell-set`, with the waiting room's `reopen` or `sold-out`
-/// report queued when the new allowance changes whether anything is left to sell. Returns the
-/// new version.
+/// report queued when the new allowance changes whether anything is left to sell.
+///
+/// The same policy set again by the same operator (a retried or doubled click: allowance,
+/// written policy and operator all equal to the current version's) writes nothing and answers
+/// the current version: ten identical calls at once make one version, not ten (newcomer
+/// review, 2026-12-02). Concurrent calls queue on the pool row, so each reads the version the
+/// one before it committed.
+///
+/// Returns `(version, set_at)`: the policy's version and when it was set, epoch ms.
 pub async fn set(
     db: &Db,
     show: &str,
@@ -120,24 +127,46 @@ pub async fn set(
     written: Option<&Written>,
     who: &str,
     now_ms: i64,
-) -> sqlx::Result<i64> {
+) -> sqlx::Result<(i64, i64)> {
     crate::inventory::seatmap::touch();
     let mut tx = db::begin_write(db).await?;
-    let (capacity, version): (i64, i64) = sqlx::query_as(
+    let capacity: i64 = sqlx::query_scalar(
         "UPDATE pools SET oversell = $1, oversell_set_by = $2, oversell_set_at = $3 WHERE show_id = $4 AND pool_id = $5 \
-         RETURNING capacity, (SELECT CAST(COALESCE(MAX(version), 0) AS BIGINT) FROM oversell_policies WHERE show_id = $4 AND pool_id = $5)",
+         RETURNING capacity",
     )
     .bind(allowance).bind(who).bind(now_ms).bind(show).bind(pool)
     .fetch_one(&mut *tx)
     .await?;
-    sqlx::query("UPDATE oversell_policies SET superseded_at = $1 WHERE show_id = $2 AND pool_id = $3 AND superseded_at IS NULL")
-        .bind(now_ms).bind(show).bind(pool)
-        .execute(&mut *tx)
-        .await?;
+    // Read after the pool row is ours: a statement of its own, so that on PostgreSQL (read
+    // committed) it sees the version a concurrent call committed while this one waited.
+    let current: Option<PolicyRow> = sqlx::query_as(&format!(
+        "{POLICY_COLUMNS} WHERE show_id = $1 AND pool_id = $2 ORDER BY version DESC LIMIT 1"
+    ))
+    .bind(show)
+    .bind(pool)
+    .fetch_optional(&mut *tx)
+    .await?;
     let offers = written.map_or_else(
         || "[]".to_owned(),
         |w| Value::from(w.offers.clone()).to_string(),
     );
+    let asked = (
+        allowance,
+        written.map(|w| w.no_show_rate),
+        written.map(|w| w.sample.trim().to_owned()),
+        written.map(|w| w.move_order.as_str().to_owned()),
+    );
+    let version = current.as_ref().map_or(0, |c| c.0);
+    if let Some((v, a, _, rate, sample, order, o, op, at, _)) = current {
+        if (a, rate, sample, order) == asked && o == offers && op == who {
+            tx.rollback().await?;
+            return Ok((v, at));
+        }
+    }
+    sqlx::query("UPDATE oversell_policies SET superseded_at = $1 WHERE show_id = $2 AND pool_id = $3 AND superseded_at IS NULL")
+        .bind(now_ms).bind(show).bind(pool)
+        .execute(&mut *tx)
+        .await?;
     sqlx::query(
         "INSERT INTO oversell_policies (show_id, pool_id, version, allowance, capacity, no_show_rate, sample, move_order, offers, operator, set_at) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
@@ -166,7 +195,7 @@ pub async fn set(
     notify::reopen_if_freed(&mut tx, show, now_ms).await?;
     notify::sold_out_if_done(&mut tx, show, now_ms).await?;
     tx.commit().await?;
-    Ok(version + 1)
+    Ok((version + 1, now_ms))
 }
 
 type PolicyRow = (

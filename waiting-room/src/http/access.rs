@@ -5,7 +5,7 @@
 //! `wr_code_failures_total{reason}`.
 
 use super::admin::{operator, record, require_admin};
-use super::error::{bounded, json_problem};
+use super::error::bounded;
 use super::{parse_event, private_json, AppState};
 use crate::access::invitation::{self, PromoterKey};
 use crate::access::limiter::{CodeLimiter, FailKey};
@@ -13,13 +13,13 @@ use crate::access::{self, AccessMode, CodeHasher, CodeRecord, Spend};
 use crate::domain::{EventId, VisitorId};
 use crate::http::openapi::ProblemDoc;
 use crate::store::access::AccessStore;
-use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{post, put};
-use axum::{Json, Router};
+use axum::Router;
+use sale_common::body::JsonObject;
 use sale_common::Problem;
 use serde::Deserialize;
 use serde_json::json;
@@ -178,11 +178,11 @@ pub async fn set_mode(
     State(st): State<AppState>,
     Path(event): Path<String>,
     headers: HeaderMap,
-    body: Result<Json<SetAccessMode>, JsonRejection>,
+    body: Result<JsonObject<SetAccessMode>, Problem>,
 ) -> Result<Response, Problem> {
     let event = parse_event(&event)?;
     let who = operator(&headers)?;
-    let Json(b) = body.map_err(json_problem)?;
+    let JsonObject(b) = body?;
     let mode =
         AccessMode::parse(&b.mode).ok_or_else(|| invalid("mode: open, code or invitation"))?;
     let old = bounded(
@@ -231,11 +231,11 @@ pub async fn set_invitation_key(
     State(st): State<AppState>,
     Path(event): Path<String>,
     headers: HeaderMap,
-    body: Result<Json<PromoterKey>, JsonRejection>,
+    body: Result<JsonObject<PromoterKey>, Problem>,
 ) -> Result<Response, Problem> {
     let event = parse_event(&event)?;
     let who = operator(&headers)?;
-    let Json(key) = body.map_err(json_problem)?;
+    let JsonObject(key) = body?;
     key.decoding().map_err(invalid)?;
     let json = serde_json::to_string(&key).map_err(|_| Problem::internal())?;
     let store = store(&st)?;
@@ -297,11 +297,11 @@ pub async fn generate(
     State(st): State<AppState>,
     Path(event): Path<String>,
     headers: HeaderMap,
-    body: Result<Json<Generate>, JsonRejection>,
+    body: Result<JsonObject<Generate>, Problem>,
 ) -> Result<Response, Problem> {
     let event = parse_event(&event)?;
     let who = operator(&headers)?;
-    let Json(b) = body.map_err(json_problem)?;
+    let JsonObject(b) = body?;
     if !(1..=access::BATCH_MAX).contains(&b.count) {
         return Err(invalid(format!("count: 1..={}", access::BATCH_MAX)));
     }

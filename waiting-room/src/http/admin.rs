@@ -3,17 +3,18 @@
 //! the audit trail. Every change is recorded in the store's audit trail (who = `X-Operator`,
 //! what, old value, new value, when) and republishes the status document at once.
 
-use super::error::{bounded, json_problem, query_problem};
+use super::error::{bounded, query_problem};
 use super::{parse_event, private_json, transitions, AppState};
 use crate::domain::{AuditEntry, EventId, EventMeta, EventState};
 use crate::http::openapi::ProblemDoc;
-use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Router;
+use sale_common::body::JsonObject;
 use sale_common::Problem;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -260,10 +261,10 @@ fn check_booking_url(u: &str) -> Result<String, Problem> {
 async fn create(
     State(st): State<AppState>,
     headers: HeaderMap,
-    body: Result<Json<CreateEvent>, JsonRejection>,
+    body: Result<JsonObject<CreateEvent>, Problem>,
 ) -> Result<Response, Problem> {
     let who = operator(&headers)?;
-    let Json(b) = body.map_err(json_problem)?;
+    let JsonObject(b) = body?;
     let id = EventId::parse(&b.id).ok_or_else(|| unprocessable("id must match [a-z0-9-]{1,40}"))?;
     let default_url = st.0.config.events.first().map(|e| e.booking_url.clone());
     let booking_url = match b.booking_url {
@@ -363,12 +364,19 @@ async fn audit(
     Ok(private_json(StatusCode::OK, body))
 }
 
-/// Body of `PATCH /admin/events/{event}`; unknown fields are refused (422).
+/// Body of `PATCH /admin/events/{event}`: each member left out keeps its value; unknown
+/// members and `null` are refused (422: `"admit_rate": null` used to be read as left out).
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PatchEvent {
+    /// Admissions per second, in (0, 1000000].
+    #[serde(default, deserialize_with = "sale_common::body::present")]
     admit_rate: Option<f64>,
+    /// Most live admissions at once.
+    #[serde(default, deserialize_with = "sale_common::body::present")]
     max_active: Option<u64>,
+    /// Proof-of-work difficulty, leading zero bits.
+    #[serde(default, deserialize_with = "sale_common::body::present")]
     pow_difficulty: Option<u32>,
 }
 
@@ -393,11 +401,11 @@ async fn patch(
     State(st): State<AppState>,
     Path(event): Path<String>,
     headers: HeaderMap,
-    body: Result<Json<PatchEvent>, JsonRejection>,
+    body: Result<JsonObject<PatchEvent>, Problem>,
 ) -> Result<Response, Problem> {
     let event = parse_event(&event)?;
     let who = operator(&headers)?;
-    let Json(b) = body.map_err(json_problem)?;
+    let JsonObject(b) = body?;
     let rate = b.admit_rate.map(check_rate).transpose()?;
     let max_active = b.max_active.map(check_max_active).transpose()?;
     let limit = st.store_timeout();

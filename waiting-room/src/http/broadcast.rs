@@ -4,16 +4,15 @@
 //! document at once, which carries the message to every waiting fan within one poll.
 
 use super::admin::{figures_json, operator, record};
-use super::error::{bounded, json_problem};
+use super::error::bounded;
 use super::{parse_event, private_json, AppState};
 use crate::broadcast::Broadcast;
 use crate::domain::EventId;
 use crate::http::openapi::ProblemDoc;
-use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use axum::Json;
+use sale_common::body::JsonObject;
 use sale_common::Problem;
 use serde::Deserialize;
 use serde_json::Value;
@@ -75,11 +74,11 @@ pub async fn set(
     State(st): State<AppState>,
     Path(event): Path<String>,
     headers: HeaderMap,
-    body: Result<Json<SetBroadcast>, JsonRejection>,
+    body: Result<JsonObject<SetBroadcast>, Problem>,
 ) -> Result<Response, Problem> {
     let event = parse_event(&event)?;
     let who = operator(&headers)?;
-    let Json(b) = body.map_err(json_problem)?;
+    let JsonObject(b) = body?;
     let message = Broadcast::new(b.en, b.fr, st.0.clock.now_secs()).map_err(|e| {
         Problem::new(
             StatusCode::UNPROCESSABLE_ENTITY,

@@ -44,23 +44,7 @@ pub async fn bounded<T>(
     }
 }
 
-/// Most characters of client input echoed back in a problem.
-pub const ECHO_MAX: usize = 100;
-
-/// `s` cut to at most [`ECHO_MAX`] characters (with `…` when cut), for echoing client input.
-pub fn clip(s: &str) -> String {
-    match s.char_indices().nth(ECHO_MAX) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_owned(),
-    }
-}
-
-/// A JSON body rejection as a problem, its detail clipped to [`ECHO_MAX`] characters.
-pub fn json_problem(r: axum::extract::rejection::JsonRejection) -> Problem {
-    let mut p = Problem::from(r);
-    p.detail = p.detail.as_deref().map(clip);
-    p
-}
+pub use sale_common::problem::{clip, ECHO_MAX};
 
 /// A query-string rejection as a 400 problem, its detail clipped to [`ECHO_MAX`] characters.
 pub fn query_problem(r: axum::extract::rejection::QueryRejection) -> Problem {

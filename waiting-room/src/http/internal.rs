@@ -13,13 +13,13 @@ use super::{parse_event, private_json, AppState};
 use crate::domain::{EventState, SessionEnd, SessionRef};
 use crate::http::openapi::ProblemDoc;
 use crate::store::StoreError;
-use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use axum::{Json, Router};
+use axum::Router;
+use sale_common::body::JsonObject;
 use sale_common::Problem;
 use serde::Deserialize;
 use serde_json::json;
@@ -84,10 +84,10 @@ pub struct EndSession {
 pub(crate) async fn end_session(
     State(st): State<AppState>,
     Path(event): Path<String>,
-    body: Result<Json<EndSession>, JsonRejection>,
+    body: Result<JsonObject<EndSession>, Problem>,
 ) -> Result<Response, Problem> {
     let event = parse_event(&event)?;
-    let Json(b) = body?;
+    let JsonObject(b) = body?;
     let session = match (b.jti, b.visitor_id) {
         (Some(j), None) if jti_ok(&j) => SessionRef::Jti(j),
         (None, Some(v)) if uuid::Uuid::parse_str(&v).is_ok() => SessionRef::Visitor(v),
@@ -177,10 +177,10 @@ pub struct EndSessions {
 pub(crate) async fn end_sessions(
     State(st): State<AppState>,
     Path(event): Path<String>,
-    body: Result<Json<EndSessions>, JsonRejection>,
+    body: Result<JsonObject<EndSessions>, Problem>,
 ) -> Result<Response, Problem> {
     let event = parse_event(&event)?;
-    let Json(b) = body?;
+    let JsonObject(b) = body?;
     let n = b.jtis.len();
     if n == 0 || n > END_BATCH_MAX || !b.jtis.iter().all(|j| jti_ok(j)) {
         return Err(invalid_body(format!(

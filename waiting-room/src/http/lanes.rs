@@ -4,19 +4,20 @@
 //! Behind the admin token like every admin route.
 
 use super::admin::{operator, record, require_admin};
-use super::error::{bounded, json_problem, query_problem};
+use super::error::{bounded, query_problem};
 use super::{parse_event, private_json, AppState};
 use crate::domain::{EventId, VisitorId};
 use crate::http::openapi::ProblemDoc;
 use crate::lanes::{AddressRule, Cidr, RuleAction, ShadowEntry};
 use crate::store::RuleAdded;
-use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
-use axum::{Json, Router};
+use axum::Router;
+use sale_common::body::JsonObject;
 use sale_common::Problem;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -141,11 +142,11 @@ async fn add_rule(
     State(st): State<AppState>,
     Path(event): Path<String>,
     headers: HeaderMap,
-    body: Result<Json<NewRule>, JsonRejection>,
+    body: Result<JsonObject<NewRule>, Problem>,
 ) -> Result<Response, Problem> {
     let event = parse_event(&event)?;
     let who = operator(&headers)?;
-    let Json(b) = body.map_err(json_problem)?;
+    let JsonObject(b) = body?;
     let (cidr, action, pow_bits, note) = check(b)?;
     let rule = AddressRule {
         id: format!("r{:08x}", rand::random::<u32>()),

@@ -5,16 +5,15 @@
 //! endpoints read the mode from this node's status document, never from the store.
 
 use super::admin::{figures_json, operator, record};
-use super::error::{bounded, json_problem};
+use super::error::bounded;
 use super::{parse_event, private_json, AppState};
 use crate::domain::{AdvanceParams, EventId};
 use crate::http::openapi::ProblemDoc;
 use crate::mode::{through_window_ms, QueueMode};
-use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use axum::Json;
+use sale_common::body::JsonObject;
 use sale_common::Problem;
 use serde::Deserialize;
 
@@ -50,11 +49,11 @@ pub async fn set(
     State(st): State<AppState>,
     Path(event): Path<String>,
     headers: HeaderMap,
-    body: Result<Json<SetMode>, JsonRejection>,
+    body: Result<JsonObject<SetMode>, Problem>,
 ) -> Result<Response, Problem> {
     let event = parse_event(&event)?;
     let who = operator(&headers)?;
-    let Json(b) = body.map_err(json_problem)?;
+    let JsonObject(b) = body?;
     let mode = QueueMode::parse(&b.mode).ok_or_else(|| {
         let names: Vec<&str> = QueueMode::ALL.iter().map(|m| m.as_str()).collect();
         Problem::new(

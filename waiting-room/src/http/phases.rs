@@ -4,17 +4,16 @@
 //! (`crate::admitter`, audited as operator `schedule`).
 
 use super::admin::{figures_json, operator, record, OPENS_AT_SPAN_SECS};
-use super::error::{bounded, json_problem};
+use super::error::bounded;
 use super::transitions::audited_transition;
 use super::{parse_event, private_json, AppState};
 use crate::domain::EventState;
 use crate::http::openapi::ProblemDoc;
 use crate::phases::Phases;
-use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use axum::Json;
+use sale_common::body::JsonObject;
 use sale_common::Problem;
 use serde_json::{json, Value};
 
@@ -39,11 +38,11 @@ pub async fn set(
     State(st): State<AppState>,
     Path(event): Path<String>,
     headers: HeaderMap,
-    body: Result<Json<Phases>, JsonRejection>,
+    body: Result<JsonObject<Phases>, Problem>,
 ) -> Result<Response, Problem> {
     let event = parse_event(&event)?;
     let who = operator(&headers)?;
-    let Json(p) = body.map_err(json_problem)?;
+    let JsonObject(p) = body?;
     let now = st.0.clock.now_secs();
     p.check(now, OPENS_AT_SPAN_SECS).map_err(|e| {
         Problem::new(

@@ -1,0 +1,128 @@
+//! JSON request bodies, read one way for every handler: straight from the bytes into the
+//! handler's struct, and only from a JSON **object**.
+//!
+//! Why not axum's `Json<T>` alone: serde reads a derived struct from a JSON array by position,
+//! so `["x"]` was a valid `{"replaces": "x"}` and `[0, "op", null]` set an oversell allowance to
+//! 0 (newcomer review, 2026-12-02). A derived struct refuses a member given twice (serde's
+//! `duplicate field`), where a `serde_json::Value` in between would keep the last one.
+//!
+//! Answers (the same as `Json`'s, as problem+json): a body over the route's limit → 413
+//! `payload-too-large`; a required body without a JSON content type (`application/json` or
+//! `application/*+json`, RFC 6839 §3.1) → 415; a syntax error → 400 `invalid-body`; an array,
+//! a scalar, an unknown, duplicate, missing or mistyped member → 422 `invalid-body`.
+//!
+//! Both services read their JSON bodies through this module. Problem details echo at most
+//! [`ECHO_MAX`](crate::problem::ECHO_MAX) characters of the input.
+
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, JsonRejection};
+use axum::extract::{FromRequest, Request};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::Json;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer};
+
+use crate::problem::{clip, Problem};
+
+/// A required JSON object body as an extractor, read as [`object`] reads it; its rejection is
+/// the [`Problem`]. Take it as `Result<JsonObject<T>, Problem>` where the caller is checked
+/// first (the extractor runs before the handler).
+#[derive(Debug)]
+pub struct JsonObject<T>(pub T);
+
+impl<S, T> FromRequest<S> for JsonObject<T>
+where
+    S: Send + Sync,
+    T: DeserializeOwned,
+{
+    type Rejection = Problem;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let json = json_content_type(req.headers());
+        let bytes = Bytes::from_request(req, state).await;
+        required(json, bytes).map(JsonObject)
+    }
+}
+
+/// A required JSON object body: `headers` for the content type, `body` as axum's `Bytes`
+/// extractor gave it (taken as a `Result`, so that a handler checks its caller before it
+/// answers for the body).
+pub fn object<T: DeserializeOwned>(
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<T, Problem> {
+    required(json_content_type(headers), body)
+}
+
+fn required<T: DeserializeOwned>(
+    json: bool,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<T, Problem> {
+    let bytes = body.map_err(|r| rejection(r.status(), &r.body_text()))?;
+    if !json {
+        let text = "Expected request with `Content-Type: application/json`";
+        return Err(rejection(StatusCode::UNSUPPORTED_MEDIA_TYPE, text));
+    }
+    parse(&bytes)
+}
+
+/// An optional body: `None` for an empty (or all-whitespace) one, else a JSON object read as
+/// [`object`] reads it. The content type is not asked for: these bodies are optional, and
+/// clients that send none for "no fields" often send no content type for `{}` either.
+pub fn optional<T: DeserializeOwned>(bytes: &[u8]) -> Result<Option<T>, Problem> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    parse(bytes).map(Some)
+}
+
+/// One parse, straight into the struct (syntax → 400, data → 422, as `Json`'s); a body that
+/// parsed but is not an object was read by position, and is refused.
+fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
+    let Json(body) = Json::<T>::from_bytes(bytes)
+        .map_err(|r: JsonRejection| rejection(r.status(), &r.body_text()))?;
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        let text = "the request body must be a JSON object";
+        return Err(rejection(StatusCode::UNPROCESSABLE_ENTITY, text));
+    }
+    Ok(body)
+}
+
+/// A body rejection as a problem: 413 `payload-too-large` for a body over the route's limit,
+/// else `invalid-body` with `text` clipped.
+pub fn rejection(status: StatusCode, text: &str) -> Problem {
+    if status == StatusCode::PAYLOAD_TOO_LARGE {
+        return Problem::new(status, "payload-too-large", "Request body too large")
+            .detail("the request body is over the size limit");
+    }
+    Problem::new(status, "invalid-body", "Invalid request body").detail(clip(text))
+}
+
+/// Whether the request says its body is JSON: `application/json` or `application/*+json`
+/// (RFC 6839 §3.1), parameters ignored, case-insensitive.
+fn json_content_type(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .is_some_and(|m| {
+            m == "application/json" || (m.starts_with("application/") && m.ends_with("+json"))
+        })
+}
+
+/// For `#[serde(default, deserialize_with = "present")]`: a member that may be left out but
+/// not sent as `null` (`#[serde(default)]` alone gives `None` for both; newcomer review:
+/// `"quantity": null` held one place, `"seats": null` in a cancel would cancel every seat).
+pub fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(d).map(Some)
+}
