@@ -493,3 +493,53 @@ async fn sessions_end_in_one_batch_call() {
         assert_eq!(r["status"], 422, "a problem body: {r}");
     }
 }
+
+/// The seed rehearsal's wait check (70.0 % of fans inside the range shown, goal 90 %): while the
+/// pre-queue is being numbered (`opening`, public `open`) the document's wait was `held`, all
+/// speeds 0, and the page fell back to the admit rate as a point (low = high). It is the
+/// configured range now, from a third of the admit rate to the admit rate, as right after opening.
+#[tokio::test]
+async fn while_the_prequeue_is_numbered_the_wait_is_the_configured_range() {
+    let clock = ManualClock::new(T0 * 1000);
+    let shared: SharedClock = Arc::new(clock.clone());
+    let store: Arc<dyn QueueStore> = Arc::new(MemoryStore::new());
+    let cfg = Config::demo("demo", T0 + 3600, "http://127.0.0.1:8081");
+    let state = AppState::new(cfg, store.clone(), shared)
+        .await
+        .expect("state");
+    let peer: SocketAddr = "127.0.0.1:40000".parse().expect("addr");
+    let app = App {
+        router: router(state.clone()).layer(MockConnectInfo(peer)),
+        clock,
+        store,
+        state,
+    };
+    for _ in 0..3 {
+        join(&app).await;
+    }
+    assert_eq!(app.store.begin_open(&demo()).await.expect("begin"), 3);
+    assert_eq!(app.store.open_chunk(&demo(), 1).await.expect("chunk"), 2);
+    app.state.refresh_status(&demo()).await;
+    let (_, doc) = call(&app, "GET", "/status/demo.json", &[], None).await;
+    let rate = doc["admit_rate"].as_f64().expect("admit_rate");
+    assert!(rate > 0.0, "{doc}");
+    let w = &doc["wait"];
+    assert_eq!(
+        (&doc["state"], &w["basis"]),
+        (&json!("open"), &json!("configured")),
+        "{doc}"
+    );
+    assert_eq!(w["high_places_per_sec"].as_f64(), Some(rate), "{doc}");
+    let low = w["low_places_per_sec"].as_f64().expect("low");
+    assert!((low - rate / 3.0).abs() < 0.01, "{doc}");
+    // Numbered and open: still the configured range until a block of history is measured.
+    assert_eq!(app.store.open_chunk(&demo(), 10).await.expect("chunk"), 0);
+    app.clock.advance_ms(1_000);
+    app.state.refresh_status(&demo()).await;
+    let (_, doc) = call(&app, "GET", "/status/demo.json", &[], None).await;
+    assert_eq!(
+        (&doc["state"], &doc["wait"]["basis"]),
+        (&json!("open"), &json!("configured")),
+        "{doc}"
+    );
+}

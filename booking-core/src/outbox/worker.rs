@@ -270,8 +270,11 @@ impl Outbox {
         };
         if let Err(e) = res {
             out.failed += 1;
-            tracing::warn!(outbox = id, kind = %kind, error = %e, "outbox message failed; will retry");
-            self.retry_later(&[id], now_ms, &e.to_string()).await?;
+            // `{:#}`: the whole chain (reqwest's own text hides the cause, e.g. "connection
+            // refused"), in the log and in `last_error`.
+            let why = format!("{e:#}");
+            tracing::warn!(outbox = id, kind = %kind, error = %why, "outbox message failed; will retry");
+            self.retry_later(&[id], now_ms, &why).await?;
         }
         Ok(notice)
     }
@@ -311,8 +314,9 @@ impl Outbox {
                     }
                     Err(e) => {
                         out.failed += chunk.len();
-                        tracing::warn!(event = %event, n = chunk.len(), error = %e, "session ends failed; will retry");
-                        self.retry_later(&ids.collect::<Vec<_>>(), now_ms, &e.to_string())
+                        let why = format!("{e:#}");
+                        tracing::warn!(event = %event, n = chunk.len(), error = %why, "session ends failed; will retry");
+                        self.retry_later(&ids.collect::<Vec<_>>(), now_ms, &why)
                             .await?;
                     }
                 }
