@@ -120,6 +120,9 @@ async fn main() -> anyhow::Result<()> {
         max_active: a.max_active,
         admission_ttl_secs: 600,
     };
+    // Listening from here: a SIGTERM or Ctrl-C during start-up stops the sale right after it
+    // has started (and its nginx with it), instead of killing this process and leaving nginx.
+    let stop = sale_common::shutdown::signal();
     let s = stack::start(opts).await?;
     let cdn = match a.cdn {
         Some(port) => {
@@ -182,7 +185,7 @@ async fn main() -> anyhow::Result<()> {
         "the demo sale opens in {} s; press Ctrl-C to stop",
         a.opens_in
     );
-    sale_common::shutdown::signal().await;
+    stop.await;
     // The edge drains first (its requests in flight still reach the running services), then
     // the services drain (case W13).
     if let Some(cdn) = cdn {

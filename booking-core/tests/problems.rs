@@ -12,6 +12,7 @@ on_both!(
     idempotent_replay_does_not_count_against_rate_limit,
     refused_key_reused_with_other_body_is_422,
     every_json_body_is_an_object_and_null_is_not_left_out,
+    operator_names_and_texts_refuse_control_characters,
 );
 
 async fn problem(r: reqwest::Response, status: u16) -> Value {
@@ -290,6 +291,18 @@ async fn array_body_and_overlong_key_are_named_problems() {
     assert_eq!(h.seat_status("A-1-1").await, "free");
 }
 
+/// A venue of 4 seats and a FLOOR pool of 10, with seat A-1-1 bought: the booking's id.
+async fn with_a_booking_of_a_1_1(b: Backend) -> (Harness, String) {
+    let h = Harness::on_with(b, |c| Harness::venue_with_floor(c, 4, 10)).await;
+    let hold = h.buy("buyer", "A-1-1").await;
+    let booking = sqlx::query_scalar("SELECT id FROM bookings WHERE hold_id = $1")
+        .bind(&hold)
+        .fetch_one(&h.state.db)
+        .await
+        .unwrap();
+    (h, booking)
+}
+
 /// Newcomer review: serde reads a derived struct from a JSON array by position, so the
 /// endpoints that took axum's `Json` acted on arrays: `["x"]` replaced a payment, `["FLOOR"]`
 /// joined a pool's waitlist, `[0, "op", null]` set an oversell allowance to 0. And a `null`
@@ -297,13 +310,7 @@ async fn array_body_and_overlong_key_are_named_problems() {
 /// body is now read by `sale_common::body`: an array or a `null` member is `422 invalid-body`,
 /// and nothing is written. A seat listed twice in a cancel, or none, is 422 too.
 async fn every_json_body_is_an_object_and_null_is_not_left_out(b: Backend) {
-    let h = Harness::on_with(b, |c| Harness::venue_with_floor(c, 4, 10)).await;
-    let hold = h.buy("buyer", "A-1-1").await;
-    let booking: String = sqlx::query_scalar("SELECT id FROM bookings WHERE hold_id = $1")
-        .bind(&hold)
-        .fetch_one(&h.state.db)
-        .await
-        .unwrap();
+    let (h, booking) = with_a_booking_of_a_1_1(b).await;
     let fan = h.token("payer");
     let (st, held) = h.hold(&fan, "pay-me", &["A-1-2"]).await;
     assert_eq!(st, 201, "{held}");
@@ -408,4 +415,58 @@ async fn every_json_body_is_an_object_and_null_is_not_left_out(b: Backend) {
         .await;
     assert_eq!(st, 200, "{v}");
     assert_eq!(h.count(cancels, &booking).await, 1);
+}
+
+/// Newcomer review: a back-office cancel with `"operator": "\u0000"` cancelled and refunded a
+/// seat with a NUL as the operator's name, and the oversell endpoint stored one as `set_by` and
+/// in a policy's `sample`. An operator's name, a cancel's reason and a policy's sample refuse
+/// control characters now (the waiting room's `X-Operator` already did), and nothing is written.
+async fn operator_names_and_texts_refuse_control_characters(b: Backend) {
+    let (h, booking) = with_a_booking_of_a_1_1(b).await;
+    let cancel = format!("/admin/bookings/{booking}/cancel");
+    let oversell = format!("/admin/shows/{SHOW}/pools/FLOOR/oversell");
+    let policy = |sample: &str| {
+        serde_json::json!({"no_show_rate": 0.3, "sample": sample, "move_order": "latest-booking-first",
+            "offers": [{"kind": "refund-plus-compensation", "compensation_cents": 500}]})
+    };
+    let cases = [
+        (
+            &cancel,
+            serde_json::json!({"seats": ["A-1-1"], "operator": "\u{0}"}),
+            400,
+        ),
+        (
+            &cancel,
+            serde_json::json!({"seats": ["A-1-1"], "operator": "ops\u{1b}[2J"}),
+            400,
+        ),
+        (
+            &cancel,
+            serde_json::json!({"seats": ["A-1-1"], "operator": "ops", "reason": "a\u{0}b"}),
+            400,
+        ),
+        (
+            &oversell,
+            serde_json::json!({"allowance": 0, "operator": "\u{0}"}),
+            400,
+        ),
+        (
+            &oversell,
+            serde_json::json!({"allowance": 1, "operator": "ops", "policy": policy("a\u{0}b")}),
+            422,
+        ),
+    ];
+    for (path, body, status) in cases {
+        let (st, p) = h.admin_post(path, body.clone()).await;
+        assert_eq!(st, status, "{path} {body}: {p}");
+    }
+    assert_eq!(h.seat_status("A-1-1").await, "sold");
+    let cancels = "SELECT COUNT(*) FROM cancellations WHERE booking_id = $1";
+    assert_eq!(h.count(cancels, &booking).await, 0);
+    let policies = "SELECT COUNT(*) FROM oversell_policies WHERE show_id = $1";
+    assert_eq!(h.count(policies, SHOW).await, 0);
+    // Printable names and texts, any script, still pass.
+    let body = serde_json::json!({"allowance": 1, "operator": "Zoë Ørsted", "policy": policy("tour 2026 — 12 shows")});
+    let (st, p) = h.admin_post(&oversell, body).await;
+    assert_eq!(st, 200, "{p}");
 }

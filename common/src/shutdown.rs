@@ -17,25 +17,39 @@ use std::time::Duration;
 pub const DEFAULT_DRAIN_SECS: u64 = 10;
 
 /// Resolves on the first SIGTERM or SIGINT (Ctrl-C). On non-Unix targets, Ctrl-C only.
-pub async fn signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
+///
+/// Both handlers are installed when `signal()` is **called**, not when the future is first
+/// polled: the caller calls it before serving, so a signal that arrives once the server answers
+/// is always caught. (Installed at the first poll, inside the task axum spawns for the shutdown
+/// future, a SIGINT sent right after the first `/healthz` answer could still find the default
+/// disposition and kill the process: case W13's half-sent-request test saw it once on a busy
+/// machine, exit by signal instead of 0.) Must be called within a tokio runtime.
+#[cfg(unix)]
+pub fn signal() -> impl Future<Output = ()> + Send + 'static {
+    use tokio::signal::unix::{signal, SignalKind};
+    let term = signal(SignalKind::terminate());
+    let int = signal(SignalKind::interrupt());
+    async move {
+        match (term, int) {
+            (Ok(mut term), Ok(mut int)) => {
                 tokio::select! {
                     _ = term.recv() => tracing::info!("SIGTERM: draining"),
-                    _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: draining"),
+                    _ = int.recv() => tracing::info!("SIGINT: draining"),
                 }
             }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot listen for SIGTERM; Ctrl-C only");
+            (term, int) => {
+                let e = term.err().or(int.err());
+                tracing::warn!(error = ?e, "cannot listen for SIGTERM or SIGINT; Ctrl-C only");
                 let _ = tokio::signal::ctrl_c().await;
             }
         }
     }
-    #[cfg(not(unix))]
-    {
+}
+
+/// Resolves on Ctrl-C (non-Unix targets).
+#[cfg(not(unix))]
+pub fn signal() -> impl Future<Output = ()> + Send + 'static {
+    async {
         let _ = tokio::signal::ctrl_c().await;
     }
 }

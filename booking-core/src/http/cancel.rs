@@ -50,7 +50,7 @@ fn yes() -> bool {
     request_body(content = CancelBody, description = "{seats?, refund (default true), operator, reason?}"),
     responses(
         (status = 200, description = "{cancellation_id, booking_id, hold_id, seats, quantity, amount_cents, refund: pending/none, booking_status: active/cancelled, offered_to_waitlist}", body = Object),
-        (status = 400, description = "bad-request: operator 1 to 80 characters, reason up to 200; invalid-body", body = ProblemDoc),
+        (status = 400, description = "bad-request: operator 1 to 80 characters, reason up to 200, neither with a control character; invalid-body", body = ProblemDoc),
         (status = 404, description = "no such booking", body = ProblemDoc),
         (status = 409, description = "nothing-to-cancel: the booking or these seats are cancelled already", body = ProblemDoc),
         (status = 415, description = "invalid-body: not JSON", body = ProblemDoc),
@@ -67,10 +67,12 @@ pub async fn cancel_booking(
 ) -> ApiResult<Json<Value>> {
     admin(&state, &headers)?;
     let b: CancelBody = sale_common::body::object(&headers, body)?;
-    let who = b.operator.trim();
+    let who = super::oversell::operator(&b.operator)?;
     let reason = b.reason.as_deref().unwrap_or("").trim();
-    if who.is_empty() || who.len() > 80 || reason.len() > 200 {
-        return Err(Problem::bad_request("operator: 1 to 80 characters; reason: up to 200").into());
+    // The reason is audited and written to the fan's email: no control character there either.
+    if reason.len() > 200 || reason.chars().any(char::is_control) {
+        let detail = "reason: up to 200 characters, no control character";
+        return Err(Problem::bad_request(detail).into());
     }
     if let Some(seats) = &b.seats {
         // A seat named twice would be cancelled and refunded once but read as two; none is

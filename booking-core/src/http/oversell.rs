@@ -75,10 +75,14 @@ pub struct OversellBody {
     policy: Option<PolicyBody>,
 }
 
-fn operator(who: &str) -> ApiResult<&str> {
+/// An operator's name as given in an admin body: trimmed, 1 to 80 bytes, no control character
+/// (a NUL or an escape was stored and audited as the name; the waiting room's `X-Operator` is
+/// refused the same way). Else `400 bad-request`.
+pub(crate) fn operator(who: &str) -> ApiResult<&str> {
     let who = who.trim();
-    if who.is_empty() || who.len() > 80 {
-        return Err(Problem::bad_request("operator: 1 to 80 characters").into());
+    if who.is_empty() || who.len() > 80 || who.chars().any(char::is_control) {
+        let detail = "operator: 1 to 80 characters, no control character";
+        return Err(Problem::bad_request(detail).into());
     }
     Ok(who)
 }
@@ -123,7 +127,7 @@ fn refused(r: Refusal, capacity: i64, rate: Option<f64>) -> Problem {
     request_body(content = OversellBody),
     responses(
         (status = 200, description = "{show, pool, oversell, set_by, set_at (s), policy_version}; the current policy again (same allowance, policy and operator): its version and set_at, nothing written", body = Object),
-        (status = 400, description = "bad-request: operator must be 1 to 80 characters; invalid-body", body = ProblemDoc),
+        (status = 400, description = "bad-request: operator must be 1 to 80 characters, no control character; invalid-body", body = ProblemDoc),
         (status = 404, description = "no such pool of this show (seats and interval resources have no allowance)", body = ProblemDoc),
         (status = 415, description = "invalid-body: not JSON", body = ProblemDoc),
         (status = 422, description = "oversell-policy-required, oversell-above-no-show-bound (with bound), invalid-oversell-policy; invalid-body", body = ProblemDoc),
@@ -316,7 +320,7 @@ pub struct ResolutionBody {
     request_body(content = ResolutionBody),
     responses(
         (status = 200, description = "{booking_id, show, pool, action, to_pool, amount_cents, cancellation_id, policy_version, operator, decided_at (ms), replayed}", body = Object),
-        (status = 400, description = "bad-request: operator 1 to 80 characters; invalid-body", body = ProblemDoc),
+        (status = 400, description = "bad-request: operator 1 to 80 characters, no control character; invalid-body", body = ProblemDoc),
         (status = 404, description = "no such booking", body = ProblemDoc),
         (status = 409, description = "already-resolved (another action), pool-full (the target pool has no free places)", body = ProblemDoc),
         (status = 415, description = "invalid-body: not JSON", body = ProblemDoc),

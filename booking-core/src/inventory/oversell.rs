@@ -86,8 +86,10 @@ pub fn check(allowance: i64, capacity: i64, written: Option<&Written>) -> Result
         return Err(Refusal::Invalid("no_show_rate: a share from 0 to 1".into()));
     }
     let sample = w.sample.trim();
-    if sample.is_empty() || sample.len() > 200 {
-        return Err(Refusal::Invalid("sample: 1 to 200 characters".into()));
+    if sample.is_empty() || sample.len() > 200 || sample.chars().any(char::is_control) {
+        return Err(Refusal::Invalid(
+            "sample: 1 to 200 characters, no control character".into(),
+        ));
     }
     if w.offers.is_empty() {
         return Err(Refusal::Invalid("offers: at least one".into()));
