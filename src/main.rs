@@ -182,6 +182,10 @@ async fn main() -> anyhow::Result<()> {
         s.webhook_secret_file.display()
     );
     println!(
+        "service token:                  in {} (the waiting room's /internal API, API.md; random for this run)",
+        s.service_token_file.display()
+    );
+    println!(
         "the demo sale opens in {} s; press Ctrl-C to stop",
         a.opens_in
     );

@@ -187,6 +187,10 @@ pub struct Stack {
     /// A file (mode 0600, removed on shutdown) holding the admin token, so that a random one
     /// need not be printed.
     pub admin_token_file: PathBuf,
+    /// A file (mode 0600, removed on shutdown) holding the waiting room's service token (its
+    /// `/internal/…` API, which the booking core calls), random per run and never printed:
+    /// for trying that API against a local sale (newcomer review).
+    pub service_token_file: PathBuf,
     stops: Vec<oneshot::Sender<()>>,
     tasks: Vec<JoinHandle<anyhow::Result<()>>>,
     _tmp: Vec<tempfile::TempDir>,
@@ -344,6 +348,8 @@ pub async fn start(opts: StackOptions) -> anyhow::Result<Stack> {
     let webhook_secret_file =
         configs::write_secret(secrets.path(), "webhook-secret", &gateway_secret)?;
     let admin_token_file = configs::write_secret(secrets.path(), "admin-token", &opts.admin_token)?;
+    let service_token_file =
+        configs::write_secret(secrets.path(), "service-token", &service_token)?;
     tmp.push(secrets);
     let wiring = Wiring {
         wr_url: &wr_url,
@@ -377,6 +383,7 @@ pub async fn start(opts: StackOptions) -> anyhow::Result<Stack> {
         mail_dir,
         webhook_secret_file,
         admin_token_file,
+        service_token_file,
         stops,
         tasks,
         _tmp: tmp,

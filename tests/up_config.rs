@@ -44,8 +44,9 @@ fn up_with_a_short_admin_token_names_admin_token_before_binding() {
     );
 }
 
-/// `up` prints the path of the webhook secret (and of its random admin token), never the
-/// secrets; the file's key signs webhooks the booking core accepts.
+/// `up` prints the path of the webhook secret (and of its random admin and service tokens),
+/// never the secrets; the file's key signs webhooks the booking core accepts, the service
+/// token's opens the waiting room's internal API.
 #[tokio::test]
 async fn up_prints_where_the_webhook_secret_is_and_not_the_secret() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -110,6 +111,33 @@ async fn up_prints_where_the_webhook_secret_is_and_not_the_secret() {
     assert_eq!(post(b"not-the-key".to_vec()).await, 401);
     let accepted = post(secret.as_bytes().to_vec()).await;
     assert_ne!(accepted, 401, "the file's key signs accepted webhooks");
+    // The service token's file: the waiting room's /internal API takes it (newcomer review: a
+    // newcomer could not try that API against `up`), and it is never printed either.
+    let service_file = path_after("service token:");
+    let service = std::fs::read_to_string(&service_file).expect("read");
+    let service = service.trim();
+    assert!(
+        !printed.contains(service),
+        "the token is printed:\n{printed}"
+    );
+    let end = |token: String| {
+        let c = c.clone();
+        async move {
+            c.post(format!(
+                "http://127.0.0.1:{wr}/internal/events/demo/sessions/end-batch"
+            ))
+            .bearer_auth(token)
+            .json(&serde_json::json!({"jtis": ["no-such-jti"]}))
+            .send()
+            .await
+            .expect("end-batch")
+        }
+    };
+    assert_eq!(end("not-the-token-0123456789".into()).await.status(), 401);
+    let r = end(service.to_owned()).await;
+    assert_eq!(r.status(), 200);
+    let v: serde_json::Value = r.json().await.expect("json");
+    assert_eq!(v["unknown"], 1, "{v}");
     // SIGTERM: `up` drains and removes its secret files.
     let term = Command::new("kill")
         .args(["-TERM", &up.id().to_string()])
@@ -118,6 +146,10 @@ async fn up_prints_where_the_webhook_secret_is_and_not_the_secret() {
     assert!(term.success());
     assert!(wait_within(&mut up, Duration::from_secs(60)).success());
     assert!(!secret_file.exists(), "the secret file outlived up");
+    assert!(
+        !service_file.exists(),
+        "the service token's file outlived up"
+    );
 }
 
 /// A service that stops while starting fails `up` with its own error, not "healthz did not
