@@ -100,9 +100,8 @@ pub use sale_common::problem::{clip, ECHO_MAX};
 /// status: 413 `payload-too-large` for a body over the limit, else `invalid-{what}` with the
 /// rejection's text clipped to [`ECHO_MAX`] characters.
 pub fn rejection(status: StatusCode, what: &'static str, text: &str) -> Problem {
-    if status == StatusCode::PAYLOAD_TOO_LARGE {
-        return Problem::new(status, "payload-too-large", "Request body too large")
-            .detail("the request body is over the size limit");
+    if status == StatusCode::PAYLOAD_TOO_LARGE || what == "body" {
+        return sale_common::body::rejection(status, text);
     }
     let kind = match what {
         "query" => "invalid-query",

@@ -12,6 +12,18 @@ use super::openapi::ProblemDoc;
 use crate::error::ApiResult;
 use crate::state::AppState;
 
+/// An operator's name as given in an admin body: trimmed, 1 to 80 bytes, no control character
+/// (a NUL or an escape was stored and audited as the name; the waiting room's `X-Operator` is
+/// refused the same way). Else `400 bad-request`.
+pub(crate) fn operator(who: &str) -> ApiResult<&str> {
+    let who = who.trim();
+    if who.is_empty() || who.len() > 80 || who.chars().any(char::is_control) {
+        let detail = "operator: 1 to 80 characters, no control character";
+        return Err(Problem::bad_request(detail).into());
+    }
+    Ok(who)
+}
+
 pub(crate) fn admin(state: &AppState, headers: &HeaderMap) -> ApiResult<()> {
     let given = headers
         .get(axum::http::header::AUTHORIZATION)

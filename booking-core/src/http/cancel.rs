@@ -12,7 +12,7 @@ use axum::Json;
 use sale_common::Problem;
 use serde_json::Value;
 
-use super::admin::admin;
+use super::admin::{admin, operator};
 use super::openapi::ProblemDoc;
 use crate::error::ApiResult;
 use crate::payments::cancel::{self, Cancelled, Origin};
@@ -67,7 +67,7 @@ pub async fn cancel_booking(
 ) -> ApiResult<Json<Value>> {
     admin(&state, &headers)?;
     let b: CancelBody = sale_common::body::object(&headers, body)?;
-    let who = super::oversell::operator(&b.operator)?;
+    let who = operator(&b.operator)?;
     let reason = b.reason.as_deref().unwrap_or("").trim();
     // The reason is audited and written to the fan's email: no control character there either.
     if reason.len() > 200 || reason.chars().any(char::is_control) {
@@ -80,12 +80,9 @@ pub async fn cancel_booking(
         let mut seen = std::collections::HashSet::with_capacity(seats.len());
         if seats.is_empty() || !seats.iter().all(|s| seen.insert(s.as_str())) {
             let detail = "seats: at least one, each once (leave seats out to cancel them all)";
-            return Err(crate::inventory::claim::unprocessable(
-                "invalid-body",
-                "Invalid request body",
-            )
-            .detail(detail)
-            .into());
+            return Err(
+                sale_common::body::rejection(StatusCode::UNPROCESSABLE_ENTITY, detail).into(),
+            );
         }
     }
     let reason = if reason.is_empty() {

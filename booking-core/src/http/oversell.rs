@@ -10,7 +10,7 @@ use axum::Json;
 use sale_common::Problem;
 use serde_json::{json, Value};
 
-use super::admin::admin;
+use super::admin::{admin, operator};
 use super::openapi::ProblemDoc;
 use crate::error::{clip, ApiResult};
 use crate::inventory::oversell::{self, MoveOrder, Refusal, Written};
@@ -73,18 +73,6 @@ pub struct OversellBody {
     /// Required when `allowance` > 0.
     #[serde(default)]
     policy: Option<PolicyBody>,
-}
-
-/// An operator's name as given in an admin body: trimmed, 1 to 80 bytes, no control character
-/// (a NUL or an escape was stored and audited as the name; the waiting room's `X-Operator` is
-/// refused the same way). Else `400 bad-request`.
-pub(crate) fn operator(who: &str) -> ApiResult<&str> {
-    let who = who.trim();
-    if who.is_empty() || who.len() > 80 || who.chars().any(char::is_control) {
-        let detail = "operator: 1 to 80 characters, no control character";
-        return Err(Problem::bad_request(detail).into());
-    }
-    Ok(who)
 }
 
 fn unprocessable(kind: &'static str, title: &str) -> Problem {

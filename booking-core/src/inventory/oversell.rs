@@ -152,15 +152,12 @@ pub async fn set(
         || "[]".to_owned(),
         |w| Value::from(w.offers.clone()).to_string(),
     );
-    let asked = (
-        allowance,
-        written.map(|w| w.no_show_rate),
-        written.map(|w| w.sample.trim().to_owned()),
-        written.map(|w| w.move_order.as_str().to_owned()),
-    );
+    let rate = written.map(|w| w.no_show_rate);
+    let sample = written.map(|w| w.sample.trim().to_owned());
+    let order = written.map(|w| w.move_order.as_str().to_owned());
     let version = current.as_ref().map_or(0, |c| c.0);
-    if let Some((v, a, _, rate, sample, order, o, op, at, _)) = current {
-        if (a, rate, sample, order) == asked && o == offers && op == who {
+    if let Some((v, a, _, r, sa, mo, o, op, at, _)) = current {
+        if (a, &r, &sa, &mo, &o, op.as_str()) == (allowance, &rate, &sample, &order, &offers, who) {
             tx.rollback().await?;
             return Ok((v, at));
         }
@@ -174,9 +171,9 @@ pub async fn set(
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
     )
     .bind(show).bind(pool).bind(version + 1).bind(allowance).bind(capacity)
-    .bind(written.map(|w| w.no_show_rate))
-    .bind(written.map(|w| w.sample.trim().to_owned()))
-    .bind(written.map(|w| w.move_order.as_str()))
+    .bind(rate)
+    .bind(sample)
+    .bind(order)
     .bind(offers).bind(who).bind(now_ms)
     .execute(&mut *tx)
     .await?;
