@@ -28,8 +28,10 @@ fn systemd_units_pass_systemd_analyze_verify() {
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or_else(|| panic!("{unit}.service: TimeoutStopSec in seconds"));
         assert!(
-            stop > sale_common::shutdown::DEFAULT_DRAIN_SECS,
-            "{unit}.service: TimeoutStopSec={stop} must exceed the drain deadline"
+            stop * 1000
+                > sale_common::shutdown::DEFAULT_LAME_DUCK_MS
+                    + sale_common::shutdown::DEFAULT_DRAIN_SECS * 1000,
+            "{unit}.service: TimeoutStopSec={stop} must exceed the lame duck plus the drain deadline"
         );
     }
     let Ok(version) = Command::new("systemd-analyze").arg("--version").output() else {

@@ -119,6 +119,10 @@ pub struct Config {
     /// On SIGTERM/SIGINT, how long requests in flight may take before the remaining
     /// connections are closed, **seconds** (case W13).
     pub drain_secs: u64,
+    /// On SIGTERM/SIGINT, how long the node answers as a lame duck before it stops accepting,
+    /// **milliseconds** (default 1000; `sale_common::shutdown`): every answer carries
+    /// `Connection: close`, so no keep-alive request is dropped.
+    pub lame_duck_ms: u64,
     /// Waiting room base URL, returned in 401 bodies so the page can send the fan back.
     pub waiting_room_url: String,
     /// Payment gateway base URL (server-to-server).
@@ -210,6 +214,7 @@ impl Config {
             jwks_refresh_cooldown_secs: 10,
             jwks_refresh_secs: 60,
             drain_secs: sale_common::shutdown::DEFAULT_DRAIN_SECS,
+            lame_duck_ms: sale_common::shutdown::DEFAULT_LAME_DUCK_MS,
             waiting_room_url: "http://127.0.0.1:8080".into(),
             gateway_url: gateway_url.into(),
             gateway_secret: gateway_secret.clone(),

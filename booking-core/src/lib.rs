@@ -101,13 +101,15 @@ pub async fn serve_state(
     }
     tracing::info!(addr = ?listener.local_addr().ok(), "booking-core listening");
     let drain = Duration::from_secs(state.config.drain_secs);
+    let lame_duck = Duration::from_millis(state.config.lame_duck_ms);
     let last = state.clone();
     let stopping = async move {
         shutdown.await;
         let _ = stop_tx.send(true);
     };
     let result =
-        sale_common::shutdown::serve_draining(listener, router(state), stopping, drain).await;
+        sale_common::shutdown::serve_draining(listener, router(state), stopping, lame_duck, drain)
+            .await;
     // The reconciler finishes its step and gives its lease back (case W13); the outbox worker
     // and the JWKS refresher hold nothing.
     if let Some(r) = reconciler {

@@ -98,7 +98,16 @@ pub async fn serve(
     let dispatcher = tokio::spawn(webhooks::dispatch_loop(state.clone()));
     tracing::info!(addr = ?listener.local_addr().ok(), "gateway-sim listening");
     let drain = Duration::from_secs(sale_common::shutdown::DEFAULT_DRAIN_SECS);
-    let res = sale_common::shutdown::serve_draining(listener, router(state), shutdown, drain).await;
+    // No lame duck: the simulator stands in for a remote gateway in tests, stopped and started
+    // often; its callers retry a refused connection like any gateway call.
+    let res = sale_common::shutdown::serve_draining(
+        listener,
+        router(state),
+        shutdown,
+        Duration::ZERO,
+        drain,
+    )
+    .await;
     dispatcher.abort();
     res?;
     Ok(())

@@ -170,6 +170,9 @@ fn default_s3_prefix() -> String {
 fn default_drain() -> u64 {
     sale_common::shutdown::DEFAULT_DRAIN_SECS
 }
+fn default_lame_duck() -> u64 {
+    sale_common::shutdown::DEFAULT_LAME_DUCK_MS
+}
 fn default_replication_timeout() -> u64 {
     500
 }
@@ -305,6 +308,11 @@ pub struct Config {
     /// are closed, **seconds** (case W13).
     #[serde(default = "default_drain")]
     pub drain_secs: u64,
+    /// On SIGTERM/SIGINT, how long the node answers as a lame duck before it stops accepting,
+    /// **milliseconds** (default 1000; `sale_common::shutdown`): every answer carries
+    /// `Connection: close` and `/readyz` is 503, so no keep-alive request is dropped.
+    #[serde(default = "default_lame_duck")]
+    pub lame_duck_ms: u64,
     /// How often each event's sale report takes a sample, **seconds** (1–60, default 10;
     /// `report` module, API.md "Sale report"). Also the resolution of its time in queue.
     #[serde(default = "default_report_sample")]
@@ -411,6 +419,7 @@ impl Config {
             s3_bucket: None,
             s3_prefix: default_s3_prefix(),
             drain_secs: default_drain(),
+            lame_duck_ms: default_lame_duck(),
             report_sample_secs: default_report_sample(),
             max_clock_skew_secs: default_skew(),
             store_min_replicas: None,

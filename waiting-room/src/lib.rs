@@ -108,12 +108,14 @@ pub async fn serve_with_clock(
         stop_rx,
     ));
     let drain = Duration::from_secs(state.0.config.drain_secs);
+    let lame_duck = Duration::from_millis(state.0.config.lame_duck_ms);
     let stopping = async move {
         shutdown.await;
         let _ = stop_tx.send(true);
     };
     let result =
-        sale_common::shutdown::serve_draining(listener, router(state), stopping, drain).await;
+        sale_common::shutdown::serve_draining(listener, router(state), stopping, lame_duck, drain)
+            .await;
     // The admitter loop releases its owner-token locks before it returns (case W13).
     let _ = loop_task.await;
     let _ = closed_loops.await;

@@ -32,6 +32,7 @@ pub struct ConfigFile {
     pub jwks_refresh_secs: u64,
     pub jwks_refresh_cooldown_secs: u64,
     pub drain_secs: u64,
+    pub lame_duck_ms: u64,
     pub waiting_room_url: Option<String>,
     pub gateway_url: Option<String>,
     #[serde(deserialize_with = "secret")]
@@ -116,6 +117,7 @@ impl Default for ConfigFile {
             jwks_refresh_secs: d.jwks_refresh_secs,
             jwks_refresh_cooldown_secs: d.jwks_refresh_cooldown_secs,
             drain_secs: d.drain_secs,
+            lame_duck_ms: d.lame_duck_ms,
             waiting_room_url: None,
             gateway_url: None,
             gateway_secret: None,
@@ -206,6 +208,7 @@ impl ConfigFile {
             jwks_refresh_cooldown_secs: self.jwks_refresh_cooldown_secs,
             jwks_refresh_secs: self.jwks_refresh_secs,
             drain_secs: self.drain_secs,
+            lame_duck_ms: self.lame_duck_ms,
             waiting_room_url: req.take("waiting_room_url", self.waiting_room_url),
             gateway_url: req.take("gateway_url", self.gateway_url),
             gateway_secret,

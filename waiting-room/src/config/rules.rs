@@ -3,7 +3,7 @@
 //! 5)`), so an operator (or `ticket-sale up`) sees them all before anything starts.
 //! Values with no rule: paths (`static_dir`, `status_dir`, `signing_key_dir`), `trusted_proxies`
 //! (typed), `status_max_age_secs`, `invite_grace_secs`, `rejoin_grace_secs`,
-//! `ready_window_secs`, `ready_window_min`, `drain_secs`, `s3_prefix`, `signing_key_pem` (read
+//! `ready_window_secs`, `ready_window_min`, `drain_secs`, `lame_duck_ms`, `s3_prefix`, `signing_key_pem` (read
 //! when the signer starts).
 
 use sale_common::config::{is_http_url, min_chars};
