@@ -79,3 +79,64 @@ async fn a_sqlite_write_transaction_never_upgrades_a_read_into_a_lock_error() {
     let n: i64 = sqlx::query_scalar(read).fetch_one(&a).await.unwrap();
     assert_eq!(n, seen + 2, "both writes landed, none lost");
 }
+
+/// Every connection of the booking core's PostgreSQL pool cut at once while idle (what a
+/// database restart or failover does): the next request still succeeds, because a connection
+/// idle for `db::PING_AFTER_IDLE` or more is pinged before use and a dead one replaced
+/// (`db::ping_if_idle`; sqlx's own ping before every use is off: it cost a round trip per
+/// transaction). The same cut under a pool with no check at all fails a request: the test can
+/// fail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_connections_cut_while_idle_are_replaced_before_use() {
+    use sqlx::any::AnyPoolOptions;
+    let server = sale_common::testsupport::PostgresServer::shared();
+    let url = server.create_database();
+    let db = booking_core::db::connect(&url).await.expect("connect");
+    sqlx::any::install_default_drivers();
+    let unchecked = AnyPoolOptions::new()
+        .max_connections(4)
+        .test_before_acquire(false)
+        .connect(&url)
+        .await
+        .expect("unchecked pool");
+    // Open several connections in each pool (concurrent queries), all back in the pools.
+    let warm = |pool: sqlx::AnyPool| async move {
+        let tasks: Vec<_> = (0..4)
+            .map(|_| {
+                let p = pool.clone();
+                tokio::spawn(async move {
+                    sqlx::query("SELECT pg_sleep(0.05)")
+                        .execute(&p)
+                        .await
+                        .map(|_| ())
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.expect("task").expect("warm-up query");
+        }
+    };
+    warm(db.clone()).await;
+    warm(unchecked.clone()).await;
+    assert!(db.num_idle() >= 2, "idle: {}", db.num_idle());
+    let name = url.rsplit('/').next().expect("db name").to_owned();
+    server.psql(&format!(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE datname = '{name}' AND pid <> pg_backend_pid()"
+    ));
+    // The threshold is the pool's own idle clock (real time): wait past it.
+    tokio::time::sleep(booking_core::db::PING_AFTER_IDLE + std::time::Duration::from_millis(200))
+        .await;
+    for i in 0..6 {
+        let n: i64 = sqlx::query_scalar("SELECT CAST(1 AS BIGINT)")
+            .fetch_one(&db)
+            .await
+            .unwrap_or_else(|e| panic!("query {i} after the cut: {e:#}"));
+        assert_eq!(n, 1);
+    }
+    let failed = sqlx::query("SELECT 1").execute(&unchecked).await;
+    assert!(
+        failed.is_err(),
+        "a pool that never checks hands out a cut connection"
+    );
+}

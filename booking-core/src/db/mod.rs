@@ -59,6 +59,10 @@ pub async fn connect(url: &str) -> anyhow::Result<Db> {
                 .min_connections(1)
                 .idle_timeout(None)
                 .max_lifetime(None)
+                // In process, a SQLite connection cannot hang up: no ping before each use, one
+                // trip to the writer's thread fewer per transaction while every other writer
+                // waits (sqlx still pings it on its return; see [`ping_if_idle`]).
+                .test_before_acquire(false)
                 .acquire_timeout(Duration::from_secs(10))
                 .after_connect(move |conn, _| {
                     Box::pin(async move {
@@ -80,6 +84,8 @@ pub async fn connect(url: &str) -> anyhow::Result<Db> {
             AnyPoolOptions::new()
                 .max_connections(PG_POOL)
                 .acquire_timeout(Duration::from_secs(5))
+                .test_before_acquire(false)
+                .before_acquire(ping_if_idle)
                 .connect(url)
                 .await?
         }
@@ -89,6 +95,29 @@ pub async fn connect(url: &str) -> anyhow::Result<Db> {
         Backend::Postgres => POSTGRES_MIGRATIONS.run(&pool).await?,
     }
     Ok(pool)
+}
+
+/// A pooled connection idle this long is pinged before it is handed out ([`ping_if_idle`]).
+pub const PING_AFTER_IDLE: Duration = Duration::from_secs(1);
+
+/// The pools' check before handing out an idle connection: a ping only when it sat idle for
+/// [`PING_AFTER_IDLE`] or more. sqlx 0.8 pings every connection when it is returned to the pool
+/// and, by default (`test_before_acquire`), again before every use: two round trips per
+/// transaction beside its own, on a hot show one of them on SQLite's single writer while every
+/// other writer waits (bench: `loadtest bench`, ARCHITECTURE.md "Bench"). A connection in steady
+/// use was checked moments ago by the ping on its return; one idle longer may have been cut (a
+/// PostgreSQL restart or failover) and is pinged, and discarded by the pool if the ping fails.
+/// The pattern of sqlx's own `PoolOptions::before_acquire` documentation.
+pub fn ping_if_idle(
+    conn: &mut sqlx::AnyConnection,
+    meta: sqlx::pool::PoolConnectionMetadata,
+) -> futures::future::BoxFuture<'_, sqlx::Result<bool>> {
+    Box::pin(async move {
+        if meta.idle_for >= PING_AFTER_IDLE {
+            sqlx::Connection::ping(conn).await?;
+        }
+        Ok(true)
+    })
 }
 
 /// PostgreSQL connections per process: sized for a 2-core machine, where more connections
@@ -108,6 +137,7 @@ pub async fn connect_reads(url: &str, writer: &Db) -> anyhow::Result<Db> {
     Ok(AnyPoolOptions::new()
         .max_connections(SQLITE_READERS)
         .min_connections(1)
+        .test_before_acquire(false)
         .acquire_timeout(Duration::from_secs(10))
         .after_connect(|conn, _| {
             Box::pin(async move {
