@@ -353,3 +353,58 @@ async fn case_b10_a_restarted_gateway_gets_a_new_token_and_payments_go_through()
         .await
         .expect("a new run on the old database pays");
 }
+
+/// Found in CI under load (the rush's `pay 502 × 14`): a pay while another node holds the
+/// gateway token's refresh lease and has stored no token yet answered `502`, counted as a
+/// server error. Nothing reached the gateway: it is `503 gateway-unavailable` with
+/// `Retry-After`, the hold keeps no half-made payment, and once a token can be had the same
+/// pay goes through.
+#[tokio::test]
+async fn a_pay_with_no_gateway_token_yet_is_503_retry_after_and_writes_nothing() {
+    let h = support::Harness::start_with(|c| c.gateway_timeout = Duration::from_millis(300)).await;
+    sqlx::query("DELETE FROM gateway_token")
+        .execute(&h.state.db)
+        .await
+        .expect("no token");
+    // Another node is fetching the token: it holds the refresh lease.
+    sqlx::query(
+        "INSERT INTO leases (name, owner, lease_until) VALUES ('gateway-token-refresh', 'other-node', $1) \
+         ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, lease_until = excluded.lease_until",
+    )
+    .bind(h.clock.now_ms() + 600_000)
+    .execute(&h.state.db)
+    .await
+    .expect("lease");
+    let fan = h.token("no-token-fan");
+    let (st, hold) = h.hold(&fan, "k1", &["A-1-1"]).await;
+    assert_eq!(st, 201, "{hold}");
+    let id = hold["hold_id"].as_str().expect("hold id").to_owned();
+    let pay = |h: &support::Harness| {
+        h.http
+            .post(format!("{}/api/holds/{id}/pay", h.base))
+            .bearer_auth(&fan)
+            .send()
+    };
+    let r = pay(&h).await.expect("pay");
+    assert_eq!(r.status(), 503);
+    assert!(r.headers().contains_key("retry-after"), "{:?}", r.headers());
+    let body: serde_json::Value = r.json().await.expect("problem");
+    assert_eq!(body["type"], "/problems/gateway-unavailable", "{body}");
+    assert_eq!(
+        h.count(
+            "SELECT COUNT(*) FROM holds WHERE id = $1 AND payment_id IS NULL",
+            &id
+        )
+        .await,
+        1,
+        "the claim on the payment is given back"
+    );
+    assert!(h.sim_payments().await.is_empty(), "nothing sent");
+    // The other node gives the lease back without a token: this node fetches one and pays.
+    sqlx::query("DELETE FROM leases WHERE name = 'gateway-token-refresh'")
+        .execute(&h.state.db)
+        .await
+        .expect("lease gone");
+    let r = pay(&h).await.expect("pay again");
+    assert_eq!(r.status(), 200, "{:?}", r.text().await);
+}

@@ -80,6 +80,11 @@ pub enum GatewayError {
     /// Execute refused (409): the payment is not approved; carries its status when given.
     #[error("gateway refused: {0:?}")]
     Refused(Option<PayStatus>),
+    /// No usable access token for the gateway within the caller's wait: another process holds
+    /// the refresh lease and has not stored one yet, or the token store could not be read.
+    /// Nothing was sent to the gateway; the caller answers `503` with `Retry-After`.
+    #[error("no gateway access token: {0}")]
+    NoToken(String),
     /// Transport or unexpected answer.
     #[error("gateway error: {0}")]
     Other(String),

@@ -107,7 +107,7 @@ impl TokenStore {
         sqlx::query_as("SELECT token, expires_at FROM gateway_token WHERE id = 1")
             .fetch_optional(&self.db)
             .await
-            .map_err(|e| GatewayError::Other(format!("token store: {e}")))
+            .map_err(|e| GatewayError::NoToken(format!("token store: {e}")))
     }
 
     /// A valid token, waiting at most `wait` (the caller's own deadline) for a refresh by this
@@ -131,7 +131,7 @@ impl TokenStore {
             let owner = uuid::Uuid::new_v4().to_string();
             let mine = lease::acquire(&self.db, LEASE, &owner, now, now + LOCK_TTL_MS)
                 .await
-                .map_err(|e| GatewayError::Other(format!("token lease: {e}")))?;
+                .map_err(|e| GatewayError::NoToken(format!("token lease: {e}")))?;
             if mine {
                 // Double check: another process may have stored a token between our read and
                 // our lease (it gives the lease back right after storing).
@@ -159,7 +159,9 @@ impl TokenStore {
                 return Ok(t);
             }
             if started.elapsed() + POLL >= wait {
-                return Err(GatewayError::Other("no gateway access token yet".into()));
+                return Err(GatewayError::NoToken(
+                    "none stored yet by the refresh lease's holder".into(),
+                ));
             }
             tokio::time::sleep(POLL).await;
         }

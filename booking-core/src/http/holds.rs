@@ -585,7 +585,7 @@ pub struct PayBody {
             headers(("Retry-After" = u64, description = "payment-in-progress only"))),
         (status = 422, description = "unknown-attempt: replaces names no payment of this hold; invalid-body: not an object (a JSON array), an unknown member, `replaces` null", body = ProblemDoc),
         (status = 502, description = "gateway-unavailable: the payment could not be created", body = ProblemDoc),
-        (status = 503, description = "gateway-unavailable: the replaced payment could not be voided yet; database busy", body = ProblemDoc),
+        (status = 503, description = "gateway-unavailable (Retry-After): no gateway access token yet (nothing was sent), or the replaced payment could not be voided yet; database busy", body = ProblemDoc),
     ),
     security(("admission_token" = []), ("admission_cookie" = [])),
 )]

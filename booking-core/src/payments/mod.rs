@@ -314,7 +314,8 @@ pub async fn start(state: &AppState, hold: &Hold) -> ApiResult<Value> {
 
 /// Creates the payment at the gateway for a hold whose `payment_id` was claimed as `token`
 /// (`pending:…`), then stores it as the hold's current attempt. A failed create gives the claim
-/// back (`payment_id` NULL: the fan may start again) and answers `502 gateway-unavailable`.
+/// back (`payment_id` NULL: the fan may start again) and answers `502 gateway-unavailable`
+/// (`503` when no gateway access token could be had: nothing was sent), with `Retry-After`.
 pub(crate) async fn create_at_gateway(
     state: &AppState,
     hold: &Hold,
@@ -349,7 +350,13 @@ pub(crate) async fn create_at_gateway(
                 .bind(token)
                 .execute(&state.db)
                 .await?;
-            return Err(gateway_unavailable(StatusCode::BAD_GATEWAY).into());
+            // Without a token nothing reached the gateway: the booking core itself is not
+            // ready yet (RFC 9110 15.6.4: 503 with Retry-After). Otherwise the gateway failed.
+            let status = match e {
+                GatewayError::NoToken(_) => StatusCode::SERVICE_UNAVAILABLE,
+                _ => StatusCode::BAD_GATEWAY,
+            };
+            return Err(gateway_unavailable(status).into());
         }
     };
     let mut tx = crate::db::begin_write(&state.db).await?;
