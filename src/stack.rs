@@ -259,18 +259,36 @@ impl Stack {
         task.await?
     }
 
-    /// Stops the three services and waits for them to finish.
+    /// Stops the three services and waits for them to finish: the waiting room and the booking
+    /// core first (each through its lame duck and drain), the gateway last, once nothing can
+    /// call it any more. Stopped together, a pay in the booking core's lame duck found the
+    /// gateway gone: `502 gateway-unavailable` for 7 of ~30 pays in that second (newcomer review).
     pub async fn shutdown(self) {
-        for s in self.stops {
+        // Started gateway, waiting room, booking core: the gateway is index 0.
+        let mut stops = self.stops.into_iter();
+        let mut tasks = self.tasks.into_iter();
+        let (gw_stop, gw_task) = (stops.next(), tasks.next());
+        for s in stops {
             let _ = s.send(());
         }
-        for t in self.tasks {
-            match t.await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => tracing::error!(error = %e, "service ended with an error"),
-                Err(e) => tracing::error!(error = %e, "service task panicked"),
-            }
+        for t in tasks {
+            ended(t.await);
         }
+        if let Some(s) = gw_stop {
+            let _ = s.send(());
+        }
+        if let Some(t) = gw_task {
+            ended(t.await);
+        }
+    }
+}
+
+/// Logs how a service task ended, if not cleanly.
+fn ended(r: Result<anyhow::Result<()>, tokio::task::JoinError>) {
+    match r {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::error!(error = %e, "service ended with an error"),
+        Err(e) => tracing::error!(error = %e, "service task panicked"),
     }
 }
 

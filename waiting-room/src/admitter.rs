@@ -258,7 +258,7 @@ impl Admitter {
         let store = self.store.clone();
         let (pre, all) = (EventState::Prequeue, [EventState::Closed]);
         let after = match phase {
-            Phase::PrequeueOpens => store.transition(&self.event, &all, pre).await?,
+            Phase::PrequeueOpens => store.transition(&self.event, &all, pre).await?.0,
             Phase::SaleOpens => {
                 if phases.prequeue_opens_at.is_some() {
                     store.transition(&self.event, &all, pre).await?;
@@ -280,6 +280,7 @@ impl Admitter {
                 store
                     .transition(&self.event, &from, EventState::Closed)
                     .await?
+                    .0
             }
         };
         let entry = AuditEntry {

@@ -323,7 +323,7 @@ impl QueueStore for Counting {
         e: &EventId,
         f: &[EventState],
         t: EventState,
-    ) -> StoreResult<EventState> {
+    ) -> StoreResult<(EventState, bool)> {
         self.hit().transition(e, f, t).await
     }
     async fn join(&self, e: &EventId, v: &VisitorId, n: i64, g: u64) -> StoreResult<JoinOutcome> {

@@ -390,7 +390,18 @@ async fn paused_holds_the_cursor(s: Store) {
         .transition(&ev(), &[EventState::Open], EventState::Paused)
         .await
         .expect("pause");
-    assert_eq!(st, EventState::Paused);
+    assert_eq!(st, (EventState::Paused, true), "this call moved it");
+    // The same call again (a concurrent identical pause that lost): the state is `to`, but
+    // this call did not move it, so its caller neither succeeds nor audits.
+    let again = s
+        .transition(&ev(), &[EventState::Open], EventState::Paused)
+        .await
+        .expect("pause again");
+    assert_eq!(
+        again,
+        (EventState::Paused, false),
+        "already moved by another"
+    );
     let a = advance(&s, 5, 10, NOW, 60).await;
     assert_eq!(a.moved, 0);
     let c = s
@@ -404,7 +415,7 @@ async fn paused_holds_the_cursor(s: Store) {
         .expect("cas");
     assert_eq!(
         st,
-        EventState::Paused,
+        (EventState::Paused, false),
         "compare-and-set refuses a wrong 'from'"
     );
 }

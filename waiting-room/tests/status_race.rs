@@ -94,7 +94,7 @@ async fn stale_builder_race(
             .transition(&ev(), &[EventState::Open], EventState::SoldOut)
             .await
             .expect("sold out");
-    assert_eq!(after, EventState::SoldOut);
+    assert_eq!(after, (EventState::SoldOut, true));
     let doc = b.refresh_status(&ev()).await.expect("b publishes");
     assert_eq!(doc.state, "sold_out");
     assert_eq!(file_state(dir).0, "sold_out");

@@ -147,14 +147,16 @@ pub trait QueueStore: Send + Sync + std::fmt::Debug + 'static {
     /// Compare-and-set of the applied-phase marker: `from` → `to`; `true` when moved (so a
     /// phase is applied once even if two nodes ever both thought they held the admitter lock).
     async fn phase_done(&self, event: &EventId, from: u8, to: u8) -> StoreResult<bool>;
-    /// Compare-and-set of the state: moves to `to` only from one of `from`. Returns the state
-    /// after the call (unchanged when the current state was not in `from`).
+    /// Compare-and-set of the state: moves to `to` only from one of `from` (and not from `to`
+    /// itself). Returns the state after the call and whether THIS call moved it: of two
+    /// concurrent identical calls one is `(to, true)`, the other `(to, false)` (the state after
+    /// alone cannot tell them apart, and both would be audited as the change).
     async fn transition(
         &self,
         event: &EventId,
         from: &[EventState],
         to: EventState,
-    ) -> StoreResult<EventState>;
+    ) -> StoreResult<(EventState, bool)>;
     /// Joins with `NX` semantics (case W05): a visitor who already has a place keeps it; before
     /// opening the visitor goes into the pre-queue; after, gets the next FIFO number. Closed or
     /// sold-out events take no new fans (`queue_number: None`). A re-join is a sign of life: a

@@ -182,13 +182,14 @@ impl QueueStore for MemoryStore {
         event: &EventId,
         from: &[EventState],
         to: EventState,
-    ) -> StoreResult<EventState> {
+    ) -> StoreResult<(EventState, bool)> {
         self.with_event(event, |e| {
-            if from.contains(&e.meta.state) && e.meta.state != to {
+            let moved = from.contains(&e.meta.state) && e.meta.state != to;
+            if moved {
                 e.meta.state = to;
                 e.bump_gen();
             }
-            e.meta.state
+            (e.meta.state, moved)
         })
     }
 

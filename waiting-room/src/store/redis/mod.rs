@@ -472,20 +472,20 @@ impl QueueStore for RedisStore {
         event: &EventId,
         from: &[EventState],
         to: EventState,
-    ) -> StoreResult<EventState> {
+    ) -> StoreResult<(EventState, bool)> {
         let mut inv = self.scripts.transition.key(key(event, "meta"));
         inv.arg(to.as_str());
         for f in from {
             inv.arg(f.as_str());
         }
-        let s: String = inv
+        let (s, moved): (String, i64) = inv
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(err)?;
         if s.is_empty() {
             return Err(StoreError::NotFound);
         }
-        state_of(&s)
+        Ok((state_of(&s)?, moved == 1))
     }
 
     async fn join(
