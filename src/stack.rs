@@ -250,12 +250,14 @@ impl Stack {
     /// # Errors
     /// The waiting room's own error, if it stopped with one.
     pub async fn stop_waiting_room(&mut self) -> anyhow::Result<()> {
-        // Started gateway, waiting room, booking core: index 1. The slots keep a stopped
-        // sender and a finished task, so `shutdown` stays the same.
+        // The slots keep a stopped sender and a finished task, so `shutdown` stays the same.
         let (done, _) = oneshot::channel();
-        let stop = std::mem::replace(&mut self.stops[1], done);
+        let stop = std::mem::replace(&mut self.stops[WAITING_ROOM], done);
         let _ = stop.send(());
-        let task = std::mem::replace(&mut self.tasks[1], tokio::spawn(async { Ok(()) }));
+        let task = std::mem::replace(
+            &mut self.tasks[WAITING_ROOM],
+            tokio::spawn(async { Ok(()) }),
+        );
         task.await?
     }
 
@@ -264,24 +266,24 @@ impl Stack {
     /// call it any more. Stopped together, a pay in the booking core's lame duck found the
     /// gateway gone: `502 gateway-unavailable` for 7 of ~30 pays in that second (newcomer review).
     pub async fn shutdown(self) {
-        // Started gateway, waiting room, booking core: the gateway is index 0.
-        let mut stops = self.stops.into_iter();
-        let mut tasks = self.tasks.into_iter();
-        let (gw_stop, gw_task) = (stops.next(), tasks.next());
+        let (mut stops, mut tasks) = (self.stops, self.tasks);
+        let (gw_stop, gw_task) = (stops.remove(GATEWAY), tasks.remove(GATEWAY));
         for s in stops {
             let _ = s.send(());
         }
         for t in tasks {
             ended(t.await);
         }
-        if let Some(s) = gw_stop {
-            let _ = s.send(());
-        }
-        if let Some(t) = gw_task {
-            ended(t.await);
-        }
+        let _ = gw_stop.send(());
+        ended(gw_task.await);
     }
 }
+
+/// Slots of [`Stack`]'s stops and tasks, in the order [`start`] starts the services (the
+/// booking core is the last).
+const GATEWAY: usize = 0;
+/// See [`GATEWAY`].
+const WAITING_ROOM: usize = 1;
 
 /// Logs how a service task ended, if not cleanly.
 fn ended(r: Result<anyhow::Result<()>, tokio::task::JoinError>) {

@@ -118,13 +118,24 @@ async fn postgres_connections_cut_while_idle_are_replaced_before_use() {
     };
     warm(db.clone()).await;
     warm(unchecked.clone()).await;
-    assert!(db.num_idle() >= 2, "idle: {}", db.num_idle());
+    // sqlx returns a connection to its pool in a spawned task (after a ping): wait until every
+    // open connection of both pools is back, so the cut below meets them idle.
+    let all_idle = |p: &sqlx::AnyPool| p.size() >= 2 && p.num_idle() as u32 == p.size();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !(all_idle(&db) && all_idle(&unchecked)) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "connections never came back"
+        );
+        tokio::task::yield_now().await;
+    }
     let name = url.rsplit('/').next().expect("db name").to_owned();
     server.psql(&format!(
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
          WHERE datname = '{name}' AND pid <> pg_backend_pid()"
     ));
-    // The threshold is the pool's own idle clock (real time): wait past it.
+    // The threshold is read from sqlx's own idle clock (`Instant`, not ours to control): a
+    // sleep is a lower bound on the connections' idle time, so this cannot come out short.
     tokio::time::sleep(booking_core::db::PING_AFTER_IDLE + std::time::Duration::from_millis(200))
         .await;
     for i in 0..6 {
