@@ -30,10 +30,7 @@ pub async fn audited_transition(
         .ok_or_else(|| Problem::not_found("no such event"))?;
     let (after, moved) = bounded(limit, st.0.store.transition(event, from, to)).await?;
     if !moved {
-        // Nothing changed (already there, or not from one of `from`): nothing to audit, but
-        // the status document is still rebuilt (a caller may have changed more than the state,
-        // e.g. the phases' schedule).
-        st.refresh_status(event).await;
+        // Nothing changed (already there, or not from one of `from`): nothing to audit.
         return Ok(after);
     }
     let action = if to == EventState::Open && old.state == EventState::SoldOut {
