@@ -239,18 +239,21 @@ async fn scheduled_phases_page_says_when_the_line_opens_and_joins_then() {
     let s = stack::start(opts).await.expect("stack starts");
     let driver = Driver::start();
     let http = reqwest::Client::new();
-    let now = support::browser::unix_now() as i64;
-    let phases = serde_json::json!({
-        "prequeue_opens_at": now + 6, "sale_opens_at": now + 10, "sale_ends_at": now + 600
-    });
-    let put = http
-        .put(format!("{}/admin/events/demo/phases", s.waiting_room_url))
-        .bearer_auth(&s.admin_token)
-        .json(&phases)
-        .send()
-        .await
-        .expect("phases");
-    assert_eq!(put.status(), 200);
+    // The schedule is first set an hour out, so both pages are sure to load before the line
+    // opens however slowly the browser starts; once both say so, it is moved to a few seconds
+    // from then (the pages pick the new times up at their next poll).
+    let set_phases = |prequeue: i64, sale: i64| {
+        let now = support::browser::unix_now() as i64;
+        let phases = serde_json::json!({
+            "prequeue_opens_at": now + prequeue, "sale_opens_at": now + sale, "sale_ends_at": now + 7200
+        });
+        let req = http
+            .put(format!("{}/admin/events/demo/phases", s.waiting_room_url))
+            .bearer_auth(&s.admin_token)
+            .json(&phases);
+        async move { req.send().await.expect("phases").status() }
+    };
+    assert_eq!(set_phases(3600, 3610).await, 200);
 
     let (fr, _p1) = open(&driver, Viewport::Phone, "fr").await;
     fr.goto(&format!("{}/?event=demo", s.waiting_room_url))
@@ -264,6 +267,8 @@ async fn scheduled_phases_page_says_when_the_line_opens_and_joins_then() {
         .expect("waiting page");
     wait_text(&en, "#state", "The line opens in", 20).await;
     shot(&en, "wait-line-opens-en-laptop").await;
+    wait_text(&fr, "#state", "La file ouvre dans", 20).await;
+    assert_eq!(set_phases(3, 10).await, 200);
 
     // The schedule opens the pre-queue, both pages join it by themselves, and the sale's
     // opening numbers them (polled with a deadline past the sale's opening).
