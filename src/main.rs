@@ -34,6 +34,11 @@ struct UpArgs {
     /// Booking database URL (default: a SQLite file `sale.db` in the current directory).
     #[arg(long, default_value = "sqlite://sale.db?mode=rwc")]
     database: String,
+    /// Directory the waiting room's signing key and join-token key are kept in, created on the
+    /// first start (mode 0700, files 0600), so fans' join and admission tokens stay valid across
+    /// a restart with `--redis` (and the admission tokens with the in-memory queue too).
+    #[arg(long, default_value = "sale.keys")]
+    keys_dir: std::path::PathBuf,
     /// Waiting room listen address.
     #[arg(long, default_value = "127.0.0.1:8080")]
     waiting_room: SocketAddr,
@@ -103,6 +108,7 @@ async fn main() -> anyhow::Result<()> {
     opts.gateway_addr = a.gateway;
     opts.redis_url = a.redis;
     opts.database_url = a.database;
+    opts.keys_dir = Some(a.keys_dir);
     opts.seats = a.seats;
     opts.pool_places = a.pool_places;
     opts.venue = a.venue;

@@ -95,6 +95,12 @@ pub struct StackOptions {
     /// have: on one runtime every service task waits in the same run queues as the
     /// generator's thousands of fan tasks, and the figures measure that queue.
     pub service_threads: usize,
+    /// Directory the waiting room's keys are kept in across restarts: the Ed25519 signing keys
+    /// under `signing/` (`waiting_room::keys` layout, so `keys generate`/`rotate` work on it)
+    /// and the join-token HMAC key in `join-hmac.key`, each created (mode 0600, the directory
+    /// 0700) on the first start. With a queue that survives a restart (Redis) the fans' join
+    /// tokens and admission tokens from before it stay valid. `None`: fresh keys every start.
+    pub keys_dir: Option<PathBuf>,
 }
 
 /// The waiting room's display fields of the event (`events[0]`: `name`, `venue`, `starts_at`,
@@ -150,6 +156,7 @@ impl StackOptions {
             report_sample_secs: 10,
             about: EventAbout::default(),
             service_threads: 0,
+            keys_dir: None,
         }
     }
 }
@@ -314,6 +321,10 @@ fn stopper() -> (
 pub async fn start(opts: StackOptions) -> anyhow::Result<Stack> {
     let gateway_secret = format!("{:032x}", rand::random::<u128>());
     let service_token = format!("{:032x}", rand::random::<u128>());
+    let keys = match &opts.keys_dir {
+        Some(dir) => configs::persisted_keys(dir)?,
+        None => configs::Keys::fresh(),
+    };
     let planned = |a: SocketAddr| format!("http://{a}");
     let (wr_plan, bc_plan, gw_plan) = (
         planned(opts.waiting_room_addr),
@@ -337,6 +348,7 @@ pub async fn start(opts: StackOptions) -> anyhow::Result<Stack> {
                 .status_dir
                 .as_deref()
                 .unwrap_or(std::path::Path::new(".")),
+            keys: &keys,
         },
     )?;
     let wr_l = TcpListener::bind(opts.waiting_room_addr).await?;
@@ -379,6 +391,7 @@ pub async fn start(opts: StackOptions) -> anyhow::Result<Stack> {
         gateway_secret: &gateway_secret,
         service_token: &service_token,
         status_dir: &status_dir,
+        keys: &keys,
     };
     let (gw_cfg, wr_cfg, bc_cfg) = configs::checked(&opts, &wiring)?;
     let runtime = ServiceRuntime::new(opts.service_threads)?;
@@ -425,6 +438,8 @@ pub(crate) struct Wiring<'a> {
     pub service_token: &'a str,
     /// The waiting room's status-document directory.
     pub status_dir: &'a std::path::Path,
+    /// The waiting room's signing and join-token keys.
+    pub keys: &'a configs::Keys,
 }
 
 /// Waits until each service answers `/healthz`; a service that stops while starting (its

@@ -122,3 +122,140 @@ async fn case_w13_sigterm_to_up_drains_the_cdn_and_the_services_and_exits_0() {
         "nginx stopped with up: its port is free"
     );
 }
+
+/// Starts `ticket-sale up --opens-in 0 --redis {redis}` in `dir` on fresh ports; returns the
+/// process and the waiting room's and booking core's URLs once both answer `/healthz`.
+async fn start_up(
+    dir: &std::path::Path,
+    redis: &RedisServer,
+    extra: &[&str],
+) -> (std::process::Child, String, String) {
+    let [wr, bc, gw] = [free_port(), free_port(), free_port()];
+    let up = Command::new(env!("CARGO_BIN_EXE_ticket-sale"))
+        .current_dir(dir)
+        .args(["up", "--opens-in", "0", "--redis", &redis.url()])
+        .args(["--waiting-room", &format!("127.0.0.1:{wr}")])
+        .args(["--booking", &format!("127.0.0.1:{bc}")])
+        .args(["--gateway", &format!("127.0.0.1:{gw}")])
+        .args(["--admin-token", "restart-test-admin-token-0123"])
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start ticket-sale up");
+    let (origin, booking) = (
+        format!("http://127.0.0.1:{wr}"),
+        format!("http://127.0.0.1:{bc}"),
+    );
+    let c = reqwest::Client::new();
+    for url in [&origin, &booking] {
+        until(Duration::from_secs(60), "up answers /healthz", || {
+            let (c, url) = (c.clone(), format!("{url}/healthz"));
+            async move { c.get(url).send().await.is_ok_and(|r| r.status() == 200) }
+        })
+        .await;
+    }
+    (up, origin, booking)
+}
+
+/// SIGTERM to `up`, then its exit status within 40 s.
+async fn stop_up(mut up: std::process::Child) -> std::process::ExitStatus {
+    kill("-TERM", up.id());
+    let start = Instant::now();
+    loop {
+        if let Some(s) = up.try_wait().expect("wait") {
+            return s;
+        }
+        assert!(start.elapsed() < Duration::from_secs(40), "up did not exit");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// `POST /admission` with the join token until the fan is let in (the demo admits 5 a second);
+/// returns the admission token.
+async fn admitted(c: &reqwest::Client, origin: &str, join_token: &str) -> String {
+    let start = Instant::now();
+    loop {
+        let r = c
+            .post(format!("{origin}/api/events/demo/admission"))
+            .bearer_auth(join_token)
+            .send()
+            .await
+            .expect("admission");
+        if r.status() == 200 {
+            let j: serde_json::Value = r.json().await.expect("json");
+            return j["admission_token"].as_str().expect("token").to_owned();
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "never let in");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A restart of `up` on Redis (SIGTERM, start again in the same directory) keeps the line:
+/// the fan's join token from before it still finds the same queue number, and the admission
+/// token signed before it still opens the booking core. Both keys are kept in `sale.keys/`
+/// (`--keys-dir`); a start with a fresh keys directory shows what was lost without them: the
+/// same join token refused with a 401.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn up_restarted_on_redis_keeps_the_fans_join_and_admission_tokens() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = reqwest::Client::new();
+    let (up, origin, booking) = start_up(dir.path(), &redis, &[]).await;
+    let j: serde_json::Value = c
+        .post(format!("{origin}/api/events/demo/join"))
+        .send()
+        .await
+        .expect("join")
+        .json()
+        .await
+        .expect("json");
+    let join_token = j["join_token"].as_str().expect("join token").to_owned();
+    let number = j["queue_number"]
+        .as_u64()
+        .expect("numbered: the sale is open");
+    let admission = admitted(&c, &origin, &join_token).await;
+    let me = |booking: String, token: String| {
+        let c = c.clone();
+        async move {
+            c.get(format!("{booking}/api/me"))
+                .bearer_auth(token)
+                .send()
+                .await
+                .expect("me")
+                .status()
+        }
+    };
+    assert_eq!(me(booking.clone(), admission.clone()).await, 200);
+    assert_eq!(stop_up(up).await.code(), Some(0));
+    let keys = dir.path().join("sale.keys");
+    assert!(keys.join("join-hmac.key").is_file() && keys.join("signing/active.pem").is_file());
+
+    let (up, origin, booking) = start_up(dir.path(), &redis, &[]).await;
+    let pos = c
+        .get(format!("{origin}/api/events/demo/position"))
+        .bearer_auth(&join_token)
+        .send()
+        .await
+        .expect("position");
+    assert_eq!(pos.status(), 200, "the join token from before the restart");
+    let pos: serde_json::Value = pos.json().await.expect("json");
+    assert_eq!(pos["queue_number"].as_u64(), Some(number), "{pos}");
+    assert_eq!(
+        me(booking.clone(), admission.clone()).await,
+        200,
+        "the admission token signed before the restart"
+    );
+    assert_eq!(stop_up(up).await.code(), Some(0));
+
+    // Without the kept keys: the same line in Redis, but the token is no longer the line's.
+    let (up, origin, _) = start_up(dir.path(), &redis, &["--keys-dir", "other.keys"]).await;
+    let pos = c
+        .get(format!("{origin}/api/events/demo/position"))
+        .bearer_auth(&join_token)
+        .send()
+        .await
+        .expect("position");
+    assert_eq!(pos.status(), 401, "a join token under another key");
+    assert_eq!(stop_up(up).await.code(), Some(0));
+}

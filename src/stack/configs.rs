@@ -65,6 +65,66 @@ pub(crate) fn write_secret(
     Ok(path)
 }
 
+/// The waiting room's keys for one start: fresh ones, or those kept in `StackOptions::keys_dir`.
+#[derive(Debug)]
+pub(crate) struct Keys {
+    /// The join-token HMAC key (64 hex digits).
+    pub join_hmac_key: String,
+    /// The signing-key directory (`None`: the waiting room generates a key in memory).
+    pub signing_key_dir: Option<std::path::PathBuf>,
+}
+
+impl Keys {
+    /// Keys of this start only: a random join key and an in-memory signing key.
+    pub(crate) fn fresh() -> Self {
+        Self {
+            join_hmac_key: format!("{:064x}", rand::random::<u128>()),
+            signing_key_dir: None,
+        }
+    }
+}
+
+/// The keys kept in `dir` (see `StackOptions::keys_dir`), created there on the first start:
+/// `dir` mode 0700, `join-hmac.key` (0600) and `signing/active.pem` (0600, by
+/// `waiting_room::keys::generate`). An unreadable or malformed key file is an error naming it,
+/// never a silently replaced key (that would refuse every token it signed).
+pub(crate) fn persisted_keys(dir: &std::path::Path) -> anyhow::Result<Keys> {
+    use anyhow::Context;
+    use std::os::unix::fs::PermissionsExt;
+    let fresh = !dir.exists();
+    std::fs::create_dir_all(dir).with_context(|| format!("keys directory {}", dir.display()))?;
+    if fresh {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    let join_path = dir.join("join-hmac.key");
+    if !join_path.exists() {
+        write_secret(dir, "join-hmac.key", &Keys::fresh().join_hmac_key)
+            .with_context(|| format!("writing {}", join_path.display()))?;
+    }
+    let join_hmac_key = std::fs::read_to_string(&join_path)
+        .with_context(|| format!("reading {}", join_path.display()))?
+        .trim()
+        .to_owned();
+    anyhow::ensure!(
+        join_hmac_key.len() >= 32,
+        "{}: the join-token key must be at least 32 characters (got {}); delete the file for a new one",
+        join_path.display(),
+        join_hmac_key.len()
+    );
+    let signing = dir.join("signing");
+    if !signing.join("active.pem").exists() {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)?
+            .as_secs();
+        waiting_room::keys::generate(&signing, i64::try_from(now)?)
+            .with_context(|| format!("creating a signing key in {}", signing.display()))?;
+    }
+    Ok(Keys {
+        join_hmac_key,
+        signing_key_dir: Some(signing),
+    })
+}
+
 /// The gateway simulator: checkout links point at its own public URL.
 pub(crate) fn gateway(_opts: &StackOptions, w: &Wiring<'_>) -> gateway_sim::Config {
     let mut cfg = gateway_sim::Config::demo(w.gw_url, Secret::new(w.gateway_secret));
@@ -97,7 +157,8 @@ pub(crate) fn waiting_room(
         None => waiting_room::config::StoreConfig::Memory,
     };
     cfg.admin_token = Secret::new(opts.admin_token.clone());
-    cfg.join_hmac_key = Secret::new(format!("{:064x}", rand::random::<u128>()));
+    cfg.join_hmac_key = Secret::new(w.keys.join_hmac_key.clone());
+    cfg.signing_key_dir = w.keys.signing_key_dir.clone();
     cfg.static_dir = Some(opts.static_dir.clone());
     cfg.join_rate_per_sec = u64::from(opts.join_rate_per_sec);
     cfg.join_burst = opts.join_burst;
