@@ -200,3 +200,98 @@ async fn store_outage_answers_503_and_recovers() {
     let _ = stop.send(());
     server.await.expect("task").expect("serve returns");
 }
+
+fn signal(sig: &str, pid: u32) {
+    let ok = std::process::Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .expect("kill")
+        .success();
+    assert!(ok, "kill {sig} {pid}");
+}
+
+/// A hung Redis (SIGSTOP: connections stay open, nothing answers) with a long store bound
+/// (3 s): the first calls wait out the bound, then the circuit breaker answers 503 with
+/// `Retry-After` at once (well under the bound, counted in `wr_store_breaker_refused_total`)
+/// while one probe at a time waits on the server; once Redis answers again (SIGCONT) a probe
+/// closes the breaker and the fan's place is there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hung_redis_gets_503_at_once_from_the_breaker_and_serves_again() {
+    let redis = RedisServer::start();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("time")
+        .as_secs() as i64;
+    let timeout = Duration::from_secs(3);
+    let mut cfg = Config::demo("demo", now - 1, "http://127.0.0.1:8081");
+    cfg.store = StoreConfig::Redis { url: redis.url() };
+    cfg.store_timeout_ms = timeout.as_millis() as u64;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(waiting_room::serve(listener, cfg, async {
+        let _ = stopped.await;
+    }));
+    let c = Client::builder()
+        .timeout(Duration::from_secs(20))
+        .build()
+        .expect("client");
+    let position = format!("{base}/api/events/demo/position");
+    let joined = eventually(Duration::from_secs(10), || async {
+        let (s, j, _, _) = send(&c, "POST", &format!("{base}/api/events/demo/join"), None).await;
+        (s == StatusCode::OK).then_some(j)
+    })
+    .await;
+    let token = joined["join_token"].as_str().expect("token").to_owned();
+    let number = joined["queue_number"].as_u64().expect("numbered");
+
+    signal("-STOP", redis.pid());
+    // Fans polling while the server hangs: these wait out the bound.
+    let first: Vec<_> = (0..4)
+        .map(|_| {
+            let (c, url, t) = (c.clone(), position.clone(), token.clone());
+            tokio::spawn(async move { send(&c, "GET", &url, Some(&t)).await })
+        })
+        .collect();
+    for f in first {
+        let (s, body, retry, _) = f.await.expect("task");
+        assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+        assert!(retry.is_some());
+    }
+    // The breaker is open: the next ones are answered without waiting on the server.
+    for _ in 0..5 {
+        let (s, body, retry, took) = send(&c, "GET", &position, Some(&token)).await;
+        assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+        assert!(retry.is_some(), "503 carries Retry-After");
+        assert_eq!(body["status"], 503, "problem+json: {body}");
+        assert!(
+            took < timeout / 3,
+            "answered in {took:?}: it must not wait out the {timeout:?} bound"
+        );
+    }
+    let text = c
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    let refused = text
+        .lines()
+        .find(|l| l.starts_with("wr_store_breaker_refused_total"))
+        .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok());
+    assert!(refused.is_some_and(|n| n >= 5.0), "{text}");
+
+    signal("-CONT", redis.pid());
+    let back = eventually(Duration::from_secs(15), || async {
+        let (s, p, _, _) = send(&c, "GET", &position, Some(&token)).await;
+        (s == StatusCode::OK).then_some(p)
+    })
+    .await;
+    assert_eq!(back["queue_number"].as_u64(), Some(number), "place kept");
+    let _ = stop.send(());
+    server.await.expect("task").expect("serve returns");
+}

@@ -17,7 +17,10 @@ pub fn store_problem(e: StoreError) -> Problem {
         StoreError::Unavailable(cause) => {
             tracing::warn!(%cause, "queue store unavailable");
             crate::telemetry::store_error("request");
-            Problem::unavailable("the queue is busy, retry shortly", RETRY_AFTER_SECS)
+            Problem::unavailable(
+                "the queue is unavailable for a moment, retry shortly",
+                RETRY_AFTER_SECS,
+            )
         }
         StoreError::Full(cause) => {
             tracing::warn!(%cause, "queue store at its memory cap: new places refused");

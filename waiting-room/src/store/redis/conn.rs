@@ -2,20 +2,90 @@
 //! DEPENDENCIES.md) or a Redis Cluster through the `redis` crate's `ClusterConnection` (it follows
 //! `MOVED`/`ASK`, refreshes the slot map and reconnects to nodes). `Conn` implements
 //! `ConnectionLike`, so every command, pipeline and script runs on either. Both carry response
-//! and connection timeouts: past them a call fails and the request gets 503.
+//! and connection timeouts: past them a call fails and the request gets 503. The single server's
+//! calls pass through a circuit breaker (`breaker.rs`): once it stops answering, calls fail at
+//! once instead of each waiting out the timeout.
 
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo};
 use redis::{Cmd, Pipeline, RedisFuture, Value};
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::breaker::{unanswered, Admit, Breaker};
 
 /// One server or a cluster; cheap to clone (both are handles over shared connections).
 #[derive(Clone)]
 pub(super) enum Conn {
-    Single(ConnectionManager),
+    /// One server, its breaker and the command timeout.
+    Single(ConnectionManager, Arc<Breaker>, Duration),
     Cluster(ClusterConnection),
+}
+
+/// One call the breaker let through; dropped unfinished (the request's own store bound ran out
+/// first, or its client left), it still tells the breaker: a probe as failed, a normal call as
+/// failed once it had waited at least half the timeout (the server was not answering).
+struct Attempt {
+    breaker: Arc<Breaker>,
+    admitted: Admit,
+    started: Instant,
+    timeout: Duration,
+    done: bool,
+}
+
+impl Attempt {
+    fn finish<T>(mut self, r: &redis::RedisResult<T>) {
+        self.done = true;
+        let failed = r.as_ref().is_err_and(unanswered);
+        self.breaker.record(self.admitted, failed, Instant::now());
+    }
+}
+
+impl Drop for Attempt {
+    fn drop(&mut self) {
+        if !self.done {
+            let waited = self.started.elapsed() >= self.timeout / 2;
+            if self.admitted == Admit::Probe || waited {
+                self.breaker.record(self.admitted, true, Instant::now());
+            }
+        }
+    }
+}
+
+/// The error of a call the open breaker refused (an I/O error: the store answers 503).
+fn refused() -> redis::RedisError {
+    redis::RedisError::from((
+        redis::ErrorKind::IoError,
+        "queue store not answering",
+        "circuit breaker open: retrying in the background".to_owned(),
+    ))
+}
+
+/// Runs `call` on `manager` through `breaker`.
+fn guarded<'a, T: Send + 'a>(
+    breaker: &Arc<Breaker>,
+    timeout: Duration,
+    call: RedisFuture<'a, T>,
+) -> RedisFuture<'a, T> {
+    let now = Instant::now();
+    let admitted = breaker.admit(now);
+    if admitted == Admit::Refused {
+        return Box::pin(async { Err(refused()) });
+    }
+    let attempt = Attempt {
+        breaker: breaker.clone(),
+        admitted,
+        started: now,
+        timeout,
+        done: false,
+    };
+    Box::pin(async move {
+        let r = call.await;
+        attempt.finish(&r);
+        r
+    })
 }
 
 impl Conn {
@@ -34,6 +104,8 @@ impl Conn {
             .set_max_delay(500);
         Ok(Self::Single(
             ConnectionManager::new_with_config(client, cfg).await?,
+            Arc::new(Breaker::default()),
+            timeout,
         ))
     }
 
@@ -60,7 +132,7 @@ impl Conn {
         let mut cmd = redis::cmd("INFO");
         cmd.arg(section);
         match self {
-            Conn::Single(c) => Ok(vec![(String::new(), cmd.query_async(c).await?)]),
+            Conn::Single(..) => Ok(vec![(String::new(), cmd.query_async(self).await?)]),
             Conn::Cluster(c) => {
                 let all = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
                 let v = c.route_command(&cmd, all).await?;
@@ -75,7 +147,7 @@ impl Conn {
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
-            Conn::Single(c) => c.req_packed_command(cmd),
+            Conn::Single(c, b, t) => guarded(b, *t, c.req_packed_command(cmd)),
             Conn::Cluster(c) => c.req_packed_command(cmd),
         }
     }
@@ -87,14 +159,14 @@ impl ConnectionLike for Conn {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
-            Conn::Single(c) => c.req_packed_commands(cmd, offset, count),
+            Conn::Single(c, b, t) => guarded(b, *t, c.req_packed_commands(cmd, offset, count)),
             Conn::Cluster(c) => c.req_packed_commands(cmd, offset, count),
         }
     }
 
     fn get_db(&self) -> i64 {
         match self {
-            Conn::Single(c) => c.get_db(),
+            Conn::Single(c, ..) => c.get_db(),
             Conn::Cluster(c) => c.get_db(),
         }
     }

@@ -148,7 +148,7 @@ impl Acks {
         cmd.arg(self.cfg.min_replicas).arg(self.cfg.timeout_ms);
         let mut conn = conn.clone();
         match &mut conn {
-            Conn::Single(c) => cmd.query_async(c).await,
+            Conn::Single(..) => cmd.query_async(&mut conn).await,
             Conn::Cluster(c) => {
                 let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(
                     Route::new(slot, SlotAddr::Master),

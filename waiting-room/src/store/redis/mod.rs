@@ -30,6 +30,7 @@
 //! unconfirmed, they answer 503 and hand out nothing (issue 11 item 5).
 
 mod access;
+mod breaker;
 mod conn;
 mod draw;
 mod durable;
