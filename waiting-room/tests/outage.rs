@@ -239,9 +239,10 @@ async fn hung_redis_gets_503_at_once_from_the_breaker_and_serves_again() {
         .build()
         .expect("client");
     let position = format!("{base}/api/events/demo/position");
+    // Numbered once the admitter has opened the sale (a join before that is pre-queued).
     let joined = eventually(Duration::from_secs(10), || async {
         let (s, j, _, _) = send(&c, "POST", &format!("{base}/api/events/demo/join"), None).await;
-        (s == StatusCode::OK).then_some(j)
+        (s == StatusCode::OK && j["queue_number"].is_u64()).then_some(j)
     })
     .await;
     let token = joined["join_token"].as_str().expect("token").to_owned();
@@ -292,6 +293,66 @@ async fn hung_redis_gets_503_at_once_from_the_breaker_and_serves_again() {
     })
     .await;
     assert_eq!(back["queue_number"].as_u64(), Some(number), "place kept");
+    let _ = stop.send(());
+    server.await.expect("task").expect("serve returns");
+}
+
+/// Redis restarted without its data (no append-only file): the event's line is gone. Before,
+/// every node stayed ready and its fans got 404 "no such event" with nothing said; now
+/// `/readyz` answers 503 naming the event and saying its line is lost (so a balancer takes the
+/// node out and an operator restores Redis), and `wr_store_events_missing` counts it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_restarted_empty_turns_readyz_503_naming_the_lost_line() {
+    let mut redis = RedisServer::start();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("time")
+        .as_secs() as i64;
+    let mut cfg = Config::demo("demo", now - 1, "http://127.0.0.1:8081");
+    cfg.store = StoreConfig::Redis { url: redis.url() };
+    cfg.store_timeout_ms = 1000;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(waiting_room::serve(listener, cfg, async {
+        let _ = stopped.await;
+    }));
+    let c = Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("client");
+    let ready = format!("{base}/readyz");
+    eventually(Duration::from_secs(10), || async {
+        let (s, _, _, _) = send(&c, "POST", &format!("{base}/api/events/demo/join"), None).await;
+        (s == StatusCode::OK).then_some(())
+    })
+    .await;
+    let (s, body, _, _) = send(&c, "GET", &ready, None).await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+
+    redis.restart();
+    let detail = eventually(Duration::from_secs(15), || async {
+        let (s, body, retry, _) = send(&c, "GET", &ready, None).await;
+        let detail = body["detail"].as_str().unwrap_or_default().to_owned();
+        (s == StatusCode::SERVICE_UNAVAILABLE && retry.is_some() && detail.contains("lost"))
+            .then_some(detail)
+    })
+    .await;
+    assert!(detail.contains("demo"), "{detail}");
+    let text = c
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    assert!(
+        text.lines().any(|l| l == "wr_store_events_missing 1"),
+        "{text}"
+    );
     let _ = stop.send(());
     server.await.expect("task").expect("serve returns");
 }

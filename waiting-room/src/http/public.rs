@@ -38,6 +38,9 @@ pub async fn healthz() -> &'static str {
 pub async fn readyz(State(st): State<AppState>) -> Response {
     match tokio::time::timeout(st.store_timeout(), st.0.store.ping()).await {
         Ok(Ok(())) => "ready".into_response(),
+        // Not fit to serve (eviction policy, lost events, an unanswered call): say why.
+        Ok(Err(e)) => Problem::unavailable(format!("queue store not ready: {e}"), RETRY_AFTER_SECS)
+            .into_response(),
         _ => Problem::unavailable("queue store not reachable", RETRY_AFTER_SECS).into_response(),
     }
 }

@@ -149,6 +149,16 @@ async fn check_eviction_policy(conn: &mut Conn) -> redis::RedisResult<Result<(),
     )
 }
 
+/// What `/readyz` says when events this process has seen are gone from Redis.
+fn lost_events(ids: &[String]) -> String {
+    format!(
+        "Redis no longer holds event(s) {}: it restarted without its data, was flushed or \
+         failed over to an empty replica, and their lines are lost; restore Redis from its \
+         append-only file or replica, or restart the waiting room to begin new lines",
+        ids.join(", ")
+    )
+}
+
 fn wrong_policy(policy: &str) -> String {
     format!(
         "Redis maxmemory-policy is {policy:?}: the queue is state, not a cache, and would be \
@@ -169,6 +179,11 @@ pub struct RedisStore {
     joins_in_flight: Arc<std::sync::atomic::AtomicU64>,
     /// Per event, its draw seed (never changes once stored: joins rank pre-queued fans by it).
     seeds: Arc<Mutex<HashMap<String, DrawSeed>>>,
+    /// Events this process has seen in the store (created or read). `ping` checks each is still
+    /// there: a Redis restarted without its data, flushed or failed over to an empty replica
+    /// has lost their lines, and the node must say so instead of answering 404 "no such event".
+    /// Event id → its meta key.
+    seen: Arc<Mutex<std::collections::BTreeMap<String, String>>>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -229,7 +244,21 @@ impl RedisStore {
             acks: Arc::new(durable::Acks::new(Durability::OFF)),
             joins_in_flight: Arc::default(),
             seeds: Arc::default(),
+            seen: Arc::default(),
         })
+    }
+
+    fn saw(&self, event: &EventId) {
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        if !seen.contains_key(event.as_str()) {
+            seen.insert(event.as_str().to_owned(), key(event, "meta"));
+        }
+    }
+
+    /// `(event id, meta key)` of every event `saw` recorded.
+    fn seen_events(&self) -> Vec<(String, String)> {
+        let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        seen.iter().map(|(id, k)| (id.clone(), k.clone())).collect()
     }
 
     /// Joins, claims and the opening chunks answer only once `d.min_replicas` replicas
@@ -299,7 +328,22 @@ impl QueueStore for RedisStore {
         let mut conn = self.conn.clone();
         let checked = check_eviction_policy(&mut conn).await.map_err(err)?;
         metrics::gauge!("wr_store_eviction_policy_ok").set(if checked.is_ok() { 1.0 } else { 0.0 });
-        checked.map_err(StoreError::Unavailable)
+        checked.map_err(StoreError::Unavailable)?;
+        let mut missing = Vec::new();
+        for (id, meta) in self.seen_events() {
+            // One key per call: the events live in different cluster slots.
+            let there: bool = conn.exists(meta).await.map_err(err)?;
+            if !there {
+                missing.push(id);
+            }
+        }
+        metrics::gauge!("wr_store_events_missing").set(missing.len() as f64);
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let msg = lost_events(&missing);
+        tracing::error!("{msg}");
+        Err(StoreError::Unavailable(msg))
     }
 
     async fn create_event(&self, meta: &EventMeta) -> StoreResult<bool> {
@@ -330,6 +374,7 @@ impl QueueStore for RedisStore {
             .sadd(EVENTS_KEY, meta.id.as_str())
             .await
             .map_err(err)?;
+        self.saw(&meta.id);
         Ok(created == 1)
     }
 
@@ -343,6 +388,7 @@ impl QueueStore for RedisStore {
         if h.is_empty() {
             return Ok(None);
         }
+        self.saw(event);
         parse_meta(event, &h).map(Some)
     }
 
