@@ -78,28 +78,54 @@ impl Keys {
     /// Keys of this start only: a random join key and an in-memory signing key.
     pub(crate) fn fresh() -> Self {
         Self {
-            join_hmac_key: format!("{:064x}", rand::random::<u128>()),
+            join_hmac_key: random_hex_key(),
             signing_key_dir: None,
         }
     }
 }
 
+/// 256 random bits as 64 hex digits.
+fn random_hex_key() -> String {
+    format!(
+        "{:032x}{:032x}",
+        rand::random::<u128>(),
+        rand::random::<u128>()
+    )
+}
+
 /// The keys kept in `dir` (see `StackOptions::keys_dir`), created there on the first start:
-/// `dir` mode 0700, `join-hmac.key` (0600) and `signing/active.pem` (0600, by
-/// `waiting_room::keys::generate`). An unreadable or malformed key file is an error naming it,
+/// `dir` and `signing/` mode 0700, `join-hmac.key` (0600) and `signing/active.pem` (0600, by
+/// `waiting_room::keys::generate`). Each appears whole or not at all (written aside, then
+/// linked or renamed into place without replacing anything), so two starts racing on a new
+/// directory end with the same keys. An unreadable or malformed key file is an error naming it,
 /// never a silently replaced key (that would refuse every token it signed).
 pub(crate) fn persisted_keys(dir: &std::path::Path) -> anyhow::Result<Keys> {
     use anyhow::Context;
     use std::os::unix::fs::PermissionsExt;
-    let fresh = !dir.exists();
+    let fresh = !dir
+        .try_exists()
+        .with_context(|| format!("keys directory {}", dir.display()))?;
     std::fs::create_dir_all(dir).with_context(|| format!("keys directory {}", dir.display()))?;
     if fresh {
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
     }
+    let aside = format!(".new-{}-{:x}", std::process::id(), rand::random::<u64>());
     let join_path = dir.join("join-hmac.key");
-    if !join_path.exists() {
-        write_secret(dir, "join-hmac.key", &Keys::fresh().join_hmac_key)
+    if !join_path
+        .try_exists()
+        .with_context(|| format!("reading {}", join_path.display()))?
+    {
+        let tmp = write_secret(dir, &format!("join-hmac.key{aside}"), &random_hex_key())
             .with_context(|| format!("writing {}", join_path.display()))?;
+        // A link never replaces: if another start linked its key first, that one is kept.
+        let linked = std::fs::hard_link(&tmp, &join_path);
+        std::fs::remove_file(&tmp).ok();
+        match linked {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+                return Err(e).with_context(|| format!("writing {}", join_path.display()));
+            }
+            _ => {}
+        }
     }
     let join_hmac_key = std::fs::read_to_string(&join_path)
         .with_context(|| format!("reading {}", join_path.display()))?
@@ -107,12 +133,34 @@ pub(crate) fn persisted_keys(dir: &std::path::Path) -> anyhow::Result<Keys> {
         .to_owned();
     anyhow::ensure!(
         join_hmac_key.len() >= 32,
-        "{}: the join-token key must be at least 32 characters (got {}); delete the file for a new one",
+        "{}: the join-token key must be at least 32 characters (got {})",
         join_path.display(),
         join_hmac_key.len()
     );
     let signing = dir.join("signing");
-    if !signing.join("active.pem").exists() {
+    if !signing
+        .try_exists()
+        .with_context(|| format!("reading {}", signing.display()))?
+    {
+        // Made aside and renamed into place: a rename onto a directory another start has
+        // made already fails, and that one is kept.
+        let tmp = dir.join(format!("signing{aside}"));
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)?
+            .as_secs();
+        waiting_room::keys::generate(&tmp, i64::try_from(now)?)
+            .with_context(|| format!("creating a signing key in {}", signing.display()))?;
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o700))?;
+        if std::fs::rename(&tmp, &signing).is_err() {
+            std::fs::remove_dir_all(&tmp).ok();
+        }
+    }
+    if !signing
+        .join("active.pem")
+        .try_exists()
+        .with_context(|| format!("reading {}", signing.display()))?
+    {
+        // An existing directory without an active key (emptied by hand): make one in it.
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)?
             .as_secs();
@@ -246,4 +294,64 @@ fn venue(opts: &StackOptions) -> anyhow::Result<booking_core::config::Venue> {
         });
     }
     Ok(venue)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn mode(p: &std::path::Path) -> u32 {
+        std::fs::metadata(p).expect("metadata").permissions().mode() & 0o777
+    }
+
+    /// Eight starts racing on one new keys directory all start, with the same keys (before,
+    /// one in five runs of two starts failed: "File exists", or a join key read half-written).
+    #[test]
+    fn starts_racing_on_a_new_keys_dir_all_get_the_same_keys() {
+        for _ in 0..20 {
+            let root = tempfile::tempdir().expect("tempdir");
+            let dir = root.path().join("sale.keys");
+            let gate = std::sync::Barrier::new(8);
+            let got: Vec<(String, Vec<u8>)> = std::thread::scope(|s| {
+                let runs: Vec<_> = (0..8)
+                    .map(|_| {
+                        s.spawn(|| {
+                            gate.wait();
+                            let k = persisted_keys(&dir).expect("every start gets the keys");
+                            let pem =
+                                std::fs::read(k.signing_key_dir.expect("kept").join("active.pem"))
+                                    .expect("active key");
+                            (k.join_hmac_key, pem)
+                        })
+                    })
+                    .collect();
+                runs.into_iter()
+                    .map(|r| r.join().expect("thread"))
+                    .collect()
+            });
+            assert!(got.iter().all(|g| g == &got[0]), "one set of keys");
+            assert_eq!(got[0].0.len(), 64);
+            let names: Vec<_> = std::fs::read_dir(&dir)
+                .expect("dir")
+                .map(|e| e.expect("entry").file_name().into_string().expect("utf-8"))
+                .collect();
+            assert_eq!(names.len(), 2, "nothing left aside: {names:?}");
+            assert_eq!(mode(&dir), 0o700);
+            assert_eq!(mode(&dir.join("signing")), 0o700);
+            assert_eq!(mode(&dir.join("join-hmac.key")), 0o600);
+        }
+    }
+
+    /// 256 random bits: no run of zeros where a random u128 was padded to 64 digits.
+    #[test]
+    fn the_join_key_is_64_random_hex_digits() {
+        let keys: Vec<String> = (0..4).map(|_| random_hex_key()).collect();
+        for k in &keys {
+            assert_eq!(k.len(), 64);
+            assert!(k.chars().all(|c| c.is_ascii_hexdigit()));
+            assert_ne!(&k[..32], "0".repeat(32));
+        }
+        assert_ne!(keys[0][..32], keys[1][..32]);
+    }
 }
