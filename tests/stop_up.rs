@@ -32,21 +32,9 @@ where
 async fn case_w13_sigterm_to_up_drains_the_cdn_and_the_services_and_exits_0() {
     let redis = RedisServer::start();
     let dir = tempfile::tempdir().expect("tempdir");
-    let [wr, bc, gw, cdn] = [free_port(), free_port(), free_port(), free_port()];
-    let mut up = Command::new(env!("CARGO_BIN_EXE_ticket-sale"))
-        .current_dir(dir.path())
-        .args(["up", "--opens-in", "0", "--redis", &redis.url()])
-        .args(["--waiting-room", &format!("127.0.0.1:{wr}")])
-        .args(["--booking", &format!("127.0.0.1:{bc}")])
-        .args(["--gateway", &format!("127.0.0.1:{gw}")])
-        .args(["--cdn", &cdn.to_string()])
-        .args(["--admin-token", "stop-test-admin-token-0123"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start ticket-sale up");
+    let cdn = free_port();
+    let (mut up, origin, _) = start_up(dir.path(), &redis, &["--cdn", &cdn.to_string()]).await;
     let edge = format!("http://127.0.0.1:{cdn}");
-    let origin = format!("http://127.0.0.1:{wr}");
     let c = reqwest::Client::new();
     until(Duration::from_secs(60), "the CDN answers", || {
         let c = c.clone();
@@ -105,18 +93,7 @@ async fn case_w13_sigterm_to_up_drains_the_cdn_and_the_services_and_exits_0() {
             .expect("every request in flight is answered");
         assert_eq!(r.status(), 200, "through the draining CDN");
     }
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = up.try_wait().expect("wait") {
-            break s;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(40),
-            "up did not exit after draining"
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    };
-    assert_eq!(status.code(), Some(0), "SIGTERM is a normal stop");
+    assert_eq!(exited(up).await.code(), Some(0), "SIGTERM is a normal stop");
     assert!(
         std::net::TcpStream::connect(("127.0.0.1", cdn)).is_err(),
         "nginx stopped with up: its port is free"
@@ -137,7 +114,7 @@ async fn start_up(
         .args(["--waiting-room", &format!("127.0.0.1:{wr}")])
         .args(["--booking", &format!("127.0.0.1:{bc}")])
         .args(["--gateway", &format!("127.0.0.1:{gw}")])
-        .args(["--admin-token", "restart-test-admin-token-0123"])
+        .args(["--admin-token", "stop-up-test-admin-token-0123"])
         .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -158,9 +135,14 @@ async fn start_up(
     (up, origin, booking)
 }
 
-/// SIGTERM to `up`, then its exit status within 40 s.
-async fn stop_up(mut up: std::process::Child) -> std::process::ExitStatus {
+/// SIGTERM to `up`, then its exit status.
+async fn stop_up(up: std::process::Child) -> std::process::ExitStatus {
     kill("-TERM", up.id());
+    exited(up).await
+}
+
+/// `up`'s exit status, within 40 s.
+async fn exited(mut up: std::process::Child) -> std::process::ExitStatus {
     let start = Instant::now();
     loop {
         if let Some(s) = up.try_wait().expect("wait") {

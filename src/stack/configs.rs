@@ -138,6 +138,11 @@ pub(crate) fn persisted_keys(dir: &std::path::Path) -> anyhow::Result<Keys> {
         join_hmac_key.len()
     );
     let signing = dir.join("signing");
+    let now = i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)?
+            .as_secs(),
+    )?;
     if !signing
         .try_exists()
         .with_context(|| format!("reading {}", signing.display()))?
@@ -145,10 +150,7 @@ pub(crate) fn persisted_keys(dir: &std::path::Path) -> anyhow::Result<Keys> {
         // Made aside and renamed into place: a rename onto a directory another start has
         // made already fails, and that one is kept.
         let tmp = dir.join(format!("signing{aside}"));
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)?
-            .as_secs();
-        waiting_room::keys::generate(&tmp, i64::try_from(now)?)
+        waiting_room::keys::generate(&tmp, now)
             .with_context(|| format!("creating a signing key in {}", signing.display()))?;
         std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o700))?;
         if std::fs::rename(&tmp, &signing).is_err() {
@@ -161,10 +163,7 @@ pub(crate) fn persisted_keys(dir: &std::path::Path) -> anyhow::Result<Keys> {
         .with_context(|| format!("reading {}", signing.display()))?
     {
         // An existing directory without an active key (emptied by hand): make one in it.
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)?
-            .as_secs();
-        waiting_room::keys::generate(&signing, i64::try_from(now)?)
+        waiting_room::keys::generate(&signing, now)
             .with_context(|| format!("creating a signing key in {}", signing.display()))?;
     }
     Ok(Keys {

@@ -47,6 +47,8 @@ use tokio::sync::watch;
 /// Opens the configured store: in-memory, one Redis server or a Redis Cluster (fails fast when
 /// Redis is not reachable or a master may evict keys).
 pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn QueueStore>> {
+    // The recorder first: the store's breaker sets its gauge when it is made.
+    let _ = telemetry::handle();
     let timeout = Duration::from_millis(config.store_timeout_ms);
     Ok(match &config.store {
         StoreConfig::Memory => Arc::new(MemoryStore::new()),

@@ -59,29 +59,66 @@ async fn eventually<T, F: std::future::Future<Output = Option<T>>>(
     }
 }
 
+/// A waiting room serving the demo event (opening a second ago) from `redis_url`, each store
+/// call bounded by `store_timeout_ms`; `tweak` sets anything else.
+struct Node {
+    base: String,
+    c: Client,
+    stop: tokio::sync::oneshot::Sender<()>,
+    server: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl Node {
+    async fn start(
+        redis_url: String,
+        store_timeout_ms: u64,
+        tweak: impl FnOnce(&mut Config),
+    ) -> Self {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("time")
+            .as_secs() as i64;
+        let mut cfg = Config::demo("demo", now - 1, "http://127.0.0.1:8081");
+        cfg.store = StoreConfig::Redis { url: redis_url };
+        cfg.store_timeout_ms = store_timeout_ms;
+        tweak(&mut cfg);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let base = format!("http://{}", listener.local_addr().expect("addr"));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(waiting_room::serve(listener, cfg, async {
+            let _ = stopped.await;
+        }));
+        let c = Client::builder()
+            .timeout(Duration::from_secs(20))
+            .build()
+            .expect("client");
+        Self {
+            base,
+            c,
+            stop,
+            server,
+        }
+    }
+
+    /// The node's `/metrics` text.
+    async fn metrics(&self) -> String {
+        let r = self.c.get(format!("{}/metrics", self.base)).send().await;
+        r.expect("metrics").text().await.expect("text")
+    }
+
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        self.server.await.expect("task").expect("serve returns");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn store_outage_answers_503_and_recovers() {
     let mut redis = RedisServer::start_persistent();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("time")
-        .as_secs() as i64;
-    let mut cfg = Config::demo("demo", now - 1, "http://127.0.0.1:8081");
-    cfg.store = StoreConfig::Redis { url: redis.url() };
-    cfg.store_timeout_ms = 500;
-    cfg.events[0].admit_rate = 2.0;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let base = format!("http://{}", listener.local_addr().expect("addr"));
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(waiting_room::serve(listener, cfg, async {
-        let _ = stopped.await;
-    }));
-    let c = Client::builder()
-        .timeout(Duration::from_secs(10))
-        .build()
-        .expect("client");
+    let node = Node::start(redis.url(), 500, |cfg| cfg.events[0].admit_rate = 2.0).await;
+    let (base, c) = (&node.base, &node.c);
     let (join, claim) = (
         format!("{base}/api/events/demo/join"),
         format!("{base}/api/events/demo/admission"),
@@ -186,19 +223,13 @@ async fn store_outage_answers_503_and_recovers() {
             "place kept"
         );
     }
-    let m = c
-        .get(format!("{base}/metrics"))
-        .send()
-        .await
-        .expect("metrics");
-    let text = m.text().await.expect("text");
+    let text = node.metrics().await;
     assert!(
         text.contains("wr_store_errors_total{op=\"request\"}"),
         "{text}"
     );
     assert!(text.contains("wr_unavailable_total{route=\"/api/events/{event}/join\"}"));
-    let _ = stop.send(());
-    server.await.expect("task").expect("serve returns");
+    node.stop().await;
 }
 
 fn signal(sig: &str, pid: u32) {
@@ -218,26 +249,9 @@ fn signal(sig: &str, pid: u32) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hung_redis_gets_503_at_once_from_the_breaker_and_serves_again() {
     let redis = RedisServer::start();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("time")
-        .as_secs() as i64;
     let timeout = Duration::from_secs(3);
-    let mut cfg = Config::demo("demo", now - 1, "http://127.0.0.1:8081");
-    cfg.store = StoreConfig::Redis { url: redis.url() };
-    cfg.store_timeout_ms = timeout.as_millis() as u64;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let base = format!("http://{}", listener.local_addr().expect("addr"));
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(waiting_room::serve(listener, cfg, async {
-        let _ = stopped.await;
-    }));
-    let c = Client::builder()
-        .timeout(Duration::from_secs(20))
-        .build()
-        .expect("client");
+    let node = Node::start(redis.url(), timeout.as_millis() as u64, |_| {}).await;
+    let (base, c) = (&node.base, &node.c);
     let position = format!("{base}/api/events/demo/position");
     // Numbered once the admitter has opened the sale (a join before that is pre-queued).
     let joined = eventually(Duration::from_secs(10), || async {
@@ -272,14 +286,7 @@ async fn hung_redis_gets_503_at_once_from_the_breaker_and_serves_again() {
             "answered in {took:?}: it must not wait out the {timeout:?} bound"
         );
     }
-    let text = c
-        .get(format!("{base}/metrics"))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
+    let text = node.metrics().await;
     let refused = text
         .lines()
         .find(|l| l.starts_with("wr_store_breaker_refused_total"))
@@ -293,8 +300,7 @@ async fn hung_redis_gets_503_at_once_from_the_breaker_and_serves_again() {
     })
     .await;
     assert_eq!(back["queue_number"].as_u64(), Some(number), "place kept");
-    let _ = stop.send(());
-    server.await.expect("task").expect("serve returns");
+    node.stop().await;
 }
 
 /// Redis restarted without its data (no append-only file): the event's line is gone. Before,
@@ -304,25 +310,8 @@ async fn hung_redis_gets_503_at_once_from_the_breaker_and_serves_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_restarted_empty_turns_readyz_503_naming_the_lost_line() {
     let mut redis = RedisServer::start();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("time")
-        .as_secs() as i64;
-    let mut cfg = Config::demo("demo", now - 1, "http://127.0.0.1:8081");
-    cfg.store = StoreConfig::Redis { url: redis.url() };
-    cfg.store_timeout_ms = 1000;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let base = format!("http://{}", listener.local_addr().expect("addr"));
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(waiting_room::serve(listener, cfg, async {
-        let _ = stopped.await;
-    }));
-    let c = Client::builder()
-        .timeout(Duration::from_secs(10))
-        .build()
-        .expect("client");
+    let node = Node::start(redis.url(), 1000, |_| {}).await;
+    let (base, c) = (&node.base, &node.c);
     let ready = format!("{base}/readyz");
     eventually(Duration::from_secs(10), || async {
         let (s, _, _, _) = send(&c, "POST", &format!("{base}/api/events/demo/join"), None).await;
@@ -341,18 +330,10 @@ async fn redis_restarted_empty_turns_readyz_503_naming_the_lost_line() {
     })
     .await;
     assert!(detail.contains("demo"), "{detail}");
-    let text = c
-        .get(format!("{base}/metrics"))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
+    let text = node.metrics().await;
     assert!(
         text.lines().any(|l| l == "wr_store_events_missing 1"),
         "{text}"
     );
-    let _ = stop.send(());
-    server.await.expect("task").expect("serve returns");
+    node.stop().await;
 }

@@ -17,6 +17,7 @@
 //! so with a hung server every call in that window waits the whole timeout again: the slow 503s
 //! this exists to remove.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -52,12 +53,17 @@ pub enum Admit {
 #[derive(Debug)]
 pub struct Breaker {
     state: Mutex<State>,
+    /// `state` is `Closed(0)`: every Redis call passes here, and while the server answers
+    /// neither `admit` nor `record` takes the lock.
+    clean: AtomicBool,
 }
 
 impl Default for Breaker {
     fn default() -> Self {
+        metrics::gauge!("wr_store_breaker_open").set(0.0);
         Self {
             state: Mutex::new(State::Closed(0)),
+            clean: AtomicBool::new(true),
         }
     }
 }
@@ -70,6 +76,9 @@ impl Breaker {
 
     /// Whether a call starting at `now` may go to the server.
     pub fn admit(&self, now: Instant) -> Admit {
+        if self.clean.load(Ordering::Acquire) {
+            return Admit::Call;
+        }
         let mut s = self.state();
         match *s {
             State::Closed(_) => Admit::Call,
@@ -87,6 +96,9 @@ impl Breaker {
     /// Records the outcome at `now` of a call `admit` let through: `failed` when the server did
     /// not answer (see the module doc).
     pub fn record(&self, admitted: Admit, failed: bool, now: Instant) {
+        if !failed && self.clean.load(Ordering::Acquire) {
+            return;
+        }
         let mut s = self.state();
         let next = match (*s, admitted, failed) {
             (_, Admit::Refused, _) => return,
@@ -109,17 +121,21 @@ impl Breaker {
             // nothing: the probe decides.
             (State::Open { .. } | State::Probing { .. }, _, _) => return,
         };
-        let opened = !matches!(*s, State::Open { .. }) && matches!(next, State::Open { .. });
+        let was_closed = matches!(*s, State::Closed(_));
         *s = next;
+        self.clean
+            .store(next == State::Closed(0), Ordering::Release);
         drop(s);
-        if opened {
+        let closed = matches!(next, State::Closed(_));
+        if was_closed && !closed {
             tracing::warn!(
                 "queue store not answering: requests get 503 at once until a probe succeeds"
             );
             metrics::counter!("wr_store_breaker_opened_total").increment(1);
         }
-        metrics::gauge!("wr_store_breaker_open")
-            .set(f64::from(u8::from(!matches!(next, State::Closed(_)))));
+        if was_closed != closed {
+            metrics::gauge!("wr_store_breaker_open").set(if closed { 0.0 } else { 1.0 });
+        }
     }
 
     /// Whether calls are refused now (open or probing).

@@ -182,8 +182,7 @@ pub struct RedisStore {
     /// Events this process has seen in the store (created or read). `ping` checks each is still
     /// there: a Redis restarted without its data, flushed or failed over to an empty replica
     /// has lost their lines, and the node must say so instead of answering 404 "no such event".
-    /// Event id → its meta key.
-    seen: Arc<Mutex<std::collections::BTreeMap<String, String>>>,
+    seen: Arc<Mutex<std::collections::BTreeSet<EventId>>>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -250,15 +249,9 @@ impl RedisStore {
 
     fn saw(&self, event: &EventId) {
         let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-        if !seen.contains_key(event.as_str()) {
-            seen.insert(event.as_str().to_owned(), key(event, "meta"));
+        if !seen.contains(event) {
+            seen.insert(event.clone());
         }
-    }
-
-    /// `(event id, meta key)` of every event `saw` recorded.
-    fn seen_events(&self) -> Vec<(String, String)> {
-        let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-        seen.iter().map(|(id, k)| (id.clone(), k.clone())).collect()
     }
 
     /// Joins, claims and the opening chunks answer only once `d.min_replicas` replicas
@@ -330,11 +323,12 @@ impl QueueStore for RedisStore {
         metrics::gauge!("wr_store_eviction_policy_ok").set(if checked.is_ok() { 1.0 } else { 0.0 });
         checked.map_err(StoreError::Unavailable)?;
         let mut missing = Vec::new();
-        for (id, meta) in self.seen_events() {
+        let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        for id in seen {
             // One key per call: the events live in different cluster slots.
-            let there: bool = conn.exists(meta).await.map_err(err)?;
+            let there: bool = conn.exists(key(&id, "meta")).await.map_err(err)?;
             if !there {
-                missing.push(id);
+                missing.push(id.as_str().to_owned());
             }
         }
         metrics::gauge!("wr_store_events_missing").set(missing.len() as f64);
