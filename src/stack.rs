@@ -301,6 +301,16 @@ fn ended(r: Result<anyhow::Result<()>, tokio::task::JoinError>) {
     }
 }
 
+/// Binds `service`'s listener on `addr`; the error names the service, the address and the
+/// `up` flag that sets it (an address in use is the usual cause: another `up`, or a server of
+/// its own on the default port).
+async fn bind(addr: SocketAddr, service: &str, flag: &str) -> anyhow::Result<TcpListener> {
+    use anyhow::Context;
+    TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding {service} on {addr} (choose another with {flag})"))
+}
+
 fn url_of(l: &TcpListener) -> anyhow::Result<String> {
     Ok(format!("http://{}", l.local_addr()?))
 }
@@ -351,9 +361,9 @@ pub async fn start(opts: StackOptions) -> anyhow::Result<Stack> {
             keys: &keys,
         },
     )?;
-    let wr_l = TcpListener::bind(opts.waiting_room_addr).await?;
-    let bc_l = TcpListener::bind(opts.booking_addr).await?;
-    let gw_l = TcpListener::bind(opts.gateway_addr).await?;
+    let wr_l = bind(opts.waiting_room_addr, "the waiting room", "--waiting-room").await?;
+    let bc_l = bind(opts.booking_addr, "the booking core", "--booking").await?;
+    let gw_l = bind(opts.gateway_addr, "the gateway simulator", "--gateway").await?;
     let (wr_url, bc_url, gw_url) = (url_of(&wr_l)?, url_of(&bc_l)?, url_of(&gw_l)?);
     let mut tmp = Vec::new();
     let database_url = if opts.database_url.is_empty() {

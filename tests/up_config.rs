@@ -44,6 +44,79 @@ fn up_with_a_short_admin_token_names_admin_token_before_binding() {
     );
 }
 
+/// A malformed signing key in `--keys-dir` stops `up` before it binds anything, naming the
+/// file (found in review: the gateway simulator had started, and the waiting room then failed
+/// with the PEM error among the others' start-up lines).
+#[test]
+fn up_with_a_malformed_signing_key_names_the_file_before_binding() {
+    let taken: Vec<TcpListener> = (0..3)
+        .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind"))
+        .collect();
+    let addr = |i: usize| taken[i].local_addr().expect("addr").to_string();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let signing = dir.path().join("keys/signing");
+    std::fs::create_dir_all(&signing).expect("mkdir");
+    std::fs::write(signing.join("active.pem"), "not a key\n").expect("write");
+    let out = output_within(
+        Command::new(env!("CARGO_BIN_EXE_ticket-sale"))
+            .current_dir(dir.path())
+            .args(["up", "--keys-dir", "keys"])
+            .args(["--waiting-room", &addr(0), "--booking", &addr(1)])
+            .args(["--gateway", &addr(2)])
+            .env("RUST_BACKTRACE", "0"),
+        Duration::from_secs(60),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "must fail: {stderr}");
+    assert!(
+        stderr.contains("reading the signing keys in keys/signing")
+            && stderr.contains("keys/signing/active.pem"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("in use"), "bound before reading: {stderr}");
+    assert_eq!(
+        std::fs::read_to_string(signing.join("active.pem")).expect("read"),
+        "not a key\n",
+        "a bad key is reported, never replaced"
+    );
+}
+
+/// A taken port is named with its service and the flag that moves it, not only "Address
+/// already in use" (found in review); a keys directory others can read is warned about.
+#[test]
+fn up_on_a_taken_port_names_the_service_and_its_flag() {
+    use std::os::unix::fs::PermissionsExt;
+    let taken = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let busy = taken.local_addr().expect("addr").to_string();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let keys = dir.path().join("keys");
+    std::fs::create_dir(&keys).expect("mkdir");
+    std::fs::set_permissions(&keys, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let out = output_within(
+        Command::new(env!("CARGO_BIN_EXE_ticket-sale"))
+            .current_dir(dir.path())
+            .args(["up", "--keys-dir", "keys"])
+            .args(["--waiting-room", &format!("127.0.0.1:{}", free_port())])
+            .args(["--booking", &busy])
+            .args(["--gateway", &format!("127.0.0.1:{}", free_port())])
+            .env("RUST_BACKTRACE", "0"),
+        Duration::from_secs(60),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "must fail: {stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "binding the booking core on {busy} (choose another with --booking)"
+        )),
+        "{stderr}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("keys readable by other users") && stdout.contains("\"755\""),
+        "{stdout}"
+    );
+}
+
 /// `up` prints the path of the webhook secret (and of its random admin and service tokens),
 /// never the secrets; the file's key signs webhooks the booking core accepts, the service
 /// token's opens the waiting room's internal API.

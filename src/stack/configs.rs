@@ -166,6 +166,23 @@ pub(crate) fn persisted_keys(dir: &std::path::Path) -> anyhow::Result<Keys> {
         waiting_room::keys::generate(&signing, now)
             .with_context(|| format!("creating a signing key in {}", signing.display()))?;
     }
+    // Read now, before anything binds: a malformed key stops `up` here, naming its file,
+    // instead of after the gateway simulator has started.
+    waiting_room::keys::load(&signing, now)
+        .with_context(|| format!("reading the signing keys in {}", signing.display()))?;
+    for p in [dir, signing.as_path(), join_path.as_path()] {
+        let mode = std::fs::metadata(p)
+            .with_context(|| format!("reading {}", p.display()))?
+            .permissions()
+            .mode();
+        if mode & 0o077 != 0 {
+            tracing::warn!(
+                path = %p.display(),
+                mode = format!("{:o}", mode & 0o777),
+                "keys readable by other users: run chmod go= on this path"
+            );
+        }
+    }
     Ok(Keys {
         join_hmac_key,
         signing_key_dir: Some(signing),

@@ -33,7 +33,8 @@ pub struct KeySet {
 pub const MIN_PUBLISHED_SECS: i64 = 120;
 
 fn read_key(path: &Path) -> anyhow::Result<SigningKey> {
-    let pem = std::fs::read_to_string(path)?;
+    let pem = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
     SigningKey::from_pkcs8_pem(&pem).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }
 
