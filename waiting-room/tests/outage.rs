@@ -306,7 +306,8 @@ async fn hung_redis_gets_503_at_once_from_the_breaker_and_serves_again() {
 /// Redis restarted without its data (no append-only file): the event's line is gone. Before,
 /// every node stayed ready and its fans got 404 "no such event" with nothing said; now
 /// `/readyz` answers 503 naming the event and saying its line is lost (so a balancer takes the
-/// node out and an operator restores Redis), and `wr_store_events_missing` counts it.
+/// node out and an operator restores Redis), and `wr_store_events_missing` counts it; the
+/// fans get 503 with `Retry-After` (come back), not 404 (the sale does not exist).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_restarted_empty_turns_readyz_503_naming_the_lost_line() {
     let mut redis = RedisServer::start();
@@ -330,6 +331,16 @@ async fn redis_restarted_empty_turns_readyz_503_naming_the_lost_line() {
     })
     .await;
     assert!(detail.contains("demo"), "{detail}");
+    // A fan is not told the sale does not exist: 503 with Retry-After, not 404.
+    let (s, body, retry, _) = send(&c, "POST", &format!("{base}/api/events/demo/join"), None).await;
+    assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(retry.is_some(), "{body}");
+    let (s, body, _, _) = send(&c, "GET", &format!("{base}/api/events/nope/about"), None).await;
+    assert_eq!(
+        s,
+        StatusCode::NOT_FOUND,
+        "an event never seen is still 404: {body}"
+    );
     let text = node.metrics().await;
     assert!(
         text.lines().any(|l| l == "wr_store_events_missing 1"),

@@ -8,7 +8,7 @@ use super::RedisStore;
 use crate::access::{AccessMode, CodeRecord, Spend};
 use crate::domain::{EventId, VisitorId};
 use crate::store::access::AccessStore;
-use crate::store::{StoreError, StoreResult};
+use crate::store::StoreResult;
 use async_trait::async_trait;
 use std::sync::LazyLock;
 
@@ -32,7 +32,7 @@ impl RedisStore {
             .await
             .map_err(err)?;
         if out.first().map(String::as_str) == Some("missing") {
-            return Err(StoreError::NotFound);
+            return Err(self.missing(event));
         }
         Ok(out)
     }

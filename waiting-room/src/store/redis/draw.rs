@@ -7,7 +7,7 @@ use super::parse::{bad, err, parse_u64, state_of};
 use super::RedisStore;
 use crate::domain::EventId;
 use crate::draw::{Draw, DrawSeed};
-use crate::store::{StoreError, StoreResult, NUMBERED_CHUNK};
+use crate::store::{StoreResult, NUMBERED_CHUNK};
 
 impl RedisStore {
     /// The event's seed, from this process's cache or the store (`NotFound` for no event).
@@ -32,7 +32,7 @@ impl RedisStore {
             .await
             .map_err(err)?;
         let [state, seed, from, n] = r.as_slice() else {
-            return Err(StoreError::NotFound);
+            return Err(self.missing(event));
         };
         let seed = DrawSeed::from_hex(seed).ok_or_else(|| bad("draw_seed"))?;
         self.seeds

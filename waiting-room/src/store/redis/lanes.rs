@@ -7,7 +7,7 @@ use super::parse::{bad, err, key, parse_u64};
 use super::RedisStore;
 use crate::domain::{EventId, VisitorId};
 use crate::lanes::{AddressRule, ShadowEntry};
-use crate::store::{RuleAdded, StoreError, StoreResult};
+use crate::store::{RuleAdded, StoreResult};
 use redis::{AsyncCommands, Value};
 
 fn missing(v: &Value) -> bool {
@@ -44,7 +44,7 @@ impl RedisStore {
             .await
             .map_err(err)?;
         if missing(&v) {
-            return Err(StoreError::NotFound);
+            return Err(self.missing(event));
         }
         Ok(v)
     }
@@ -103,7 +103,7 @@ impl RedisStore {
             .await
             .map_err(err)?;
         if missing(&v) {
-            return Err(StoreError::NotFound);
+            return Err(self.missing(event));
         }
         text(v)
     }

@@ -254,6 +254,20 @@ impl RedisStore {
         }
     }
 
+    /// What a call that found no event `event` answers: `NotFound` (404 "no such event") for
+    /// an event this process never saw; for one it saw, `Unavailable` (503 + `Retry-After`):
+    /// Redis has lost its line (restarted without its data, flushed, failed over to an empty
+    /// replica), and a fan told "no such event" would give up a sale that exists. `/readyz`
+    /// names the lost events ([`QueueStore::ping`]).
+    fn missing(&self, event: &EventId) -> StoreError {
+        let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        if seen.contains(event) {
+            StoreError::Unavailable(lost_events(&[event.as_str().to_owned()]))
+        } else {
+            StoreError::NotFound
+        }
+    }
+
     /// Joins, claims and the opening chunks answer only once `d.min_replicas` replicas
     /// confirmed them (default [`Durability::OFF`]; `open_store` sets 1 for a cluster).
     pub fn with_durability(mut self, d: Durability) -> Self {
@@ -291,7 +305,7 @@ impl RedisStore {
         if found == 1 {
             Ok(old)
         } else {
-            Err(StoreError::NotFound)
+            Err(self.missing(event))
         }
     }
 
@@ -307,7 +321,7 @@ impl RedisStore {
         if found == 1 {
             Ok(())
         } else {
-            Err(StoreError::NotFound)
+            Err(self.missing(event))
         }
     }
 }
@@ -380,7 +394,10 @@ impl QueueStore for RedisStore {
             .await
             .map_err(err)?;
         if h.is_empty() {
-            return Ok(None);
+            return match self.missing(event) {
+                StoreError::NotFound => Ok(None),
+                lost => Err(lost),
+            };
         }
         self.saw(event);
         parse_meta(event, &h).map(Some)
@@ -444,7 +461,7 @@ impl QueueStore for RedisStore {
             .await
             .map_err(err)?;
         if !exists {
-            return Err(StoreError::NotFound);
+            return Err(self.missing(event));
         }
         parse::mode_of(mode.as_ref())
     }
@@ -471,7 +488,7 @@ impl QueueStore for RedisStore {
             .await
             .map_err(err)?;
         if found != 1 {
-            return Err(StoreError::NotFound);
+            return Err(self.missing(event));
         }
         parse::phases_of(Some(&old))
     }
@@ -485,7 +502,7 @@ impl QueueStore for RedisStore {
             .await
             .map_err(err)?;
         if !exists {
-            return Err(StoreError::NotFound);
+            return Err(self.missing(event));
         }
         let done = done
             .as_deref()
@@ -524,7 +541,7 @@ impl QueueStore for RedisStore {
             .await
             .map_err(err)?;
         if s.is_empty() {
-            return Err(StoreError::NotFound);
+            return Err(self.missing(event));
         }
         Ok((state_of(&s)?, moved == 1))
     }
@@ -564,7 +581,7 @@ impl QueueStore for RedisStore {
             .await
             .map_err(err)?;
         if state.is_empty() {
-            return Err(StoreError::NotFound);
+            return Err(self.missing(event));
         }
         let opt = |s: String| (!s.is_empty()).then_some(s);
         let queue_number = opt(n).as_deref().map(parse_u64).transpose()?;

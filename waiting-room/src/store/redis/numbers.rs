@@ -106,7 +106,7 @@ impl RedisStore {
                 .await
                 .map_err(err)?;
             match r.as_slice() {
-                [s, _] if s == "missing" => return Err(StoreError::NotFound),
+                [s, _] if s == "missing" => return Err(self.missing(event)),
                 [s, n] if s == "retry" => {
                     hint = n.parse().map_err(|_| bad(n))?;
                     self.raise_hint(event, hint);
@@ -194,7 +194,7 @@ impl RedisStore {
             .await
             .map_err(err)?;
         if cursor < 0 {
-            return Err(StoreError::NotFound);
+            return Err(self.missing(event));
         }
         Ok(Advance {
             cursor: cursor as u64,

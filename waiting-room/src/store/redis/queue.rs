@@ -9,7 +9,7 @@ use crate::domain::{
     AdmissionTerms, AuditEntry, ClaimOutcome, EventId, Figures, Heartbeat, Left, Place,
     ReportSample, SessionEnd, SessionRef, VisitorId,
 };
-use crate::store::{StoreError, StoreResult};
+use crate::store::StoreResult;
 use redis::AsyncCommands;
 use std::collections::HashMap;
 
@@ -32,7 +32,7 @@ impl RedisStore {
             .await
             .map_err(err)?;
         match r.as_slice() {
-            [s] if s == "missing" => Err(StoreError::NotFound),
+            [s] if s == "missing" => Err(self.missing(event)),
             [s, n, c, p] => Ok(Heartbeat {
                 queue_number: opt_number(n)?,
                 cursor: parse_u64(c)?,
@@ -81,7 +81,7 @@ impl RedisStore {
                 queue_number: opt_number(n)?,
                 cursor: parse_u64(c)?,
             }),
-            [k] if k == "missing" => Err(StoreError::NotFound),
+            [k] if k == "missing" => Err(self.missing(event)),
             _ => Err(bad("claim")),
         }
     }
@@ -153,7 +153,7 @@ impl RedisStore {
             "ended" => Ok(SessionEnd::Ended),
             "already" => Ok(SessionEnd::AlreadyEnded),
             "unknown" => Ok(SessionEnd::Unknown),
-            "missing" => Err(StoreError::NotFound),
+            "missing" => Err(self.missing(event)),
             other => Err(bad(other)),
         }
     }
@@ -195,7 +195,7 @@ impl RedisStore {
             .await
             .map_err(err)?;
         if !exists {
-            return Err(StoreError::NotFound);
+            return Err(self.missing(event));
         }
         raw.iter()
             .map(|s| serde_json::from_str(s).map_err(|_| bad("report sample")))
@@ -214,7 +214,7 @@ impl RedisStore {
             .await
             .map_err(err)?;
         if !exists {
-            return Err(StoreError::NotFound);
+            return Err(self.missing(event));
         }
         let n = limit.max(1) as isize;
         let raw: Vec<String> = self
@@ -246,7 +246,7 @@ impl RedisStore {
             .await
             .map_err(err)?;
         let left = match r.as_slice() {
-            [s, _] if s == "missing" => return Err(StoreError::NotFound),
+            [s, _] if s == "missing" => return Err(self.missing(event)),
             [s, n] if s == "vacated" => Left::Vacated(parse_u64(n)?),
             [s, _] if s == "unqueued" => Left::Unqueued,
             [s, _] if s == "not_waiting" => Left::NotWaiting,
