@@ -162,6 +162,31 @@ pub async fn begin_write(db: &Db) -> sqlx::Result<Tx<'static>> {
     }
 }
 
+/// Begins a transaction that writes a fan's hold or its release ([`claim::create`], the hold
+/// queue's batch, `payments::release_by_fan`): [`begin_write`], and on PostgreSQL with
+/// `synchronous_commit = off` for this transaction only (`SET LOCAL`, sent with the `BEGIN` in
+/// one round trip). Its commit answers before its WAL is on disk; the WAL writer flushes it
+/// within 3 × `wal_writer_delay` (600 ms by default; PostgreSQL manual, "Asynchronous
+/// Commit"). A PostgreSQL crash in that window can lose the last holds and releases whole
+/// (atomic: the hold, its key's stored answer, caps, audit and notices together), never
+/// half of one and never a payment: every step that moves money commits synchronously, and a
+/// synchronous commit flushes all WAL before it, so the hold is durable before the gateway
+/// hears of a payment for it (`payments::start` stores the `pending:` claim first). Visibility
+/// is not delayed: the guarded update still decides every seat. Seed 000: "Every durable write
+/// that can happen after the response should happen after the response". SQLite in WAL mode
+/// with `synchronous = NORMAL` already commits without a sync: the same as [`begin_write`].
+///
+/// [`claim::create`]: crate::inventory::claim::create
+pub async fn begin_hold(db: &Db) -> sqlx::Result<Tx<'static>> {
+    match backend(db) {
+        Backend::Sqlite => db.begin_with("BEGIN IMMEDIATE").await,
+        Backend::Postgres => {
+            db.begin_with("BEGIN; SET LOCAL synchronous_commit = off")
+                .await
+        }
+    }
+}
+
 /// `$first, $first+1, …` for `n` values (IN lists).
 pub fn params(first: usize, n: usize) -> String {
     (first..first + n)

@@ -182,7 +182,7 @@ fn conflict(kind: &'static str, title: &str) -> Problem {
 /// single writer goes on to the next hold; on PostgreSQL the same pool).
 pub async fn create(db: &Db, reads: &Db, r: &Request<'_>, now_ms: i64) -> ApiResult<HoldAnswer> {
     let pg = db::backend(db) == Backend::Postgres;
-    let mut tx = db::begin_write(db).await?;
+    let mut tx = db::begin_hold(db).await?;
     match create_in(&mut tx, pg, r, now_ms).await? {
         Ok(answer) => {
             tx.commit().await?;

@@ -203,7 +203,7 @@ pub type Outcome = ApiResult<Result<HoldAnswer, Lost>>;
 /// those whose sum did not fit one by one; one commit.
 async fn apply(db: &Db, batch: &[Job]) -> sqlx::Result<Vec<Outcome>> {
     let pg = db::backend(db) == Backend::Postgres;
-    let mut tx = db::begin_write(db).await?;
+    let mut tx = db::begin_hold(db).await?;
     let of = |pick: &dyn Fn(&Ask) -> bool| -> Vec<usize> {
         (0..batch.len())
             .filter(|i| pick(&batch[*i].req.ask))

@@ -592,7 +592,7 @@ pub async fn release_by_fan(state: &AppState, hold: &Hold) -> ApiResult<Value> {
     // update checks it; on PostgreSQL a pay's claim then waits on the hold row and finds it
     // released.
     let pg = db::backend(&state.db) == db::Backend::Postgres;
-    let mut tx = db::begin_write(&state.db).await?;
+    let mut tx = db::begin_hold(&state.db).await?;
     let seen = hold.payment_id.as_deref().unwrap_or("");
     let now = state.clock.now_ms();
     let released = holds::release_in(
