@@ -2,13 +2,17 @@
 //! fan's hold and a fan's release commit with `synchronous_commit = off`; every step of a
 //! payment (the `pending:` claim before the gateway hears of it, the payment id stored, the
 //! confirmation) commits synchronously, so a hold is durable before money moves for it. A
-//! trigger on `holds` notes the commit mode of each transaction that writes a hold row.
+//! trigger on `holds` notes the commit mode of each transaction that writes a hold row (and
+//! its `plan_cache_mode`: the hold path's statements run on generic plans).
 
 mod support;
 
 use support::{Backend, Harness};
 
-/// `(operation, status, payment id, synchronous_commit)` of every write of a hold row, in order.
+/// `synchronous_commit/plan_cache_mode` of a fan's hold or release (`db::begin_hold`).
+const HOLD_MODE: &str = "off/force_generic_plan";
+
+/// `(operation, status, payment id, synchronous_commit/plan_cache_mode)` of every write of a hold row, in order.
 async fn modes(h: &Harness) -> Vec<(String, String, Option<String>, String)> {
     sqlx::query_as("SELECT op, status, payment, mode FROM commit_modes ORDER BY n")
         .fetch_all(&h.state.db)
@@ -61,7 +65,8 @@ async fn commit_modes_of_a_sale(queued: bool) {
          status TEXT NOT NULL, payment TEXT, mode TEXT NOT NULL)",
         "CREATE FUNCTION note_commit_mode() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
          INSERT INTO commit_modes (op, status, payment, mode) \
-         VALUES (TG_OP, NEW.status, NEW.payment_id, current_setting('synchronous_commit')); \
+         VALUES (TG_OP, NEW.status, NEW.payment_id, \
+         current_setting('synchronous_commit') || '/' || current_setting('plan_cache_mode')); \
          RETURN NEW; END $$",
         "CREATE TRIGGER note_commit_mode AFTER INSERT OR UPDATE ON holds \
          FOR EACH ROW EXECUTE FUNCTION note_commit_mode()",
@@ -79,7 +84,10 @@ async fn commit_modes_of_a_sale(queued: bool) {
         m.iter()
             .map(|(op, status, _, mode)| (op.as_str(), status.as_str(), mode.as_str()))
             .collect::<Vec<_>>(),
-        [("INSERT", "HELD", "off"), ("UPDATE", "RELEASED", "off")],
+        [
+            ("INSERT", "HELD", HOLD_MODE),
+            ("UPDATE", "RELEASED", HOLD_MODE)
+        ],
         "{m:?}"
     );
 
@@ -88,7 +96,7 @@ async fn commit_modes_of_a_sale(queued: bool) {
     let m = modes(&h).await;
     let bought: Vec<_> = m[2..].to_vec();
     assert_eq!(bought[0].0, "INSERT", "{m:?}");
-    assert_eq!(bought[0].3, "off", "the hold itself: {m:?}");
+    assert_eq!(bought[0].3, HOLD_MODE, "the hold itself: {m:?}");
     let payment_steps: Vec<_> = bought[1..].to_vec();
     assert!(
         payment_steps
@@ -101,7 +109,9 @@ async fn commit_modes_of_a_sale(queued: bool) {
         "the confirmation is noted: {m:?}"
     );
     assert!(
-        payment_steps.iter().all(|(_, _, _, mode)| mode == "on"),
+        payment_steps
+            .iter()
+            .all(|(_, _, _, mode)| mode == "on/auto"),
         "every payment step commits synchronously (SET LOCAL never leaks into the pooled \
          connection's next transaction): {m:?}"
     );
