@@ -171,7 +171,9 @@ pub async fn begin_write(db: &Db) -> sqlx::Result<Tx<'static>> {
 /// (atomic: the hold, its key's stored answer, caps, audit and notices together), never
 /// half of one and never a payment: every step that moves money commits synchronously, and a
 /// synchronous commit flushes all WAL before it, so the hold is durable before the gateway
-/// hears of a payment for it (`payments::start` stores the `pending:` claim first). Visibility
+/// hears of a payment for it (`payments::start` stores the `pending:` claim first), and the
+/// outbox worker's claim of its due rows commits before any email or waiting-room notice
+/// leaves, so nothing is told of a hold or release a crash could still lose. Visibility
 /// is not delayed: the guarded update still decides every seat. Seed 000: "Every durable write
 /// that can happen after the response should happen after the response". SQLite in WAL mode
 /// with `synchronous = NORMAL` already commits without a sync: the same as [`begin_write`].
