@@ -22,6 +22,18 @@ pub fn infra_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("infra")
 }
 
+/// Whether `127.0.0.1:{port}` can be listened on now. nginx started on a taken port exits at
+/// once, and whatever answers there is another server: found by a newcomer, `up --cdn` on a
+/// port a Python server held printed that server's URL as the fans' entry point.
+///
+/// # Errors
+/// The port is taken (or not ours to bind), with the cause.
+pub fn port_free(port: u16) -> anyhow::Result<()> {
+    std::net::TcpListener::bind(("127.0.0.1", port))
+        .map(drop)
+        .map_err(|e| anyhow::anyhow!("port {port} cannot be listened on: {e}"))
+}
+
 impl Cdn {
     /// Starts nginx on `127.0.0.1:{port}` (0 = a free port) in front of `origin` (`host:port`),
     /// with its config, cache and logs in a fresh temporary directory. Waits until it answers.
@@ -93,6 +105,7 @@ impl Cdn {
         let port = if port == 0 {
             sale_common::testsupport::free_port()
         } else {
+            port_free(port)?;
             port
         };
         let prefix = tempfile::tempdir()?;
@@ -112,7 +125,9 @@ impl Cdn {
         };
         let start = Instant::now();
         while start.elapsed() < Duration::from_secs(10) {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+                && matches!(cdn.child.try_wait(), Ok(None))
+            {
                 return Ok(cdn);
             }
             if let Ok(Some(status)) = cdn.child.try_wait() {

@@ -129,6 +129,12 @@ async fn main() -> anyhow::Result<()> {
     // Listening from here: a SIGTERM or Ctrl-C during start-up stops the sale right after it
     // has started (and its nginx with it), instead of killing this process and leaving nginx.
     let stop = sale_common::shutdown::signal();
+    if let Some(port) = a.cdn {
+        // Before anything starts (the other ports are checked by `stack::start`).
+        ticket_sale::cdn::port_free(port).map_err(|e| {
+            anyhow::anyhow!("binding the CDN on 127.0.0.1:{port} (choose another with --cdn): {e}")
+        })?;
+    }
     let s = stack::start(opts).await?;
     let cdn = match a.cdn {
         Some(port) => {

@@ -92,6 +92,12 @@ fn up_on_a_taken_port_names_the_service_and_its_flag() {
     let keys = dir.path().join("keys");
     std::fs::create_dir(&keys).expect("mkdir");
     std::fs::set_permissions(&keys, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    // A signing key of its own, left readable by all.
+    let signing = keys.join("signing");
+    waiting_room::keys::generate(&signing, 1_800_000_000).expect("generate");
+    std::fs::set_permissions(&signing, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    let active = signing.join("active.pem");
+    std::fs::set_permissions(&active, std::fs::Permissions::from_mode(0o644)).expect("chmod");
     let out = output_within(
         Command::new(env!("CARGO_BIN_EXE_ticket-sale"))
             .current_dir(dir.path())
@@ -114,6 +120,44 @@ fn up_on_a_taken_port_names_the_service_and_its_flag() {
     assert!(
         stdout.contains("keys readable by other users") && stdout.contains("\"755\""),
         "{stdout}"
+    );
+    assert!(
+        stdout.contains("signing/active.pem") && stdout.contains("\"644\""),
+        "the key file itself: {stdout}"
+    );
+}
+
+/// `--cdn` on a taken port stops `up` before anything starts (found by a newcomer: nginx
+/// exited at once, and `up` printed the Python server that held the port as the fans' entry
+/// point and ran on).
+#[test]
+fn up_with_a_taken_cdn_port_says_so_before_starting() {
+    let taken = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = taken.local_addr().expect("addr").port();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = output_within(
+        Command::new(env!("CARGO_BIN_EXE_ticket-sale"))
+            .current_dir(dir.path())
+            .args(["up", "--cdn", &port.to_string()])
+            .args(["--waiting-room", &format!("127.0.0.1:{}", free_port())])
+            .args(["--booking", &format!("127.0.0.1:{}", free_port())])
+            .args(["--gateway", &format!("127.0.0.1:{}", free_port())])
+            .env("RUST_BACKTRACE", "0"),
+        Duration::from_secs(60),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "must fail: {stdout}");
+    assert!(
+        stderr.contains(&format!(
+            "binding the CDN on 127.0.0.1:{port} (choose another with --cdn)"
+        )),
+        "{stderr}"
+    );
+    assert!(!stdout.contains("fans start here"), "{stdout}");
+    assert!(
+        !dir.path().join("sale.db").exists(),
+        "nothing started: no database either"
     );
 }
 

@@ -102,19 +102,14 @@ fn random_hex_key() -> String {
 pub(crate) fn persisted_keys(dir: &std::path::Path) -> anyhow::Result<Keys> {
     use anyhow::Context;
     use std::os::unix::fs::PermissionsExt;
-    let fresh = !dir
-        .try_exists()
-        .with_context(|| format!("keys directory {}", dir.display()))?;
+    let fresh = !present(dir).with_context(|| format!("keys directory {}", dir.display()))?;
     std::fs::create_dir_all(dir).with_context(|| format!("keys directory {}", dir.display()))?;
     if fresh {
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
     }
     let aside = format!(".new-{}-{:x}", std::process::id(), rand::random::<u64>());
     let join_path = dir.join("join-hmac.key");
-    if !join_path
-        .try_exists()
-        .with_context(|| format!("reading {}", join_path.display()))?
-    {
+    if !present(&join_path).with_context(|| format!("reading {}", join_path.display()))? {
         let tmp = write_secret(dir, &format!("join-hmac.key{aside}"), &random_hex_key())
             .with_context(|| format!("writing {}", join_path.display()))?;
         // A link never replaces: if another start linked its key first, that one is kept.
@@ -143,10 +138,7 @@ pub(crate) fn persisted_keys(dir: &std::path::Path) -> anyhow::Result<Keys> {
             .duration_since(std::time::UNIX_EPOCH)?
             .as_secs(),
     )?;
-    if !signing
-        .try_exists()
-        .with_context(|| format!("reading {}", signing.display()))?
-    {
+    if !present(&signing).with_context(|| format!("reading {}", signing.display()))? {
         // Made aside and renamed into place: a rename onto a directory another start has
         // made already fails, and that one is kept.
         let tmp = dir.join(format!("signing{aside}"));
@@ -157,20 +149,27 @@ pub(crate) fn persisted_keys(dir: &std::path::Path) -> anyhow::Result<Keys> {
             std::fs::remove_dir_all(&tmp).ok();
         }
     }
-    if !signing
-        .join("active.pem")
-        .try_exists()
-        .with_context(|| format!("reading {}", signing.display()))?
-    {
+    let active = signing.join("active.pem");
+    if !present(&active).with_context(|| format!("reading {}", signing.display()))? {
         // An existing directory without an active key (emptied by hand): make one in it.
         waiting_room::keys::generate(&signing, now)
             .with_context(|| format!("creating a signing key in {}", signing.display()))?;
+        tracing::warn!(
+            path = %active.display(),
+            "no active signing key: made a new one; admission tokens signed by an earlier key are refused"
+        );
     }
     // Read now, before anything binds: a malformed key stops `up` here, naming its file,
     // instead of after the gateway simulator has started.
     waiting_room::keys::load(&signing, now)
         .with_context(|| format!("reading the signing keys in {}", signing.display()))?;
-    for p in [dir, signing.as_path(), join_path.as_path()] {
+    let mut kept = vec![dir.to_path_buf(), signing.clone(), join_path.clone()];
+    for entry in
+        std::fs::read_dir(&signing).with_context(|| format!("reading {}", signing.display()))?
+    {
+        kept.push(entry?.path());
+    }
+    for p in &kept {
         let mode = std::fs::metadata(p)
             .with_context(|| format!("reading {}", p.display()))?
             .permissions()
@@ -187,6 +186,17 @@ pub(crate) fn persisted_keys(dir: &std::path::Path) -> anyhow::Result<Keys> {
         join_hmac_key,
         signing_key_dir: Some(signing),
     })
+}
+
+/// Whether `p` is there, a dangling symbolic link included (`Path::try_exists` follows the
+/// link and says no: a key mounted through a link that is briefly missing would then be
+/// replaced by a new one, found by a newcomer). A dangling link then fails when read, naming it.
+fn present(p: &std::path::Path) -> std::io::Result<bool> {
+    match std::fs::symlink_metadata(p) {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// The gateway simulator: checkout links point at its own public URL.
@@ -319,6 +329,27 @@ mod tests {
 
     fn mode(p: &std::path::Path) -> u32 {
         std::fs::metadata(p).expect("metadata").permissions().mode() & 0o777
+    }
+
+    /// A signing key mounted through a link that points nowhere (a secret briefly missing) is
+    /// an error naming it, and the link is left as it is (it was replaced by a new key, which
+    /// would refuse every admission token the real one signed: found by a newcomer).
+    #[test]
+    fn a_dangling_link_to_the_signing_key_is_an_error_not_a_new_key() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        persisted_keys(dir.path()).expect("first start");
+        let active = dir.path().join("signing/active.pem");
+        std::fs::remove_file(&active).expect("rm");
+        std::os::unix::fs::symlink(dir.path().join("mounted/active.pem"), &active).expect("ln");
+        let err = format!("{:#}", persisted_keys(dir.path()).expect_err("must refuse"));
+        assert!(err.contains("active.pem"), "{err}");
+        assert!(
+            std::fs::symlink_metadata(&active)
+                .expect("still there")
+                .file_type()
+                .is_symlink(),
+            "the link is kept"
+        );
     }
 
     /// Eight starts racing on one new keys directory all start, with the same keys (before,
