@@ -3,7 +3,7 @@
 //! and `up` says where the webhook secret is without printing a secret it chose itself.
 
 use std::net::TcpListener;
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use sale_common::testsupport::{free_port, output_within, read_until_line, wait_within};
@@ -44,6 +44,24 @@ fn up_with_a_short_admin_token_names_admin_token_before_binding() {
     );
 }
 
+/// `ticket-sale up ARGS… --booking B --gateway G` run in `dir` to its end (60 s at most).
+fn up_in(dir: &std::path::Path, args: &[&str], [booking, gateway]: [&str; 2]) -> Output {
+    output_within(
+        Command::new(env!("CARGO_BIN_EXE_ticket-sale"))
+            .current_dir(dir)
+            .arg("up")
+            .args(args)
+            .args(["--booking", booking, "--gateway", gateway])
+            .env("RUST_BACKTRACE", "0"),
+        Duration::from_secs(60),
+    )
+}
+
+/// `127.0.0.1:` and a port free now.
+fn free_addr() -> String {
+    format!("127.0.0.1:{}", free_port())
+}
+
 /// A malformed signing key in `--keys-dir` stops `up` before it binds anything, naming the
 /// file (found in review: the gateway simulator had started, and the waiting room then failed
 /// with the PEM error among the others' start-up lines).
@@ -57,14 +75,10 @@ fn up_with_a_malformed_signing_key_names_the_file_before_binding() {
     let signing = dir.path().join("keys/signing");
     std::fs::create_dir_all(&signing).expect("mkdir");
     std::fs::write(signing.join("active.pem"), "not a key\n").expect("write");
-    let out = output_within(
-        Command::new(env!("CARGO_BIN_EXE_ticket-sale"))
-            .current_dir(dir.path())
-            .args(["up", "--keys-dir", "keys"])
-            .args(["--waiting-room", &addr(0), "--booking", &addr(1)])
-            .args(["--gateway", &addr(2)])
-            .env("RUST_BACKTRACE", "0"),
-        Duration::from_secs(60),
+    let out = up_in(
+        dir.path(),
+        &["--keys-dir", "keys", "--waiting-room", &addr(0)],
+        [&addr(1), &addr(2)],
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "must fail: {stderr}");
@@ -98,15 +112,10 @@ fn up_on_a_taken_port_names_the_service_and_its_flag() {
     std::fs::set_permissions(&signing, std::fs::Permissions::from_mode(0o700)).expect("chmod");
     let active = signing.join("active.pem");
     std::fs::set_permissions(&active, std::fs::Permissions::from_mode(0o644)).expect("chmod");
-    let out = output_within(
-        Command::new(env!("CARGO_BIN_EXE_ticket-sale"))
-            .current_dir(dir.path())
-            .args(["up", "--keys-dir", "keys"])
-            .args(["--waiting-room", &format!("127.0.0.1:{}", free_port())])
-            .args(["--booking", &busy])
-            .args(["--gateway", &format!("127.0.0.1:{}", free_port())])
-            .env("RUST_BACKTRACE", "0"),
-        Duration::from_secs(60),
+    let out = up_in(
+        dir.path(),
+        &["--keys-dir", "keys", "--waiting-room", &free_addr()],
+        [&busy, &free_addr()],
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "must fail: {stderr}");
@@ -135,15 +144,10 @@ fn up_with_a_taken_cdn_port_says_so_before_starting() {
     let taken = TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = taken.local_addr().expect("addr").port();
     let dir = tempfile::tempdir().expect("tempdir");
-    let out = output_within(
-        Command::new(env!("CARGO_BIN_EXE_ticket-sale"))
-            .current_dir(dir.path())
-            .args(["up", "--cdn", &port.to_string()])
-            .args(["--waiting-room", &format!("127.0.0.1:{}", free_port())])
-            .args(["--booking", &format!("127.0.0.1:{}", free_port())])
-            .args(["--gateway", &format!("127.0.0.1:{}", free_port())])
-            .env("RUST_BACKTRACE", "0"),
-        Duration::from_secs(60),
+    let out = up_in(
+        dir.path(),
+        &["--cdn", &port.to_string(), "--waiting-room", &free_addr()],
+        [&free_addr(), &free_addr()],
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -162,8 +162,8 @@ pub async fn begin_write(db: &Db) -> sqlx::Result<Tx<'static>> {
     }
 }
 
-/// Begins a transaction that writes a fan's hold or its release ([`claim::create`], the hold
-/// queue's batch, `payments::release_by_fan`): [`begin_write`], and on PostgreSQL with
+/// Begins a transaction that writes a fan's hold or its release (the hold path's `create`,
+/// the hold queue's batch, `release_by_fan`): [`begin_write`], and on PostgreSQL with
 /// `synchronous_commit = off` for this transaction only (`SET LOCAL`, sent with the `BEGIN` in
 /// one round trip). Its commit answers before its WAL is on disk; the WAL writer flushes it
 /// within 3 × `wal_writer_delay` (600 ms by default; PostgreSQL manual, "Asynchronous
@@ -171,7 +171,7 @@ pub async fn begin_write(db: &Db) -> sqlx::Result<Tx<'static>> {
 /// (atomic: the hold, its key's stored answer, caps, audit and notices together), never
 /// half of one and never a payment: every step that moves money commits synchronously, and a
 /// synchronous commit flushes all WAL before it, so the hold is durable before the gateway
-/// hears of a payment for it (`payments::start` stores the `pending:` claim first), and the
+/// hears of a payment for it (paying stores the `pending:` claim first), and the
 /// outbox worker's claim of its due rows commits before any email or waiting-room notice
 /// leaves, so nothing is told of a hold or release a crash could still lose. Visibility
 /// is not delayed: the guarded update still decides every seat. Seed 000: "Every durable write
@@ -181,11 +181,10 @@ pub async fn begin_write(db: &Db) -> sqlx::Result<Tx<'static>> {
 /// Also on PostgreSQL, `plan_cache_mode = force_generic_plan` for the transaction: its
 /// statements are the hold path's key lookups and guarded updates, whose one generic plan
 /// fits every value, and PostgreSQL otherwise re-plans each execution of the data-modifying
-/// CTEs as a custom plan (13 % of PostgreSQL's samples in `perf`, `GetCachedPlan`). Reads
-/// elsewhere keep the default (`auto`), where a generic plan once drove a lapsed-hold query
-/// the wrong way round (`inventory::pools`).
-///
-/// [`claim::create`]: crate::inventory::claim::create
+/// CTEs as a custom plan (13 % of PostgreSQL's samples in an earlier `perf` profile,
+/// `GetCachedPlan`: ARCHITECTURE.md, run `2d8e74c`). Reads elsewhere keep the default
+/// (`auto`), where a generic plan once drove a lapsed-hold query the wrong way round (the
+/// pools' `LAPSED_ROW`).
 pub async fn begin_hold(db: &Db) -> sqlx::Result<Tx<'static>> {
     match backend(db) {
         Backend::Sqlite => db.begin_with("BEGIN IMMEDIATE").await,
