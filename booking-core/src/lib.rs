@@ -93,6 +93,12 @@ pub async fn serve_state(
         let every = Duration::from_millis(state.config.outbox_interval_ms);
         loops.push(tokio::spawn(state.outbox().run(every)));
     }
+    if db::is_sqlite_file(&state.config.database_url) {
+        loops.push(tokio::spawn(db::checkpoint::run(
+            state.reads.clone(),
+            db::checkpoint::EVERY,
+        )));
+    }
     if state.config.jwks_refresh_secs > 0 {
         let every = Duration::from_secs(state.config.jwks_refresh_secs);
         for v in std::iter::once(&state.verifier).chain(state.gates.values()) {
@@ -110,8 +116,8 @@ pub async fn serve_state(
     let result =
         sale_common::shutdown::serve_draining(listener, router(state), stopping, lame_duck, drain)
             .await;
-    // The reconciler finishes its step and gives its lease back (case W13); the outbox worker
-    // and the JWKS refresher hold nothing.
+    // The reconciler finishes its step and gives its lease back (case W13); the outbox worker,
+    // the JWKS refresher and the WAL checkpointer hold nothing.
     if let Some(r) = reconciler {
         let _ = tokio::time::timeout(drain, r).await;
     }

@@ -151,3 +151,61 @@ async fn postgres_connections_cut_while_idle_are_replaced_before_use() {
         "a pool that never checks hands out a cut connection"
     );
 }
+
+/// The writer leaves WAL checkpoints to `db::checkpoint` (issue 13: a checkpoint in a hold's
+/// `COMMIT` fsyncs while every other hold waits for the one writer). Writes of about 3,000
+/// pages leave them all in the log (by default the writer checkpoints at 1,000, so the log
+/// would never report more than about 1,100 frames); one step of the checkpointer, on a
+/// `query_only` reader connection, copies every frame; the writer's next commit starts the log
+/// over from its first frame.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_writer_leaves_wal_checkpoints_to_the_checkpointer_on_a_reader() {
+    use booking_core::db::{self, checkpoint};
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!(
+        "sqlite://{}?mode=rwc",
+        dir.path().join("booking.db").display()
+    );
+    assert!(db::is_sqlite_file(&url));
+    let writer = db::connect(&url).await.unwrap();
+    let reads = db::connect_reads(&url, &writer).await.unwrap();
+    sqlx::query("CREATE TABLE pages (b BLOB NOT NULL)")
+        .execute(&writer)
+        .await
+        .unwrap();
+    let before = checkpoint::step(&reads).await.unwrap();
+    assert!(before.complete(), "{before:?}");
+    for _ in 0..30 {
+        // About 100 pages per commit: one 3,000-byte blob per 4 KiB page.
+        sqlx::query(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100) \
+             INSERT INTO pages (b) SELECT randomblob(3000) FROM n",
+        )
+        .execute(&writer)
+        .await
+        .unwrap();
+    }
+    let step = checkpoint::step(&reads).await.unwrap();
+    assert!(
+        step.log_frames >= 3_000,
+        "the writer checkpointed on its own: {step:?}"
+    );
+    assert!(
+        step.complete(),
+        "every frame copied by the reader: {step:?}"
+    );
+    sqlx::query("INSERT INTO pages (b) VALUES (randomblob(10))")
+        .execute(&writer)
+        .await
+        .unwrap();
+    let after = checkpoint::step(&reads).await.unwrap();
+    assert!(
+        after.log_frames < 10,
+        "the log started over after a whole checkpoint: {after:?}"
+    );
+    let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM pages")
+        .fetch_one(&reads)
+        .await
+        .unwrap();
+    assert_eq!(n, 3_001, "every row readable from the database file");
+}

@@ -11,6 +11,7 @@
 //! Layer: above `config` (the shows to seed; [`Backend`] is defined there); knows no seats rules,
 //! holds or payments beyond seeding and the shared writers (locks, leases, audit).
 
+pub mod checkpoint;
 pub mod lease;
 pub mod single;
 
@@ -53,7 +54,7 @@ pub async fn connect(url: &str) -> anyhow::Result<Db> {
             if let Some(file) = single::sqlite_file(url) {
                 single::lock_beside(&file)?;
             }
-            let wal = !url.contains(":memory:");
+            let wal = is_sqlite_file(url);
             AnyPoolOptions::new()
                 .max_connections(1)
                 .min_connections(1)
@@ -71,8 +72,17 @@ pub async fn connect(url: &str) -> anyhow::Result<Db> {
                         if wal {
                             // WAL + NORMAL: a commit is an append to the log, fsynced at
                             // checkpoints; a power cut may lose the last commits, never corrupt.
-                            conn.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;")
-                                .await?;
+                            // The writer checkpoints only past the backstop: [`checkpoint::run`]
+                            // does it from a reader, off the holds' path.
+                            conn.execute(
+                                format!(
+                                    "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
+                                     PRAGMA wal_autocheckpoint = {};",
+                                    checkpoint::BACKSTOP_PAGES
+                                )
+                                .as_str(),
+                            )
+                            .await?;
                         }
                         Ok(())
                     })
@@ -127,11 +137,18 @@ pub const PG_POOL: u32 = 10;
 /// SQLite reader connections of [`connect_reads`].
 pub const SQLITE_READERS: u32 = 4;
 
+/// Whether `url` names a SQLite file (not `:memory:`, not PostgreSQL): the database runs in WAL
+/// mode with [`SQLITE_READERS`] readers beside the writer, and [`checkpoint::run`] keeps its log
+/// short.
+pub fn is_sqlite_file(url: &str) -> bool {
+    matches!(Backend::of_url(url), Ok(Backend::Sqlite)) && !url.contains(":memory:")
+}
+
 /// A pool for reads that may be a little behind a concurrent write (seat maps, a hold's view):
 /// on a SQLite file, [`SQLITE_READERS`] `query_only` connections that read the WAL beside the one
 /// writer instead of queueing for it; on PostgreSQL or in-memory SQLite, `writer` itself.
 pub async fn connect_reads(url: &str, writer: &Db) -> anyhow::Result<Db> {
-    if Backend::of_url(url)? != Backend::Sqlite || url.contains(":memory:") {
+    if !is_sqlite_file(url) {
         return Ok(writer.clone());
     }
     Ok(AnyPoolOptions::new()
