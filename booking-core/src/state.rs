@@ -15,7 +15,7 @@ use sale_common::SharedClock;
 use crate::config::Config;
 use crate::door::Verifier;
 use crate::gateway::{Gateway, TokenStore};
-use crate::inventory::{caps, hotq, inflight, seatmap};
+use crate::inventory::{caps, hotq, inflight, refusals, seatmap};
 use crate::outbox::Outbox;
 use crate::{db, telemetry};
 
@@ -49,6 +49,8 @@ pub struct AppState {
     pub hold_queues: Arc<hotq::HoldQueues>,
     /// Hold requests in flight here, by visitor and `Idempotency-Key` ([`inflight`]).
     pub in_flight: Arc<inflight::InFlight>,
+    /// Refused keys stored in batches ([`refusals`]).
+    pub refusals: Arc<refusals::Refusals>,
 }
 
 impl AppState {
@@ -101,6 +103,7 @@ impl AppState {
             seatmaps: Arc::default(),
             hold_queues,
             in_flight: Arc::default(),
+            refusals: Arc::default(),
         })
     }
 

@@ -198,3 +198,53 @@ async fn visibly_taken_seats_are_refused_without_a_transaction() {
     let (st, held) = h.hold(&b, "kb", &["A-1-2", "A-1-3"]).await;
     assert_eq!(st, 201, "a refusal is computed anew: {held}");
 }
+
+/// Issue 13: refusals before a transaction store their keys in batches
+/// (`inventory::refusals`). With SQLite's one writer busy (a test transaction holds it), 20
+/// fans asking for a held seat are each refused from the read before the hold and wait for
+/// their key to be stored; once the writer is free the worker's first batch is stored and
+/// every row that queued behind it in one more statement: at most 2 commits, not 20. Every 409 is answered only after
+/// its key is stored (each key reused with another body is 422).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_waiting_for_the_writer_are_stored_in_one_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}?mode=rwc", dir.path().join("b.db").display());
+    let h = Harness::start_with(move |c| c.database_url = url).await;
+    let (st, first) = h.hold(&h.token("holder"), "k", &["A-1-1"]).await;
+    assert_eq!(st, 201, "{first}");
+    let before = h.state.refusals.batches();
+    let writer = booking_core::db::begin_write(&h.state.db).await.unwrap();
+    let keys: Vec<String> = (0..20).map(|i| format!("r{i}")).collect();
+    let fans: Vec<String> = keys.iter().map(|k| h.token(k)).collect();
+    let asks = futures::future::join_all(
+        fans.iter()
+            .zip(&keys)
+            .map(|(t, k)| h.hold(t, k, &["A-1-1"])),
+    );
+    let waited = async {
+        // Every refusal handed over: the worker's first batch waits for the writer, the
+        // rest queue behind it.
+        while h.state.refusals.pending() < 20 {
+            tokio::task::yield_now().await;
+        }
+        writer.rollback().await.unwrap();
+    };
+    let (answers, ()) = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        tokio::join!(asks, waited)
+    })
+    .await
+    .expect("the 20 refusals queued for the writer");
+    for (st, body) in &answers {
+        assert_eq!(*st, 409, "{body}");
+        assert_eq!(body["type"], "/problems/seats-unavailable", "{body}");
+    }
+    let batches = h.state.refusals.batches() - before;
+    assert!(
+        (1..=2).contains(&batches),
+        "the worker's first batch, then every row queued behind it: {batches} commits for 20"
+    );
+    for (t, k) in fans.iter().zip(&keys) {
+        let (st, body) = h.hold_with(t, k, json!({"seats": ["A-1-2"]}), &[]).await;
+        assert_eq!(st, 422, "the refused key was stored: {body}");
+    }
+}

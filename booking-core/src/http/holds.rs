@@ -417,7 +417,10 @@ impl Owned<'_> {
         // decides only grants); the key is remembered as refused, as after a lost transaction.
         if let Some(availability) = taken {
             telemetry::hold_refused(show, 409, "seats-unavailable");
-            claim::record_refusal(&state.db, &adm.sub, key, hash, now).await?;
+            state
+                .refusals
+                .record(&state.db, claim::Refused::of(&adm.sub, key, hash, now))
+                .await?;
             return Err(claim::seats_unavailable(availability).into());
         }
         let (kind, queueable) = (ask.kind(), ask.queueable());
@@ -464,7 +467,10 @@ impl Owned<'_> {
                 {
                     // Remember the refused request's hash: the key cannot be reused for another
                     // (a lost hold's key was recorded where it lost).
-                    claim::record_refusal(&state.db, &adm.sub, key, hash, now).await?;
+                    state
+                        .refusals
+                        .record(&state.db, claim::Refused::of(&adm.sub, key, hash, now))
+                        .await?;
                 }
                 Err(p.into())
             }

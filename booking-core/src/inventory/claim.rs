@@ -609,7 +609,8 @@ const REFUSED: i64 = 409;
 const IN_FLIGHT: i64 = 0;
 
 /// Records that `(visitor, key)` was refused for the request hashed `hash` (no-op when the
-/// key already has a stored row).
+/// key already has a stored row), alone in its own statement. The handler's refusals go
+/// through [`crate::inventory::refusals::Refusals`], which stores them in batches.
 pub async fn record_refusal(
     db: &Db,
     visitor: &str,
@@ -617,9 +618,47 @@ pub async fn record_refusal(
     hash: &str,
     now_ms: i64,
 ) -> sqlx::Result<()> {
+    record_refused_rows(db, &[&Refused::of(visitor, key, hash, now_ms)]).await
+}
+
+/// A refused request's idempotency row: visitor (`sub`), `Idempotency-Key`, the request's
+/// hash, and when (epoch ms).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    /// The visitor (`sub` of the admission).
+    pub visitor: String,
+    /// The `Idempotency-Key`.
+    pub key: String,
+    /// The request's hash ([`Ask::request_hash`]).
+    pub hash: String,
+    /// When it was refused, epoch ms.
+    pub now_ms: i64,
+}
+
+impl Refused {
+    /// The row of `visitor`'s request hashed `hash` with `key`, refused at `now_ms`.
+    pub fn of(visitor: &str, key: &str, hash: &str, now_ms: i64) -> Self {
+        Self {
+            visitor: visitor.to_owned(),
+            key: key.to_owned(),
+            hash: hash.to_owned(),
+            now_ms,
+        }
+    }
+}
+
+/// [`record_refusal`] of every row of `rows` in one statement on `db` (one commit); a key
+/// already stored, or twice in `rows`, keeps its first row.
+pub async fn record_refused_rows(db: &Db, rows: &[&Refused]) -> sqlx::Result<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
     let mut b = db::Binds::default();
-    let row = refusal_row(&mut b, visitor, key, hash.to_owned(), now_ms);
-    sqlx::query_with(&refusals_sql(&[row]), b.args())
+    let values: Vec<String> = rows
+        .iter()
+        .map(|r| refusal_row(&mut b, &r.visitor, &r.key, r.hash.clone(), r.now_ms))
+        .collect();
+    sqlx::query_with(&refusals_sql(&values), b.args())
         .execute(db)
         .await?;
     Ok(())

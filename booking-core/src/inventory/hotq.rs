@@ -162,16 +162,23 @@ impl HoldQueues {
 
 /// The worker of one show: waits for a request, takes every other waiting one, applies them.
 pub async fn run(db: Db, mut rx: mpsc::Receiver<Job>) {
-    while let Some(first) = rx.recv().await {
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(j) => batch.push(j),
-                Err(_) => break,
-            }
-        }
+    while let Some(batch) = next_batch(&mut rx, MAX_BATCH).await {
         step(&db, batch).await;
     }
+}
+
+/// Waits for one item of `rx`, then takes every other item already waiting, up to `max` in
+/// all (a batch that grows with the load and never waits for more); `None` once every sender
+/// is gone. Shared with [`crate::inventory::refusals`].
+pub async fn next_batch<T>(rx: &mut mpsc::Receiver<T>, max: usize) -> Option<Vec<T>> {
+    let mut batch = vec![rx.recv().await?];
+    while batch.len() < max {
+        match rx.try_recv() {
+            Ok(item) => batch.push(item),
+            Err(_) => break,
+        }
+    }
+    Some(batch)
 }
 
 /// Applies one batch and answers every request of it.

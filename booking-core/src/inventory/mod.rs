@@ -10,6 +10,7 @@
 //!   a hold of seats visibly taken is refused without a transaction);
 //! - [`inflight`]: identical hold requests in flight in this process (one runs, the others wait
 //!   and replay its answer);
+//! - [`refusals`]: refused keys stored in batches (one insert for every refusal waiting);
 //! - [`seatmap`]: the cached seat-map snapshots (three views per show);
 //! - [`stock`]: how much of a show is left (free, held, sold);
 //! - [`hotq`]: the per-show hold queue of the hottest shows; [`batch`]: its named-seat requests
@@ -34,6 +35,7 @@ pub mod inflight;
 pub mod oversell;
 pub mod pools;
 pub mod preread;
+pub mod refusals;
 pub mod resources;
 pub mod seatmap;
 pub mod stock;
