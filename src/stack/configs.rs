@@ -95,7 +95,7 @@ fn random_hex_key() -> String {
 
 /// The keys kept in `dir` (see `StackOptions::keys_dir`), created there on the first start:
 /// `dir` and `signing/` mode 0700, `join-hmac.key` (0600) and `signing/active.pem` (0600, by
-/// `waiting_room::keys::generate`). Each appears whole or not at all (written aside, then
+/// `waiting_room::keys::ensure_active`). Each appears whole or not at all (written aside, then
 /// linked or renamed into place without replacing anything), so two starts racing on a new
 /// directory end with the same keys. An unreadable or malformed key file is an error naming it,
 /// never a silently replaced key (that would refuse every token it signed).
@@ -103,6 +103,12 @@ pub(crate) fn persisted_keys(dir: &std::path::Path) -> anyhow::Result<Keys> {
     use anyhow::Context;
     use std::os::unix::fs::PermissionsExt;
     let fresh = !present(dir).with_context(|| format!("keys directory {}", dir.display()))?;
+    if !fresh && !dir.is_dir() {
+        anyhow::bail!(
+            "keys directory {} is a file, not a directory (choose another with --keys-dir)",
+            dir.display()
+        );
+    }
     std::fs::create_dir_all(dir).with_context(|| format!("keys directory {}", dir.display()))?;
     if fresh {
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
@@ -142,7 +148,7 @@ pub(crate) fn persisted_keys(dir: &std::path::Path) -> anyhow::Result<Keys> {
         // Made aside and renamed into place: a rename onto a directory another start has
         // made already fails, and that one is kept.
         let tmp = dir.join(format!("signing{aside}"));
-        waiting_room::keys::generate(&tmp, now)
+        waiting_room::keys::ensure_active(&tmp)
             .with_context(|| format!("creating a signing key in {}", signing.display()))?;
         std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o700))?;
         if std::fs::rename(&tmp, &signing).is_err() {
@@ -151,10 +157,12 @@ pub(crate) fn persisted_keys(dir: &std::path::Path) -> anyhow::Result<Keys> {
     }
     let active = signing.join("active.pem");
     if !present(&active).with_context(|| format!("reading {}", signing.display()))? {
-        // An existing directory without an active key (emptied by hand): make one in it.
-        waiting_room::keys::generate(&signing, now)
+        // An existing directory without an active key (emptied by hand): make one in it
+        // (another start refilling it at once keeps the same one).
+        let made = waiting_room::keys::ensure_active(&signing)
             .with_context(|| format!("creating a signing key in {}", signing.display()))?;
         tracing::warn!(
+            made,
             path = %active.display(),
             "no active signing key: made a new one; admission tokens signed by an earlier key are refused"
         );
@@ -329,6 +337,21 @@ mod tests {
 
     fn mode(p: &std::path::Path) -> u32 {
         std::fs::metadata(p).expect("metadata").permissions().mode() & 0o777
+    }
+
+    /// `--keys-dir` naming a regular file says so (it said "File exists"), and leaves the file.
+    #[test]
+    fn a_keys_dir_that_is_a_file_is_named_as_one() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("keys");
+        std::fs::write(&file, "not a directory").expect("write");
+        let err = format!("{:#}", persisted_keys(&file).expect_err("must refuse"));
+        assert!(err.contains("is a file, not a directory"), "{err}");
+        assert!(err.contains("--keys-dir"), "{err}");
+        assert_eq!(
+            std::fs::read_to_string(&file).expect("kept"),
+            "not a directory"
+        );
     }
 
     /// A signing key mounted through a link that points nowhere (a secret briefly missing) is

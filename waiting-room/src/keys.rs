@@ -39,18 +39,45 @@ fn read_key(path: &Path) -> anyhow::Result<SigningKey> {
 }
 
 fn write_key(path: &Path, key: &SigningKey) -> anyhow::Result<()> {
+    let tmp = write_aside(path, key)?;
+    let renamed = std::fs::rename(&tmp, path);
+    if renamed.is_err() {
+        std::fs::remove_file(&tmp).ok();
+    }
+    Ok(renamed?)
+}
+
+/// Writes `key` (mode 0600) beside `path` under a name of its own (process id and a random
+/// number: two processes writing the same key file never share a temporary) and returns it.
+fn write_aside(path: &Path, key: &SigningKey) -> anyhow::Result<PathBuf> {
     let pem = key
         .to_pkcs8_pem(LineEnding::LF)
         .map_err(|e| anyhow::anyhow!("PKCS#8 PEM: {e}"))?;
-    let tmp = path.with_extension("tmp");
+    let tmp = path.with_extension(format!(
+        "tmp-{}-{:x}",
+        std::process::id(),
+        rand::random::<u64>()
+    ));
     std::fs::write(&tmp, pem.as_bytes())?;
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))?;
     }
-    std::fs::rename(&tmp, path)?;
-    Ok(())
+    Ok(tmp)
+}
+
+/// Puts `key` at `path` only if nothing is there (a hard link from a file written aside never
+/// replaces); false when another writer's file was there first (kept as it is).
+fn write_key_new(path: &Path, key: &SigningKey) -> anyhow::Result<bool> {
+    let tmp = write_aside(path, key)?;
+    let linked = std::fs::hard_link(&tmp, path);
+    std::fs::remove_file(&tmp).ok();
+    match linked {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// `(path, number)` of every file named `{prefix}-{number}.pem`.
@@ -81,14 +108,25 @@ pub enum Generated {
     Next(PathBuf),
 }
 
+/// Creates `dir` if needed and an active key in it if there is none; returns whether this
+/// call made it. Two processes at once on one directory (two starts refilling it) both succeed
+/// and the directory keeps one key whole: the first linked into place, the other discarded.
+pub fn ensure_active(dir: &Path) -> anyhow::Result<bool> {
+    std::fs::create_dir_all(dir)?;
+    let active = dir.join("active.pem");
+    if active.exists() {
+        return Ok(false);
+    }
+    write_key_new(&active, &SigningKey::generate(&mut rand::rngs::OsRng))
+}
+
 /// Creates `dir` if needed, then the active key if there is none, else a next key if there is
 /// none (refuses when both exist). `now`: epoch seconds.
 pub fn generate(dir: &Path, now: i64) -> anyhow::Result<Generated> {
     std::fs::create_dir_all(dir)?;
     let fresh = SigningKey::generate(&mut rand::rngs::OsRng);
     let active = dir.join("active.pem");
-    if !active.exists() {
-        write_key(&active, &fresh)?;
+    if !active.exists() && write_key_new(&active, &fresh)? {
         return Ok(Generated::Active(active));
     }
     anyhow::ensure!(

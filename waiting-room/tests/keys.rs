@@ -184,3 +184,41 @@ async fn case_w09_a_revoked_key_leaves_the_jwks_at_the_next_reread() {
     );
     assert!(jwks_kids(&st).contains(&new_kid));
 }
+
+/// Two processes refilling one emptied key directory at once (two `up` starting beside each
+/// other, `keys::ensure_active`): both succeed, exactly one of them made the key, and the
+/// directory keeps that one key whole, with no temporary left (no next key either). Before,
+/// both wrote the one temporary `active.tmp` through `keys::generate`: one's rename took the
+/// other's file away (an error, "No such file or directory", in round 0 of 50).
+#[test]
+fn two_starts_refilling_one_key_dir_both_succeed_and_exactly_one_key_is_made() {
+    for round in 0..50 {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let barrier = Arc::new(std::sync::Barrier::new(2));
+        let writers: Vec<_> = (0..2)
+            .map(|_| {
+                let (dir, barrier) = (dir.path().to_path_buf(), barrier.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    keys::ensure_active(&dir).map_err(|e| format!("{e:#}"))
+                })
+            })
+            .collect();
+        let made: Vec<Result<bool, String>> = writers
+            .into_iter()
+            .map(|w| w.join().expect("thread"))
+            .collect();
+        let mut made: Vec<bool> = made
+            .into_iter()
+            .map(|m| m.unwrap_or_else(|e| panic!("round {round}: {e}")))
+            .collect();
+        made.sort();
+        assert_eq!(made, vec![false, true], "round {round}: one maker");
+        keys::load(dir.path(), T0).expect("one whole key");
+        let names: Vec<String> = std::fs::read_dir(dir.path())
+            .expect("dir")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, vec!["active.pem".to_owned()], "round {round}");
+    }
+}

@@ -125,13 +125,13 @@ async fn store_outage_answers_503_and_recovers() {
     );
     let status = format!("{base}/status/demo.json");
     eventually(Duration::from_secs(10), || async {
-        let (_, doc, _, _) = send(&c, "GET", &status, None).await;
+        let (_, doc, _, _) = send(c, "GET", &status, None).await;
         (doc["state"] == "open").then_some(())
     })
     .await;
     let mut fans = Vec::new();
     for _ in 0..10 {
-        let (s, j, _, _) = send(&c, "POST", &join, None).await;
+        let (s, j, _, _) = send(c, "POST", &join, None).await;
         assert_eq!(s, StatusCode::OK, "{j}");
         let number = j["queue_number"].as_u64().expect("open: numbered");
         fans.push(Fan {
@@ -140,7 +140,7 @@ async fn store_outage_answers_503_and_recovers() {
         });
     }
     let admission = eventually(Duration::from_secs(10), || async {
-        let (s, a, _, _) = send(&c, "POST", &claim, Some(&fans[0].token)).await;
+        let (s, a, _, _) = send(c, "POST", &claim, Some(&fans[0].token)).await;
         (s == StatusCode::OK).then_some(a)
     })
     .await;
@@ -167,7 +167,7 @@ async fn store_outage_answers_503_and_recovers() {
                 Some(fans[3].token.as_str()),
             ),
         ] {
-            let (s, body, retry, took) = send(&c, method, &url, t).await;
+            let (s, body, retry, took) = send(c, method, &url, t).await;
             assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{method} {url}: {body}");
             assert!(retry.is_some(), "503 carries Retry-After");
             assert!(took < BOUND, "{method} {url} took {took:?}");
@@ -175,14 +175,14 @@ async fn store_outage_answers_503_and_recovers() {
         }
     }
     assert!(answered >= 4);
-    let (s, doc, _, took) = send(&c, "GET", &format!("{base}/status/demo.json"), None).await;
+    let (s, doc, _, took) = send(c, "GET", &format!("{base}/status/demo.json"), None).await;
     assert_eq!(
         (s, doc["event"].as_str()),
         (StatusCode::OK, Some("demo")),
         "served from memory"
     );
     assert!(took < BOUND);
-    let (s, jwks, _, _) = send(&c, "GET", &format!("{base}/.well-known/jwks.json"), None).await;
+    let (s, jwks, _, _) = send(c, "GET", &format!("{base}/.well-known/jwks.json"), None).await;
     assert_eq!(s, StatusCode::OK);
     let x = jwks["keys"][0]["x"].as_str().expect("x");
     let key = DecodingKey::from_ed_components(x).expect("key");
@@ -197,12 +197,12 @@ async fn store_outage_answers_503_and_recovers() {
 
     redis.restart();
     let rejoined = eventually(Duration::from_secs(15), || async {
-        let (s, j, _, _) = send(&c, "POST", &join, None).await;
+        let (s, j, _, _) = send(c, "POST", &join, None).await;
         (s == StatusCode::OK).then_some(j)
     })
     .await;
     assert!(rejoined["queue_number"].as_u64().expect("n") > fans.last().expect("fan").number);
-    let (s, again, _, _) = send(&c, "POST", &claim, Some(&fans[0].token)).await;
+    let (s, again, _, _) = send(c, "POST", &claim, Some(&fans[0].token)).await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(
         again["admission_token"].as_str(),
@@ -211,7 +211,7 @@ async fn store_outage_answers_503_and_recovers() {
     );
     for f in &fans[1..] {
         let (s, p, _, _) = send(
-            &c,
+            c,
             "GET",
             &format!("{base}/api/events/demo/position"),
             Some(&f.token),
@@ -255,7 +255,7 @@ async fn hung_redis_gets_503_at_once_from_the_breaker_and_serves_again() {
     let position = format!("{base}/api/events/demo/position");
     // Numbered once the admitter has opened the sale (a join before that is pre-queued).
     let joined = eventually(Duration::from_secs(10), || async {
-        let (s, j, _, _) = send(&c, "POST", &format!("{base}/api/events/demo/join"), None).await;
+        let (s, j, _, _) = send(c, "POST", &format!("{base}/api/events/demo/join"), None).await;
         (s == StatusCode::OK && j["queue_number"].is_u64()).then_some(j)
     })
     .await;
@@ -277,7 +277,7 @@ async fn hung_redis_gets_503_at_once_from_the_breaker_and_serves_again() {
     }
     // The breaker is open: the next ones are answered without waiting on the server.
     for _ in 0..5 {
-        let (s, body, retry, took) = send(&c, "GET", &position, Some(&token)).await;
+        let (s, body, retry, took) = send(c, "GET", &position, Some(&token)).await;
         assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{body}");
         assert!(retry.is_some(), "503 carries Retry-After");
         assert_eq!(body["status"], 503, "problem+json: {body}");
@@ -295,7 +295,7 @@ async fn hung_redis_gets_503_at_once_from_the_breaker_and_serves_again() {
 
     signal("-CONT", redis.pid());
     let back = eventually(Duration::from_secs(15), || async {
-        let (s, p, _, _) = send(&c, "GET", &position, Some(&token)).await;
+        let (s, p, _, _) = send(c, "GET", &position, Some(&token)).await;
         (s == StatusCode::OK).then_some(p)
     })
     .await;
@@ -315,16 +315,16 @@ async fn redis_restarted_empty_turns_readyz_503_naming_the_lost_line() {
     let (base, c) = (&node.base, &node.c);
     let ready = format!("{base}/readyz");
     eventually(Duration::from_secs(10), || async {
-        let (s, _, _, _) = send(&c, "POST", &format!("{base}/api/events/demo/join"), None).await;
+        let (s, _, _, _) = send(c, "POST", &format!("{base}/api/events/demo/join"), None).await;
         (s == StatusCode::OK).then_some(())
     })
     .await;
-    let (s, body, _, _) = send(&c, "GET", &ready, None).await;
+    let (s, body, _, _) = send(c, "GET", &ready, None).await;
     assert_eq!(s, StatusCode::OK, "{body}");
 
     redis.restart();
     let detail = eventually(Duration::from_secs(15), || async {
-        let (s, body, retry, _) = send(&c, "GET", &ready, None).await;
+        let (s, body, retry, _) = send(c, "GET", &ready, None).await;
         let detail = body["detail"].as_str().unwrap_or_default().to_owned();
         (s == StatusCode::SERVICE_UNAVAILABLE && retry.is_some() && detail.contains("lost"))
             .then_some(detail)
@@ -332,10 +332,10 @@ async fn redis_restarted_empty_turns_readyz_503_naming_the_lost_line() {
     .await;
     assert!(detail.contains("demo"), "{detail}");
     // A fan is not told the sale does not exist: 503 with Retry-After, not 404.
-    let (s, body, retry, _) = send(&c, "POST", &format!("{base}/api/events/demo/join"), None).await;
+    let (s, body, retry, _) = send(c, "POST", &format!("{base}/api/events/demo/join"), None).await;
     assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{body}");
     assert!(retry.is_some(), "{body}");
-    let (s, body, _, _) = send(&c, "GET", &format!("{base}/api/events/nope/about"), None).await;
+    let (s, body, _, _) = send(c, "GET", &format!("{base}/api/events/nope/about"), None).await;
     assert_eq!(
         s,
         StatusCode::NOT_FOUND,
