@@ -35,7 +35,13 @@ pub const MIN_PUBLISHED_SECS: i64 = 120;
 fn read_key(path: &Path) -> anyhow::Result<SigningKey> {
     let pem = std::fs::read_to_string(path)
         .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
-    SigningKey::from_pkcs8_pem(&pem).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+    SigningKey::from_pkcs8_pem(&pem).map_err(|e| {
+        anyhow::anyhow!(
+            "{}: not an Ed25519 private key in PKCS#8 PEM (\"-----BEGIN PRIVATE KEY-----\", as \
+             `openssl genpkey -algorithm ed25519` writes; RFC 8410): {e}",
+            path.display()
+        )
+    })
 }
 
 fn write_key(path: &Path, key: &SigningKey) -> anyhow::Result<()> {

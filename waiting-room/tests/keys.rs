@@ -222,3 +222,17 @@ fn two_starts_refilling_one_key_dir_both_succeed_and_exactly_one_key_is_made() {
         assert_eq!(names, vec!["active.pem".to_owned()], "round {round}");
     }
 }
+
+/// A key file that is not an Ed25519 PKCS#8 PEM says what was expected, naming the file
+/// (pkcs8 alone said "PEM preamble contains invalid data (NUL byte)" for plain text).
+#[test]
+fn a_malformed_key_file_says_what_was_expected() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("active.pem"), "not a key\n").expect("write");
+    let err = format!("{:#}", keys::load(dir.path(), T0).expect_err("must refuse"));
+    assert!(err.contains("active.pem"), "{err}");
+    assert!(
+        err.contains("not an Ed25519 private key in PKCS#8 PEM"),
+        "{err}"
+    );
+}
