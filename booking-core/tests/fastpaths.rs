@@ -10,6 +10,7 @@ on_both!(
     queue_switch_is_an_admin_call,
     seat_map_cache_follows_holds_and_lapses,
     queued_unknown_seat_is_422_as_unqueued,
+    a_refused_key_stored_first_by_another_body_is_reported_as_not_ours,
 );
 
 use std::collections::HashSet;
@@ -247,4 +248,33 @@ async fn refusals_waiting_for_the_writer_are_stored_in_one_batch() {
         let (st, body) = h.hold_with(t, k, json!({"seats": ["A-1-2"]}), &[]).await;
         assert_eq!(st, 422, "the refused key was stored: {body}");
     }
+}
+
+/// Newcomer review: one key sent at once with two bodies, both for taken seats, was answered
+/// 409 twice (the refusal rows were inserted with `ON CONFLICT DO NOTHING` and nobody looked
+/// which one stayed), and the later body's retry then 422. `claim::record_refused_rows` now
+/// says per row whether the stored row is that row's request: the handler answers the other
+/// body 422 `idempotency-key-reused` at once. Within one batch and across batches; an identical
+/// request (same hash) is still ours.
+async fn a_refused_key_stored_first_by_another_body_is_reported_as_not_ours(b: Backend) {
+    use booking_core::inventory::claim::{record_refused_rows, Refused};
+    let h = Harness::on(b).await;
+    let db = &h.state.db;
+    let (x, y) = (
+        Refused::of("fan", "k1", "hash-x", 1),
+        Refused::of("fan", "k1", "hash-y", 2),
+    );
+    assert_eq!(
+        record_refused_rows(db, &[&x, &y, &x]).await.unwrap(),
+        vec![true, false, true],
+        "in one batch: the first body's row stays; the same body again is ours"
+    );
+    let other = Refused::of("fan", "k2", "hash-z", 3);
+    assert_eq!(
+        record_refused_rows(db, &[&y, &x, &other]).await.unwrap(),
+        vec![false, true, true],
+        "in a later batch: the stored row decides"
+    );
+    let via = h.state.refusals.record(db, y.clone()).await.unwrap();
+    assert!(!via, "through the batch worker too");
 }

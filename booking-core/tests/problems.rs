@@ -470,3 +470,24 @@ async fn operator_names_and_texts_refuse_control_characters(b: Backend) {
     let (st, p) = h.admin_post(&oversell, body).await;
     assert_eq!(st, 200, "{p}");
 }
+
+/// Newcomer review: the booking core had no `/readyz` (404), though the README says every
+/// service has one. It is 200 `ready` while the database answers and a fast `503 unavailable`
+/// with `Retry-After` once it does not (here: its pool closed).
+#[tokio::test]
+async fn readyz_follows_the_database() {
+    let h = Harness::start().await;
+    let url = format!("{}/readyz", h.base);
+    let r = h.http.get(&url).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.text().await.unwrap(), "ready");
+    h.state.reads.close().await;
+    let r = h.http.get(&url).send().await.unwrap();
+    assert_eq!(r.status(), 503);
+    assert_eq!(
+        r.headers().get("retry-after").and_then(|v| v.to_str().ok()),
+        Some("1")
+    );
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["type"], "/problems/unavailable", "{body}");
+}

@@ -77,8 +77,9 @@ pub async fn connect(url: &str) -> anyhow::Result<Db> {
                             conn.execute(
                                 format!(
                                     "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
-                                     PRAGMA wal_autocheckpoint = {};",
-                                    checkpoint::BACKSTOP_PAGES
+                                     PRAGMA wal_autocheckpoint = {}; PRAGMA journal_size_limit = {};",
+                                    checkpoint::BACKSTOP_PAGES,
+                                    checkpoint::LOG_FILE_LIMIT_BYTES
                                 )
                                 .as_str(),
                             )

@@ -417,10 +417,10 @@ impl Owned<'_> {
         // decides only grants); the key is remembered as refused, as after a lost transaction.
         if let Some(availability) = taken {
             telemetry::hold_refused(show, 409, "seats-unavailable");
-            state
-                .refusals
-                .record(&state.db, claim::Refused::of(&adm.sub, key, hash, now))
-                .await?;
+            let row = claim::Refused::of(&adm.sub, key, hash, now);
+            if !state.refusals.record(&state.db, row).await? {
+                return Err(claim::key_reused().into());
+            }
             return Err(claim::seats_unavailable(availability).into());
         }
         let (kind, queueable) = (ask.kind(), ask.queueable());
@@ -467,10 +467,10 @@ impl Owned<'_> {
                 {
                     // Remember the refused request's hash: the key cannot be reused for another
                     // (a lost hold's key was recorded where it lost).
-                    state
-                        .refusals
-                        .record(&state.db, claim::Refused::of(&adm.sub, key, hash, now))
-                        .await?;
+                    let row = claim::Refused::of(&adm.sub, key, hash, now);
+                    if !state.refusals.record(&state.db, row).await? {
+                        return Err(claim::key_reused().into());
+                    }
                 }
                 Err(p.into())
             }

@@ -105,6 +105,7 @@ pub fn router(state: AppState) -> Router {
         .route("/gate/{audience}/check", get(gate::check))
         .route("/gate/{audience}/enter", post(gate::enter))
         .route("/healthz", get(ops::healthz))
+        .route("/readyz", get(ops::readyz))
         .route("/metrics", get(ops::metrics))
         .route("/openapi.json", get(openapi::openapi))
         .merge(api)

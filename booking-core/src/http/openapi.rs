@@ -143,7 +143,7 @@ impl Modify for Problems {
         description = "Seats, holds, payments and bookings behind the waiting room. Times are Unix epoch seconds unless a name ends in _ms or the route says epoch ms. Every error is application/problem+json: an unknown route 404 not-found, a wrong method 405 method-not-allowed. See API.md \"Booking core\"."
     ),
     paths(
-        ops::healthz, ops::metrics, openapi,
+        ops::healthz, ops::readyz, ops::metrics, openapi,
         fan::session, fan::me, fan::leave, fan::seats, fan::sections, fan::callback,
         holds::create_hold, holds::get_hold, holds::pay, holds::delete_hold, resources::free,
         venue::venue,

@@ -10,6 +10,8 @@
 //! (`BEGIN IMMEDIATE`, [`db::begin_write`]). Any refusal rolls everything back and is a specific problem: 409 with fresh
 //! availability when the inventory is taken.
 
+use std::collections::HashSet;
+
 use axum::http::StatusCode;
 use sale_common::Problem;
 use serde_json::{json, Value};
@@ -609,16 +611,19 @@ const REFUSED: i64 = 409;
 const IN_FLIGHT: i64 = 0;
 
 /// Records that `(visitor, key)` was refused for the request hashed `hash` (no-op when the
-/// key already has a stored row), alone in its own statement. The handler's refusals go
-/// through [`crate::inventory::refusals::Refusals`], which stores them in batches.
+/// key already has a stored row), alone in its own statement; true when the key's row is this
+/// request's (written now, or an identical request's), false when another request stored the
+/// key first (its answer is then 422 [`key_reused`]). The handler's refusals go through
+/// [`crate::inventory::refusals::Refusals`], which stores them in batches.
 pub async fn record_refusal(
     db: &Db,
     visitor: &str,
     key: &str,
     hash: &str,
     now_ms: i64,
-) -> sqlx::Result<()> {
-    record_refused_rows(db, &[&Refused::of(visitor, key, hash, now_ms)]).await
+) -> sqlx::Result<bool> {
+    let ours = record_refused_rows(db, &[&Refused::of(visitor, key, hash, now_ms)]).await?;
+    Ok(ours[0])
 }
 
 /// A refused request's idempotency row: visitor (`sub`), `Idempotency-Key`, the request's
@@ -648,20 +653,64 @@ impl Refused {
 }
 
 /// [`record_refusal`] of every row of `rows` in one statement on `db` (one commit); a key
-/// already stored, or twice in `rows`, keeps its first row.
-pub async fn record_refused_rows(db: &Db, rows: &[&Refused]) -> sqlx::Result<()> {
+/// already stored, or twice in `rows`, keeps its first row. Per row of `rows`: whether the
+/// key's stored row has that row's hash (inserted now, or an identical request's); rows that
+/// met a key stored before cost one more read, of those keys only. (Concurrent requests with
+/// one key and two bodies had both been answered 409, and the later one's retry 422: found by
+/// a newcomer.)
+pub async fn record_refused_rows(db: &Db, rows: &[&Refused]) -> sqlx::Result<Vec<bool>> {
     if rows.is_empty() {
-        return Ok(());
+        return Ok(Vec::new());
     }
     let mut b = db::Binds::default();
     let values: Vec<String> = rows
         .iter()
         .map(|r| refusal_row(&mut b, &r.visitor, &r.key, r.hash.clone(), r.now_ms))
         .collect();
-    sqlx::query_with(&refusals_sql(&values), b.args())
-        .execute(db)
-        .await?;
-    Ok(())
+    let sql = format!(
+        "{} RETURNING visitor_id, key, request_hash",
+        refusals_sql(&values)
+    );
+    let inserted: HashSet<(String, String, String)> = sqlx::query_as_with(&sql, b.args())
+        .fetch_all(db)
+        .await?
+        .into_iter()
+        .collect();
+    let mine = |r: &Refused| (r.visitor.clone(), r.key.clone(), r.hash.clone());
+    let met: Vec<&Refused> = rows
+        .iter()
+        .copied()
+        .filter(|r| !inserted.contains(&mine(r)))
+        .collect();
+    if met.is_empty() {
+        return Ok(vec![true; rows.len()]);
+    }
+    let mut b = db::Binds::default();
+    let wanted: Vec<String> = met
+        .iter()
+        .map(|r| {
+            format!(
+                "(visitor_id = {} AND key = {})",
+                b.push(r.visitor.clone()),
+                b.push(r.key.clone())
+            )
+        })
+        .collect();
+    let stored: HashSet<(String, String, String)> = sqlx::query_as_with(
+        &format!(
+            "SELECT visitor_id, key, request_hash FROM idempotency WHERE {}",
+            wanted.join(" OR ")
+        ),
+        b.args(),
+    )
+    .fetch_all(db)
+    .await?
+    .into_iter()
+    .collect();
+    Ok(rows
+        .iter()
+        .map(|r| inserted.contains(&mine(r)) || stored.contains(&mine(r)))
+        .collect())
 }
 
 /// The problem kinds of a lost hold ([`Lost::kind`]): whoever answers one has recorded the
@@ -850,6 +899,16 @@ pub fn concurrent_request() -> Problem {
         .retry_after(1)
 }
 
+/// `422 idempotency-key-reused`: the key was used with a different request.
+pub fn key_reused() -> Problem {
+    Problem::new(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "idempotency-key-reused",
+        "Idempotency key reused",
+    )
+    .detail("this Idempotency-Key was used with a different request")
+}
+
 /// A stored `(hash, status, body)` against this request's hash: replay, 422, or `None` (no
 /// row, or a refusal of this same request: recompute).
 pub(crate) fn answer_of(
@@ -860,13 +919,7 @@ pub(crate) fn answer_of(
         return Ok(None);
     };
     if h != hash {
-        return Err(Problem::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "idempotency-key-reused",
-            "Idempotency key reused",
-        )
-        .detail("this Idempotency-Key was used with a different request")
-        .into());
+        return Err(key_reused().into());
     }
     if st == REFUSED {
         return Ok(None);

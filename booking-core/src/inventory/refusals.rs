@@ -28,11 +28,12 @@ pub const MAX_BATCH: usize = 256;
 /// Rows waiting before callers wait too (back-pressure).
 pub const QUEUE_DEPTH: usize = 4096;
 
-/// One row to store and whether its batch was stored.
+/// One row to store and, once its batch is stored, whether the key's row is this one's
+/// (`None`: the batch failed).
 #[derive(Debug)]
 struct Job {
     row: Refused,
-    done: oneshot::Sender<bool>,
+    done: oneshot::Sender<Option<bool>>,
 }
 
 /// The worker's inbox (started on first use, restarted if it stopped).
@@ -45,9 +46,11 @@ pub struct Refusals {
 
 impl Refusals {
     /// Stores `row` on `db` in a batch with whatever other refusals are waiting; returns once
-    /// it is committed. Errors: the database's, from storing the row alone after the batch
-    /// failed.
-    pub async fn record(&self, db: &Db, row: Refused) -> sqlx::Result<()> {
+    /// it is committed: true when the key's stored row is this request's, false when another
+    /// request (another body) stored the key first, whose answer is 422
+    /// ([`claim::key_reused`]). Errors: the database's, from storing the row alone after the
+    /// batch failed.
+    pub async fn record(&self, db: &Db, row: Refused) -> sqlx::Result<bool> {
         let tx = {
             let mut inbox = self.inbox.lock().expect("refusals inbox");
             match inbox.as_ref().filter(|t| !t.is_closed()) {
@@ -66,10 +69,13 @@ impl Refusals {
             done,
         };
         self.pending.fetch_add(1, Ordering::Relaxed);
-        let batched = tx.send(job).await.is_ok() && stored.await == Ok(true);
+        let batched = match tx.send(job).await {
+            Ok(()) => stored.await.ok().flatten(),
+            Err(_) => None,
+        };
         self.pending.fetch_sub(1, Ordering::Relaxed);
-        if batched {
-            return Ok(());
+        if let Some(ours) = batched {
+            return Ok(ours);
         }
         claim::record_refusal(db, &row.visitor, &row.key, &row.hash, row.now_ms).await
     }
@@ -91,18 +97,18 @@ async fn run(db: Db, mut rx: mpsc::Receiver<Job>, batches: Arc<AtomicU64>) {
     while let Some(batch) = hotq::next_batch(&mut rx, MAX_BATCH).await {
         metrics::histogram!("bc_refusal_batch_size").record(batch.len() as f64);
         let rows: Vec<&Refused> = batch.iter().map(|j| &j.row).collect();
-        let stored = match claim::record_refused_rows(&db, &rows).await {
-            Ok(()) => {
+        let ours = match claim::record_refused_rows(&db, &rows).await {
+            Ok(ours) => {
                 batches.fetch_add(1, Ordering::Relaxed);
-                true
+                ours.into_iter().map(Some).collect()
             }
             Err(e) => {
                 tracing::warn!(error = %e, rows = rows.len(), "refusal batch failed; each row alone");
-                false
+                vec![None; batch.len()]
             }
         };
-        for job in batch {
-            let _ = job.done.send(stored);
+        for (job, ours) in batch.into_iter().zip(ours) {
+            let _ = job.done.send(ours);
         }
     }
 }
