@@ -15,7 +15,7 @@ use sale_common::SharedClock;
 use crate::config::Config;
 use crate::door::Verifier;
 use crate::gateway::{Gateway, TokenStore};
-use crate::inventory::{caps, hotq, inflight, refusals, seatmap};
+use crate::inventory::{caps, hotq, inflight, refusals, releases, seatmap};
 use crate::outbox::Outbox;
 use crate::{db, telemetry};
 
@@ -51,6 +51,8 @@ pub struct AppState {
     pub in_flight: Arc<inflight::InFlight>,
     /// Refused keys stored in batches ([`refusals`]).
     pub refusals: Arc<refusals::Refusals>,
+    /// Fans' releases applied in batches on SQLite ([`releases`]).
+    pub releases: Arc<releases::Releases>,
 }
 
 impl AppState {
@@ -104,6 +106,7 @@ impl AppState {
             hold_queues,
             in_flight: Arc::default(),
             refusals: Arc::default(),
+            releases: Arc::default(),
         })
     }
 

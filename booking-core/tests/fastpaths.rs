@@ -250,6 +250,64 @@ async fn refusals_waiting_for_the_writer_are_stored_in_one_batch() {
     }
 }
 
+/// Issue 13: fans' releases on SQLite are applied in batches (`inventory::releases`). With the
+/// one writer busy (a test transaction holds it), 20 fans release their holds and one of them
+/// sends its DELETE twice: every release queues for the worker; once the writer is free the
+/// worker's first batch is applied and every release that queued behind it in one more
+/// transaction: at most 2 commits, not 21. Each DELETE is answered 200 only after its release is
+/// committed, the twice-sent one too (its second finds the hold released and writes nothing):
+/// every seat is free again and each hold has exactly one release audited.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn releases_waiting_for_the_writer_are_applied_in_one_transaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}?mode=rwc", dir.path().join("b.db").display());
+    let h = Harness::start_with(move |c| c.database_url = url).await;
+    let fans: Vec<String> = (0..20).map(|i| format!("rel{i}")).collect();
+    let seat = |i: usize| format!("A-{}-{}", i / 10 + 1, i % 10 + 1);
+    let mut holds = Vec::new();
+    for (i, fan) in fans.iter().enumerate() {
+        let (st, body) = h.hold(&h.token(fan), "k", &[seat(i).as_str()]).await;
+        assert_eq!(st, 201, "{body}");
+        holds.push(body["hold_id"].clone());
+    }
+    let before = h.state.releases.batches();
+    let writer = booking_core::db::begin_write(&h.state.db).await.unwrap();
+    let mut deletes: Vec<(&String, &Value)> = fans.iter().zip(&holds).collect();
+    deletes.push((&fans[0], &holds[0]));
+    let asks = futures::future::join_all(deletes.iter().map(|(f, id)| h.cancel_hold(f, id)));
+    let waited = async {
+        // Every release handed over: the worker's first batch waits for the writer, the
+        // rest queue behind it.
+        while h.state.releases.pending() < deletes.len() {
+            tokio::task::yield_now().await;
+        }
+        writer.rollback().await.unwrap();
+    };
+    let (answers, ()) = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        tokio::join!(asks, waited)
+    })
+    .await
+    .expect("the 21 releases queued for the writer");
+    assert!(answers.iter().all(|st| *st == 200), "{answers:?}");
+    let batches = h.state.releases.batches() - before;
+    assert!(
+        (1..=2).contains(&batches),
+        "the worker's first batch, then every release queued behind it: {batches} commits for 21"
+    );
+    for (i, id) in holds.iter().enumerate() {
+        assert_eq!(h.seat_status(&seat(i)).await, "free");
+        let id = id.as_str().unwrap();
+        assert_eq!(h.hold_view(&fans[i], id).await["status"], "RELEASED");
+        let audited = h
+            .count(
+                "SELECT COUNT(*) FROM audit WHERE hold_id = $1 AND action = 'released'",
+                id,
+            )
+            .await;
+        assert_eq!(audited, 1, "hold {id}: one release audited");
+    }
+}
+
 /// Newcomer review: one key sent at once with two bodies, both for taken seats, was answered
 /// 409 twice (the refusal rows were inserted with `ON CONFLICT DO NOTHING` and nobody looked
 /// which one stayed), and the later body's retry then 422. `claim::record_refused_rows` now

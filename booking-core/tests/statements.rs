@@ -80,7 +80,7 @@ impl<S: tracing::Subscriber> Layer<S> for Counter {
 /// new hold's id.
 async fn calls_of_one_hold(db: &db::Db, r: &Request<'_>) -> (Vec<String>, String) {
     start_counting();
-    let answer = claim::create(db, db, r, now_ms()).await;
+    let answer = claim::create(db, db, None, r, now_ms()).await;
     let calls = stop_counting();
     let answer = answer.unwrap_or_else(|e| panic!("hold refused: {e:?}"));
     assert_eq!(answer.status, 201, "{}", answer.body);

@@ -25,7 +25,7 @@ use crate::telemetry;
 
 /// The fan's own hold, else 404 (another visitor's hold is not revealed).
 async fn own_hold(state: &AppState, adm: &Admission, id: &str) -> ApiResult<Hold> {
-    match holds::load(&state.db, id).await? {
+    match holds::load(&state.reads, id).await? {
         Some(h) if h.visitor_id == adm.sub && h.show_id == adm.event => Ok(h),
         _ => Err(Problem::not_found(format!("hold {}", clip(id))).into()),
     }
@@ -440,7 +440,7 @@ impl Owned<'_> {
                 .submit(&state.db, &state.reads, &req, now)
                 .await
         } else {
-            claim::create(&state.db, &state.reads, &req, now).await
+            claim::create(&state.db, &state.reads, Some(&state.refusals), &req, now).await
         };
         match created {
             Ok(answer) => {

@@ -20,6 +20,7 @@ use sha2::{Digest, Sha256};
 use crate::db::{self, Actor, Backend, Db, Tx};
 use crate::door::Admission;
 use crate::error::ApiResult;
+use crate::inventory::refusals::Refusals;
 use crate::inventory::{best, caps, holds, pools, resources};
 use crate::telemetry;
 
@@ -181,8 +182,17 @@ fn conflict(kind: &'static str, title: &str) -> Problem {
 /// Creates the hold at `now_ms` (epoch ms) in one transaction on `db` (the writer). Only 201
 /// answers are stored: a refusal is recomputed on retry. A refusal's fresh availability is read
 /// after the rollback from `reads` (`AppState::reads`: SQLite's reader connections, so the
-/// single writer goes on to the next hold; on PostgreSQL the same pool).
-pub async fn create(db: &Db, reads: &Db, r: &Request<'_>, now_ms: i64) -> ApiResult<HoldAnswer> {
+/// single writer goes on to the next hold; on PostgreSQL the same pool). A lost hold's key is
+/// recorded as refused after the rollback: through `refusals` when given (one insert for every
+/// refusal waiting, so a loser costs the writer no transaction of its own; a key another body
+/// stored first is then 422 `idempotency-key-reused`), else alone.
+pub async fn create(
+    db: &Db,
+    reads: &Db,
+    refusals: Option<&Refusals>,
+    r: &Request<'_>,
+    now_ms: i64,
+) -> ApiResult<HoldAnswer> {
     let pg = db::backend(db) == Backend::Postgres;
     let mut tx = db::begin_hold(db).await?;
     match create_in(&mut tx, pg, r, now_ms).await? {
@@ -195,7 +205,16 @@ pub async fn create(db: &Db, reads: &Db, r: &Request<'_>, now_ms: i64) -> ApiRes
             tx.rollback().await?;
             // The refused key recorded here (the key cannot be reused for another request);
             // the handler records only the other refusals ([`LOST_KINDS`]).
-            record_refusals(db, &[(r, now_ms)]).await?;
+            match refusals {
+                Some(batched) => {
+                    let hash = r.ask.request_hash(r.show, r.channel);
+                    let row = Refused::of(&r.adm.sub, r.key, &hash, now_ms);
+                    if !batched.record(db, row).await? {
+                        return Err(key_reused().into());
+                    }
+                }
+                None => record_refusals(db, &[(r, now_ms)]).await?,
+            }
             Err(lost.problem(reads, r.show, now_ms).await?.into())
         }
     }

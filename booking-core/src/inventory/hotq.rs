@@ -14,6 +14,7 @@
 //! `Idempotency-Key`, so nothing is held twice.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, RwLock};
 
 use tokio::sync::{mpsc, oneshot};
@@ -149,7 +150,7 @@ impl HoldQueues {
             reply,
         };
         if let Err(mpsc::error::SendError(job)) = tx.send(job).await {
-            return claim::create(db, reads, &job.req.request(), now_ms).await;
+            return claim::create(db, reads, None, &job.req.request(), now_ms).await;
         }
         match answer.await {
             Ok(Ok(Ok(a))) => Ok(a),
@@ -165,6 +166,45 @@ pub async fn run(db: Db, mut rx: mpsc::Receiver<Job>) {
     while let Some(batch) = next_batch(&mut rx, MAX_BATCH).await {
         step(&db, batch).await;
     }
+}
+
+/// The inbox of a per-process worker kept in `slot`: its sender, or, when no worker runs (first
+/// use, or the last one stopped), a new channel of `depth` whose receiver `start` hands to a
+/// newly spawned worker. Shared by [`crate::inventory::refusals`] and
+/// [`crate::inventory::releases`].
+pub fn inbox<T>(
+    slot: &Mutex<Option<mpsc::Sender<T>>>,
+    depth: usize,
+    start: impl FnOnce(mpsc::Receiver<T>),
+) -> mpsc::Sender<T> {
+    let mut inbox = slot.lock().expect("worker inbox");
+    match inbox.as_ref().filter(|t| !t.is_closed()) {
+        Some(t) => t.clone(),
+        None => {
+            let (t, rx) = mpsc::channel(depth);
+            start(rx);
+            *inbox = Some(t.clone());
+            t
+        }
+    }
+}
+
+/// Hands a job to a worker's inbox `tx` and waits for its answer, counted in `pending`
+/// meanwhile; `job` builds the job around the answer's sender. `None` when the worker is gone
+/// or its batch failed: the caller then does the work alone.
+pub async fn hand_over<J, A>(
+    tx: &mpsc::Sender<J>,
+    pending: &AtomicUsize,
+    job: impl FnOnce(oneshot::Sender<Option<A>>) -> J,
+) -> Option<A> {
+    let (done, answer) = oneshot::channel();
+    pending.fetch_add(1, Ordering::Relaxed);
+    let out = match tx.send(job(done)).await {
+        Ok(()) => answer.await.ok().flatten(),
+        Err(_) => None,
+    };
+    pending.fetch_sub(1, Ordering::Relaxed);
+    out
 }
 
 /// Waits for one item of `rx`, then takes every other item already waiting, up to `max` in
@@ -193,7 +233,7 @@ pub async fn step(db: &Db, batch: Vec<Job>) {
         Err(e) => {
             tracing::warn!(error = %e, "hold queue batch failed; retrying each request alone");
             for job in batch {
-                let answer = claim::create(db, db, &job.req.request(), job.now_ms).await;
+                let answer = claim::create(db, db, None, &job.req.request(), job.now_ms).await;
                 let _ = job.reply.send(answer.map(Ok));
             }
         }

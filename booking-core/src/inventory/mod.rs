@@ -11,6 +11,8 @@
 //! - [`inflight`]: identical hold requests in flight in this process (one runs, the others wait
 //!   and replay its answer);
 //! - [`refusals`]: refused keys stored in batches (one insert for every refusal waiting);
+//! - [`releases`]: fans' releases on SQLite applied in batches (one transaction for every
+//!   release waiting);
 //! - [`seatmap`]: the cached seat-map snapshots (three views per show);
 //! - [`stock`]: how much of a show is left (free, held, sold);
 //! - [`hotq`]: the per-show hold queue of the hottest shows; [`batch`]: its named-seat requests
@@ -36,6 +38,7 @@ pub mod oversell;
 pub mod pools;
 pub mod preread;
 pub mod refusals;
+pub mod releases;
 pub mod resources;
 pub mod seatmap;
 pub mod stock;

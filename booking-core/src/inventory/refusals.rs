@@ -51,29 +51,14 @@ impl Refusals {
     /// ([`claim::key_reused`]). Errors: the database's, from storing the row alone after the
     /// batch failed.
     pub async fn record(&self, db: &Db, row: Refused) -> sqlx::Result<bool> {
-        let tx = {
-            let mut inbox = self.inbox.lock().expect("refusals inbox");
-            match inbox.as_ref().filter(|t| !t.is_closed()) {
-                Some(t) => t.clone(),
-                None => {
-                    let (t, rx) = mpsc::channel(QUEUE_DEPTH);
-                    tokio::spawn(run(db.clone(), rx, self.batches.clone()));
-                    *inbox = Some(t.clone());
-                    t
-                }
-            }
-        };
-        let (done, stored) = oneshot::channel();
-        let job = Job {
+        let tx = hotq::inbox(&self.inbox, QUEUE_DEPTH, |rx| {
+            tokio::spawn(run(db.clone(), rx, self.batches.clone()));
+        });
+        let batched = hotq::hand_over(&tx, &self.pending, |done| Job {
             row: row.clone(),
             done,
-        };
-        self.pending.fetch_add(1, Ordering::Relaxed);
-        let batched = match tx.send(job).await {
-            Ok(()) => stored.await.ok().flatten(),
-            Err(_) => None,
-        };
-        self.pending.fetch_sub(1, Ordering::Relaxed);
+        })
+        .await;
         if let Some(ours) = batched {
             return Ok(ours);
         }

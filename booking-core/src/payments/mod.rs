@@ -33,6 +33,7 @@ use crate::db::{self, Actor};
 use crate::error::ApiResult;
 use crate::gateway::{GatewayError, PayStatus, PaymentState};
 use crate::inventory::holds::{self, Hold};
+use crate::inventory::releases::Release;
 use crate::state::AppState;
 use confirm::{confirm_paid, Confirm};
 
@@ -591,23 +592,16 @@ pub async fn release_by_fan(state: &AppState, hold: &Hold) -> ApiResult<Value> {
     // approved payment on a RELEASED hold that nothing voided). The release's own guarded
     // update checks it; on PostgreSQL a pay's claim then waits on the hold row and finds it
     // released.
-    let pg = db::backend(&state.db) == db::Backend::Postgres;
-    let mut tx = db::begin_hold(&state.db).await?;
-    let seen = hold.payment_id.as_deref().unwrap_or("");
-    let now = state.clock.now_ms();
-    let released = holds::release_in(
-        &mut tx,
-        pg,
-        &hold.id,
-        Some(seen),
-        Actor::Api,
-        holds::Ended::Released,
-        &reason,
-        now,
-    )
-    .await?;
+    // On SQLite the release is applied with the others waiting, in one transaction
+    // (`inventory::releases`).
+    let release = Release {
+        hold_id: hold.id.clone(),
+        payment: hold.payment_id.clone().unwrap_or_default(),
+        reason,
+        now_ms: state.clock.now_ms(),
+    };
+    let released = state.releases.release(&state.db, release).await?;
     if !released {
-        tx.rollback().await?;
         let now = holds::load(&state.db, &hold.id).await?;
         return match now.as_ref().map(|h| h.status.as_str()) {
             Some("RELEASED") | None => Ok(json!({"hold_id": hold.id, "status": "RELEASED"})),
@@ -622,6 +616,5 @@ pub async fn release_by_fan(state: &AppState, hold: &Hold) -> ApiResult<Value> {
             .into()),
         };
     }
-    tx.commit().await?;
     Ok(json!({"hold_id": hold.id, "status": "RELEASED"}))
 }

@@ -101,7 +101,7 @@ pub async fn measure(
                 let answer = if queued {
                     queues.submit(&db, &db, &r, now).await
                 } else {
-                    claim::create(&db, &db, &r, now).await
+                    claim::create(&db, &db, None, &r, now).await
                 };
                 let took = t.elapsed();
                 let status = match answer {
