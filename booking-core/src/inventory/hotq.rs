@@ -14,7 +14,6 @@
 //! `Idempotency-Key`, so nothing is held twice.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, RwLock};
 
 use tokio::sync::{mpsc, oneshot};
@@ -168,48 +167,9 @@ pub async fn run(db: Db, mut rx: mpsc::Receiver<Job>) {
     }
 }
 
-/// The inbox of a per-process worker kept in `slot`: its sender, or, when no worker runs (first
-/// use, or the last one stopped), a new channel of `depth` whose receiver `start` hands to a
-/// newly spawned worker. Shared by [`crate::inventory::refusals`] and
-/// [`crate::inventory::releases`].
-pub fn inbox<T>(
-    slot: &Mutex<Option<mpsc::Sender<T>>>,
-    depth: usize,
-    start: impl FnOnce(mpsc::Receiver<T>),
-) -> mpsc::Sender<T> {
-    let mut inbox = slot.lock().expect("worker inbox");
-    match inbox.as_ref().filter(|t| !t.is_closed()) {
-        Some(t) => t.clone(),
-        None => {
-            let (t, rx) = mpsc::channel(depth);
-            start(rx);
-            *inbox = Some(t.clone());
-            t
-        }
-    }
-}
-
-/// Hands a job to a worker's inbox `tx` and waits for its answer, counted in `pending`
-/// meanwhile; `job` builds the job around the answer's sender. `None` when the worker is gone
-/// or its batch failed: the caller then does the work alone.
-pub async fn hand_over<J, A>(
-    tx: &mpsc::Sender<J>,
-    pending: &AtomicUsize,
-    job: impl FnOnce(oneshot::Sender<Option<A>>) -> J,
-) -> Option<A> {
-    let (done, answer) = oneshot::channel();
-    pending.fetch_add(1, Ordering::Relaxed);
-    let out = match tx.send(job(done)).await {
-        Ok(()) => answer.await.ok().flatten(),
-        Err(_) => None,
-    };
-    pending.fetch_sub(1, Ordering::Relaxed);
-    out
-}
-
 /// Waits for one item of `rx`, then takes every other item already waiting, up to `max` in
 /// all (a batch that grows with the load and never waits for more); `None` once every sender
-/// is gone. Shared with [`crate::inventory::refusals`].
+/// is gone. Shared with [`crate::inventory::group`].
 pub async fn next_batch<T>(rx: &mut mpsc::Receiver<T>, max: usize) -> Option<Vec<T>> {
     let mut batch = vec![rx.recv().await?];
     while batch.len() < max {

@@ -10,6 +10,7 @@
 //!   a hold of seats visibly taken is refused without a transaction);
 //! - [`inflight`]: identical hold requests in flight in this process (one runs, the others wait
 //!   and replay its answer);
+//! - [`group`]: group commit for a per-process worker (every item waiting in one commit);
 //! - [`refusals`]: refused keys stored in batches (one insert for every refusal waiting);
 //! - [`releases`]: fans' releases on SQLite applied in batches (one transaction for every
 //!   release waiting);
@@ -31,6 +32,7 @@ pub mod batch;
 pub mod best;
 pub mod caps;
 pub mod claim;
+pub mod group;
 pub mod holds;
 pub mod hotq;
 pub mod inflight;
