@@ -53,6 +53,12 @@ pub struct AppState {
     pub refusals: Arc<refusals::Refusals>,
     /// Fans' releases applied in batches on SQLite ([`releases`]).
     pub releases: Arc<releases::Releases>,
+    /// SQLite's writer thread (a SQLite file only): the plain holds, releases and refusals
+    /// ([`db::writer`], `inventory::fast`).
+    pub writer: Option<Arc<db::writer::Writer>>,
+    /// Reads of a SQLite file on the calling thread (the read before a hold, a lost hold's
+    /// availability: [`db::local`]).
+    pub local_reads: Option<db::local::LocalReads>,
 }
 
 impl AppState {
@@ -91,6 +97,13 @@ impl AppState {
         ));
         let gateway = Gateway::new(&config.gateway_url, config.gateway_timeout, tokens);
         let hold_queues = Arc::new(hotq::HoldQueues::new(&config.queued_shows));
+        let (writer, local_reads) = match db::single::sqlite_file(&config.database_url) {
+            Some(file) if db::is_sqlite_file(&config.database_url) => (
+                Some(Arc::new(db::writer::Writer::open(&file, db.clone())?)),
+                Some(db::local::LocalReads::new(&file)),
+            ),
+            _ => (None, None),
+        };
         Ok(Self {
             clock: config.clock.clone(),
             config: Arc::new(config),
@@ -105,8 +118,10 @@ impl AppState {
             seatmaps: Arc::default(),
             hold_queues,
             in_flight: Arc::default(),
-            refusals: Arc::default(),
-            releases: Arc::default(),
+            refusals: Arc::new(refusals::Refusals::new(writer.clone())),
+            releases: Arc::new(releases::Releases::new(writer.clone())),
+            writer,
+            local_reads,
         })
     }
 

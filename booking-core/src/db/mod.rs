@@ -13,7 +13,9 @@
 
 pub mod checkpoint;
 pub mod lease;
+pub mod local;
 pub mod single;
+pub mod writer;
 
 use std::time::Duration;
 
@@ -67,24 +69,7 @@ pub async fn connect(url: &str) -> anyhow::Result<Db> {
                 .acquire_timeout(Duration::from_secs(10))
                 .after_connect(move |conn, _| {
                     Box::pin(async move {
-                        conn.execute("PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON;")
-                            .await?;
-                        if wal {
-                            // WAL + NORMAL: a commit is an append to the log, fsynced at
-                            // checkpoints; a power cut may lose the last commits, never corrupt.
-                            // The writer checkpoints only past the backstop: [`checkpoint::run`]
-                            // does it from a reader, off the holds' path.
-                            conn.execute(
-                                format!(
-                                    "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
-                                     PRAGMA wal_autocheckpoint = {}; PRAGMA journal_size_limit = {};",
-                                    checkpoint::BACKSTOP_PAGES,
-                                    checkpoint::LOG_FILE_LIMIT_BYTES
-                                )
-                                .as_str(),
-                            )
-                            .await?;
-                        }
+                        conn.execute(sqlite_writer_pragmas(wal).as_str()).await?;
                         Ok(())
                     })
                 })
@@ -106,6 +91,24 @@ pub async fn connect(url: &str) -> anyhow::Result<Db> {
         Backend::Postgres => POSTGRES_MIGRATIONS.run(&pool).await?,
     }
     Ok(pool)
+}
+
+/// The pragmas of a SQLite connection that writes (sqlx's writer and [`writer`]'s thread):
+/// a 5 s busy timeout and foreign keys; on a file (`wal`), WAL with `synchronous = NORMAL` (a
+/// commit is an append to the log, fsynced at checkpoints; a power cut may lose the last
+/// commits, never corrupt) and a checkpoint only past the backstop ([`checkpoint::run`] does it
+/// from a reader, off the holds' path).
+pub fn sqlite_writer_pragmas(wal: bool) -> String {
+    let mut pragmas = "PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON;".to_owned();
+    if wal {
+        pragmas.push_str(&format!(
+            " PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
+             PRAGMA wal_autocheckpoint = {}; PRAGMA journal_size_limit = {};",
+            checkpoint::BACKSTOP_PAGES,
+            checkpoint::LOG_FILE_LIMIT_BYTES
+        ));
+    }
+    pragmas
 }
 
 /// A pooled connection idle this long is pinged before it is handed out ([`ping_if_idle`]).
@@ -226,34 +229,71 @@ pub fn params(first: usize, n: usize) -> String {
 
 /// Parameters of a statement built at run time (multi-row `VALUES`, a batch's rows): each
 /// [`Binds::push`] binds a value and returns its placeholder (`$1`, `$2`, …), so the SQL text and
-/// the bound values cannot drift apart.
-#[derive(Default)]
+/// the bound values cannot drift apart. The values are kept as [`Val`]s, so the same statement
+/// runs through sqlx ([`Binds::args`]) or on SQLite's writer thread ([`writer`]).
+#[derive(Default, Clone)]
 pub struct Binds {
-    args: sqlx::any::AnyArguments<'static>,
-    n: usize,
+    vals: Vec<Val>,
+}
+
+/// A bound value: the kinds the booking core binds (integers and text).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Val {
+    /// An integer (epoch ms, cents, counts, statuses).
+    Int(i64),
+    /// Text (ids, keys, JSON bodies).
+    Text(String),
+}
+
+impl From<i64> for Val {
+    fn from(v: i64) -> Self {
+        Val::Int(v)
+    }
+}
+
+impl From<String> for Val {
+    fn from(v: String) -> Self {
+        Val::Text(v)
+    }
+}
+
+impl From<&str> for Val {
+    fn from(v: &str) -> Self {
+        Val::Text(v.to_owned())
+    }
 }
 
 impl std::fmt::Debug for Binds {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Binds").field("n", &self.n).finish()
+        f.debug_struct("Binds")
+            .field("n", &self.vals.len())
+            .finish()
     }
 }
 
 impl Binds {
     /// Binds `v` and returns its placeholder.
-    pub fn push<T>(&mut self, v: T) -> String
-    where
-        T: 'static + Send + sqlx::Encode<'static, Any> + sqlx::Type<Any>,
-    {
-        // Encoding a string or an integer into `Any` cannot fail.
-        let _ = sqlx::Arguments::add(&mut self.args, v);
-        self.n += 1;
-        format!("${}", self.n)
+    pub fn push(&mut self, v: impl Into<Val>) -> String {
+        self.vals.push(v.into());
+        format!("${}", self.vals.len())
+    }
+
+    /// The bound values in placeholder order (`$1` first).
+    pub fn values(&self) -> &[Val] {
+        &self.vals
     }
 
     /// The bound values, for `sqlx::query_with` and friends.
     pub fn args(self) -> sqlx::any::AnyArguments<'static> {
-        self.args
+        let mut args = sqlx::any::AnyArguments::default();
+        for v in self.vals {
+            // Encoding a string or an integer into `Any` cannot fail.
+            let _ = match v {
+                Val::Int(i) => sqlx::Arguments::add(&mut args, i),
+                Val::Text(t) => sqlx::Arguments::add(&mut args, t),
+            };
+        }
+        args
     }
 }
 

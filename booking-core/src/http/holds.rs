@@ -314,6 +314,7 @@ pub async fn create_hold(
         if key_read {
             let seen = preread::read(
                 &state.reads,
+                state.local_reads.as_ref(),
                 &adm.sub,
                 &adm.jti,
                 &key,
@@ -434,13 +435,24 @@ impl Owned<'_> {
             visitor_cap: state.config.max_holds_per_visitor,
         };
         // Interval and mixed holds never queue: the queue's batches are for seats and pools.
-        let created = if state.hold_queues.is_on(show) && queueable {
+        // On a SQLite file the writer thread is the queue already (one thread applies every
+        // hold waiting in one transaction, `db::writer`): a queued show's holds go there too.
+        let created = if state.hold_queues.is_on(show) && queueable && state.writer.is_none() {
             state
                 .hold_queues
                 .submit(&state.db, &state.reads, &req, now)
                 .await
         } else {
-            claim::create(&state.db, &state.reads, Some(&state.refusals), &req, now).await
+            crate::inventory::fast::create(
+                state.writer.as_deref(),
+                state.local_reads.as_ref(),
+                &state.db,
+                &state.reads,
+                Some(&state.refusals),
+                &req,
+                now,
+            )
+            .await
         };
         match created {
             Ok(answer) => {

@@ -473,9 +473,22 @@ pub async fn write_holds(
     if holds.is_empty() {
         return Ok(Vec::new());
     }
+    let (sql, b) = write_holds_sql(pg, holds);
+    let done: Vec<(String, String)> = sqlx::query_as_with(&sql, b.args())
+        .fetch_all(&mut **tx)
+        .await?;
+    Ok(holds
+        .iter()
+        .map(|(r, _)| done.iter().any(|(v, k)| *v == r.adm.sub && k == r.key))
+        .collect())
+}
+
+/// The SQL of [`write_holds`] (SQLite: statements joined by `"; "`) and its values; `holds` not
+/// empty. Rows `(visitor, key)` of the keys stored. Also run by SQLite's writer thread.
+pub(crate) fn write_holds_sql(pg: bool, holds: &[(&Request<'_>, &NewHold)]) -> (String, db::Binds) {
     let mut b = db::Binds::default();
     let parts = write_parts(&mut b, holds);
-    let done: Vec<(String, String)> = if pg {
+    let sql = if pg {
         let mut with = vec![format!("h AS ({})", parts.holds)];
         with.extend(parts.seats.map(|s| format!("s AS ({s})")));
         with.extend(parts.pools.map(|s| format!("p AS ({s})")));
@@ -484,10 +497,7 @@ pub async fn write_holds(
             "i AS ({} RETURNING idempotency.visitor_id, idempotency.key)",
             parts.keys
         ));
-        let sql = format!("WITH {} SELECT visitor_id, key FROM i", with.join(", "));
-        sqlx::query_as_with(&sql, b.args())
-            .fetch_all(&mut **tx)
-            .await?
+        format!("WITH {} SELECT visitor_id, key FROM i", with.join(", "))
     } else {
         // SQLite: one statement per table in one call (placeholders are numbered, so every
         // statement binds its own from the shared list); in process, no round trips to save.
@@ -496,14 +506,9 @@ pub async fn write_holds(
         sqls.extend(parts.pools);
         sqls.push(parts.audit);
         sqls.push(format!("{} RETURNING visitor_id, key", parts.keys));
-        sqlx::query_as_with(&sqls.join("; "), b.args())
-            .fetch_all(&mut **tx)
-            .await?
+        sqls.join("; ")
     };
-    Ok(holds
-        .iter()
-        .map(|(r, _)| done.iter().any(|(v, k)| *v == r.adm.sub && k == r.key))
-        .collect())
+    (sql, b)
 }
 
 /// Undoes, in one round trip, what [`prepare_many`] took for requests that then lost at the
@@ -681,6 +686,29 @@ pub async fn record_refused_rows(db: &Db, rows: &[&Refused]) -> sqlx::Result<Vec
     if rows.is_empty() {
         return Ok(Vec::new());
     }
+    let (sql, b) = refused_rows_sql(rows);
+    let inserted: KeyRows = sqlx::query_as_with(&sql, b.args())
+        .fetch_all(db)
+        .await?
+        .into_iter()
+        .collect();
+    let Some((sql, b)) = met_keys_sql(rows, &inserted) else {
+        return Ok(vec![true; rows.len()]);
+    };
+    let stored: KeyRows = sqlx::query_as_with(&sql, b.args())
+        .fetch_all(db)
+        .await?
+        .into_iter()
+        .collect();
+    Ok(refused_ours(rows, &inserted, &stored))
+}
+
+/// Stored keys' rows `(visitor, key, request hash)`.
+pub(crate) type KeyRows = HashSet<(String, String, String)>;
+
+/// The insert of [`record_refused_rows`], returning the [`KeyRows`] it inserted; `rows` not
+/// empty.
+pub(crate) fn refused_rows_sql(rows: &[&Refused]) -> (String, db::Binds) {
     let mut b = db::Binds::default();
     let values: Vec<String> = rows
         .iter()
@@ -690,23 +718,16 @@ pub async fn record_refused_rows(db: &Db, rows: &[&Refused]) -> sqlx::Result<Vec
         "{} RETURNING visitor_id, key, request_hash",
         refusals_sql(&values)
     );
-    let inserted: HashSet<(String, String, String)> = sqlx::query_as_with(&sql, b.args())
-        .fetch_all(db)
-        .await?
-        .into_iter()
-        .collect();
-    let mine = |r: &Refused| (r.visitor.clone(), r.key.clone(), r.hash.clone());
-    let met: Vec<&Refused> = rows
-        .iter()
-        .copied()
-        .filter(|r| !inserted.contains(&mine(r)))
-        .collect();
-    if met.is_empty() {
-        return Ok(vec![true; rows.len()]);
-    }
+    (sql, b)
+}
+
+/// The read of the [`KeyRows`] of those of `rows` that `inserted` lacks (their keys were stored
+/// before); `None` when every row was inserted.
+pub(crate) fn met_keys_sql(rows: &[&Refused], inserted: &KeyRows) -> Option<(String, db::Binds)> {
     let mut b = db::Binds::default();
-    let wanted: Vec<String> = met
+    let wanted: Vec<String> = rows
         .iter()
+        .filter(|r| !inserted.contains(&key_row(r)))
         .map(|r| {
             format!(
                 "(visitor_id = {} AND key = {})",
@@ -715,21 +736,24 @@ pub async fn record_refused_rows(db: &Db, rows: &[&Refused]) -> sqlx::Result<Vec
             )
         })
         .collect();
-    let stored: HashSet<(String, String, String)> = sqlx::query_as_with(
-        &format!(
+    (!wanted.is_empty()).then(|| {
+        let sql = format!(
             "SELECT visitor_id, key, request_hash FROM idempotency WHERE {}",
             wanted.join(" OR ")
-        ),
-        b.args(),
-    )
-    .fetch_all(db)
-    .await?
-    .into_iter()
-    .collect();
-    Ok(rows
-        .iter()
-        .map(|r| inserted.contains(&mine(r)) || stored.contains(&mine(r)))
-        .collect())
+        );
+        (sql, b)
+    })
+}
+
+/// Per row of `rows`, whether its key's stored row is that row's (in `inserted` or `stored`).
+pub(crate) fn refused_ours(rows: &[&Refused], inserted: &KeyRows, stored: &KeyRows) -> Vec<bool> {
+    rows.iter()
+        .map(|r| inserted.contains(&key_row(r)) || stored.contains(&key_row(r)))
+        .collect()
+}
+
+fn key_row(r: &Refused) -> (String, String, String) {
+    (r.visitor.clone(), r.key.clone(), r.hash.clone())
 }
 
 /// The problem kinds of a lost hold ([`Lost::kind`]): whoever answers one has recorded the
@@ -825,6 +849,21 @@ async fn take_keys_and_slots(
     if reqs.is_empty() {
         return Ok(Vec::new());
     }
+    let (sql, b) = keys_and_slots_sql(pg, reqs, hashes, slots, now_ms);
+    sqlx::query_as_with(&sql, b.args())
+        .fetch_all(&mut **tx)
+        .await
+}
+
+/// The SQL of [`take_keys_and_slots`] (SQLite: statements joined by `"; "`) and its values;
+/// `reqs` not empty. Also run by SQLite's writer thread ([`crate::inventory::fast`]).
+pub(crate) fn keys_and_slots_sql(
+    pg: bool,
+    reqs: &[(&Request<'_>, i64)],
+    hashes: &[String],
+    slots: &[caps::HoldSlots<'_>],
+    now_ms: i64,
+) -> (String, db::Binds) {
     let mut b = db::Binds::default();
     let (in_flight, refused) = (b.push(IN_FLIGHT), b.push(REFUSED));
     let rows: Vec<String> = reqs
@@ -894,9 +933,7 @@ async fn take_keys_and_slots(
         sqls.extend(prices);
         sqls.join("; ")
     };
-    sqlx::query_as_with(&sql, b.args())
-        .fetch_all(&mut **tx)
-        .await
+    (sql, b)
 }
 
 /// The stored answer of a key [`take_keys_and_slots`] did not take: replay, 422, or `None`.
@@ -1111,15 +1148,22 @@ pub async fn known_seats(
     if seats.is_empty() {
         return Ok(Vec::new());
     }
+    let (sql, b) = known_seats_sql(show, seats);
+    sqlx::query_scalar_with(&sql, b.args())
+        .fetch_all(&mut **tx)
+        .await
+}
+
+/// The SQL of [`known_seats`] (rows: seat ids) and its values; `seats` not empty.
+pub(crate) fn known_seats_sql(show: &str, seats: &[String]) -> (String, db::Binds) {
+    let mut b = db::Binds::default();
+    let show = b.push(show);
+    let ids: Vec<String> = seats.iter().map(|s| b.push(s.as_str())).collect();
     let sql = format!(
-        "SELECT seat_id FROM seats WHERE show_id = $1 AND seat_id IN ({})",
-        db::params(2, seats.len())
+        "SELECT seat_id FROM seats WHERE show_id = {show} AND seat_id IN ({})",
+        ids.join(", ")
     );
-    let mut q = sqlx::query_scalar::<_, String>(&sql).bind(show);
-    for s in seats {
-        q = q.bind(s);
-    }
-    q.fetch_all(&mut **tx).await
+    (sql, b)
 }
 
 /// 422 `unknown-seat` naming those of `seats` not in `known`, if any.

@@ -114,21 +114,45 @@ pub async fn availability(
     seats: &[String],
     now_ms: i64,
 ) -> sqlx::Result<Map<String, Value>> {
-    let sql = format!(
-        "SELECT seat_id, {EFFECTIVE} FROM seats WHERE show_id = $2 AND seat_id IN ({})",
-        db::params(3, seats.len())
-    );
-    let mut q = sqlx::query_as::<_, (String, String)>(&sql)
-        .bind(now_ms)
-        .bind(show);
-    for s in seats {
-        q = q.bind(s);
-    }
-    Ok(q.fetch_all(db)
-        .await?
+    let (sql, b) = availability_sql(show, seats, now_ms);
+    Ok(
+        sqlx::query_as_with::<_, (String, String), _>(&sql, b.args())
+            .fetch_all(db)
+            .await?
+            .into_iter()
+            .map(|(k, v)| (k, Value::from(v)))
+            .collect(),
+    )
+}
+
+/// [`availability`] on the calling thread's SQLite connection ([`db::local`]).
+pub fn availability_local(
+    local: &db::local::LocalReads,
+    show: &str,
+    seats: &[String],
+    now_ms: i64,
+) -> sqlx::Result<Map<String, Value>> {
+    let (sql, b) = availability_sql(show, seats, now_ms);
+    Ok(local
+        .rows(&sql, &b, |x| {
+            Ok((x.get::<_, String>(0)?, x.get::<_, String>(1)?))
+        })?
         .into_iter()
         .map(|(k, v)| (k, Value::from(v)))
         .collect())
+}
+
+/// The SQL of [`availability`] (rows: seat id, effective status) and its values.
+fn availability_sql(show: &str, seats: &[String], now_ms: i64) -> (String, db::Binds) {
+    let mut b = db::Binds::default();
+    b.push(now_ms);
+    b.push(show);
+    let params: Vec<String> = seats.iter().map(|s| b.push(s.as_str())).collect();
+    let sql = format!(
+        "SELECT seat_id, {EFFECTIVE} FROM seats WHERE show_id = $2 AND seat_id IN ({})",
+        params.join(", ")
+    );
+    (sql, b)
 }
 
 /// The seat map of a show (API.md `GET /api/shows/{show}/seats`): `capacity`/`available` count
@@ -243,6 +267,17 @@ pub async fn claim_many(
     asks: &[SeatAsk<'_>],
 ) -> sqlx::Result<Vec<Taken>> {
     crate::inventory::seatmap::touch();
+    let Some((sql, b)) = claim_many_sql(pg, show, asks) else {
+        return Ok(Vec::new());
+    };
+    sqlx::query_as_with(&sql, b.args())
+        .fetch_all(&mut **tx)
+        .await
+}
+
+/// The SQL of [`claim_many`] and its values (rows [`Taken`]); `None` when no seat is asked.
+/// Also run by SQLite's writer thread ([`crate::inventory::fast`]).
+pub fn claim_many_sql(pg: bool, show: &str, asks: &[SeatAsk<'_>]) -> Option<(String, db::Binds)> {
     let mut b = db::Binds::default();
     let show_p = b.push(show.to_owned());
     let mut rows = Vec::new();
@@ -258,7 +293,7 @@ pub async fn claim_many(
         }
     }
     if rows.is_empty() {
-        return Ok(Vec::new());
+        return None;
     }
     let guard =
         "(seats.status = 'free' OR (seats.status = 'held' AND seats.hold_expires_at <= w.now))";
@@ -294,9 +329,7 @@ pub async fn claim_many(
             free("s")
         )
     };
-    sqlx::query_as_with(&sql, b.args())
-        .fetch_all(&mut **tx)
-        .await
+    Some((sql, b))
 }
 
 /// Why a hold ended (issue 17 item 6; seed 001: "the customer walked away" and "the customer
@@ -382,33 +415,8 @@ pub async fn release_in(
     }
     // One call: the seats freed, the cap slots, the session's end and its notice, the audit
     // row and the hold's own waitlist offer ended (issue 13: was six round trips).
-    let mut b = db::Binds::default();
-    let (h, s, j, at) = (
-        b.push(hold_id.to_owned()),
-        b.push(show.clone()),
-        b.push(jti.clone()),
-        b.push(now_ms),
-    );
-    let (mut ctes, mut statements) = (Vec::new(), Vec::new());
-    if !parts.seats.is_empty() {
-        let (lock, update) = free_seats_sql(pg, &h, &s);
-        ctes.extend(lock.map(|l| format!("l AS ({l})")));
-        statements.push(update);
-    }
-    statements.push(crate::inventory::caps::free_slots_sql(&h));
-    statements.extend(crate::outbox::notify::session_end_sql(
-        &mut b, &show, &s, &jti, &j, &at,
-    ));
-    statements.push(db::audit_sql(
-        &mut b,
-        &at,
-        &s,
-        &h,
-        end.as_str(),
-        actor,
-        reason,
-    ));
-    statements.push(crate::inventory::waitlist::lapse_offer_sql(&h));
+    let (b, ctes, statements) =
+        release_writes_sql(pg, hold_id, &show, &jti, &parts, actor, end, reason, now_ms);
     db::write_all(tx, pg, b, ctes, statements).await?;
     if waiting {
         crate::inventory::waitlist::offer_freed(tx, pg, &show, hold_id, &parts.seats, now_ms)
@@ -421,11 +429,64 @@ pub async fn release_in(
                 .await?;
         }
     }
-    metrics::counter!("bc_holds_released_total", "show" => show.clone(), "actor" => actor.as_str())
-        .increment(1);
-    metrics::counter!("bc_holds_ended_total", "show" => show.clone(), "ended_as" => end.as_str())
-        .increment(1);
+    count_release(&show, actor, end);
     Ok(true)
+}
+
+/// The metrics of a release of a hold of `show`.
+pub fn count_release(show: &str, actor: Actor, end: Ended) {
+    metrics::counter!("bc_holds_released_total", "show" => show.to_owned(), "actor" => actor.as_str())
+        .increment(1);
+    metrics::counter!("bc_holds_ended_total", "show" => show.to_owned(), "ended_as" => end.as_str())
+        .increment(1);
+}
+
+/// The writes of [`release_in`] after its guarded update, for [`db::write_all`]: its values,
+/// lock CTEs (PostgreSQL) and statements: the seats `hold_id` still holds freed, its cap
+/// slots, the session's end and its notice, the audit row, and the hold's own waitlist offer
+/// ended. Also run by SQLite's writer thread ([`crate::inventory::fast`]).
+#[allow(clippy::too_many_arguments)]
+pub fn release_writes_sql(
+    pg: bool,
+    hold_id: &str,
+    show: &str,
+    jti: &str,
+    parts: &Parts,
+    actor: Actor,
+    end: Ended,
+    reason: &str,
+    now_ms: i64,
+) -> (db::Binds, Vec<String>, Vec<String>) {
+    // One call: the seats freed, the cap slots, the session's end and its notice, the audit
+    // row and the hold's own waitlist offer ended (issue 13: was six round trips).
+    let mut b = db::Binds::default();
+    let (h, s, j, at) = (
+        b.push(hold_id.to_owned()),
+        b.push(show.to_owned()),
+        b.push(jti.to_owned()),
+        b.push(now_ms),
+    );
+    let (mut ctes, mut statements) = (Vec::new(), Vec::new());
+    if !parts.seats.is_empty() {
+        let (lock, update) = free_seats_sql(pg, &h, &s);
+        ctes.extend(lock.map(|l| format!("l AS ({l})")));
+        statements.push(update);
+    }
+    statements.push(crate::inventory::caps::free_slots_sql(&h));
+    statements.extend(crate::outbox::notify::session_end_sql(
+        &mut b, show, &s, jti, &j, &at,
+    ));
+    statements.push(db::audit_sql(
+        &mut b,
+        &at,
+        &s,
+        &h,
+        end.as_str(),
+        actor,
+        reason,
+    ));
+    statements.push(crate::inventory::waitlist::lapse_offer_sql(&h));
+    (b, ctes, statements)
 }
 
 /// What a hold has, read in one statement: its seats (in seat order), its pool row `(pool,
@@ -468,6 +529,22 @@ pub async fn released(
     end: Ended,
     now_ms: i64,
 ) -> sqlx::Result<Option<Released>> {
+    let (sql, b) = released_sql(pg, hold_id, payment, end, now_ms);
+    let rows: Vec<(String, String, String, i64, i64)> = sqlx::query_as_with(&sql, b.args())
+        .fetch_all(&mut **tx)
+        .await?;
+    Ok(released_of(rows))
+}
+
+/// The SQL of [`released`] and its values; rows `(kind, id, other, n, counted)` for
+/// [`released_of`]. Also run by SQLite's writer thread ([`crate::inventory::fast`]).
+pub fn released_sql(
+    pg: bool,
+    hold_id: &str,
+    payment: Option<&str>,
+    end: Ended,
+    now_ms: i64,
+) -> (String, db::Binds) {
     let update = "UPDATE holds SET status = 'RELEASED', ended_as = $3, released_at = $1 WHERE id = $2 AND status = 'HELD' \
          AND ($4 = 0 OR COALESCE(payment_id, '') = $5)";
     let waiting = "CAST(CASE WHEN EXISTS (SELECT 1 FROM waitlist w WHERE w.show_id = holds.show_id AND w.status = 'waiting') \
@@ -483,14 +560,17 @@ pub async fn released(
     } else {
         format!("{update} RETURNING 'h', show_id, admission_jti, {waiting}, 0; {parts}")
     };
-    let rows: Vec<(String, String, String, i64, i64)> = sqlx::query_as(&sql)
-        .bind(now_ms)
-        .bind(hold_id)
-        .bind(end.as_str())
-        .bind(i64::from(payment.is_some()))
-        .bind(payment.unwrap_or_default())
-        .fetch_all(&mut **tx)
-        .await?;
+    let mut b = db::Binds::default();
+    b.push(now_ms);
+    b.push(hold_id);
+    b.push(end.as_str());
+    b.push(i64::from(payment.is_some()));
+    b.push(payment.unwrap_or_default());
+    (sql, b)
+}
+
+/// What [`released_sql`]'s rows say: `None` when the hold was not released.
+pub fn released_of(rows: Vec<(String, String, String, i64, i64)>) -> Option<Released> {
     let mut found = None;
     let mut parts = Parts::default();
     for (kind, id, other, n, counted) in rows {
@@ -502,12 +582,12 @@ pub async fn released(
         }
     }
     parts.seats.sort();
-    Ok(found.map(|(show, jti, waiting)| Released {
+    found.map(|(show, jti, waiting)| Released {
         show,
         jti,
         parts,
         waiting,
-    }))
+    })
 }
 
 /// Frees the seats `hold_id` still holds, in one statement: on PostgreSQL it locks them in seat

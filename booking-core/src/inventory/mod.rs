@@ -10,6 +10,8 @@
 //!   a hold of seats visibly taken is refused without a transaction);
 //! - [`inflight`]: identical hold requests in flight in this process (one runs, the others wait
 //!   and replay its answer);
+//! - [`fast`]: the plain hold, release and refusal on SQLite's writer thread (`db::writer`),
+//!   the rest left to the sqlx path;
 //! - [`group`]: group commit for a per-process worker (every item waiting in one commit);
 //! - [`refusals`]: refused keys stored in batches (one insert for every refusal waiting);
 //! - [`releases`]: fans' releases on SQLite applied in batches (one transaction for every
@@ -32,6 +34,7 @@ pub mod batch;
 pub mod best;
 pub mod caps;
 pub mod claim;
+pub mod fast;
 pub mod group;
 pub mod holds;
 pub mod hotq;

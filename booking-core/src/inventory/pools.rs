@@ -169,19 +169,29 @@ pub async fn take(
         .await?;
         return Ok(fit == Some(1));
     }
-    let n = sqlx::query(
-        "UPDATE pools SET taken = taken + $1 WHERE show_id = $2 AND pool_id = $3 \
-         AND taken + $1 <= capacity + oversell * $4",
-    )
-    .bind(qty)
-    .bind(show)
-    .bind(pool)
-    .bind(over)
-    .execute(&mut **tx)
-    .await?
-    .rows_affected();
+    let n = sqlx::query(SQLITE_TAKE)
+        .bind(qty)
+        .bind(show)
+        .bind(pool)
+        .bind(over)
+        .execute(&mut **tx)
+        .await?
+        .rows_affected();
     Ok(n == 1)
 }
+
+/// [`take`] on SQLite, `$1` units of pool `$3` of show `$2`, `$4` = 1 to count the pool's
+/// oversell (a hold): one row changed when they fitted. Also run by SQLite's writer thread.
+pub const SQLITE_TAKE: &str =
+    "UPDATE pools SET taken = taken + $1 WHERE show_id = $2 AND pool_id = $3 \
+     AND taken + $1 <= capacity + oversell * $4";
+
+/// [`release_of`] on SQLite (`$1` hold, `$2` show, `$3` pool): `taken` decremented by the
+/// hold's counted units, the hold's row uncounted. Also run by SQLite's writer thread.
+pub const SQLITE_RELEASE: &str = "UPDATE pools SET taken = taken - (SELECT quantity FROM hold_pools WHERE hold_id = $1 AND counted = 1) \
+     WHERE show_id = $2 AND pool_id = $3 \
+     AND EXISTS (SELECT 1 FROM hold_pools WHERE hold_id = $1 AND counted = 1); \
+     UPDATE hold_pools SET counted = 0 WHERE hold_id = $1 AND counted = 1";
 
 /// The pool part of a hold: (pool id, quantity, counted).
 pub async fn of_hold(tx: &mut Tx<'_>, hold_id: &str) -> sqlx::Result<Option<(String, i64, i64)>> {
@@ -234,17 +244,12 @@ pub async fn release_of(
         .await?;
         return Ok(());
     }
-    sqlx::query(
-        "UPDATE pools SET taken = taken - (SELECT quantity FROM hold_pools WHERE hold_id = $1 AND counted = 1) \
-         WHERE show_id = $2 AND pool_id = $3 \
-         AND EXISTS (SELECT 1 FROM hold_pools WHERE hold_id = $1 AND counted = 1); \
-         UPDATE hold_pools SET counted = 0 WHERE hold_id = $1 AND counted = 1",
-    )
-    .bind(hold_id)
-    .bind(show)
-    .bind(pool)
-    .execute(&mut **tx)
-    .await?;
+    sqlx::query(SQLITE_RELEASE)
+        .bind(hold_id)
+        .bind(show)
+        .bind(pool)
+        .execute(&mut **tx)
+        .await?;
     Ok(())
 }
 

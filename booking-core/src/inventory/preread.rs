@@ -15,6 +15,7 @@
 
 use serde_json::{Map, Value};
 
+use crate::db::local::LocalReads;
 use crate::db::{self, Db};
 use crate::error::ApiResult;
 use crate::inventory::claim::{self, HoldAnswer};
@@ -37,9 +38,11 @@ pub struct Seen {
 /// first (or, under the visitor cap, may still grant), so such a request is not refused here.
 /// `Err` is 422 `idempotency-key-reused` or 409 `concurrent-request`, as
 /// [`claim::stored_answer`].
+/// On a SQLite file the read runs on the calling thread (`local`: [`LocalReads`]), else on `db`.
 #[allow(clippy::too_many_arguments)]
 pub async fn read(
     db: &Db,
+    local: Option<&LocalReads>,
     visitor: &str,
     jti: &str,
     key: &str,
@@ -51,7 +54,14 @@ pub async fn read(
     let mut sql = "SELECT 'k' AS t, request_hash AS a, CAST(status AS TEXT) AS b, body AS c \
                    FROM idempotency WHERE visitor_id = $2 AND key = $3"
         .to_owned();
+    let mut b = db::Binds::default();
+    b.push(now_ms);
+    b.push(visitor);
+    b.push(key);
     if !seats.is_empty() {
+        b.push(jti);
+        b.push(show);
+        let params: Vec<String> = seats.iter().map(|s| b.push(s.as_str())).collect();
         sql.push_str(&format!(
             " UNION ALL SELECT 'c', '', CAST((SELECT COUNT(*) FROM hold_slots \
              WHERE ((scope = '{jti_scope}' AND owner = $4) OR (scope = '{visitor_scope}' AND owner = $2)) \
@@ -60,20 +70,15 @@ pub async fn read(
             jti_scope = caps::JTI,
             visitor_scope = caps::VISITOR,
             effective = holds::EFFECTIVE,
-            params = db::params(6, seats.len())
+            params = params.join(", ")
         ));
     }
-    let mut q = sqlx::query_as::<_, (String, String, String, String)>(&sql)
-        .bind(now_ms)
-        .bind(visitor)
-        .bind(key);
-    if !seats.is_empty() {
-        q = q.bind(jti).bind(show);
-        for s in seats {
-            q = q.bind(s);
-        }
-    }
-    let rows = q.fetch_all(db).await?;
+    let rows: Vec<(String, String, String, String)> = match local {
+        Some(local) => local.rows(&sql, &b, |x| {
+            Ok((x.get(0)?, x.get(1)?, x.get(2)?, x.get(3)?))
+        })?,
+        None => sqlx::query_as_with(&sql, b.args()).fetch_all(db).await?,
+    };
     let (mut stored, mut capped) = (None, false);
     let mut statuses = Map::new();
     for (t, a, b, c) in rows {

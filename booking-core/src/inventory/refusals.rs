@@ -14,10 +14,14 @@
 //!
 //! [`claim::record_refusal`]: crate::inventory::claim::record_refusal
 
+use std::sync::Arc;
+
 use futures::future::BoxFuture;
 
+use crate::db::writer::Writer;
 use crate::db::Db;
 use crate::inventory::claim::{self, Refused};
+use crate::inventory::fast;
 use crate::inventory::group::{Group, Work};
 
 /// Rows stored in one statement at most.
@@ -38,19 +42,49 @@ impl Work for Store {
     }
 }
 
-/// Refused keys stored in batches (its worker started on first use).
-pub type Refusals = Group<Store>;
+/// Refused keys stored in batches: on SQLite's writer thread when there is one (its group
+/// commit, [`crate::db::writer`]), else by this module's worker (started on first use).
+#[derive(Debug, Default)]
+pub struct Refusals {
+    batches: Group<Store>,
+    writer: Option<Arc<Writer>>,
+}
 
-impl Group<Store> {
+impl Refusals {
+    /// Refusals stored on `writer` when given, else in this module's batches.
+    pub fn new(writer: Option<Arc<Writer>>) -> Self {
+        Self {
+            batches: Group::default(),
+            writer,
+        }
+    }
+
     /// Stores `row` on `db` in a batch with whatever other refusals are waiting; returns once
     /// it is committed: true when the key's stored row is this request's, false when another
     /// request (another body) stored the key first, whose answer is 422
     /// ([`claim::key_reused`]). Errors: the database's, from storing the row alone after the
-    /// batch failed.
+    /// batch failed (or the writer's, for its batch).
     pub async fn record(&self, db: &Db, row: Refused) -> sqlx::Result<bool> {
-        if let Some(ours) = self.submit(db, row.clone()).await {
+        if let Some(w) = &self.writer {
+            return fast::refuse(w, row).await;
+        }
+        if let Some(ours) = self.batches.submit(db, row.clone()).await {
             return Ok(ours);
         }
         claim::record_refusal(db, &row.visitor, &row.key, &row.hash, row.now_ms).await
+    }
+
+    /// Rows handed over and not answered yet (on the writer: every job of the writer's).
+    pub fn pending(&self) -> usize {
+        self.writer
+            .as_ref()
+            .map_or_else(|| self.batches.pending(), |w| w.pending())
+    }
+
+    /// Batches committed so far (on the writer: every batch of the writer's).
+    pub fn batches(&self) -> u64 {
+        self.writer
+            .as_ref()
+            .map_or_else(|| self.batches.batches(), |w| w.batches())
     }
 }

@@ -20,9 +20,13 @@
 //! transaction locking the seats of many holds could deadlock with holds that lock seats in
 //! seat order (case B05).
 
+use std::sync::Arc;
+
 use futures::future::BoxFuture;
 
+use crate::db::writer::Writer;
 use crate::db::{self, Actor, Backend, Db};
+use crate::inventory::fast::{self, Fast};
 use crate::inventory::group::{Group, Work};
 use crate::inventory::holds::{self, Ended};
 
@@ -66,22 +70,57 @@ impl Work for Apply {
     }
 }
 
-/// Fans' releases applied in batches on SQLite (its worker started on first use).
-pub type Releases = Group<Apply>;
+/// Fans' releases: on SQLite in batches, on its writer thread when there is one
+/// ([`crate::db::writer`]), else by this module's worker (started on first use).
+#[derive(Debug, Default)]
+pub struct Releases {
+    batches: Group<Apply>,
+    writer: Option<Arc<Writer>>,
+}
 
-impl Group<Apply> {
+impl Releases {
+    /// Releases applied on `writer` when given, else in this module's batches.
+    pub fn new(writer: Option<Arc<Writer>>) -> Self {
+        Self {
+            batches: Group::default(),
+            writer,
+        }
+    }
+
     /// Releases `r` on `db` (SQLite: in a batch with whatever other releases are waiting;
     /// PostgreSQL: alone) and returns once it is committed: true when the hold was released,
     /// false when its guard failed (not `HELD`, or its payment changed) and nothing was
-    /// written. Errors: the database's, from releasing alone after a batch failed.
+    /// written. A release the writer leaves to the sqlx path (a waitlist to offer, an interval
+    /// to free: [`fast::release`]) runs alone. Errors: the database's, from releasing alone
+    /// after a batch failed (or the writer's, for its batch).
     pub async fn release(&self, db: &Db, r: Release) -> sqlx::Result<bool> {
         if db::backend(db) == Backend::Postgres {
             return alone(db, &r).await;
         }
-        match self.submit(db, r.clone()).await {
+        if let Some(w) = &self.writer {
+            return match fast::release(w, r.clone()).await? {
+                Fast::Done(released) => Ok(released),
+                Fast::Other => alone(db, &r).await,
+            };
+        }
+        match self.batches.submit(db, r.clone()).await {
             Some(released) => Ok(released),
             None => alone(db, &r).await,
         }
+    }
+
+    /// Releases handed over and not answered yet (on the writer: every job of the writer's).
+    pub fn pending(&self) -> usize {
+        self.writer
+            .as_ref()
+            .map_or_else(|| self.batches.pending(), |w| w.pending())
+    }
+
+    /// Batches committed so far (on the writer: every batch of the writer's).
+    pub fn batches(&self) -> u64 {
+        self.writer
+            .as_ref()
+            .map_or_else(|| self.batches.batches(), |w| w.batches())
     }
 }
 

@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 
 use booking_core::door::Admission;
 use booking_core::inventory::claim::{self, Ask, Request, Timing};
-use booking_core::inventory::{holds, hotq::HoldQueues};
+use booking_core::inventory::releases::{Release, Releases};
+use booking_core::inventory::{fast, holds, hotq::HoldQueues};
 use booking_core::{db, ShowConfig, Venue};
 use rand::seq::SliceRandom;
 
@@ -27,7 +28,19 @@ const SHOW: &str = "bench-db";
 /// Seats of its hot block.
 const SEATS: u32 = 100;
 
-/// Both figures: concurrent transactions (`db-hold`), then the hold queue (`db-queue`).
+/// How a figure's holds are applied.
+#[derive(Debug, Clone, Copy)]
+enum Mode {
+    /// `claim::create`: a transaction per hold through sqlx.
+    Concurrent,
+    /// `fast::create` on SQLite's writer thread.
+    Writer,
+    /// The show's hold queue.
+    Queued,
+}
+
+/// The figures: concurrent transactions (`db-hold`), on SQLite also SQLite's writer thread
+/// (`db-writer`), then the hold queue (`db-queue`).
 pub async fn measure(
     database: Option<&str>,
     connections: usize,
@@ -54,29 +67,54 @@ pub async fn measure(
     let queues = Arc::new(HoldQueues::new(&[SHOW.to_owned()]));
     let next = Arc::new(AtomicU64::new(0));
     let run = now_ms();
+    // SQLite's writer thread (`db::writer`): the hot path a SQLite file takes in the service.
+    let writer = match db::single::sqlite_file(&url) {
+        Some(file) => Some(Arc::new(db::writer::Writer::open(&file, db.clone())?)),
+        None => None,
+    };
+    let releases = Arc::new(Releases::new(writer.clone()));
+    let mut modes = vec![("db-hold", Mode::Concurrent), ("db-queue", Mode::Queued)];
+    if writer.is_some() {
+        modes.insert(1, ("db-writer", Mode::Writer));
+    }
     let mut out = Vec::new();
-    for (name, queued) in [("db-hold", false), ("db-queue", true)] {
+    for (name, mode) in modes {
         let live: Arc<Vec<Mutex<Option<String>>>> =
             Arc::new((0..connections).map(|_| Mutex::new(None)).collect());
         let (db2, seats2, queues2, next2) =
             (db.clone(), seats.clone(), queues.clone(), next.clone());
+        let (writer2, releases2) = (writer.clone(), releases.clone());
         let work: Workload = Arc::new(move |w, _| {
             let (db, seats, queues, live) =
                 (db2.clone(), seats2.clone(), queues2.clone(), live.clone());
+            let (writer, releases) = (writer2.clone(), releases2.clone());
             let n = next2.fetch_add(1, Ordering::Relaxed);
             Box::pin(async move {
                 let prev = live[w].lock().expect("hold slot").take();
                 if let Some(h) = prev {
                     let now = now_ms();
-                    let _ = holds::release(
-                        &db,
-                        &h,
-                        db::Actor::Api,
-                        holds::Ended::Released,
-                        "bench",
-                        now,
-                    )
-                    .await;
+                    let _ = match mode {
+                        Mode::Writer => {
+                            let r = Release {
+                                hold_id: h,
+                                payment: String::new(),
+                                reason: "bench".into(),
+                                now_ms: now,
+                            };
+                            releases.release(&db, r).await
+                        }
+                        _ => {
+                            holds::release(
+                                &db,
+                                &h,
+                                db::Actor::Api,
+                                holds::Ended::Released,
+                                "bench",
+                                now,
+                            )
+                            .await
+                        }
+                    };
                 }
                 let mut pick: Vec<String> = seats
                     .choose_multiple(&mut rand::thread_rng(), 2)
@@ -98,10 +136,12 @@ pub async fn measure(
                     visitor_cap: 4,
                 };
                 let (t, now) = (Instant::now(), now_ms());
-                let answer = if queued {
-                    queues.submit(&db, &db, &r, now).await
-                } else {
-                    claim::create(&db, &db, None, &r, now).await
+                let answer = match mode {
+                    Mode::Queued => queues.submit(&db, &db, &r, now).await,
+                    Mode::Concurrent => claim::create(&db, &db, None, &r, now).await,
+                    Mode::Writer => {
+                        fast::create(writer.as_deref(), None, &db, &db, None, &r, now).await
+                    }
                 };
                 let took = t.elapsed();
                 let status = match answer {
@@ -121,10 +161,13 @@ pub async fn measure(
             "  {name:<10} {:>9.0} req/s  {:>6.0} held/s  p50 {:.2} ms  p99 {:.2} ms  ({} errors)",
             m.rps, m.ok_rps, m.p50_ms, m.p99_ms, m.errors
         );
-        let how = if queued {
-            "through the show's hold queue (one worker, batches applied set-based)"
-        } else {
-            "as concurrent transactions (claim::create)"
+        let how = match mode {
+            Mode::Queued => "through the show's hold queue (one worker, batches applied set-based)",
+            Mode::Concurrent => "as concurrent transactions through sqlx (claim::create)",
+            Mode::Writer => {
+                "on SQLite's writer thread (fast::create: rusqlite, group commit of every \
+                 hold and release waiting; releases there too)"
+            }
         };
         let note = format!(
             "hold path below HTTP (no door): {connections} workers, 2 random seats of a \
