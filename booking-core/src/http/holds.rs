@@ -23,9 +23,14 @@ use crate::payments;
 use crate::state::AppState;
 use crate::telemetry;
 
-/// The fan's own hold, else 404 (another visitor's hold is not revealed).
+/// The fan's own hold, else 404 (another visitor's hold is not revealed). Read from a reader
+/// (on a SQLite file on this thread: `db::local`), never the writer.
 async fn own_hold(state: &AppState, adm: &Admission, id: &str) -> ApiResult<Hold> {
-    match holds::load(&state.reads, id).await? {
+    let hold = match &state.local_reads {
+        Some(local) => holds::load_local(local, id)?,
+        None => holds::load(&state.reads, id).await?,
+    };
+    match hold {
         Some(h) if h.visitor_id == adm.sub && h.show_id == adm.event => Ok(h),
         _ => Err(Problem::not_found(format!("hold {}", clip(id))).into()),
     }

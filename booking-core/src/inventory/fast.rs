@@ -6,7 +6,7 @@
 //! Only the common outcomes are decided here: a hold granted, a hold lost at the guarded
 //! update (its key recorded as refused in the same transaction), a release done or refused by
 //! its guard, a refusal stored. Anything rarer (a replayed or reused key, a cap's refusal, an
-//! unknown seat or pool, a full pool that may have lapsed holds to reclaim, a release with a
+//! unknown seat or pool, a full pool with lapsed holds to reclaim, a release with a
 //! waitlist to offer or an interval to free) undoes what the job wrote and answers
 //! [`Fast::Other`]: the caller then runs the sqlx path ([`claim::create`],
 //! [`holds::release_in`]), which decides it with every rule, as before this module existed. So
@@ -145,8 +145,14 @@ fn hold_job(o: &Owned, conn: &Connection, now_ms: i64) -> rusqlite::Result<Step<
         b.push(pool);
         b.push(1_i64);
         if !took_one(conn, pools::SQLITE_TAKE, &b)? {
-            // Full (or lapsed holds to reclaim first): the sqlx path decides.
-            return Ok(Step::Undo(Fast::Other));
+            // Full: lost, unless lapsed holds still count (then the sqlx path reclaims them
+            // and tries again), as `pools::claim` decides.
+            let (sql, b) = pools::lapsed_exist_sql(r.show, pool, now_ms);
+            let lapsed: Vec<i64> = writer::rows(conn, &sql, &b, |x| x.get(0))?;
+            if lapsed.first() == Some(&1) {
+                return Ok(Step::Undo(Fast::Other));
+            }
+            return lost(o, conn, Lost::Pool(pool.to_owned()), &hash, now_ms);
         }
     }
     Ok(Step::Keep(Fast::Done(Held::Created(hold.answer()))))

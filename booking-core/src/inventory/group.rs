@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use futures::future::BoxFuture;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::db::writer::Writer;
 use crate::db::Db;
 use crate::inventory::hotq;
 
@@ -134,5 +135,40 @@ fn inbox<T>(
             *inbox = Some(t.clone());
             t
         }
+    }
+}
+
+/// A group commit that runs on SQLite's writer thread instead when there is one
+/// ([`crate::db::writer`], itself a group commit of every job waiting): the refusals and the
+/// fans' releases. Its figures are the writer's then.
+#[derive(Debug, Default)]
+pub struct OrWriter<W: Work> {
+    /// This module's worker, used without a writer.
+    pub batches: Group<W>,
+    /// The writer, on a SQLite file.
+    pub writer: Option<Arc<Writer>>,
+}
+
+impl<W: Work> OrWriter<W> {
+    /// Work applied on `writer` when given, else in [`Group`]'s batches.
+    pub fn new(writer: Option<Arc<Writer>>) -> Self {
+        Self {
+            batches: Group::default(),
+            writer,
+        }
+    }
+
+    /// Items handed over and not answered yet (on the writer: every job of the writer's).
+    pub fn pending(&self) -> usize {
+        self.writer
+            .as_ref()
+            .map_or_else(|| self.batches.pending(), |w| w.pending())
+    }
+
+    /// Batches committed so far (on the writer: every batch of the writer's).
+    pub fn batches(&self) -> u64 {
+        self.writer
+            .as_ref()
+            .map_or_else(|| self.batches.batches(), |w| w.batches())
     }
 }

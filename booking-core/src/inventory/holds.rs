@@ -49,12 +49,43 @@ pub struct Hold {
     pub channel: String,
 }
 
+/// The columns of a [`Hold`], in its fields' order.
+const HOLD_COLUMNS: &str = "id, show_id, visitor_id, admission_jti, status, ended_as, amount_cents, expires_at, payment_expires_at, payment_id, payment_signature, checkout_url, executing_at, transaction_id, query_failures, extensions, channel";
+
 /// Loads a hold by id.
 pub async fn load(db: &Db, id: &str) -> sqlx::Result<Option<Hold>> {
-    sqlx::query_as::<_, Hold>("SELECT id, show_id, visitor_id, admission_jti, status, ended_as, amount_cents, expires_at, payment_expires_at, payment_id, payment_signature, checkout_url, executing_at, transaction_id, query_failures, extensions, channel FROM holds WHERE id = $1")
+    sqlx::query_as::<_, Hold>(&format!("SELECT {HOLD_COLUMNS} FROM holds WHERE id = $1"))
         .bind(id)
         .fetch_optional(db)
         .await
+}
+
+/// [`load`] on the calling thread's SQLite connection ([`db::local`]).
+pub fn load_local(local: &db::local::LocalReads, id: &str) -> sqlx::Result<Option<Hold>> {
+    let mut b = db::Binds::default();
+    let sql = format!("SELECT {HOLD_COLUMNS} FROM holds WHERE id = {}", b.push(id));
+    let rows = local.rows(&sql, &b, |x| {
+        Ok(Hold {
+            id: x.get(0)?,
+            show_id: x.get(1)?,
+            visitor_id: x.get(2)?,
+            admission_jti: x.get(3)?,
+            status: x.get(4)?,
+            ended_as: x.get(5)?,
+            amount_cents: x.get(6)?,
+            expires_at: x.get(7)?,
+            payment_expires_at: x.get(8)?,
+            payment_id: x.get(9)?,
+            payment_signature: x.get(10)?,
+            checkout_url: x.get(11)?,
+            executing_at: x.get(12)?,
+            transaction_id: x.get(13)?,
+            query_failures: x.get(14)?,
+            extensions: x.get(15)?,
+            channel: x.get(16)?,
+        })
+    })?;
+    Ok(rows.into_iter().next())
 }
 
 /// Seat ids of a hold, in the fixed (sorted) order.

@@ -64,15 +64,24 @@ const LAPSED_ROWS: &str =
 
 /// Whether [`reclaim`] would free anything, read without the pool row's lock.
 async fn lapsed_exist(tx: &mut Tx<'_>, show: &str, pool: &str, now_ms: i64) -> sqlx::Result<bool> {
-    let n: i64 = sqlx::query_scalar(&format!(
-        "WITH {LAPSED} SELECT CAST(COALESCE(MAX((SELECT 1 FROM hold_pools hp WHERE {LAPSED_ROW})), 0) AS BIGINT) FROM l"
-    ))
-    .bind(show)
-    .bind(pool)
-    .bind(now_ms)
-    .fetch_one(&mut **tx)
-    .await?;
+    let (sql, b) = lapsed_exist_sql(show, pool, now_ms);
+    let n: i64 = sqlx::query_scalar_with(&sql, b.args())
+        .fetch_one(&mut **tx)
+        .await?;
     Ok(n == 1)
+}
+
+/// The SQL of [`lapsed_exist`] (one row: 1 when some lapsed hold still counts) and its values.
+/// Also run by SQLite's writer thread ([`crate::inventory::fast`]).
+pub fn lapsed_exist_sql(show: &str, pool: &str, now_ms: i64) -> (String, crate::db::Binds) {
+    let mut b = crate::db::Binds::default();
+    b.push(show);
+    b.push(pool);
+    b.push(now_ms);
+    let sql = format!(
+        "WITH {LAPSED} SELECT CAST(COALESCE(MAX((SELECT 1 FROM hold_pools hp WHERE {LAPSED_ROW})), 0) AS BIGINT) FROM l"
+    );
+    (sql, b)
 }
 
 /// Reclaims the lapsed holds of a pool (the pool row must be locked). Returns units freed.

@@ -14,15 +14,12 @@
 //!
 //! [`claim::record_refusal`]: crate::inventory::claim::record_refusal
 
-use std::sync::Arc;
-
 use futures::future::BoxFuture;
 
-use crate::db::writer::Writer;
 use crate::db::Db;
 use crate::inventory::claim::{self, Refused};
 use crate::inventory::fast;
-use crate::inventory::group::{Group, Work};
+use crate::inventory::group::{OrWriter, Work};
 
 /// Rows stored in one statement at most.
 pub const MAX_BATCH: usize = 256;
@@ -44,21 +41,9 @@ impl Work for Store {
 
 /// Refused keys stored in batches: on SQLite's writer thread when there is one (its group
 /// commit, [`crate::db::writer`]), else by this module's worker (started on first use).
-#[derive(Debug, Default)]
-pub struct Refusals {
-    batches: Group<Store>,
-    writer: Option<Arc<Writer>>,
-}
+pub type Refusals = OrWriter<Store>;
 
-impl Refusals {
-    /// Refusals stored on `writer` when given, else in this module's batches.
-    pub fn new(writer: Option<Arc<Writer>>) -> Self {
-        Self {
-            batches: Group::default(),
-            writer,
-        }
-    }
-
+impl OrWriter<Store> {
     /// Stores `row` on `db` in a batch with whatever other refusals are waiting; returns once
     /// it is committed: true when the key's stored row is this request's, false when another
     /// request (another body) stored the key first, whose answer is 422
@@ -72,19 +57,5 @@ impl Refusals {
             return Ok(ours);
         }
         claim::record_refusal(db, &row.visitor, &row.key, &row.hash, row.now_ms).await
-    }
-
-    /// Rows handed over and not answered yet (on the writer: every job of the writer's).
-    pub fn pending(&self) -> usize {
-        self.writer
-            .as_ref()
-            .map_or_else(|| self.batches.pending(), |w| w.pending())
-    }
-
-    /// Batches committed so far (on the writer: every batch of the writer's).
-    pub fn batches(&self) -> u64 {
-        self.writer
-            .as_ref()
-            .map_or_else(|| self.batches.batches(), |w| w.batches())
     }
 }

@@ -20,14 +20,11 @@
 //! transaction locking the seats of many holds could deadlock with holds that lock seats in
 //! seat order (case B05).
 
-use std::sync::Arc;
-
 use futures::future::BoxFuture;
 
-use crate::db::writer::Writer;
 use crate::db::{self, Actor, Backend, Db};
 use crate::inventory::fast::{self, Fast};
-use crate::inventory::group::{Group, Work};
+use crate::inventory::group::{OrWriter, Work};
 use crate::inventory::holds::{self, Ended};
 
 /// Releases applied in one transaction at most.
@@ -72,21 +69,9 @@ impl Work for Apply {
 
 /// Fans' releases: on SQLite in batches, on its writer thread when there is one
 /// ([`crate::db::writer`]), else by this module's worker (started on first use).
-#[derive(Debug, Default)]
-pub struct Releases {
-    batches: Group<Apply>,
-    writer: Option<Arc<Writer>>,
-}
+pub type Releases = OrWriter<Apply>;
 
-impl Releases {
-    /// Releases applied on `writer` when given, else in this module's batches.
-    pub fn new(writer: Option<Arc<Writer>>) -> Self {
-        Self {
-            batches: Group::default(),
-            writer,
-        }
-    }
-
+impl OrWriter<Apply> {
     /// Releases `r` on `db` (SQLite: in a batch with whatever other releases are waiting;
     /// PostgreSQL: alone) and returns once it is committed: true when the hold was released,
     /// false when its guard failed (not `HELD`, or its payment changed) and nothing was
@@ -107,20 +92,6 @@ impl Releases {
             Some(released) => Ok(released),
             None => alone(db, &r).await,
         }
-    }
-
-    /// Releases handed over and not answered yet (on the writer: every job of the writer's).
-    pub fn pending(&self) -> usize {
-        self.writer
-            .as_ref()
-            .map_or_else(|| self.batches.pending(), |w| w.pending())
-    }
-
-    /// Batches committed so far (on the writer: every batch of the writer's).
-    pub fn batches(&self) -> u64 {
-        self.writer
-            .as_ref()
-            .map_or_else(|| self.batches.batches(), |w| w.batches())
     }
 }
 

@@ -60,6 +60,76 @@ pub async fn closed_loop(
     ok_statuses: &[u16],
     work: Workload,
 ) -> Measured {
+    closed_loop_tally(connections, warmup, duration, ok_statuses, work)
+        .await
+        .measured(name)
+}
+
+/// What one closed-loop run counted: latencies (µs) and answers by kind over `secs`; tallies
+/// of slices of one figure add up ([`Tally::add`]).
+pub struct Tally {
+    h: Histogram<u64>,
+    ok: u64,
+    other: u64,
+    errors: u64,
+    secs: f64,
+}
+
+impl Tally {
+    /// Adds another slice's counts and latencies.
+    pub fn add(&mut self, other: &Tally) {
+        let _ = self.h.add(&other.h);
+        self.ok += other.ok;
+        self.other += other.other;
+        self.errors += other.errors;
+        self.secs += other.secs;
+    }
+
+    /// The figure named `name`.
+    pub fn measured(&self, name: &str) -> Measured {
+        let secs = self.secs.max(1e-9);
+        let ms = |q: f64| self.h.value_at_quantile(q) as f64 / 1000.0;
+        Measured {
+            name: name.to_owned(),
+            ok: self.ok,
+            other_4xx: self.other,
+            errors: self.errors,
+            secs,
+            rps: (self.ok + self.other) as f64 / secs,
+            ok_rps: self.ok as f64 / secs,
+            p50_ms: ms(0.5),
+            p99_ms: ms(0.99),
+            max_ms: self.h.max() as f64 / 1000.0,
+        }
+    }
+}
+
+/// Two figures measured in alternating slices, A B B A (each slice half of `duration`, after
+/// its own warm-up), so that the machine's drift during the run weighs on both alike: their
+/// ratio is what a run measures, not which one ran while the machine was faster.
+pub async fn interleaved(
+    connections: usize,
+    warmup: Duration,
+    duration: Duration,
+    a: (&str, &[u16], Workload),
+    b: (&str, &[u16], Workload),
+) -> (Measured, Measured) {
+    let half = duration / 2;
+    let mut ta = closed_loop_tally(connections, warmup, half, a.1, a.2.clone()).await;
+    let mut tb = closed_loop_tally(connections, warmup, half, b.1, b.2.clone()).await;
+    tb.add(&closed_loop_tally(connections, warmup, half, b.1, b.2).await);
+    ta.add(&closed_loop_tally(connections, warmup, half, a.1, a.2).await);
+    (ta.measured(a.0), tb.measured(b.0))
+}
+
+/// [`closed_loop`]'s counting, unnamed.
+async fn closed_loop_tally(
+    connections: usize,
+    warmup: Duration,
+    duration: Duration,
+    ok_statuses: &[u16],
+    work: Workload,
+) -> Tally {
     let start = Instant::now();
     let counted_from = start + warmup;
     let end = counted_from + duration;
@@ -104,19 +174,12 @@ pub async fn closed_loop(
             errors += e;
         }
     }
-    let secs = duration.as_secs_f64().max(1e-9);
-    let ms = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
-    Measured {
-        name: name.to_owned(),
+    Tally {
+        h,
         ok,
-        other_4xx: other,
+        other,
         errors,
-        secs,
-        rps: (ok + other) as f64 / secs,
-        ok_rps: ok as f64 / secs,
-        p50_ms: ms(0.5),
-        p99_ms: ms(0.99),
-        max_ms: h.max() as f64 / 1000.0,
+        secs: duration.as_secs_f64(),
     }
 }
 
