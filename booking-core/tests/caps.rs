@@ -8,6 +8,7 @@ mod support;
 
 use std::sync::Arc;
 
+use booking_core::Reconciler;
 use sale_common::Clock;
 use serde_json::json;
 use support::{claims, Backend, Harness, SHOW};
@@ -18,6 +19,7 @@ on_both!(
     visitor_cap_holds_under_concurrency,
     hold_creation_is_rate_limited_per_admission,
     channel_picks_hold_and_payment_lifetimes,
+    a_lapsed_holds_sweep_keeps_the_session_of_the_hold_after_it,
 );
 
 /// STYLE.md race test. Without the guard (count the admission's live holds, then insert; a
@@ -194,5 +196,54 @@ async fn channel_picks_hold_and_payment_lifetimes(b: Backend) {
     assert_eq!(
         (st, bad["type"].as_str()),
         (422, Some("/problems/unknown-channel"))
+    );
+}
+
+/// Newcomer review: once a hold lapsed, its admission may hold again before the reconciler
+/// sweeps the lapsed one; the sweep then released the lapsed hold and ended the admission's
+/// session with it, leaving the new hold HELD on an ended admission (and the fan's
+/// waiting-room slot freed under it). The sweep now ends the session only when no other hold
+/// of the admission is live; the new hold's own end (here the fan's release) ends it.
+async fn a_lapsed_holds_sweep_keeps_the_session_of_the_hold_after_it(b: Backend) {
+    let h = Harness::on(b).await;
+    let t = h.token("lapser");
+    let ended = || {
+        h.count(
+            "SELECT COUNT(*) FROM admissions_ended WHERE jti = $1",
+            "jti-lapser",
+        )
+    };
+    let (st, first) = h.hold(&t, "k1", &["A-1-1"]).await;
+    assert_eq!(st, 201, "{first}");
+    h.clock.advance_ms(481_000);
+    let (st, second) = h.hold(&t, "k2", &["A-1-2"]).await;
+    assert_eq!(st, 201, "the lapsed hold's admission holds again: {second}");
+    Reconciler::new(h.state.clone())
+        .step(h.clock.now_ms())
+        .await
+        .unwrap();
+    assert_eq!(
+        h.hold_view("lapser", first["hold_id"].as_str().unwrap())
+            .await["status"],
+        "RELEASED"
+    );
+    assert_eq!(
+        ended().await,
+        0,
+        "the sweep of the lapsed hold ended the live hold's session"
+    );
+    let id = second["hold_id"].as_str().unwrap();
+    assert_eq!(h.hold_view("lapser", id).await["status"], "HELD");
+    let (st, body) = h.hold(&t, "k3", &["A-1-3"]).await;
+    assert_eq!(
+        (st, body["type"].as_str()),
+        (409, Some("/problems/hold-exists")),
+        "{body}"
+    );
+    assert_eq!(h.cancel_hold("lapser", &second["hold_id"]).await, 200);
+    assert_eq!(
+        ended().await,
+        1,
+        "the live hold's own release ends the session"
     );
 }

@@ -15,7 +15,7 @@ use std::sync::Mutex;
 use crate::db::Tx;
 
 /// Scope of the one-live-hold-per-admission cap.
-pub const JTI: &str = "jti";
+pub const JTI: &str = crate::outbox::notify::ADMISSION_SCOPE;
 /// Scope of the per-visitor cap.
 pub const VISITOR: &str = "visitor";
 

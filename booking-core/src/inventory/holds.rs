@@ -504,8 +504,8 @@ pub fn release_writes_sql(
         statements.push(update);
     }
     statements.push(crate::inventory::caps::free_slots_sql(&h));
-    statements.extend(crate::outbox::notify::session_end_sql(
-        &mut b, show, &s, jti, &j, &at,
+    statements.extend(crate::outbox::notify::session_end_after_hold_sql(
+        &mut b, show, &s, jti, &j, &at, &h,
     ));
     statements.push(db::audit_sql(
         &mut b,

@@ -39,6 +39,24 @@ pub async fn enqueue(
     Ok(n == 1)
 }
 
+/// [`enqueue_sql`] written only when `condition` (SQL) holds.
+pub fn enqueue_when_sql(
+    b: &mut Binds,
+    ref_id: &str,
+    kind: &str,
+    show_id: &str,
+    payload: &serde_json::Value,
+    at_ms: &str,
+    condition: &str,
+) -> String {
+    format!(
+        "INSERT INTO outbox (ref_id, kind, show_id, payload, created_at) SELECT {ref_id}, {}, {show_id}, {}, {at_ms} \
+         WHERE {condition} ON CONFLICT (ref_id, kind) DO NOTHING",
+        b.push(kind.to_owned()),
+        b.push(payload.to_string())
+    )
+}
+
 /// The SQL of [`enqueue`]: `ref_id`, `show_id` and `at_ms` are placeholders already bound in
 /// `b`; the kind and payload are bound here (for [`crate::db::write_all`]).
 pub fn enqueue_sql(

@@ -99,6 +99,46 @@ pub fn session_end_sql(
     ]
 }
 
+/// The `hold_slots` scope of an admission's slot (one live hold per admission), kept here so
+/// the session end can read it; `inventory::caps::JTI` is this.
+pub const ADMISSION_SCOPE: &str = "jti";
+
+/// [`session_end_sql`] for the end of hold `h` (placeholder): the session ends only if no
+/// other hold of the admission is live at `at` (its slot 0 held by another hold: the same
+/// admission may hold again once a hold lapsed, before the reconciler sweeps that one), so a
+/// lapsed hold swept late never ends the session of the live hold that followed it (newcomer
+/// review: a HELD hold on an ended admission, the fan's waiting-room slot freed under it).
+pub fn session_end_after_hold_sql(
+    b: &mut Binds,
+    show: &str,
+    s: &str,
+    jti: &str,
+    j: &str,
+    at: &str,
+    h: &str,
+) -> [String; 2] {
+    let unless = format!(
+        "NOT EXISTS (SELECT 1 FROM hold_slots WHERE scope = {} AND owner = {j} \
+         AND hold_id <> {h} AND live_until > {at})",
+        b.push(ADMISSION_SCOPE)
+    );
+    [
+        format!(
+            "INSERT INTO admissions_ended (jti, at) SELECT {j}, {at} WHERE {unless} \
+             ON CONFLICT (jti) DO NOTHING"
+        ),
+        crate::outbox::enqueue_when_sql(
+            b,
+            j,
+            SESSION_END,
+            s,
+            &json!({"event": show, "jti": jti}),
+            at,
+            &unless,
+        ),
+    ]
+}
+
 /// Whether admission `jti`'s session was ended by [`session_end`].
 pub async fn admission_ended(tx: &mut Tx<'_>, jti: &str) -> sqlx::Result<bool> {
     let n: i64 =
