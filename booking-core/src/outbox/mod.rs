@@ -67,10 +67,5 @@ pub fn enqueue_sql(
     payload: &serde_json::Value,
     at_ms: &str,
 ) -> String {
-    format!(
-        "INSERT INTO outbox (ref_id, kind, show_id, payload, created_at) VALUES ({ref_id}, {}, {show_id}, {}, {at_ms}) \
-         ON CONFLICT (ref_id, kind) DO NOTHING",
-        b.push(kind.to_owned()),
-        b.push(payload.to_string())
-    )
+    enqueue_when_sql(b, ref_id, kind, show_id, payload, at_ms, "1 = 1")
 }

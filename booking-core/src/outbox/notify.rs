@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::{enqueue, enqueue_sql};
+use super::enqueue;
 use crate::db::{Binds, Tx};
 
 /// Outbox kind of a session end (ref_id = the admission `jti`: one message per admission).
@@ -86,15 +86,32 @@ pub fn session_end_sql(
     j: &str,
     at: &str,
 ) -> [String; 2] {
+    session_end_when_sql(b, show, s, jti, j, at, "1 = 1")
+}
+
+/// [`session_end_sql`], both statements written only when `condition` (SQL) holds.
+fn session_end_when_sql(
+    b: &mut Binds,
+    show: &str,
+    s: &str,
+    jti: &str,
+    j: &str,
+    at: &str,
+    condition: &str,
+) -> [String; 2] {
     [
-        format!("INSERT INTO admissions_ended (jti, at) VALUES ({j}, {at}) ON CONFLICT (jti) DO NOTHING"),
-        enqueue_sql(
+        format!(
+            "INSERT INTO admissions_ended (jti, at) SELECT {j}, {at} WHERE {condition} \
+             ON CONFLICT (jti) DO NOTHING"
+        ),
+        crate::outbox::enqueue_when_sql(
             b,
             j,
             SESSION_END,
             s,
             &json!({"event": show, "jti": jti}),
             at,
+            condition,
         ),
     ]
 }
@@ -122,21 +139,7 @@ pub fn session_end_after_hold_sql(
          AND hold_id <> {h} AND live_until > {at})",
         b.push(ADMISSION_SCOPE)
     );
-    [
-        format!(
-            "INSERT INTO admissions_ended (jti, at) SELECT {j}, {at} WHERE {unless} \
-             ON CONFLICT (jti) DO NOTHING"
-        ),
-        crate::outbox::enqueue_when_sql(
-            b,
-            j,
-            SESSION_END,
-            s,
-            &json!({"event": show, "jti": jti}),
-            at,
-            &unless,
-        ),
-    ]
+    session_end_when_sql(b, show, s, jti, j, at, &unless)
 }
 
 /// Whether admission `jti`'s session was ended by [`session_end`].
