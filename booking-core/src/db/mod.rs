@@ -4,7 +4,9 @@
 //!
 //! SQLite runs on a pool of exactly one connection: every write transaction is serialised by
 //! the pool itself, so concurrent holds queue for the connection instead of failing with
-//! `SQLITE_BUSY` (case B04), and `sqlite::memory:` stays one database. PostgreSQL runs a real
+//! `SQLITE_BUSY` (case B04), and `sqlite::memory:` stays one database. On a SQLite file the hot
+//! path's writes run on [`writer`]'s thread, which holds that one connection while it writes (so
+//! writes are still one at a time), and its reads on the calling thread ([`local`]). PostgreSQL runs a real
 //! pool at READ COMMITTED; guarded updates are preceded by `SELECT … ORDER BY seat_id FOR UPDATE`
 //! so multi-seat claims never deadlock (case B05). Never hold a transaction across a gateway call.
 //!
