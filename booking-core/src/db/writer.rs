@@ -200,7 +200,7 @@ fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
 impl Writer {
     /// Opens the writer's own connection to the SQLite file `file` (already migrated by
     /// `db::connect`, which also set WAL mode) with the writer's pragmas
-    /// ([`super::SQLITE_WRITER_PRAGMAS`]), and starts its thread; `gate` is sqlx's writer pool
+    /// ([`super::sqlite_writer_pragmas`]), and starts its thread; `gate` is sqlx's writer pool
     /// (one connection), taken for each batch. Must be called inside a tokio runtime (the
     /// thread awaits the gate on it). The thread ends when the last [`Writer`] is dropped.
     ///
