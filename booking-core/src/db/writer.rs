@@ -5,7 +5,7 @@
 //! SQLite (ARCHITECTURE.md, "Bench"). Here one thread owns a connection of its own
 //! (rusqlite, the same libsqlite3 as sqlx) and runs the hot path's writes as plain calls:
 //! a fan's hold of seats or pool places, a fan's release, a refused key
-//! ([`crate::inventory::fast`]).
+//! (the inventory's `fast` module, above this layer).
 //!
 //! Group commit: the thread takes every job waiting (up to [`MAX_BATCH`]), runs them one after
 //! another in ONE transaction (`BEGIN IMMEDIATE` … `COMMIT`), each under a savepoint of its

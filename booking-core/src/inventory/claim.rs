@@ -17,6 +17,7 @@ use sale_common::Problem;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
+use crate::db::local::LocalReads;
 use crate::db::{self, Actor, Backend, Db, Tx};
 use crate::door::Admission;
 use crate::error::ApiResult;
@@ -215,7 +216,7 @@ pub async fn create(
                 }
                 None => record_refusals(db, &[(r, now_ms)]).await?,
             }
-            Err(lost.problem(reads, r.show, now_ms).await?.into())
+            Err(lost.problem(reads, None, r.show, now_ms).await?.into())
         }
     }
 }
@@ -1025,12 +1026,20 @@ impl Lost {
         }]
     }
 
-    /// The 409 problem with fresh availability, read after the rollback.
-    pub async fn problem(&self, db: &Db, show: &str, now_ms: i64) -> sqlx::Result<Problem> {
+    /// The 409 problem with fresh availability, read after the rollback from `db`, or for
+    /// seats on a SQLite file on this thread through `local` when given (`db::local`).
+    pub async fn problem(
+        &self,
+        db: &Db,
+        local: Option<&LocalReads>,
+        show: &str,
+        now_ms: i64,
+    ) -> sqlx::Result<Problem> {
         Ok(match self {
-            Lost::Seats(seats) => {
-                seats_unavailable(holds::availability(db, show, seats, now_ms).await?)
-            }
+            Lost::Seats(seats) => seats_unavailable(match local {
+                Some(local) => holds::availability_local(local, show, seats, now_ms)?,
+                None => holds::availability(db, show, seats, now_ms).await?,
+            }),
             Lost::Pool(pool) => {
                 let fresh = pools::availability(db, show, now_ms).await?;
                 let mine: Vec<Value> = fresh.into_iter().filter(|p| p["id"] == *pool).collect();

@@ -55,17 +55,25 @@ pub async fn hold(w: &Writer, r: &Request<'_>, now_ms: i64) -> sqlx::Result<Fast
         return Ok(Fast::Other);
     }
     let owned = Owned::of(r);
-    seatmap::touch();
-    let out = w.run(move |conn| hold_job(&owned, conn, now_ms)).await?;
+    // Hashed here, not on the writer's thread, where every job waits for the one before.
+    let hash = r.ask.request_hash(r.show, r.channel);
+    let out = w
+        .run(move |conn| hold_job(&owned, &hash, conn, now_ms))
+        .await?;
+    // After the commit: a snapshot polled from now on sees it.
     seatmap::touch();
     Ok(out)
 }
 
 /// The hold job: [`claim::create_in`]'s steps for one plain hold, three calls (key and cap
 /// slots, the guarded update, the rows; a pool's counter last).
-fn hold_job(o: &Owned, conn: &Connection, now_ms: i64) -> rusqlite::Result<Step<Fast<Held>>> {
+fn hold_job(
+    o: &Owned,
+    hash: &str,
+    conn: &Connection,
+    now_ms: i64,
+) -> rusqlite::Result<Step<Fast<Held>>> {
     let r = o.request();
-    let hash = r.ask.request_hash(r.show, r.channel);
     let p = Prepared {
         hold_id: uuid::Uuid::now_v7().to_string(),
         expires_at: now_ms + r.timing.hold_ttl_ms,
@@ -78,13 +86,8 @@ fn hold_job(o: &Owned, conn: &Connection, now_ms: i64) -> rusqlite::Result<Step<
         hold_id: &p.hold_id,
         live_until: p.expires_at,
     }];
-    let (sql, b) = claim::keys_and_slots_sql(
-        false,
-        &[(&r, now_ms)],
-        std::slice::from_ref(&hash),
-        &slots,
-        now_ms,
-    );
+    let (sql, b) =
+        claim::keys_and_slots_sql(false, &[(&r, now_ms)], &[hash.to_owned()], &slots, now_ms);
     let rows: Vec<(String, String, String)> =
         writer::rows(conn, &sql, &b, |x| Ok((x.get(0)?, x.get(1)?, x.get(2)?)))?;
     let key_taken = rows
@@ -112,7 +115,7 @@ fn hold_job(o: &Owned, conn: &Connection, now_ms: i64) -> rusqlite::Result<Step<
             };
             let prices: Vec<i64> = writer::rows(conn, &sql, &b, |x| x.get(2))?;
             if prices.len() != seats.len() {
-                return lost(o, conn, Lost::Seats(seats.clone()), &hash, now_ms);
+                return lost(o, conn, Lost::Seats(seats.clone()), hash, now_ms);
             }
             (seats.clone(), prices.iter().sum())
         }
@@ -152,7 +155,7 @@ fn hold_job(o: &Owned, conn: &Connection, now_ms: i64) -> rusqlite::Result<Step<
             if lapsed.first() == Some(&1) {
                 return Ok(Step::Undo(Fast::Other));
             }
-            return lost(o, conn, Lost::Pool(pool.to_owned()), &hash, now_ms);
+            return lost(o, conn, Lost::Pool(pool.to_owned()), hash, now_ms);
         }
     }
     Ok(Step::Keep(Fast::Done(Held::Created(hold.answer()))))
@@ -211,7 +214,6 @@ pub async fn refuse(w: &Writer, row: Refused) -> sqlx::Result<bool> {
 /// [`Fast::Other`] when the hold has an interval claim or a fan of its show is waiting on the
 /// waitlist (the sqlx path offers what it frees).
 pub async fn release(w: &Writer, r: Release) -> sqlx::Result<Fast<bool>> {
-    seatmap::touch();
     let out = w.run(move |conn| release_in(conn, &r)).await?;
     seatmap::touch();
     if let Fast::Done(Some(show)) = &out {
@@ -279,12 +281,7 @@ pub async fn create(
                 if !ours {
                     return Err(claim::key_reused().into());
                 }
-                // A seat hold's fresh availability read on this thread when it can be.
-                if let (Lost::Seats(seats), Some(local)) = (&lost, local) {
-                    let fresh = holds::availability_local(local, r.show, seats, now_ms)?;
-                    return Err(claim::seats_unavailable(fresh).into());
-                }
-                return Err(lost.problem(reads, r.show, now_ms).await?.into());
+                return Err(lost.problem(reads, local, r.show, now_ms).await?.into());
             }
             Fast::Other => {}
         }

@@ -141,7 +141,7 @@ fn inbox<T>(
 /// A group commit that runs on SQLite's writer thread instead when there is one
 /// ([`crate::db::writer`], itself a group commit of every job waiting): the refusals and the
 /// fans' releases. Its figures are the writer's then.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct OrWriter<W: Work> {
     /// This module's worker, used without a writer.
     pub batches: Group<W>,

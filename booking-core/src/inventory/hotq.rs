@@ -153,7 +153,7 @@ impl HoldQueues {
         }
         match answer.await {
             Ok(Ok(Ok(a))) => Ok(a),
-            Ok(Ok(Err(lost))) => Err(lost.problem(reads, r.show, now_ms).await?.into()),
+            Ok(Ok(Err(lost))) => Err(lost.problem(reads, None, r.show, now_ms).await?.into()),
             Ok(Err(e)) => Err(e),
             Err(_) => Err(anyhow::anyhow!("hold queue worker stopped").into()),
         }
