@@ -97,7 +97,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<bool> {
     opts.database_url = args.database.clone().unwrap_or_default();
     opts.service_threads = crate::service_threads(args.service_threads);
     opts.seats = 2000;
-    // The hot pool: big enough that released places keep it from running out.
+    // The hot pool: big enough that no phase runs it out (its holds are kept, not released).
     opts.pool_places = 1_000_000;
     (opts.join_rate_per_sec, opts.join_burst) = (1_000_000_000, 1_000_000_000);
     (opts.fan_rate_per_sec, opts.fan_burst) = (1_000_000_000, 1_000_000_000);

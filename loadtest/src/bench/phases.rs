@@ -380,11 +380,30 @@ type Ask = Arc<dyn Fn() -> Value + Send + Sync>;
 /// A worker's live hold, released before its next: `(hold id, admission token)`.
 type Live = (String, String);
 
+/// Whether a hold phase gives its places back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Release {
+    /// The worker releases its previous 201 (untimed) before its next hold: a 100-seat hot
+    /// block would otherwise be sold out after 50 holds.
+    BeforeNext,
+    /// The places stay held (until their deadline, after the phase): a 1,000,000-place pool
+    /// does not run out in a phase, and each request is one hold, as the figure says.
+    Never,
+}
+
 /// The closed loop both hold phases share: each request takes the next unused admission token
-/// (a released hold ends its admission's booking rights: `409 admission-ended`), asks for
-/// `ask()`, and the worker releases its previous 201 (untimed) before its next hold; the tokens
-/// are counted across every hold phase of the run. Returns the figure and the refusals by kind.
-async fn hold_loop(ctx: &Ctx, adm: Arc<Vec<String>>, name: &str, ask: Ask) -> (Measured, String) {
+/// (a released hold ends its admission's booking rights: `409 admission-ended`; a kept one
+/// is the admission's live hold: `409 hold-exists`), asks for `ask()`, and with
+/// [`Release::BeforeNext`] the worker releases its previous 201 (untimed) before its next hold;
+/// the tokens are counted across every hold phase of the run. Returns the figure and the
+/// refusals by kind.
+async fn hold_loop(
+    ctx: &Ctx,
+    adm: Arc<Vec<String>>,
+    name: &str,
+    ask: Ask,
+    release: Release,
+) -> (Measured, String) {
     let live: Arc<Vec<Mutex<Option<Live>>>> =
         Arc::new((0..ctx.connections).map(|_| Mutex::new(None)).collect());
     let (c, bc, ev) = (ctx.client.clone(), ctx.bc.clone(), ctx.event.clone());
@@ -428,7 +447,9 @@ async fn hold_loop(ctx: &Ctx, adm: Arc<Vec<String>>, name: &str, ask: Ask) -> (M
             tally.count(sample.status, body.as_ref());
             if sample.status == 201 {
                 let id = body.and_then(|b| b.json()["hold_id"].as_str().map(String::from));
-                *live[w].lock().expect("hold slot") = id.map(|h| (h, tok));
+                if release == Release::BeforeNext {
+                    *live[w].lock().expect("hold slot") = id.map(|h| (h, tok));
+                }
             }
             sample
         })
@@ -461,7 +482,7 @@ async fn holds(
         let seats: Vec<&String> = hot.choose_multiple(&mut rand::thread_rng(), k).collect();
         serde_json::json!({ "seats": seats })
     });
-    let (m, refused) = hold_loop(ctx, adm, name, ask).await;
+    let (m, refused) = hold_loop(ctx, adm, name, ask, Release::BeforeNext).await;
     let note = format!(
         "POST /api/shows/{{show}}/holds, {k} random seats of a {}-seat hot block, {fans} \
          concurrent fans (a fresh admission token per hold); 201 = held ({:.0}/s), 409 = taken \
@@ -474,15 +495,17 @@ async fn holds(
 }
 
 /// Pool holds on the hot show: every request asks for 1 place of the `FLOOR` pool (one counter
-/// row, the hottest row there is), through [`hold_loop`].
+/// row, the hottest row there is), through [`hold_loop`]; the places stay held
+/// ([`Release::Never`]: a phase takes far fewer than the pool's 1,000,000 places, and each
+/// request is one hold).
 async fn pool_holds(ctx: &Ctx, adm: Arc<Vec<String>>, name: &str) -> anyhow::Result<Phase> {
     let fans = ctx.connections.min(adm.len());
     let ask: Ask = Arc::new(|| serde_json::json!({ "pool": "FLOOR", "quantity": 1 }));
-    let (m, refused) = hold_loop(ctx, adm, name, ask).await;
+    let (m, refused) = hold_loop(ctx, adm, name, ask, Release::Never).await;
     let note = format!(
         "POST /api/shows/{{show}}/holds {{\"pool\":\"FLOOR\",\"quantity\":1}} on one \
-         1,000,000-place pool, {fans} concurrent fans (a fresh admission token per hold); each \
-         201 is released (untimed) before that fan's next hold; {refused}"
+         1,000,000-place pool, {fans} concurrent fans (a fresh admission token per hold); the \
+         places stay held (no release: each request is one hold); {refused}"
     );
     Ok((m, note))
 }
