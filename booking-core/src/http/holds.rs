@@ -429,7 +429,12 @@ impl Owned<'_> {
             }
             return Err(claim::seats_unavailable(availability).into());
         }
-        let (kind, queueable) = (ask.kind(), ask.queueable());
+        let kind = ask.kind();
+        // The queue's batches are for seats and pools (a pool-only ask always goes there,
+        // `HoldQueues::routes`). On a SQLite file the writer thread is the queue already (one
+        // thread applies every hold waiting in one transaction, `db::writer`): a queued show's
+        // holds go there too.
+        let queued = state.writer.is_none() && state.hold_queues.routes(show, &ask);
         let req = claim::Request {
             adm,
             show,
@@ -439,10 +444,7 @@ impl Owned<'_> {
             timing,
             visitor_cap: state.config.max_holds_per_visitor,
         };
-        // Interval and mixed holds never queue: the queue's batches are for seats and pools.
-        // On a SQLite file the writer thread is the queue already (one thread applies every
-        // hold waiting in one transaction, `db::writer`): a queued show's holds go there too.
-        let created = if state.hold_queues.is_on(show) && queueable && state.writer.is_none() {
+        let created = if queued {
             state
                 .hold_queues
                 .submit(&state.db, &state.reads, &req, now)

@@ -230,7 +230,10 @@ pub async fn all(ctx: &Ctx) -> anyhow::Result<(Vec<Phase>, Vec<String>)> {
         super::hotq::stop(&waits);
         let how = match (queued, sqlite) {
             (true, false) => "per-show hold queue ON",
-            (false, false) => "per-show hold queue off",
+            (false, false) => {
+                "per-show hold queue off (a pool-only hold takes the show's queue anyway, \
+                 booking-core HoldQueues::routes: the same path as with it on)"
+            }
             (true, true) => "per-show hold queue ON (on SQLite: the writer thread, as off)",
             (false, true) => "per-show hold queue off (SQLite's writer thread)",
         };
