@@ -202,6 +202,9 @@ fn ask_of(body: HoldBody, max: usize, venue: &crate::venue::Venue) -> Result<Ask
         None if body.start.is_some() || body.end.is_some() => return Err(invalid_request()),
         None => {}
     }
+    if let Some(p) = parts.iter().find_map(nul_name) {
+        return Err(p);
+    }
     match parts.len() {
         0 => Err(invalid_request()),
         1 => Ok(parts.remove(0)),
@@ -212,6 +215,28 @@ fn ask_of(body: HoldBody, max: usize, venue: &crate::venue::Venue) -> Result<Ask
             }
             Ok(Ask::Mixed(parts))
         }
+    }
+}
+
+/// The problem of a seat, pool or section name holding a NUL character (U+0000): no name of a
+/// venue has one, so it is unknown on every store, told before any statement (PostgreSQL text
+/// cannot hold one: the statement would fail, and in the hold queue its whole batch with it;
+/// newcomer review).
+fn nul_name(part: &Ask) -> Option<Problem> {
+    let nul = |s: &str| s.contains('\0');
+    match part {
+        Ask::Seats(seats) => {
+            let bad: Vec<String> = seats.iter().filter(|s| nul(s)).cloned().collect();
+            claim::unknown_seat(&bad, &[])
+        }
+        Ask::Pool { pool, .. } if nul(pool) => {
+            Some(unprocessable("unknown-pool", "Unknown pool").with("pool", clip(pool)))
+        }
+        Ask::Best { section, .. } if nul(section) => {
+            Some(unprocessable("unknown-section", "Unknown section").with("section", clip(section)))
+        }
+        Ask::Mixed(parts) => parts.iter().find_map(nul_name),
+        _ => None,
     }
 }
 
