@@ -380,8 +380,45 @@ impl Refusals {
 /// What one hold request asks for (a JSON body), drawn per request.
 type Ask = Arc<dyn Fn() -> Value + Send + Sync>;
 
-/// A worker's live hold, released before its next: `(hold id, admission token)`.
-type Live = (String, String);
+/// A worker's live hold, released before its next.
+#[derive(Debug)]
+struct Live {
+    hold: String,
+    token: String,
+    seats: Vec<String>,
+    /// When its 201 arrived.
+    got: Instant,
+}
+
+/// The seats the bench held, each as spans from a 201's arrival to the sending of its release
+/// (or the phase's end, for a hold kept). A span lies inside the time the seat was really held
+/// (the hold committed before its 201 was sent; the release commits after it was sent), so two
+/// spans of one seat that overlap are a seat held twice: a check that can fail, though a double
+/// booking shorter than the client's view could still pass it.
+#[derive(Debug, Default)]
+struct Spans(Mutex<Vec<(String, Instant, Instant)>>);
+
+impl Spans {
+    fn add(&self, seats: &[String], from: Instant, to: Instant) {
+        let mut v = self.0.lock().expect("spans");
+        v.extend(seats.iter().map(|s| (s.clone(), from, to)));
+    }
+
+    /// `(seats held twice, spans compared)`.
+    fn held_twice(&self) -> (usize, usize) {
+        let mut v = std::mem::take(&mut *self.0.lock().expect("spans"));
+        v.sort();
+        let mut twice = std::collections::BTreeSet::new();
+        for pair in v.windows(2) {
+            // Sorted by seat, then start: a seat has two spans that overlap exactly when two
+            // neighbours do (a span overlapping a later one overlaps the next one too).
+            if pair[0].0 == pair[1].0 && pair[1].1 < pair[0].2 {
+                twice.insert(pair[0].0.clone());
+            }
+        }
+        (twice.len(), v.len())
+    }
+}
 
 /// Whether a hold phase gives its places back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -398,8 +435,9 @@ enum Release {
 /// (a released hold ends its admission's booking rights: `409 admission-ended`; a kept one
 /// is the admission's live hold: `409 hold-exists`), asks for `ask()`, and with
 /// [`Release::BeforeNext`] the worker releases its previous 201 (untimed) before its next hold;
-/// the tokens are counted across every hold phase of the run. Returns the figure and the
-/// refusals by kind.
+/// the tokens are counted across every hold phase of the run. Returns the figure (a seat the
+/// bench saw held twice, [`Spans`], counts as an error) and a note: the refusals by kind and
+/// the overlap check.
 async fn hold_loop(
     ctx: &Ctx,
     adm: Arc<Vec<String>>,
@@ -412,6 +450,9 @@ async fn hold_loop(
     let (c, bc, ev) = (ctx.client.clone(), ctx.bc.clone(), ctx.event.clone());
     let refusals = Arc::new(Refusals::default());
     let tally = refusals.clone();
+    let spans = Arc::new(Spans::default());
+    let seen = spans.clone();
+    let kept = live.clone();
     // One count across every hold phase: each hold takes an admission no earlier phase used
     // (a released hold ends its admission's session, so a reused token is 409
     // admission-ended, a cheap refusal that counted as a request: 5,102 of one run's pool
@@ -419,22 +460,24 @@ async fn hold_loop(
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     let next = &NEXT;
     let work: Workload = Arc::new(move |w, _| {
-        let (c, bc, ev, live, tally) = (
+        let (c, bc, ev, live, tally, seen) = (
             c.clone(),
             bc.clone(),
             ev.clone(),
             live.clone(),
             tally.clone(),
+            seen.clone(),
         );
         let i = next.fetch_add(1, Ordering::Relaxed);
         let tok = adm[i % adm.len()].clone();
         let body = ask();
         Box::pin(async move {
             let prev = live[w].lock().expect("hold slot").take();
-            if let Some((h, owner)) = prev {
+            if let Some(l) = prev {
+                seen.add(&l.seats, l.got, Instant::now());
                 let _ = c
-                    .delete(format!("{bc}/api/holds/{h}"))
-                    .bearer_auth(&owner)
+                    .delete(format!("{bc}/api/holds/{}", l.hold))
+                    .bearer_auth(&l.token)
                     .send()
                     .await;
             }
@@ -449,17 +492,50 @@ async fn hold_loop(
             let (sample, body) = timed(req).await;
             tally.count(sample.status, body.as_ref());
             if sample.status == 201 {
-                let id = body.and_then(|b| b.json()["hold_id"].as_str().map(String::from));
-                if release == Release::BeforeNext {
-                    *live[w].lock().expect("hold slot") = id.map(|h| (h, tok));
+                let got = Instant::now();
+                let json = body.map(|b| b.json()).unwrap_or_default();
+                let seats: Vec<String> = json["seats"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|s| s.as_str().map(String::from))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                match (release, json["hold_id"].as_str()) {
+                    (Release::BeforeNext, Some(h)) => {
+                        *live[w].lock().expect("hold slot") = Some(Live {
+                            hold: h.to_owned(),
+                            token: tok,
+                            seats,
+                            got,
+                        });
+                    }
+                    // Kept to the end of the run (a pool hold has no seats).
+                    _ => seen.add(&seats, got, got + Duration::from_secs(3600)),
                 }
             }
             sample
         })
     });
-    let m = ctx.run(name, &[201], work).await;
-    let refused = refusals.describe();
-    (m, refused)
+    let mut m = ctx.run(name, &[201], work).await;
+    // The holds still live stay held past the phase.
+    let end = Instant::now() + Duration::from_secs(3600);
+    for slot in kept.iter() {
+        if let Some(l) = slot.lock().expect("hold slot").take() {
+            spans.add(&l.seats, l.got, end);
+        }
+    }
+    let (twice, compared) = spans.held_twice();
+    m.errors += twice as u64;
+    let mut note = refusals.describe();
+    if compared > 0 {
+        note.push_str(&format!(
+            "; seats held twice: {twice} (the spans from each 201 to its release's sending, \
+             {compared} seat spans, compared per seat)"
+        ));
+    }
+    (m, note)
 }
 
 /// Holds on one hot show: every request asks for `seats_per_hold` random seats of the first
@@ -504,11 +580,57 @@ async fn holds(
 async fn pool_holds(ctx: &Ctx, adm: Arc<Vec<String>>, name: &str) -> anyhow::Result<Phase> {
     let fans = ctx.connections.min(adm.len());
     let ask: Ask = Arc::new(|| serde_json::json!({ "pool": "FLOOR", "quantity": 1 }));
-    let (m, refused) = hold_loop(ctx, adm, name, ask, Release::Never).await;
+    let (mut m, refused) = hold_loop(ctx, adm, name, ask, Release::Never).await;
+    // The pool's counter against its counted holds (booking core's drift check): a pool
+    // that drifted sold a place twice or lost one; it counts as an error, as does no answer.
+    let drift = ctx
+        .client
+        .get(format!("{}/admin/shows/{}/pools/drift", ctx.bc, ctx.event))
+        .bearer_auth(&ctx.admin)
+        .send()
+        .await;
+    let drifting = match drift {
+        Ok(r) => r
+            .json::<Value>()
+            .await
+            .ok()
+            .and_then(|d| d["drifting"].as_u64()),
+        Err(_) => None,
+    };
+    m.errors += drifting.unwrap_or(1);
+    let refused = match drifting {
+        Some(n) => format!("{refused}; pools drifting after the phase: {n}"),
+        None => format!("{refused}; pool drift not read (counted as an error)"),
+    };
     let note = format!(
         "POST /api/shows/{{show}}/holds {{\"pool\":\"FLOOR\",\"quantity\":1}} on one \
          1,000,000-place pool, {fans} concurrent fans (a fresh admission token per hold); the \
          places stay held (no release: each request is one hold); {refused}"
     );
     Ok((m, note))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two spans of one seat that overlap are a seat held twice; spans that follow each other,
+    /// or overlap on other seats, are not.
+    #[test]
+    fn overlapping_spans_of_one_seat_are_a_seat_held_twice() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let seats = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let spans = Spans::default();
+        spans.add(&seats(&["A-1-1", "A-1-2"]), at(0), at(10));
+        spans.add(&seats(&["A-1-1"]), at(10), at(20));
+        spans.add(&seats(&["A-1-3"]), at(5), at(15));
+        assert_eq!(spans.held_twice(), (0, 4));
+        let spans = Spans::default();
+        spans.add(&seats(&["A-1-1", "A-1-2"]), at(0), at(10));
+        spans.add(&seats(&["A-1-1"]), at(10), at(20));
+        spans.add(&seats(&["A-1-1"]), at(19), at(25));
+        spans.add(&seats(&["A-1-2", "A-1-3"]), at(9), at(12));
+        assert_eq!(spans.held_twice(), (2, 6));
+    }
 }
