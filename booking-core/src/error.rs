@@ -57,6 +57,19 @@ impl IntoResponse for ApiError {
                 // service holds one, so it is the request's fault on every store.
                 nul_text().into_response()
             }
+            ApiError::Db(sqlx::Error::Database(e)) if e.code().as_deref() == Some("54000") => {
+                // PostgreSQL's program_limit_exceeded: a value past what it can index (a btree
+                // entry over about 2,700 bytes). Inputs are capped where they are read; this
+                // is the backstop, the request's fault, with nothing written.
+                tracing::warn!(error = %e, "a value past the database's limits");
+                Problem::new(
+                    StatusCode::BAD_REQUEST,
+                    "value-too-long",
+                    "A value is too long",
+                )
+                .detail("a value of the request is longer than the booking core can store")
+                .into_response()
+            }
             ApiError::Db(sqlx::Error::Database(e)) if e.code().as_deref() == Some("23505") => {
                 tracing::warn!(error = %e, "concurrent duplicate request");
                 Problem::new(

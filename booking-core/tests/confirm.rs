@@ -17,6 +17,7 @@ on_both!(
     case_b07_duplicate_webhook_one_change,
     case_b02_late_success_refund_or_retake,
     case_b08_crash_after_gateway_success,
+    a_signed_webhook_with_an_overlong_event_id_is_ignored,
 );
 
 /// Hold `seat`, create the payment, click Pay; returns (hold id, payment id, callback URL).
@@ -333,4 +334,27 @@ async fn case_b08_crash_after_gateway_success(b: Backend) {
     );
     assert_eq!(paid_audits(&h, &hold).await, 1);
     assert_eq!(h.mail_files().len(), 1, "one email");
+}
+
+/// Newcomer review: a correctly signed webhook whose event id was 2,800 random characters
+/// answered 500 on PostgreSQL (its de-duplication row is past a btree entry's size) and was
+/// recorded on SQLite. An id over `EVENT_ID_MAX` is unreadable: 200, ignored, on both stores;
+/// a delivery with a real id is still recorded.
+async fn a_signed_webhook_with_an_overlong_event_id_is_ignored(b: Backend) {
+    let h = Harness::on(b).await;
+    let (_, pid, _) = approved(&h, "long-id", "A-1-1").await;
+    let events = "SELECT COUNT(*) FROM webhook_events WHERE payment_id = $1";
+    let long: String = (0..80)
+        .map(|_| uuid::Uuid::new_v4().simple().to_string())
+        .collect();
+    let st = webhook(&h, &completed_event(&long, &pid), 0, GW_SECRET).await;
+    assert_eq!(st, 200);
+    assert_eq!(
+        h.count(events, &pid).await,
+        0,
+        "an overlong event id was recorded"
+    );
+    let st = webhook(&h, &completed_event("evt_1", &pid), 0, GW_SECRET).await;
+    assert_eq!(st, 200);
+    assert_eq!(h.count(events, &pid).await, 1);
 }

@@ -7,6 +7,7 @@
 pub mod body;
 pub mod clock;
 pub mod config;
+pub mod files;
 pub mod load;
 pub mod localtime;
 #[cfg(feature = "plots")]

@@ -165,3 +165,21 @@ async fn static_files_answer_304_to_a_matching_if_none_match() {
         assert_eq!(s, StatusCode::NOT_MODIFIED, "{uri}");
     }
 }
+
+/// Newcomer review: a path segment past the file system's name limit answered 500 (the file
+/// server's `ENAMETOOLONG`), with the static files' `public, max-age=60`; it is a 404 problem,
+/// and a real page is still served.
+#[tokio::test]
+async fn a_file_name_past_the_limit_is_a_404() {
+    let (app, _, _) = app().await;
+    for uri in [
+        format!("/{}.html", "A".repeat(300)),
+        format!("/{}/x.css", "A".repeat(256)),
+    ] {
+        let (s, h, _) = get(&app, &uri, &[]).await;
+        assert_eq!(s, StatusCode::NOT_FOUND, "{uri}");
+        assert_eq!(h[header::CONTENT_TYPE], "application/problem+json");
+    }
+    let (s, _, _) = get(&app, "/index.html", &[]).await;
+    assert_eq!(s, StatusCode::OK);
+}

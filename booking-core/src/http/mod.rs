@@ -112,7 +112,12 @@ pub fn router(state: AppState) -> Router {
         .method_not_allowed_fallback(method_not_allowed);
     app = match static_dir {
         Some(dir) => app.fallback_service(
-            ServeDir::new(dir).not_found_service(axum::routing::any(not_found).with_state(())),
+            tower::ServiceBuilder::new()
+                .layer(axum::middleware::from_fn(sale_common::files::names_fit))
+                .service(
+                    ServeDir::new(dir)
+                        .not_found_service(axum::routing::any(not_found).with_state(())),
+                ),
         ),
         None => app.fallback(not_found),
     };

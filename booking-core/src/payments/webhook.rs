@@ -128,11 +128,19 @@ pub enum Handled {
     Unchanged,
 }
 
+/// Longest event id, bytes, that a delivery may carry; a longer one is [`Handled::Unreadable`]
+/// (no gateway id is that long, and PostgreSQL cannot index one past about 2,700 bytes: the
+/// insert of the de-duplication row failed with a 500; newcomer review, 2026-12-05).
+pub const EVENT_ID_MAX: usize = 255;
+
 /// Processes one correctly signed delivery.
 pub async fn handle(state: &AppState, body: &[u8]) -> ApiResult<Handled> {
     let Ok(ev) = serde_json::from_slice::<Event>(body) else {
         return Ok(Handled::Unreadable);
     };
+    if ev.id.is_empty() || ev.id.len() > EVENT_ID_MAX {
+        return Ok(Handled::Unreadable);
+    }
     let id: Option<String> = sqlx::query_scalar("SELECT id FROM holds WHERE payment_id = $1")
         .bind(&ev.data.payment_id)
         .fetch_optional(&state.db)

@@ -424,6 +424,7 @@ pub fn router(state: AppState) -> Router {
                     ),
                 )
                 .map_response(conditional::static_etag)
+                .layer(axum::middleware::from_fn(sale_common::files::names_fit))
                 .service(
                     tower_http::services::ServeDir::new(dir)
                         .call_fallback_on_method_not_allowed(true)
