@@ -183,10 +183,22 @@ fn the_stock_rule_keeps_fans_off_an_empty_map_in_a_small_show_rush() {
             .to_owned();
         (out.status.success(), line)
     };
-    let (ok, control) = small("--check-stock", "small-control");
+    // The control shows the race without the rule. It is a real-time rush, so whether a fan
+    // is let in inside an empty-map window varies from run to run (one CI run saw a single
+    // 3.2 s window whose admissions all fell within the rule's reaction time): it is shown
+    // once in up to three runs.
+    let mut controls = Vec::new();
+    for i in 0..3 {
+        let (ok, control) = small("--check-stock", &format!("small-control-{i}"));
+        let shown = !ok && control.starts_with("FAIL ");
+        controls.push(control);
+        if shown {
+            break;
+        }
+    }
     assert!(
-        !ok && control.starts_with("FAIL "),
-        "without the rule fans are let in to an empty map: {control}"
+        controls.last().is_some_and(|c| c.starts_with("FAIL ")),
+        "without the rule fans are let in to an empty map: {controls:?}"
     );
     let (ok, line) = small("--stock-rule", "small-rule");
     assert!(ok && line.starts_with("PASS "), "{line}");
@@ -194,5 +206,5 @@ fn the_stock_rule_keeps_fans_off_an_empty_map_in_a_small_show_rush() {
         !line.contains(": 0 windows"),
         "the show ran out with seats in holds at least once: {line}"
     );
-    println!("control: {control}\nrule:    {line}");
+    println!("control: {controls:?}\nrule:    {line}");
 }
