@@ -94,7 +94,7 @@ impl IntoResponse for ApiError {
 
 /// 400 `invalid-text`: a value of the request holds a NUL character (U+0000), which no name
 /// or id of the booking core holds and PostgreSQL text cannot (SQLSTATE 22021).
-pub fn nul_text() -> Problem {
+fn nul_text() -> Problem {
     Problem::new(
         StatusCode::BAD_REQUEST,
         "invalid-text",
