@@ -644,13 +644,16 @@ pub async fn free_seats(
 
 /// The SQL of [`free_seats`] with `hold` and `show` placeholders: on PostgreSQL the body of
 /// the lock CTE (to be named `l`) and the update that joins it; on SQLite the update alone.
+/// The hold's seats are found through `hold_seats`'s primary key, then the seats' ([`KEEP_SEATS`]
+/// says why).
 pub fn free_seats_sql(pg: bool, hold: &str, show: &str) -> (Option<String>, String) {
     let set = "SET status = 'free', hold_id = NULL, hold_expires_at = NULL";
+    let of_hold = format!("SELECT seat_id FROM hold_seats WHERE hold_id = {hold}");
     if pg {
         (
             Some(format!(
-                "SELECT seat_id FROM seats WHERE hold_id = {hold} AND show_id = {show} AND status = 'held' \
-                 ORDER BY seat_id FOR UPDATE"
+                "SELECT seat_id FROM seats WHERE show_id = {show} AND seat_id IN ({of_hold}) \
+                 AND hold_id = {hold} AND status = 'held' ORDER BY seat_id FOR UPDATE"
             )),
             format!(
                 "UPDATE seats {set} FROM l WHERE seats.show_id = {show} AND seats.seat_id = l.seat_id \
@@ -661,11 +664,21 @@ pub fn free_seats_sql(pg: bool, hold: &str, show: &str) -> (Option<String>, Stri
         (
             None,
             format!(
-                "UPDATE seats {set} WHERE hold_id = {hold} AND show_id = {show} AND status = 'held'"
+                "UPDATE seats {set} WHERE show_id = {show} AND seat_id IN ({of_hold}) \
+                 AND hold_id = {hold} AND status = 'held'"
             ),
         )
     }
 }
+
+/// Moves the deadline of the seats hold `$2` still holds to `$1` (epoch ms); the rows it
+/// changes are the seats still the hold's. The seats are found through `hold_seats`'s primary
+/// key, as every statement that looks a hold's seats up does: `seats` has no index on
+/// `hold_id`, whose entries every hold and release of a seat wrote (migration
+/// `20261205010000_seat_index_diet`).
+pub const KEEP_SEATS: &str = "UPDATE seats SET hold_expires_at = $1 \
+     WHERE (show_id, seat_id) IN (SELECT show_id, seat_id FROM hold_seats WHERE hold_id = $2) \
+     AND hold_id = $2 AND status = 'held'";
 
 /// Keeps a HELD hold's inventory until `until_ms` (epoch ms) when all of it is still the hold's:
 /// every seat still held by it (lapsed or not, but not taken by another hold) and its pool
@@ -683,7 +696,7 @@ pub async fn keep(tx: &mut db::Tx<'_>, pg: bool, h: &Hold, until_ms: i64) -> sql
             .await?;
     db::lock_seats(tx, pg, &h.show_id, &seats).await?;
     let kept =
-        sqlx::query("UPDATE seats SET hold_expires_at = $1 WHERE hold_id = $2 AND status = 'held'")
+        sqlx::query(KEEP_SEATS)
             .bind(until_ms)
             .bind(&h.id)
             .execute(&mut **tx)

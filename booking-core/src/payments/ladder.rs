@@ -128,7 +128,7 @@ pub async fn failed_query(db: &Db, h: &Hold, now_ms: i64) -> ApiResult<Ladder> {
 
 async fn keep_seats(tx: &mut db::Tx<'_>, hold_id: &str, until: i64) -> sqlx::Result<()> {
     crate::inventory::seatmap::touch();
-    sqlx::query("UPDATE seats SET hold_expires_at = $1 WHERE hold_id = $2 AND status = 'held'")
+    sqlx::query(crate::inventory::holds::KEEP_SEATS)
         .bind(until)
         .bind(hold_id)
         .execute(&mut **tx)
