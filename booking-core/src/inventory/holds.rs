@@ -695,13 +695,12 @@ pub async fn keep(tx: &mut db::Tx<'_>, pg: bool, h: &Hold, until_ms: i64) -> sql
             .fetch_all(&mut **tx)
             .await?;
     db::lock_seats(tx, pg, &h.show_id, &seats).await?;
-    let kept =
-        sqlx::query(KEEP_SEATS)
-            .bind(until_ms)
-            .bind(&h.id)
-            .execute(&mut **tx)
-            .await?
-            .rows_affected();
+    let kept = sqlx::query(KEEP_SEATS)
+        .bind(until_ms)
+        .bind(&h.id)
+        .execute(&mut **tx)
+        .await?
+        .rows_affected();
     if kept != seats.len() as u64
         || !crate::inventory::pools::counted(tx, pg, &h.show_id, &h.id).await?
         || !crate::inventory::resources::counted(tx, pg, &h.id).await?
