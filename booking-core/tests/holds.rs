@@ -247,3 +247,100 @@ async fn section_views_and_overview_agree_with_the_whole_map(b: Backend) {
     let (st, _) = get("/api/shows/nope/sections".to_string()).await;
     assert_eq!(st, 404);
 }
+
+/// Issue 13, migration `20261205020000_seat_feed_log`: on PostgreSQL a seat's hold, the move of
+/// its deadline and its release are HOT updates (no index of `seats` covers a column they
+/// change), so a hot seat's lookups do not walk one index entry per past hold; and each change
+/// is still logged for the seat map's feed, under the writing transaction's id. Run as the
+/// service runs them, in one transaction whose own counts `pg_stat_xact_user_tables` shows.
+/// Before the migration: 0 HOT updates of 6 (the feed's `change_seq` and the unsold seats'
+/// index covered changed columns).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seat_holds_are_hot_updates_on_postgres() {
+    use booking_core::inventory::holds;
+    use sale_common::Clock;
+    let h = Harness::on(Backend::Postgres).await;
+    let now = h.clock.now_ms();
+    let seats = vec!["A-1-1".to_owned(), "A-1-2".to_owned()];
+    let mut tx = h.state.db.begin().await.unwrap();
+    let got = holds::claim(&mut tx, true, SHOW, &seats, "hot-1", now + 60_000, now)
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 2, "both seats held");
+    for s in &seats {
+        sqlx::query("INSERT INTO hold_seats (hold_id, show_id, seat_id) VALUES ('hot-1', $1, $2)")
+            .bind(SHOW)
+            .bind(s)
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+    }
+    let kept = sqlx::query(holds::KEEP_SEATS)
+        .bind(now + 120_000)
+        .bind("hot-1")
+        .execute(&mut *tx)
+        .await
+        .unwrap()
+        .rows_affected();
+    assert_eq!(kept, 2, "both deadlines moved");
+    let freed = holds::free_seats(&mut tx, true, SHOW, "hot-1")
+        .await
+        .unwrap();
+    assert_eq!(freed, 2, "both seats released");
+    let (updated, hot): (i64, i64) = sqlx::query_as(
+        "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables WHERE relname = 'seats'",
+    )
+    .fetch_one(&mut *tx)
+    .await
+    .unwrap();
+    assert_eq!((updated, hot), (6, 6), "updates of seats, HOT ones");
+    let logged: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM seat_changes \
+         WHERE change_seq = CAST(CAST(pg_current_xact_id() AS TEXT) AS BIGINT)",
+    )
+    .fetch_one(&mut *tx)
+    .await
+    .unwrap();
+    assert_eq!(logged, 6, "each change in the seat map's feed");
+    tx.rollback().await.unwrap();
+}
+
+/// The seat map's change log on PostgreSQL is pruned after `FEED_KEPT_MS` of the database's
+/// clock and no sooner (a snapshot polled within `FEED_TRUSTED` still finds every change
+/// past its cursor); the reconciler's step prunes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_seat_change_log_is_pruned_after_its_keep_time() {
+    use booking_core::inventory::seatmap::{prune_feed, FEED_KEPT_MS};
+    let h = Harness::on(Backend::Postgres).await;
+    let db = &h.state.db;
+    let now: i64 =
+        sqlx::query_scalar("SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)")
+            .fetch_one(db)
+            .await
+            .unwrap();
+    for (seat, age_ms) in [
+        ("A-1-1", FEED_KEPT_MS + 60_000),
+        ("A-1-2", FEED_KEPT_MS - 60_000),
+    ] {
+        sqlx::query(
+            "INSERT INTO seat_changes (show_id, change_seq, seat_id, at_ms) VALUES ($1, 1, $2, $3)",
+        )
+        .bind(SHOW)
+        .bind(seat)
+        .bind(now - age_ms)
+        .execute(db)
+        .await
+        .unwrap();
+    }
+    assert_eq!(
+        prune_feed(db).await.unwrap(),
+        1,
+        "only the row past the keep time"
+    );
+    let left: Vec<String> =
+        sqlx::query_scalar("SELECT seat_id FROM seat_changes WHERE change_seq = 1")
+            .fetch_all(db)
+            .await
+            .unwrap();
+    assert_eq!(left, vec!["A-1-2".to_owned()]);
+}

@@ -2,12 +2,15 @@
 //! (issue 13 item 6: fans must not wait on the booking core's read side). The map is a hint —
 //! the hold's guarded update decides (seed 002: "trusting the cached map makes it worse").
 //!
-//! - **Change feed.** Every change of a seat's status, hold or deadline stamps the seat's
-//!   `change_seq` (a trigger, so no write path can forget it): on PostgreSQL the writing
-//!   transaction's id, on SQLite the next number of one counter. A snapshot keeps a cursor and
-//!   reads only the seats stamped at or after it ([`poll`]); on PostgreSQL the next cursor is the
-//!   oldest transaction still running at the read's snapshot (`pg_snapshot_xmin`), so a change
-//!   committed later by any node is read by a later poll. Each changed seat's row is applied to
+//! - **Change feed.** Every change of a seat's status, hold or deadline is stamped by a trigger
+//!   (so no write path can forget it): on PostgreSQL with the writing transaction's id, in a row
+//!   of the append-only log `seat_changes` (not on the seat row, so that a hold is a HOT update:
+//!   migration `20261205020000_seat_feed_log`); on SQLite in the seat's `change_seq`, the next
+//!   number of one counter. A snapshot keeps a cursor and reads only the seats stamped at or
+//!   after it ([`poll`]); on PostgreSQL the next cursor is the oldest transaction still running
+//!   at the read's snapshot (`pg_snapshot_xmin`), so a change committed later by any node is
+//!   read by a later poll. The log is pruned after [`FEED_KEPT_MS`] ([`prune_feed`]); a
+//!   snapshot not polled for [`FEED_TRUSTED`] is read whole again instead. Each changed seat's row is applied to
 //!   the snapshot (not a rebuild); pools (a few rows per show) are re-read with each poll.
 //! - **Polls** run at most every [`POLL_INTERVAL`] of real time per show and process, or at once
 //!   after a seat write in this process ([`touch`]: a fan reading after its own hold sees it),
@@ -39,6 +42,15 @@ pub const POLL_INTERVAL: Duration = Duration::from_millis(250);
 /// While another request polls a show's feed, the current snapshot is served if its last poll
 /// is younger than this (2 s).
 pub const MAX_STALE: Duration = Duration::from_secs(2);
+
+/// How long PostgreSQL's change log keeps a row (10 minutes of the database's clock), see
+/// [`prune_feed`].
+pub const FEED_KEPT_MS: i64 = 10 * 60_000;
+/// A snapshot whose last poll is older than this (5 minutes) is read whole again rather than
+/// from the change log, which may have been pruned past its cursor. The margin to
+/// [`FEED_KEPT_MS`] covers a transaction that wrote a seat before the poll and committed after
+/// it (its log row is stamped at its write), for transactions shorter than 5 minutes.
+pub const FEED_TRUSTED: Duration = Duration::from_secs(5 * 60);
 
 static VERSION: AtomicU64 = AtomicU64::new(0);
 
@@ -374,8 +386,8 @@ impl SeatMaps {
         let version = VERSION.load(Ordering::Acquire);
         let live = slot.live.lock().expect("seat map").take();
         let mut live = match live {
-            Some(l) => l,
-            None => {
+            Some(l) if l.polled.elapsed() < FEED_TRUSTED => l,
+            _ => {
                 self.loads.fetch_add(1, Ordering::Relaxed);
                 load(db, show, version).await?
             }
@@ -501,6 +513,23 @@ fn cursor_sql(b: Backend) -> &'static str {
     }
 }
 
+/// Deletes PostgreSQL's change-log rows older than [`FEED_KEPT_MS`] (by the database's clock,
+/// as they were stamped) and returns how many; SQLite keeps its feed on the seat rows: 0. The
+/// reconciler calls it at each step.
+pub async fn prune_feed(db: &Db) -> sqlx::Result<u64> {
+    if db::backend(db) != Backend::Postgres {
+        return Ok(0);
+    }
+    Ok(sqlx::query(
+        "DELETE FROM seat_changes \
+         WHERE at_ms < CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT) - $1",
+    )
+    .bind(FEED_KEPT_MS)
+    .execute(db)
+    .await?
+    .rows_affected())
+}
+
 /// One read of the change feed: the seats stamped at or after the cursor (with the next cursor
 /// from the same snapshot, one statement) and the pools; applied to `live`. The changed
 /// sections (all of them when the pools changed), after the number of seat rows read.
@@ -511,10 +540,25 @@ async fn poll(
     now_ms: i64,
 ) -> sqlx::Result<(u64, BTreeSet<String>)> {
     let started = Instant::now();
+    let backend = db::backend(db);
+    let changed = match backend {
+        // The log's seats first, each then read by the seats' primary key (`LIMIT 1` keeps the
+        // lateral read per seat: a generic plan, which cannot see how few rows are past the
+        // cursor, otherwise joins the show's every seat).
+        Backend::Postgres => {
+            "(SELECT s.seat_id, s.status, s.hold_expires_at FROM \
+             (SELECT DISTINCT seat_id FROM seat_changes WHERE show_id = $1 AND change_seq >= $2) ch \
+             CROSS JOIN LATERAL (SELECT seat_id, status, hold_expires_at FROM seats \
+             WHERE show_id = $1 AND seat_id = ch.seat_id LIMIT 1) s)"
+        }
+        Backend::Sqlite => {
+            "(SELECT seat_id, status, hold_expires_at FROM seats WHERE show_id = $1 AND change_seq >= $2)"
+        }
+    };
     let sql = format!(
         "WITH c AS ({}) SELECT c.next, s.seat_id, s.status, s.hold_expires_at FROM c \
-         LEFT JOIN seats s ON s.show_id = $1 AND s.change_seq >= $2",
-        cursor_sql(db::backend(db))
+         LEFT JOIN {changed} s ON TRUE",
+        cursor_sql(backend)
     );
     let rows: Vec<ChangeRow> = sqlx::query_as(&sql)
         .bind(&live.show)

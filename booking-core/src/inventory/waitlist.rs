@@ -100,7 +100,7 @@ pub async fn free_places(
 /// Seats of `show` free now (lapsed holds count free): joining is for sold-out shows only.
 pub async fn free_seats(db: &Db, show: &str, now_ms: i64) -> sqlx::Result<i64> {
     sqlx::query_scalar(
-        "SELECT COUNT(*) FROM seats WHERE show_id = $1 AND status <> 'sold' \
+        "SELECT COUNT(*) FROM seats WHERE show_id = $1 AND status <> 'sold' AND NOT sold \
          AND (status = 'free' OR (status = 'held' AND hold_expires_at <= $2))",
     )
     .bind(show)

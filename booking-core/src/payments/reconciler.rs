@@ -61,6 +61,8 @@ pub struct Outcome {
     pub late: LateOutcome,
     /// Superseded payment attempts voided at the gateway ([`attempts::void_superseded`]).
     pub superseded: VoidOutcome,
+    /// Rows of PostgreSQL's seat change log pruned ([`crate::inventory::seatmap::prune_feed`]).
+    pub feed_pruned: u64,
 }
 
 /// Runs reconciliation steps under the single-instance lease.
@@ -141,6 +143,7 @@ impl Reconciler {
         if started.elapsed() < self.budget {
             out.superseded = attempts::void_superseded(&self.state, now_ms).await?;
         }
+        out.feed_pruned = crate::inventory::seatmap::prune_feed(db).await?;
         let oldest: Option<i64> = sqlx::query_scalar(
             "SELECT MIN(expires_at) FROM holds WHERE status = 'HELD' AND expires_at <= $1",
         )
