@@ -221,6 +221,19 @@ pub async fn begin_hold(db: &Db) -> sqlx::Result<Tx<'static>> {
     }
 }
 
+/// The condition "this seat is not sold" as both stores' planners match their partial index
+/// `seats_unsold` (a string literal, for `concat!`): PostgreSQL's index covers `NOT sold`, a
+/// stored generated column (migration `20261205020000_seat_feed_log`: so a hold, which leaves
+/// it false, is a HOT update), SQLite's covers `status <> 'sold'` (where `sold` is a virtual
+/// column). Each planner uses its index only when the query names its condition as written,
+/// so every statement that counts or finds unsold seats names both.
+macro_rules! unsold_seat {
+    () => {
+        "status <> 'sold' AND NOT sold"
+    };
+}
+pub(crate) use unsold_seat;
+
 /// `$first, $first+1, …` for `n` values (IN lists).
 pub fn params(first: usize, n: usize) -> String {
     (first..first + n)

@@ -34,14 +34,15 @@ type Free = (String, i64, i64, i64);
 
 /// A section's free seats (`$2` show, `$3` section; a hold lapsed by `$1`, epoch ms, counts
 /// free), best first, as [`Free`] rows. Served by the partial index `seats_unsold` (migration
-/// `20261202060000_seats_unsold`), so with a `LIMIT` it reads about that many seats however many
-/// in front are sold. Each backend's planner matches the partial index's condition as written:
-/// PostgreSQL's is `NOT sold` (migration `20261205020000_seat_feed_log`: a stored column, so a
-/// hold is a HOT update), SQLite's `status <> 'sold'`.
-pub const FREE_SQL: &str = "SELECT seat_id, seat_row, number, price_cents FROM seats \
-     WHERE show_id = $2 AND section = $3 AND status <> 'sold' AND NOT sold \
-     AND (status = 'free' OR (status = 'held' AND hold_expires_at <= $1)) \
-     ORDER BY seat_row, number";
+/// `20261202060000_seats_unsold`; its condition: [`crate::db::unsold_seat`]), so with a `LIMIT`
+/// it reads about that many seats however many in front are sold.
+pub const FREE_SQL: &str = concat!(
+    "SELECT seat_id, seat_row, number, price_cents FROM seats \
+     WHERE show_id = $2 AND section = $3 AND ",
+    crate::db::unsold_seat!(),
+    " AND (status = 'free' OR (status = 'held' AND hold_expires_at <= $1)) \
+     ORDER BY seat_row, number"
+);
 
 /// Free seats read first for a party: the best [`PREFIX`] of the section, enough for
 /// [`MAX_TRIES`] blocks unless the section is fragmented. Reading every free seat cost 1.05 ms

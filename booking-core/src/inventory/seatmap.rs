@@ -10,8 +10,8 @@
 //!   after it ([`poll`]); on PostgreSQL the next cursor is the oldest transaction still running
 //!   at the read's snapshot (`pg_snapshot_xmin`), so a change committed later by any node is
 //!   read by a later poll. The log is pruned after [`FEED_KEPT_MS`] ([`prune_feed`]); a
-//!   snapshot not polled for [`FEED_TRUSTED`] is read whole again instead. Each changed seat's row is applied to
-//!   the snapshot (not a rebuild); pools (a few rows per show) are re-read with each poll.
+//!   snapshot not polled for [`FEED_TRUSTED`] is read whole again instead (PostgreSQL only:
+//!   SQLite's feed is never pruned). Each changed seat's row is applied to the snapshot (not a rebuild); pools (a few rows per show) are re-read with each poll.
 //! - **Polls** run at most every [`POLL_INTERVAL`] of real time per show and process, or at once
 //!   after a seat write in this process ([`touch`]: a fan reading after its own hold sees it),
 //!   one at a time per show; while one runs, others are answered from the current snapshot if
@@ -46,8 +46,9 @@ pub const MAX_STALE: Duration = Duration::from_secs(2);
 /// How long PostgreSQL's change log keeps a row (10 minutes of the database's clock), see
 /// [`prune_feed`].
 pub const FEED_KEPT_MS: i64 = 10 * 60_000;
-/// A snapshot whose last poll is older than this (5 minutes) is read whole again rather than
-/// from the change log, which may have been pruned past its cursor. The margin to
+/// On PostgreSQL, a snapshot whose last poll is older than this (5 minutes) is read whole again
+/// rather than from the change log, which may have been pruned past its cursor (SQLite's feed
+/// is never pruned). The margin to
 /// [`FEED_KEPT_MS`] covers a transaction that wrote a seat before the poll and committed after
 /// it (its log row is stamped at its write), for transactions shorter than 5 minutes.
 pub const FEED_TRUSTED: Duration = Duration::from_secs(5 * 60);
@@ -385,8 +386,11 @@ impl SeatMaps {
         };
         let version = VERSION.load(Ordering::Acquire);
         let live = slot.live.lock().expect("seat map").take();
+        // SQLite's feed is the seats' own `change_seq`, never pruned: any cursor stays good.
+        let trusted =
+            |l: &Live| l.polled.elapsed() < FEED_TRUSTED || db::backend(db) == Backend::Sqlite;
         let mut live = match live {
-            Some(l) if l.polled.elapsed() < FEED_TRUSTED => l,
+            Some(l) if trusted(&l) => l,
             _ => {
                 self.loads.fetch_add(1, Ordering::Relaxed);
                 load(db, show, version).await?

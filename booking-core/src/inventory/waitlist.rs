@@ -99,10 +99,11 @@ pub async fn free_places(
 
 /// Seats of `show` free now (lapsed holds count free): joining is for sold-out shows only.
 pub async fn free_seats(db: &Db, show: &str, now_ms: i64) -> sqlx::Result<i64> {
-    sqlx::query_scalar(
-        "SELECT COUNT(*) FROM seats WHERE show_id = $1 AND status <> 'sold' AND NOT sold \
-         AND (status = 'free' OR (status = 'held' AND hold_expires_at <= $2))",
-    )
+    sqlx::query_scalar(concat!(
+        "SELECT COUNT(*) FROM seats WHERE show_id = $1 AND ",
+        crate::db::unsold_seat!(),
+        " AND (status = 'free' OR (status = 'held' AND hold_expires_at <= $2))"
+    ))
     .bind(show)
     .bind(now_ms)
     .fetch_one(db)

@@ -159,12 +159,16 @@ pub async fn admission_ended(tx: &mut Tx<'_>, jti: &str) -> sqlx::Result<bool> {
 /// confirmation runs it: counting the whole show each time, it was the seed rehearsal's costliest
 /// statement (32 ms mean over 4,419 calls, 513 ms at most, `pg_stat_statements`), and the first
 /// answer is one index probe.
-pub const LEFT_TO_SELL: &str = "SELECT CAST(CASE \
-     WHEN EXISTS (SELECT 1 FROM seats WHERE show_id = $1 AND status <> 'sold' AND NOT sold) THEN 1 \
+pub const LEFT_TO_SELL: &str = concat!(
+    "SELECT CAST(CASE \
+     WHEN EXISTS (SELECT 1 FROM seats WHERE show_id = $1 AND ",
+    crate::db::unsold_seat!(),
+    ") THEN 1 \
      WHEN EXISTS (SELECT 1 FROM pools WHERE show_id = $1 AND taken < capacity + oversell) THEN 1 \
      ELSE COALESCE((SELECT SUM(p.capacity + p.oversell - COALESCE((SELECT SUM(hp.quantity) FROM hold_pools hp \
      JOIN holds h ON h.id = hp.hold_id WHERE hp.show_id = p.show_id AND hp.pool_id = p.pool_id \
-     AND h.status = 'PAID' AND hp.counted = 1), 0)) FROM pools p WHERE p.show_id = $1), 0) END AS BIGINT)";
+     AND h.status = 'PAID' AND hp.counted = 1), 0)) FROM pools p WHERE p.show_id = $1), 0) END AS BIGINT)"
+);
 
 /// Whether anything of `show` is left to sell ([`LEFT_TO_SELL`]).
 async fn left_to_sell(tx: &mut Tx<'_>, show: &str) -> sqlx::Result<bool> {
