@@ -289,6 +289,42 @@ async fn array_body_and_overlong_key_are_named_problems() {
     let p = keyed(vec![value("first"), value("second")]).await;
     assert_eq!(p["type"], "/problems/invalid-idempotency-key", "{p}");
     assert_eq!(p["title"], "Two Idempotency-Key headers", "{p}");
+    // Two lines a proxy joined into one (RFC 9110 §5.3): held as the key "a, b" before.
+    let p = keyed(vec![value("a, b")]).await;
+    assert_eq!(p["type"], "/problems/invalid-idempotency-key", "{p}");
+    assert_eq!(p["title"], "Idempotency-Key with a comma", "{p}");
+    assert_eq!(h.seat_status("A-1-1").await, "free");
+}
+
+/// A body that is not JSON is `400 invalid-body` wherever its first mistyped member is: serde
+/// stops at its first error, so a truncated body whose first member had the wrong type was a
+/// `422` (newcomer review: `{"replaces":5` on `/pay`), one whose first member was right a `400`.
+/// A whole body with a mistyped member stays `422`.
+#[tokio::test]
+async fn a_truncated_body_is_400_whatever_its_first_member() {
+    let h = Harness::start().await;
+    let url = format!("{}/api/shows/{SHOW}/holds", h.base);
+    let t = h.token("truncated");
+    let cases = [
+        (r#"{"seats":5"#, 400),
+        (r#"{"pool":7,"quantity":"#, 400),
+        (r#"{"seats":["A-1-1"]"#, 400),
+        (r#"{"seats":5}"#, 422),
+    ];
+    for (i, (body, status)) in cases.into_iter().enumerate() {
+        let r = h
+            .http
+            .post(&url)
+            .bearer_auth(&t)
+            .header("Idempotency-Key", format!("trunc-{i}"))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        let p = problem(r, status).await;
+        assert_eq!(p["type"], "/problems/invalid-body", "{body}: {p}");
+    }
     assert_eq!(h.seat_status("A-1-1").await, "free");
 }
 

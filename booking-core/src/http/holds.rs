@@ -135,6 +135,18 @@ fn idempotency_key(headers: &HeaderMap) -> ApiResult<String> {
         .detail("the Idempotency-Key must be printable ASCII characters (a UUID, for example)")
         .into());
     }
+    // A comma: a proxy may join two header lines into one, separated by a comma (RFC 9110
+    // §5.3), so `a, b` may be two keys; refused like two lines (newcomer review: `a, b` was
+    // held as the key "a, b" while two lines were refused).
+    if raw.is_some_and(|v| v.as_bytes().contains(&b',')) {
+        return Err(Problem::new(
+            StatusCode::BAD_REQUEST,
+            "invalid-idempotency-key",
+            "Idempotency-Key with a comma",
+        )
+        .detail("a comma joins repeated header lines (RFC 9110 §5.3): send one key with no comma")
+        .into());
+    }
     let sent = raw.and_then(|v| v.to_str().ok()).map(str::trim);
     if let Some(k) = sent.filter(|k| k.len() > KEY_MAX) {
         return Err(Problem::new(
