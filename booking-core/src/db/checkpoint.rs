@@ -20,7 +20,7 @@
 //! never happens (frames arrive while the passive checkpoint copies), so a step finding the log
 //! past [`TRUNCATE_AT_FRAMES`] follows with a `TRUNCATE` checkpoint, which briefly holds the
 //! writer back and empties the file: the log stays under about one [`EVERY`] of commits plus
-//! [`TRUNCATE_AT_FRAMES`] (in the bench about 300 MiB at its peak). Checkpointing every 100 ms gained
+//! [`TRUNCATE_AT_FRAMES`] (in the bench about 300 MiB at its peak, measured with 4 KiB pages). Checkpointing every 100 ms gained
 //! nothing over the default (1,485 and 1,272 seat holds/s): the fsyncs themselves slowed the
 //! writer's appends to the log; once a second they are few enough.
 //!
@@ -35,15 +35,16 @@ use std::time::Duration;
 
 use super::Db;
 
-/// The writer's own auto-checkpoint threshold, pages of the log (4 KiB each by default, so
-/// about 400 MiB): reached only if [`run`] is not running or falls this far behind.
+/// The writer's own auto-checkpoint threshold, pages of the log (about 100 MiB at the 1 KiB
+/// pages of a database this service creates, [`super::SQLITE_PAGE_BYTES`]; 400 MiB at an older
+/// file's 4 KiB): reached only if [`run`] is not running or falls this far behind.
 pub const BACKSTOP_PAGES: u32 = 100_000;
 
 /// How often [`run`] checkpoints.
 pub const EVERY: Duration = Duration::from_millis(1000);
 
 /// Frames of the log past which a step follows its passive checkpoint with a `TRUNCATE` one
-/// (about 40 MiB at 4 KiB pages): under steady commits a passive checkpoint never finds the log
+/// (about 10 MiB at 1 KiB pages, 40 MiB at 4 KiB): under steady commits a passive checkpoint never finds the log
 /// wholly copied (frames arrive while it copies), so the writer never starts the log over and
 /// the file grew to the backstop (a newcomer measured 412 MB at 150 holds/s).
 pub const TRUNCATE_AT_FRAMES: i64 = 10_000;
