@@ -9,8 +9,8 @@
 //! Answers (the same as `Json`'s, as problem+json): a body over the route's limit → 413
 //! `payload-too-large`; a required body without a JSON content type (`application/json` or
 //! `application/*+json`, RFC 6839 §3.1) → 415; a syntax error anywhere in the body → 400
-//! `invalid-body`; an array,
-//! a scalar, an unknown, duplicate, missing or mistyped member → 422 `invalid-body`.
+//! `invalid-body`; an array, a scalar, an unknown, duplicate, missing or mistyped member → 422
+//! `invalid-body`.
 //!
 //! Both services read their JSON bodies through this module. Problem details echo at most
 //! [`ECHO_MAX`](crate::problem::ECHO_MAX) characters of the input.

@@ -20,9 +20,10 @@
 //! never happens (frames arrive while the passive checkpoint copies), so a step finding the log
 //! past [`TRUNCATE_AT_FRAMES`] follows with a `TRUNCATE` checkpoint, which briefly holds the
 //! writer back and empties the file: the log stays under about one [`EVERY`] of commits plus
-//! [`TRUNCATE_AT_FRAMES`] (in the bench about 300 MiB at its peak, measured with 4 KiB pages). Checkpointing every 100 ms gained
-//! nothing over the default (1,485 and 1,272 seat holds/s): the fsyncs themselves slowed the
-//! writer's appends to the log; once a second they are few enough.
+//! [`TRUNCATE_AT_FRAMES`] (in the bench about 300 MiB at its peak, measured with 4 KiB pages).
+//! Checkpointing every 100 ms gained nothing over the default (1,485 and 1,272 seat holds/s):
+//! the fsyncs themselves slowed the writer's appends to the log; once a second they are few
+//! enough.
 //!
 //! Durability: as before, a commit is in the log when it returns (`synchronous = NORMAL`) and
 //! survives a crash of this process; a power cut or an OS crash can lose the commits since the
@@ -44,9 +45,9 @@ pub const BACKSTOP_PAGES: u32 = 100_000;
 pub const EVERY: Duration = Duration::from_millis(1000);
 
 /// Frames of the log past which a step follows its passive checkpoint with a `TRUNCATE` one
-/// (about 10 MiB at 1 KiB pages, 40 MiB at 4 KiB): under steady commits a passive checkpoint never finds the log
-/// wholly copied (frames arrive while it copies), so the writer never starts the log over and
-/// the file grew to the backstop (a newcomer measured 412 MB at 150 holds/s).
+/// (about 10 MiB at 1 KiB pages, 40 MiB at 4 KiB): under steady commits a passive checkpoint
+/// never finds the log wholly copied (frames arrive while it copies), so the writer never starts
+/// the log over and the file grew to the backstop (a newcomer measured 412 MB at 150 holds/s).
 pub const TRUNCATE_AT_FRAMES: i64 = 10_000;
 
 /// The largest log file the writer leaves after it starts the log over on its own (at the

@@ -109,7 +109,7 @@ pub async fn connect(url: &str) -> anyhow::Result<Db> {
 /// stored answers, so 1 KiB. Set before the first write, as the first pragma: a database
 /// keeps the page size it was created with (in WAL mode SQLite cannot change it; converting
 /// an existing file takes `PRAGMA journal_mode = DELETE; PRAGMA page_size = 1024; VACUUM;`
-/// with the service stopped, README "Operating a sale").
+/// with the service stopped, README "Running the services one by one").
 pub const SQLITE_PAGE_BYTES: u32 = 1024;
 
 /// The pragmas of a SQLite connection that writes (sqlx's writer and [`writer`]'s thread):

@@ -11,7 +11,8 @@
 //!   at the read's snapshot (`pg_snapshot_xmin`), so a change committed later by any node is
 //!   read by a later poll. The log is pruned after [`FEED_KEPT_MS`] ([`prune_feed`]); a
 //!   snapshot not polled for [`FEED_TRUSTED`] is read whole again instead (PostgreSQL only:
-//!   SQLite's feed is never pruned). Each changed seat's row is applied to the snapshot (not a rebuild); pools (a few rows per show) are re-read with each poll.
+//!   SQLite's feed is never pruned). Each changed seat's row is applied to the snapshot (not a
+//!   rebuild); pools (a few rows per show) are re-read with each poll.
 //! - **Polls** run at most every [`POLL_INTERVAL`] of real time per show and process, or at once
 //!   after a seat write in this process ([`touch`]: a fan reading after its own hold sees it),
 //!   one at a time per show; while one runs, others are answered from the current snapshot if
@@ -48,9 +49,9 @@ pub const MAX_STALE: Duration = Duration::from_secs(2);
 pub const FEED_KEPT_MS: i64 = 10 * 60_000;
 /// On PostgreSQL, a snapshot whose last poll is older than this (5 minutes) is read whole again
 /// rather than from the change log, which may have been pruned past its cursor (SQLite's feed
-/// is never pruned). The margin to
-/// [`FEED_KEPT_MS`] covers a transaction that wrote a seat before the poll and committed after
-/// it (its log row is stamped at its write), for transactions shorter than 5 minutes.
+/// is never pruned). The margin to [`FEED_KEPT_MS`] covers a transaction that wrote a seat
+/// before the poll and committed after it (its log row is stamped at its write), for
+/// transactions shorter than 5 minutes.
 pub const FEED_TRUSTED: Duration = Duration::from_secs(5 * 60);
 
 static VERSION: AtomicU64 = AtomicU64::new(0);
