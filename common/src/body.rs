@@ -78,17 +78,20 @@ pub fn optional<T: DeserializeOwned>(bytes: &[u8]) -> Result<Option<T>, Problem>
 }
 
 /// One parse, straight into the struct (syntax → 400, data → 422, as `Json`'s); a body that
-/// parsed but is not an object was read by position, and is refused. The syntax is checked
-/// first, over the whole body: serde stops at its first error, so a truncated body whose first
-/// member had the wrong type was a 422 and one whose first member was right a 400 (newcomer
-/// review: `{"replaces":5` on `/pay`).
+/// parsed but is not an object was read by position, and is refused. serde stops at its first
+/// error, so a data error is checked for a syntax error further on: a truncated body whose
+/// first member had the wrong type was a 422, one whose first member was right a 400 (newcomer
+/// review: `{"replaces":5` on `/pay`). A body that parses is read once.
 fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
-    if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
-        let text = format!("Failed to parse the request body as JSON: {e}");
-        return Err(rejection(StatusCode::BAD_REQUEST, &text));
-    }
-    let Json(body) = Json::<T>::from_bytes(bytes)
-        .map_err(|r: JsonRejection| rejection(r.status(), &r.body_text()))?;
+    let Json(body) = Json::<T>::from_bytes(bytes).map_err(|r: JsonRejection| {
+        if r.status() == StatusCode::UNPROCESSABLE_ENTITY {
+            if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
+                let text = format!("Failed to parse the request body as JSON: {e}");
+                return rejection(StatusCode::BAD_REQUEST, &text);
+            }
+        }
+        rejection(r.status(), &r.body_text())
+    })?;
     if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
         let text = "the request body must be a JSON object";
         return Err(rejection(StatusCode::UNPROCESSABLE_ENTITY, text));
