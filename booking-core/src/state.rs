@@ -43,6 +43,10 @@ pub struct AppState {
     /// Reads that may trail a concurrent write by one commit (seat maps, hold views): extra
     /// SQLite reader connections, or `db` itself ([`db::connect_reads`]).
     pub reads: db::Db,
+    /// The pool the seat maps poll their change feed with: on PostgreSQL a small pool of its
+    /// own, so a poll never queues behind the fans' holds; else `reads`
+    /// ([`db::connect_feed`]).
+    pub feed: db::Db,
     /// Cached seat maps ([`seatmap`]).
     pub seatmaps: Arc<seatmap::SeatMaps>,
     /// The per-show hold queues of the hottest shows ([`hotq`]).
@@ -69,6 +73,7 @@ impl AppState {
         telemetry::init();
         let db = db::connect(&config.database_url).await?;
         let reads = db::connect_reads(&config.database_url, &db).await?;
+        let feed = db::connect_feed(&config.database_url, &reads).await?;
         for show in &config.shows {
             db::seed_show(&db, show).await?;
         }
@@ -115,6 +120,7 @@ impl AppState {
             gateway,
             limiter: Arc::new(caps::RateLimiter::default()),
             reads,
+            feed,
             seatmaps: Arc::default(),
             hold_queues,
             in_flight: Arc::default(),

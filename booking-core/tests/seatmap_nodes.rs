@@ -3,7 +3,8 @@
 //! A hold made on one shows on the other's map within the poll interval (polled with a
 //! deadline derived from it), read through the change feed (one whole-show read, then only the
 //! changed seat), with the map's age in `Seat-Map-Age-Ms`; a lapsed hold shows free at its
-//! deadline with no read at all; a release shows like a hold.
+//! deadline with no read at all; a release shows like a hold. A poll has connections of its
+//! own: it never waits behind the holds for one.
 
 mod support;
 
@@ -121,4 +122,28 @@ async fn a_hold_on_one_node_shows_on_the_others_map_within_the_poll_interval() {
     assert!(r.status().is_success(), "{}", r.status());
     until_shows(&h, &b, "free").await;
     assert_eq!(other.seatmaps.read_counts().loads, 1);
+}
+
+/// Every connection of the holds' pool taken (as under a rush, every one busy with a hold and
+/// more holds queued for them): the map's poll still runs, on the feed's own pool
+/// (`db::connect_feed`), and shows a seat changed meanwhile. On the shared pool the poll waited
+/// for a connection, the reader with it, and after the pool's acquire timeout it was a 503.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seat_map_poll_never_waits_behind_the_holds_for_a_connection() {
+    let h = Harness::on_with(Backend::Postgres, |c| Harness::small_venue(c, 20)).await;
+    let base = h.base.clone();
+    assert_eq!(seat_on(&h, &base).await.0, "free");
+    let mut taken = Vec::new();
+    for _ in 0..booking_core::db::PG_POOL {
+        taken.push(h.state.db.acquire().await.unwrap());
+    }
+    sqlx::query("UPDATE seats SET status = 'sold' WHERE show_id = $1 AND seat_id = 'A-1-1'")
+        .bind(SHOW)
+        .execute(&mut *taken[0])
+        .await
+        .unwrap();
+    // A write in this process: the next read polls the feed at once.
+    booking_core::inventory::seatmap::touch();
+    assert_eq!(seat_on(&h, &base).await.0, "sold");
+    drop(taken);
 }

@@ -180,7 +180,7 @@ pub async fn seats(
     let q = strict_query(q, &["section"])?;
     let served = state
         .seatmaps
-        .get(&state.reads, &show, state.clock.now_ms())
+        .get(&state.feed, &show, state.clock.now_ms())
         .await?;
     let views = &served.views;
     let body = match q.get("section") {
@@ -233,7 +233,7 @@ pub async fn sections(
     strict_query(q, &[])?;
     let served = state
         .seatmaps
-        .get(&state.reads, &show, state.clock.now_ms())
+        .get(&state.feed, &show, state.clock.now_ms())
         .await?;
     Ok((map_headers(&served), served.views.overview.clone()).into_response())
 }
