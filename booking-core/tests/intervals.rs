@@ -2,7 +2,9 @@
 //! unguarded check-then-insert lets two claims in; through the API, with PostgreSQL's exclusion
 //! constraint or SQLite's check under the single writer, exactly one of N concurrent holders
 //! wins), back-to-back intervals, the buffer inside the range, an expired hold not blocking,
-//! SQLSTATE 23P01 answered 409 with fresh free intervals, and bad input as specific 422s.
+//! SQLSTATE 23P01 answered 409 with fresh free intervals, and bad input as specific 422s. On
+//! PostgreSQL, claims that waited together on a claim being released are one winner and 409s,
+//! never a deadlock.
 
 mod support;
 
@@ -541,4 +543,75 @@ async fn free_intervals_name_the_venues_local_time_across_the_fall_back() {
     let id = created["hold_id"].as_str().expect("hold id");
     let view = h.hold_view("fan-tz", id).await;
     assert_eq!(local(&view), want, "{view}");
+}
+
+/// Newcomer review: interval holds racing the release of a claim of the same range. Every
+/// claim's insert waits at the exclusion check for the release's transaction (here the one
+/// release code, `holds::release_in`, left open until all of them wait); when it commits they
+/// wake together. Without the resource's lock (`resources::lock_resource`) each found the
+/// others' rows in progress and waited for them: PostgreSQL aborted one as a deadlock and its
+/// fan got 503. With it they claim one after another: one 201, the others 409
+/// `interval-unavailable`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interval_claims_waiting_on_a_release_are_one_winner_never_a_deadlock() {
+    use booking_core::db::Actor;
+    use booking_core::inventory::holds::{self, Ended};
+    let h = with_resources(Backend::Postgres).await;
+    let body = json!({"resource": "P1", "start": at("19:00"), "end": at("20:00")});
+    let (st, first) = hold_interval(&h, "leaves", "k", body.clone()).await;
+    assert_eq!(st, 201, "{first}");
+    let released = first["hold_id"].as_str().unwrap().to_owned();
+    let mut release = h.state.db.begin().await.unwrap();
+    let now = sale_common::Clock::now_ms(&h.clock);
+    let done = holds::release_in(
+        &mut release,
+        true,
+        &released,
+        None,
+        Actor::Api,
+        Ended::Released,
+        "fan",
+        now,
+    )
+    .await
+    .unwrap();
+    assert!(done);
+    let fans: i64 = 6;
+    let racing = futures::future::join_all((0..fans).map(|i| {
+        let (h, body) = (&h, body.clone());
+        async move { hold_interval(h, &format!("racer{i}"), "k", body).await }
+    }));
+    // The release commits once every racer's transaction waits on a lock (the release's, or
+    // with the fix the resource's), polled every 10 ms.
+    let commit_when_all_wait = async {
+        let t = std::time::Instant::now();
+        loop {
+            let waiting: i64 = sqlx::query_scalar(
+                "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() \
+                 AND wait_event_type = 'Lock' AND state = 'active'",
+            )
+            .fetch_one(&h.state.db)
+            .await
+            .unwrap();
+            if waiting >= fans {
+                break;
+            }
+            assert!(
+                t.elapsed() < std::time::Duration::from_secs(20),
+                "only {waiting} of the {fans} racers waited"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        release.commit().await.unwrap();
+    };
+    let (results, ()) = tokio::join!(racing, commit_when_all_wait);
+    let winners = results.iter().filter(|r| r.0 == 201).count();
+    assert_eq!(winners, 1, "{results:?}");
+    for (st, body) in results.iter().filter(|r| r.0 != 201) {
+        assert_eq!(
+            (*st, body["type"].as_str()),
+            (409, Some("/problems/interval-unavailable")),
+            "{body}"
+        );
+    }
 }
