@@ -488,24 +488,8 @@ pub fn audit_sql(
     actor: Actor,
     reason: &str,
 ) -> String {
-    audit_when_sql(b, at_ms, show_id, hold_id, action, actor, reason, "1 = 1")
-}
-
-/// [`audit_sql`], the row written only when `condition` (SQL) holds.
-#[allow(clippy::too_many_arguments)]
-pub fn audit_when_sql(
-    b: &mut Binds,
-    at_ms: &str,
-    show_id: &str,
-    hold_id: &str,
-    action: &str,
-    actor: Actor,
-    reason: &str,
-    condition: &str,
-) -> String {
     format!(
-        "INSERT INTO audit (at, show_id, hold_id, action, actor, reason) SELECT {at_ms}, {show_id}, {hold_id}, {}, {}, {} \
-         WHERE {condition}",
+        "INSERT INTO audit (at, show_id, hold_id, action, actor, reason) VALUES ({at_ms}, {show_id}, {hold_id}, {}, {}, {})",
         b.push(action.to_owned()),
         b.push(actor.as_str()),
         b.push(reason.to_owned())

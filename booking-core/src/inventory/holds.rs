@@ -488,6 +488,8 @@ pub fn release_writes_sql(
     reason: &str,
     now_ms: i64,
 ) -> (db::Binds, Vec<String>, Vec<String>) {
+    // One call: the seats freed, the cap slots, the session's end and its notice, the audit
+    // row and the hold's own waitlist offer ended (issue 13: was six round trips).
     let mut b = db::Binds::default();
     let (h, s, j, at) = (
         b.push(hold_id.to_owned()),
@@ -495,78 +497,27 @@ pub fn release_writes_sql(
         b.push(jti.to_owned()),
         b.push(now_ms),
     );
-    let writes = Writes {
-        hold: &h,
-        of_hold: &h,
-        when: "1 = 1",
-        show,
-        s: &s,
-        jti,
-        j: &j,
-        at: &at,
-    };
-    let (ctes, statements) = writes.sql(&mut b, pg, !parts.seats.is_empty(), actor, end, reason);
-    (b, ctes, statements)
-}
-
-/// The placeholders (already bound) and SQL conditions of a release's writes, for
-/// [`release_writes_sql`] and [`crate::inventory::releases::at_once`].
-pub struct Writes<'a> {
-    /// The hold id's placeholder, for the rows inserted.
-    pub hold: &'a str,
-    /// What the updates match `hold_id` against: `hold`, or [`release_at_once`]'s
-    /// `(SELECT id FROM h)` (no row when its guard failed, so they change nothing).
-    pub of_hold: &'a str,
-    /// The condition (SQL) every insert also requires: `1 = 1`, or that the guard passed.
-    pub when: &'a str,
-    /// The hold's show (for the session end's notice) and its placeholder.
-    pub show: &'a str,
-    /// The placeholder of `show`.
-    pub s: &'a str,
-    /// The hold's admission `jti` (for the notice).
-    pub jti: &'a str,
-    /// The placeholder of `jti`.
-    pub j: &'a str,
-    /// The placeholder of the time, epoch ms.
-    pub at: &'a str,
-}
-
-impl Writes<'_> {
-    /// The lock CTEs (PostgreSQL, `seats`: the seats' `FOR UPDATE`, named `l`) and the
-    /// statements: the seats the hold still holds freed (when `seats`), its cap slots, the
-    /// session's end and its notice, the audit row, and the hold's own waitlist offer ended.
-    pub fn sql(
-        &self,
-        b: &mut db::Binds,
-        pg: bool,
-        seats: bool,
-        actor: Actor,
-        end: Ended,
-        reason: &str,
-    ) -> (Vec<String>, Vec<String>) {
-        let (mut ctes, mut statements) = (Vec::new(), Vec::new());
-        if seats {
-            let (lock, update) = free_seats_sql(pg, self.of_hold, self.s);
-            ctes.extend(lock.map(|l| format!("l AS ({l})")));
-            statements.push(update);
-        }
-        statements.push(crate::inventory::caps::free_slots_sql(self.of_hold));
-        statements.extend(crate::outbox::notify::session_end_after_hold_sql(
-            b, self.show, self.s, self.jti, self.j, self.at, self.hold, self.when,
-        ));
-        statements.push(db::audit_when_sql(
-            b,
-            self.at,
-            self.s,
-            self.hold,
-            end.as_str(),
-            actor,
-            reason,
-            self.when,
-        ));
-        statements.push(crate::inventory::waitlist::lapse_offer_sql(self.of_hold));
-        (ctes, statements)
+    let (mut ctes, mut statements) = (Vec::new(), Vec::new());
+    if !parts.seats.is_empty() {
+        let (lock, update) = free_seats_sql(pg, &h, &s);
+        ctes.extend(lock.map(|l| format!("l AS ({l})")));
+        statements.push(update);
     }
+    statements.push(crate::inventory::caps::free_slots_sql(&h));
+    statements.extend(crate::outbox::notify::session_end_after_hold_sql(
+        &mut b, show, &s, jti, &j, &at, &h,
+    ));
+    statements.push(db::audit_sql(
+        &mut b,
+        &at,
+        &s,
+        &h,
+        end.as_str(),
+        actor,
+        reason,
+    ));
+    statements.push(crate::inventory::waitlist::lapse_offer_sql(&h));
+    (b, ctes, statements)
 }
 
 /// What a hold has, read in one statement: its seats (in seat order), its pool row `(pool,

@@ -242,11 +242,15 @@ pub async fn release_of(
 ) -> sqlx::Result<()> {
     crate::inventory::seatmap::touch();
     if pg {
-        let [uncount, returned] = release_pg_sql("$1", "$1");
-        sqlx::query(&format!("WITH pc AS ({uncount}) {returned}"))
-            .bind(hold_id)
-            .execute(&mut **tx)
-            .await?;
+        sqlx::query(
+            "WITH c AS (UPDATE hold_pools SET counted = 0 WHERE hold_id = $1 AND counted = 1 \
+             RETURNING show_id, pool_id, quantity) \
+             INSERT INTO pool_returns (show_id, pool_id, hold_id, quantity) \
+             SELECT show_id, pool_id, $1, quantity FROM c",
+        )
+        .bind(hold_id)
+        .execute(&mut **tx)
+        .await?;
         return Ok(());
     }
     sqlx::query(SQLITE_RELEASE)
@@ -256,23 +260,6 @@ pub async fn release_of(
         .execute(&mut **tx)
         .await?;
     Ok(())
-}
-
-/// The two statements of a PostgreSQL release of hold `hold` (placeholder; `of_hold`: what
-/// `hold_id` is matched against, the same placeholder or an expression): the hold's
-/// `hold_pools` row uncounted, the body of a CTE to be named `pc`, and its places appended to
-/// `pool_returns` from `pc`. No row when the hold has no pool part or its row no longer counts.
-pub fn release_pg_sql(of_hold: &str, hold: &str) -> [String; 2] {
-    [
-        format!(
-            "UPDATE hold_pools SET counted = 0 WHERE hold_id = {of_hold} AND counted = 1 \
-             RETURNING show_id, pool_id, quantity"
-        ),
-        format!(
-            "INSERT INTO pool_returns (show_id, pool_id, hold_id, quantity) \
-             SELECT show_id, pool_id, {hold}, quantity FROM pc"
-        ),
-    ]
 }
 
 /// Confirmation of a pool hold: true when its units count (still counted, or claimed again

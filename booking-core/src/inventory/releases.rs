@@ -18,8 +18,7 @@
 //!
 //! PostgreSQL keeps one transaction per release: its pool has many connections, and one
 //! transaction locking the seats of many holds could deadlock with holds that lock seats in
-//! seat order (case B05). There the release is ONE statement ([`at_once`]) when no fan of the
-//! show waits on the waitlist, else [`holds::release_in`] in a transaction of its own.
+//! seat order (case B05).
 
 use futures::future::BoxFuture;
 
@@ -36,10 +35,6 @@ pub const MAX_BATCH: usize = 128;
 pub struct Release {
     /// The hold.
     pub hold_id: String,
-    /// The hold's show (never changes; the guard of [`at_once`] checks it).
-    pub show: String,
-    /// The hold's admission `jti` (never changes), for the session end's notice.
-    pub jti: String,
     /// The hold's `payment_id` as the caller read it (`""`: none); the release's guard
     /// requires it unchanged, so a payment started meanwhile is never left on a released hold.
     pub payment: String,
@@ -85,7 +80,7 @@ impl OrWriter<Apply> {
     /// after a batch failed (or the writer's, for its batch).
     pub async fn release(&self, db: &Db, r: Release) -> sqlx::Result<bool> {
         if db::backend(db) == Backend::Postgres {
-            return Ok(at_once(db, &r).await? || alone(db, &r).await?);
+            return alone(db, &r).await;
         }
         if let Some(w) = &self.writer {
             return match fast::release(w, r.clone()).await? {
@@ -98,75 +93,6 @@ impl OrWriter<Apply> {
             None => alone(db, &r).await,
         }
     }
-}
-
-/// A fan's release on PostgreSQL in ONE statement (and its transaction's `BEGIN` and
-/// `COMMIT`: 3 round trips, where [`holds::release_in`] takes 4 and its caller's read of the hold a
-/// fifth; issue 13, "fewer round trips per granted hold and release"). The guarded
-/// HELD→RELEASED update of `r`'s hold is the CTE `h`; every write of [`holds::release_in`] is a CTE
-/// after it that changes only rows of `(SELECT id FROM h)` or inserts only when `h` has a row,
-/// the pool's places returned as [`crate::inventory::pools::release_of`] does and an interval claim cleared as
-/// [`resources::release`](crate::inventory::resources::release) does, whatever the hold has
-/// (none of them then match a row). The hold row is locked first, then its seats in seat order,
-/// as in [`holds::release_in`]. The guard also requires that no fan of the show is waiting on the
-/// waitlist: a release that must offer what it frees goes through [`holds::release_in`]. False when the
-/// guard failed: nothing was written, and the caller releases through [`holds::release_in`], which
-/// tells a hold no longer HELD.
-pub async fn at_once(db: &Db, r: &Release) -> sqlx::Result<bool> {
-    crate::inventory::seatmap::touch();
-    let (sql, b) = at_once_sql(r);
-    let mut tx = db::begin_hold(db).await?;
-    let released: Option<String> = sqlx::query_scalar_with(&sql, b.args())
-        .fetch_optional(&mut *tx)
-        .await?;
-    tx.commit().await?;
-    if released.is_some() {
-        holds::count_release(&r.show, Actor::Api, Ended::Released);
-    }
-    Ok(released.is_some())
-}
-
-/// The SQL of [`at_once`] and its values; one row, the hold's id, when released.
-fn at_once_sql(r: &Release) -> (String, db::Binds) {
-    let mut b = db::Binds::default();
-    let (h, s, j, at) = (
-        b.push(r.hold_id.as_str()),
-        b.push(r.show.as_str()),
-        b.push(r.jti.as_str()),
-        b.push(r.now_ms),
-    );
-    let (e, p) = (b.push(Ended::Released.as_str()), b.push(r.payment.as_str()));
-    let guard = format!(
-        "h AS (UPDATE holds SET status = 'RELEASED', ended_as = {e}, released_at = {at} \
-         WHERE id = {h} AND show_id = {s} AND status = 'HELD' AND COALESCE(payment_id, '') = {p} \
-         AND NOT EXISTS (SELECT 1 FROM waitlist w WHERE w.show_id = {s} AND w.status = 'waiting') \
-         RETURNING id)"
-    );
-    let writes = holds::Writes {
-        hold: &h,
-        of_hold: "(SELECT id FROM h)",
-        when: "EXISTS (SELECT 1 FROM h)",
-        show: &r.show,
-        s: &s,
-        jti: &r.jti,
-        j: &j,
-        at: &at,
-    };
-    let (locks, mut statements) =
-        writes.sql(&mut b, true, true, Actor::Api, Ended::Released, &r.reason);
-    let [uncount, returned] = crate::inventory::pools::release_pg_sql(writes.of_hold, &h);
-    statements.push(returned);
-    statements.push(crate::inventory::resources::release_sql(writes.of_hold));
-    let mut with = vec![guard];
-    with.extend(locks);
-    with.push(format!("pc AS ({uncount})"));
-    with.extend(
-        statements
-            .iter()
-            .enumerate()
-            .map(|(i, s)| format!("w{i} AS ({s})")),
-    );
-    (format!("WITH {} SELECT id FROM h", with.join(", ")), b)
 }
 
 /// `r` in a transaction of its own: committed when released, rolled back otherwise.

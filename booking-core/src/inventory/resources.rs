@@ -184,16 +184,11 @@ pub async fn counted(tx: &mut Tx<'_>, pg: bool, hold_id: &str) -> sqlx::Result<b
 
 /// Release: the hold's claim stops blocking, in the transaction that changes its status.
 pub async fn release(tx: &mut Tx<'_>, hold_id: &str) -> sqlx::Result<()> {
-    sqlx::query(&release_sql("$1"))
+    sqlx::query("UPDATE hold_resources SET blocking = 0 WHERE hold_id = $1 AND blocking = 1")
         .bind(hold_id)
         .execute(&mut **tx)
         .await?;
     Ok(())
-}
-
-/// The statement of [`release`]: `hold` a placeholder or an expression of the hold's id.
-pub fn release_sql(hold: &str) -> String {
-    format!("UPDATE hold_resources SET blocking = 0 WHERE hold_id = {hold} AND blocking = 1")
 }
 
 /// Confirmation: true when the hold's claim blocks (still, or again after it was cleared and

@@ -125,8 +125,6 @@ pub const ADMISSION_SCOPE: &str = "jti";
 /// admission may hold again once a hold lapsed, before the reconciler sweeps that one), so a
 /// lapsed hold swept late never ends the session of the live hold that followed it (newcomer
 /// review: a HELD hold on an ended admission, the fan's waiting-room slot freed under it).
-/// Both rows also require `when` (SQL; `1 = 1` for always).
-#[allow(clippy::too_many_arguments)]
 pub fn session_end_after_hold_sql(
     b: &mut Binds,
     show: &str,
@@ -135,10 +133,9 @@ pub fn session_end_after_hold_sql(
     j: &str,
     at: &str,
     h: &str,
-    when: &str,
 ) -> [String; 2] {
     let unless = format!(
-        "{when} AND NOT EXISTS (SELECT 1 FROM hold_slots WHERE scope = {} AND owner = {j} \
+        "NOT EXISTS (SELECT 1 FROM hold_slots WHERE scope = {} AND owner = {j} \
          AND hold_id <> {h} AND live_until > {at})",
         b.push(ADMISSION_SCOPE)
     );

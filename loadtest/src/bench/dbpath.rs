@@ -28,9 +28,6 @@ const SHOW: &str = "bench-db";
 /// Seats of its hot block.
 const SEATS: u32 = 100;
 
-/// A worker's last hold, released before its next one: (hold id, its admission's `jti`).
-type LastHold = Mutex<Option<(String, String)>>;
-
 /// How a figure's holds are applied.
 #[derive(Debug, Clone, Copy)]
 enum Mode {
@@ -82,7 +79,7 @@ pub async fn measure(
     }
     let mut out = Vec::new();
     for (name, mode) in modes {
-        let live: Arc<Vec<LastHold>> =
+        let live: Arc<Vec<Mutex<Option<String>>>> =
             Arc::new((0..connections).map(|_| Mutex::new(None)).collect());
         let (db2, seats2, queues2, next2) =
             (db.clone(), seats.clone(), queues.clone(), next.clone());
@@ -94,14 +91,12 @@ pub async fn measure(
             let n = next2.fetch_add(1, Ordering::Relaxed);
             Box::pin(async move {
                 let prev = live[w].lock().expect("hold slot").take();
-                if let Some((h, jti)) = prev {
+                if let Some(h) = prev {
                     let now = now_ms();
                     let _ = match mode {
                         Mode::Writer => {
                             let r = Release {
                                 hold_id: h,
-                                show: SHOW.to_owned(),
-                                jti,
                                 payment: String::new(),
                                 reason: "bench".into(),
                                 now_ms: now,
@@ -151,9 +146,8 @@ pub async fn measure(
                 let took = t.elapsed();
                 let status = match answer {
                     Ok(a) => {
-                        *live[w].lock().expect("hold slot") = a.body["hold_id"]
-                            .as_str()
-                            .map(|h| (h.to_owned(), adm.jti.clone()));
+                        *live[w].lock().expect("hold slot") =
+                            a.body["hold_id"].as_str().map(String::from);
                         201
                     }
                     Err(booking_core::error::ApiError::Problem(p)) => p.status.as_u16(),
