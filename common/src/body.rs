@@ -83,20 +83,54 @@ pub fn optional<T: DeserializeOwned>(bytes: &[u8]) -> Result<Option<T>, Problem>
 /// first member had the wrong type was a 422, one whose first member was right a 400 (newcomer
 /// review: `{"replaces":5` on `/pay`). A body that parses is read once.
 fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
+    let not_object = || {
+        let text = "the request body must be a JSON object";
+        rejection(StatusCode::UNPROCESSABLE_ENTITY, text)
+    };
     let Json(body) = Json::<T>::from_bytes(bytes).map_err(|r: JsonRejection| {
         if r.status() == StatusCode::UNPROCESSABLE_ENTITY {
             if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
                 let text = format!("Failed to parse the request body as JSON: {e}");
                 return rejection(StatusCode::BAD_REQUEST, &text);
             }
+            if !starts_as_object(bytes) {
+                return not_object();
+            }
+            return rejection(r.status(), &plain(&r.body_text()));
         }
         rejection(r.status(), &r.body_text())
     })?;
-    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
-        let text = "the request body must be a JSON object";
-        return Err(rejection(StatusCode::UNPROCESSABLE_ENTITY, text));
+    if !starts_as_object(bytes) {
+        return Err(not_object());
     }
     Ok(body)
+}
+
+/// Whether the body's first non-blank byte opens a JSON object.
+fn starts_as_object(bytes: &[u8]) -> bool {
+    bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
+}
+
+/// A data error's text without the service's own names (second newcomer review, 2026-12-05:
+/// `null` was answered "… into the target type: invalid type: null, expected struct HoldBody"):
+/// axum's prefix left out, and serde's `struct Name` said as `a JSON object`.
+fn plain(text: &str) -> String {
+    let text = text
+        .strip_prefix("Failed to deserialize the JSON body into the target type: ")
+        .unwrap_or(text);
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("struct ") {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + "struct ".len()..];
+        let name = after
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(after.len());
+        out.push_str("a JSON object");
+        rest = &after[name..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// A body rejection as a problem: 413 `payload-too-large` for a body over the route's limit,
@@ -136,4 +170,49 @@ where
     T: Deserialize<'de>,
 {
     T::deserialize(d).map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Inner {
+        n: u32,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Outer {
+        inner: Inner,
+    }
+
+    fn detail(body: &str) -> (u16, String) {
+        let p = parse::<Outer>(body.as_bytes()).unwrap_err();
+        (p.status.as_u16(), p.detail.unwrap_or_default())
+    }
+
+    #[test]
+    fn a_data_error_names_no_rust_type() {
+        for body in ["null", "5", "\"x\"", "[1]", "true"] {
+            assert_eq!(
+                detail(body),
+                (422, "the request body must be a JSON object".to_owned()),
+                "{body}"
+            );
+        }
+        let (status, text) = detail(r#"{"inner": 5}"#);
+        assert_eq!(status, 422);
+        assert!(text.contains("expected a JSON object"), "{text}");
+        assert!(
+            !text.contains("Inner") && !text.contains("target type"),
+            "{text}"
+        );
+        let (status, text) = detail(r#"{"inner": {"n": "x"}}"#);
+        assert_eq!(status, 422);
+        assert!(text.contains("invalid type: string"), "{text}");
+    }
 }
