@@ -78,15 +78,7 @@ pub async fn connect(url: &str) -> anyhow::Result<Db> {
                 .connect(url)
                 .await?
         }
-        Backend::Postgres => {
-            AnyPoolOptions::new()
-                .max_connections(PG_POOL)
-                .acquire_timeout(Duration::from_secs(5))
-                .test_before_acquire(false)
-                .before_acquire(ping_if_idle)
-                .connect(url)
-                .await?
-        }
+        Backend::Postgres => pg_pool(PG_POOL).connect(url).await?,
     };
     match backend(&pool) {
         Backend::Sqlite => SQLITE_MIGRATIONS.run(&pool).await?,
@@ -203,19 +195,24 @@ pub async fn connect_reads(url: &str, writer: &Db) -> anyhow::Result<Db> {
 /// own, [`PG_FEED_POOL`] connections: on the shared pool ([`PG_POOL`] connections) a poll
 /// waited for a connection behind every hold queued for one, and the reader that started it
 /// waited with it. The seed rehearsal's seat-map p99 was 2.29 s and its sections' 1.41 s, for
-/// snapshots served from memory. On SQLite, `reads` itself (the readers never queue behind
-/// the writer).
+/// snapshots served from memory; with this pool, 1.69 s and 1.14 s (one run each; what is left
+/// is the machine's CPU, which the waiting room's own endpoints show too). On SQLite, `reads`
+/// itself (the readers never queue behind the writer).
 pub async fn connect_feed(url: &str, reads: &Db) -> anyhow::Result<Db> {
     if Backend::of_url(url)? != Backend::Postgres {
         return Ok(reads.clone());
     }
-    Ok(AnyPoolOptions::new()
-        .max_connections(PG_FEED_POOL)
+    Ok(pg_pool(PG_FEED_POOL).connect(url).await?)
+}
+
+/// The options of a PostgreSQL pool of `max` connections: a 5 s acquire timeout (then 503),
+/// and a ping only before reusing a connection idle for a while ([`ping_if_idle`]).
+fn pg_pool(max: u32) -> AnyPoolOptions {
+    AnyPoolOptions::new()
+        .max_connections(max)
         .acquire_timeout(Duration::from_secs(5))
         .test_before_acquire(false)
         .before_acquire(ping_if_idle)
-        .connect(url)
-        .await?)
 }
 
 /// Begins a transaction that will write. On SQLite it begins as a writer (`BEGIN IMMEDIATE`):

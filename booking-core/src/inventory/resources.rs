@@ -91,16 +91,38 @@ pub const CLAIM_LOCK_SPACE: i32 = 17;
 /// hold's last statement (after its seats and pool places), so the lock is held only from
 /// there to the commit.
 async fn lock_resource(tx: &mut Tx<'_>, show: &str, resource: &str) -> sqlx::Result<()> {
-    sqlx::query(
-        "SELECT CAST(COUNT(*) AS BIGINT) FROM \
-         (SELECT pg_advisory_xact_lock($1, hashtext($2 || '|' || $3))) l",
-    )
-    .bind(CLAIM_LOCK_SPACE)
-    .bind(show)
-    .bind(resource)
-    .execute(&mut **tx)
-    .await?;
+    let sql = format!(
+        "SELECT CAST(COUNT(*) AS BIGINT) FROM (SELECT {}) l",
+        lock_sql("$2", "$3")
+    );
+    sqlx::query(&sql)
+        .bind(CLAIM_LOCK_SPACE)
+        .bind(show)
+        .bind(resource)
+        .execute(&mut **tx)
+        .await?;
     Ok(())
+}
+
+/// [`lock_resource`] of the resource hold `hold_id` claims, its name read in the same
+/// statement (no lock when the hold has no resource part).
+async fn lock_resource_of(tx: &mut Tx<'_>, hold_id: &str) -> sqlx::Result<()> {
+    let sql = format!(
+        "SELECT CAST(COUNT(*) AS BIGINT) FROM (SELECT {} FROM hold_resources WHERE hold_id = $2) l",
+        lock_sql("show_id", "resource")
+    );
+    sqlx::query(&sql)
+        .bind(CLAIM_LOCK_SPACE)
+        .bind(hold_id)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+/// The lock call of [`lock_resource`] (key space `$1`) for SQL expressions of the show and the
+/// resource: one key for both ways of naming them.
+fn lock_sql(show: &str, resource: &str) -> String {
+    format!("pg_advisory_xact_lock($1, hashtext({show} || '|' || {resource}))")
 }
 
 /// Whether `e` is PostgreSQL's exclusion-constraint violation.
@@ -205,11 +227,7 @@ pub async fn sell(
     now_ms: i64,
 ) -> sqlx::Result<bool> {
     if pg {
-        // The resource's name (it never changes) to take its lock first.
-        let Some((_, resource, _, _, _)) = of_hold(tx, false, hold_id).await? else {
-            return Ok(true);
-        };
-        lock_resource(tx, show, &resource).await?;
+        lock_resource_of(tx, hold_id).await?;
     }
     let Some((_, resource, start, _, blocking)) = of_hold(tx, pg, hold_id).await? else {
         return Ok(true);
