@@ -396,6 +396,15 @@ async fn bad_interval_input_is_a_specific_422(b: Backend) {
         (422, Some("/problems/unknown-resource")),
         "{p}"
     );
+    // Another or a repeated parameter is refused as on the seat map (it was a 400 here).
+    for query in ["?x=1", "?resource=P1&resource=P2", "?from=0&from=1"] {
+        let (st, p) = free(&h, "parking", query).await;
+        assert_eq!(
+            (st, p["type"].as_str()),
+            (422, Some("/problems/invalid-query")),
+            "{query}: {p}"
+        );
+    }
     let (st, p) = free(
         &h,
         "parking",

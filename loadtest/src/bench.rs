@@ -7,6 +7,7 @@
 //! join phase's join tokens drive the heartbeat and claim phases; the claims' admission tokens
 //! drive the door and hold phases.
 
+mod admissions;
 mod dbpath;
 mod gen;
 mod hotq;

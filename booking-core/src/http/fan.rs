@@ -131,8 +131,9 @@ pub async fn me(State(state): State<AppState>, headers: HeaderMap) -> ApiResult<
 }
 
 /// The query as a map, or `422 invalid-query` when it names a parameter outside `known` or
-/// one parameter twice (`?section=A&section=B` must not silently mean B).
-fn strict_query(
+/// one parameter twice (`?section=A&section=B` must not silently mean B); a query that does not
+/// parse as `key=value` pairs is `400 invalid-query` (API.md, "Errors").
+pub(super) fn strict_query(
     q: Result<Query<Vec<(String, String)>>, QueryRejection>,
     known: &[&str],
 ) -> Result<HashMap<String, String>, ApiError> {

@@ -12,10 +12,10 @@ use sale_common::Problem;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::fan::known_show;
+use super::fan::{known_show, strict_query};
 use super::openapi::ProblemDoc;
 use crate::config::ShowConfig;
-use crate::error::{clip, rejection, ApiResult};
+use crate::error::{clip, ApiResult};
 use crate::inventory::claim::{unprocessable, Ask};
 use crate::inventory::resources::{self, Claim};
 use crate::state::AppState;
@@ -134,21 +134,19 @@ pub(super) async fn with_fresh_free(
     Ok(p.with("free", fresh["resources"][0]["free"].clone()))
 }
 
-/// Query of the free-interval search.
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
+/// Query of the free-interval search (its parameters, for the OpenAPI document: the handler
+/// reads them through `strict_query`, so another or a repeated parameter is
+/// `422 invalid-query`, as on the seat map).
+#[derive(Debug, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
 pub struct FreeQuery {
     /// Only intervals from this instant (epoch ms or RFC 3339).
-    #[serde(default)]
     #[param(value_type = Option<String>)]
     from: Option<String>,
     /// Only intervals up to this instant.
-    #[serde(default)]
     #[param(value_type = Option<String>)]
     to: Option<String>,
     /// Only this resource of the kind.
-    #[serde(default)]
     resource: Option<String>,
 }
 
@@ -183,9 +181,14 @@ fn bound(v: Option<&str>, field: &str, default: i64) -> Result<i64, Problem> {
 pub async fn free(
     State(state): State<AppState>,
     Path((show, kind)): Path<(String, String)>,
-    q: Result<Query<FreeQuery>, QueryRejection>,
+    q: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> ApiResult<Json<Value>> {
-    let Query(q) = q.map_err(|r| rejection(r.status(), "query", &r.body_text()))?;
+    let mut q = strict_query(q, &["from", "to", "resource"])?;
+    let q = FreeQuery {
+        from: q.remove("from"),
+        to: q.remove("to"),
+        resource: q.remove("resource"),
+    };
     let venue = &show_config(&state, &show)?.venue;
     let Some(k) = venue.resource_kind(&kind) else {
         return Err(Problem::not_found(format!("resource kind {}", clip(&kind))).into());

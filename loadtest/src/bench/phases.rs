@@ -1,9 +1,11 @@
 //! The bench phases, in order: ceiling (`/healthz`), status document, join (keeps the join
 //! tokens), heartbeat (on those tokens), admission claim (each join token claimed once, after the
 //! admit rate is raised so the cursor has passed them all), door check (`GET /api/me` with the
-//! admission tokens), holds on one hot show (each worker one admission token; a 201 is released
-//! before that worker's next hold, outside the timed request).
+//! admission tokens), holds on one hot show (each hold a fresh admission token, minted untimed
+//! before the phase, [`Admissions`]; a 201 is released before that worker's next hold, outside
+//! the timed request), pool holds (places kept).
 
+use super::admissions::Admissions;
 use super::gen::{closed_loop, timed, Measured, Sample, Workload};
 use super::BenchArgs;
 use rand::seq::SliceRandom;
@@ -65,6 +67,35 @@ impl Ctx {
     /// Booking core base URL.
     pub fn booking(&self) -> &str {
         &self.bc
+    }
+
+    /// Waiting room base URL.
+    pub fn waiting_room(&self) -> &str {
+        &self.wr
+    }
+
+    /// Concurrent workers (connections) of every phase.
+    pub fn connections(&self) -> usize {
+        self.connections
+    }
+
+    /// Waits until the event's cursor has reached its last queue number (every joined visitor
+    /// admitted), polling the admin API every 100 ms; errors after `limit`.
+    pub async fn wait_cursor(&self, limit: Duration) -> anyhow::Result<()> {
+        let path = format!("/admin/events/{}", self.event);
+        let t = Instant::now();
+        loop {
+            let f = self.admin_json(reqwest::Method::GET, &path, None).await;
+            let (cursor, last) = (f["cursor"].as_u64(), f["last_number"].as_u64());
+            if cursor.is_some() && cursor >= last {
+                return Ok(());
+            }
+            anyhow::ensure!(
+                t.elapsed() < limit,
+                "cursor did not reach the last number within {limit:?}: {f}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     /// The bench show (= event) id.
@@ -143,10 +174,11 @@ pub async fn all(ctx: &Ctx) -> anyhow::Result<(Vec<Phase>, Vec<String>)> {
             tokens.len()
         ),
     ));
-    let (m, admissions, note) = claim(ctx, tokens).await?;
-    out.push((m, note));
-    anyhow::ensure!(!admissions.is_empty(), "no admission claimed");
-    let adm = Arc::new(admissions);
+    let claimed = claim(ctx, tokens).await?;
+    let claim_rps = claimed.measured.rps;
+    out.push((claimed.measured, claimed.note));
+    anyhow::ensure!(!claimed.admissions.is_empty(), "no admission claimed");
+    let adm = Arc::new(claimed.admissions);
     let (c, a) = (ctx.client.clone(), adm.clone());
     let url = format!("{}/api/me", ctx.bc);
     let work: Workload = Arc::new(move |w, i| {
@@ -204,10 +236,21 @@ pub async fn all(ctx: &Ctx) -> anyhow::Result<(Vec<Phase>, Vec<String>)> {
         .database
         .as_deref()
         .is_some_and(|u| u.starts_with("postgres"));
+    // Each hold takes an admission no request used before (see `admissions`); before a phase,
+    // enough are minted for twice the fastest rate seen so far (claims, then hold phases).
+    let spend = Arc::new(super::admissions::Admissions::new(
+        adm.to_vec(),
+        claimed.unclaimed,
+    ));
+    let mut rate = claim_rps;
+    let window = (ctx.warmup + ctx.duration).as_secs_f64();
+    let need = |rate: f64| (2.0 * rate * window) as usize + ctx.connections;
     for (name, queued) in [("hold", false), ("hold-queue", true)] {
         super::hotq::switch(ctx, queued).await?;
+        spend.top_up(ctx, need(rate)).await?;
         let waits = super::hotq::sample(ctx.database.as_deref()).await;
-        let (m, note) = holds(ctx, adm.clone(), name, usize::from(queued)).await?;
+        let (m, note) = holds(ctx, spend.clone(), name, usize::from(queued)).await?;
+        rate = rate.max(m.rps);
         super::hotq::stop(&waits);
         let how = match (queued, sqlite) {
             (true, false) => "per-show hold queue ON (one worker, a batch per transaction)",
@@ -225,8 +268,10 @@ pub async fn all(ctx: &Ctx) -> anyhow::Result<(Vec<Phase>, Vec<String>)> {
     }
     for (name, queued) in [("pool-hold", false), ("pool-queue", true)] {
         super::hotq::switch(ctx, queued).await?;
+        spend.top_up(ctx, need(rate)).await?;
         let waits = super::hotq::sample(ctx.database.as_deref()).await;
-        let (m, note) = pool_holds(ctx, adm.clone(), name).await?;
+        let (m, note) = pool_holds(ctx, spend.clone(), name).await?;
+        rate = rate.max(m.rps);
         super::hotq::stop(&waits);
         let how = match (queued, sqlite) {
             (true, false) => "per-show hold queue ON",
@@ -285,12 +330,18 @@ async fn join(ctx: &Ctx) -> (Measured, Vec<String>) {
     (m, tokens)
 }
 
+/// What the claim phase leaves: its figure and note, the admission tokens it minted and the join
+/// tokens it did not reach (admitted, unclaimed: the hold phases' top-up claims them).
+struct Claimed {
+    measured: Measured,
+    note: String,
+    admissions: Vec<String>,
+    unclaimed: Vec<String>,
+}
+
 /// Raises the admit rate so the cursor passes every joined fan, then claims each join token once
 /// (wrapping around to repeat claims only if the tokens run out).
-async fn claim(
-    ctx: &Ctx,
-    tokens: Arc<Vec<String>>,
-) -> anyhow::Result<(Measured, Vec<String>, String)> {
+async fn claim(ctx: &Ctx, tokens: Arc<Vec<String>>) -> anyhow::Result<Claimed> {
     let path = format!("/admin/events/{}", ctx.event);
     ctx.admin_json(
         reqwest::Method::PATCH,
@@ -298,19 +349,7 @@ async fn claim(
         Some(serde_json::json!({"admit_rate": 1_000_000.0})),
     )
     .await;
-    let t = Instant::now();
-    loop {
-        let f = ctx.admin_json(reqwest::Method::GET, &path, None).await;
-        let (cursor, last) = (f["cursor"].as_u64(), f["last_number"].as_u64());
-        if cursor.is_some() && cursor >= last {
-            break;
-        }
-        anyhow::ensure!(
-            t.elapsed() < Duration::from_secs(120),
-            "cursor did not reach the last number within 120 s: {f}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    ctx.wait_cursor(Duration::from_secs(120)).await?;
     let sink = Arc::new(Mutex::new(Vec::<String>::new()));
     let next = Arc::new(AtomicUsize::new(0));
     let (c, s, n, t) = (
@@ -343,8 +382,13 @@ async fn claim(
         "POST …/admission: {fresh} first claims (new EdDSA token + store write), {} repeat claims",
         sent.saturating_sub(tokens.len())
     );
-    let adm = std::mem::take(&mut *sink.lock().expect("admissions"));
-    Ok((m, adm, note))
+    let admissions = std::mem::take(&mut *sink.lock().expect("admissions"));
+    Ok(Claimed {
+        measured: m,
+        note,
+        admissions,
+        unclaimed: tokens.get(fresh..).unwrap_or_default().to_vec(),
+    })
 }
 
 /// Refusals of a hold phase by problem `type` (status and kind), for the note.
@@ -432,15 +476,14 @@ enum Release {
 }
 
 /// The closed loop both hold phases share: each request takes the next unused admission token
-/// (a released hold ends its admission's booking rights: `409 admission-ended`; a kept one
-/// is the admission's live hold: `409 hold-exists`), asks for `ask()`, and with
-/// [`Release::BeforeNext`] the worker releases its previous 201 (untimed) before its next hold;
-/// the tokens are counted across every hold phase of the run. Returns the figure (a seat the
-/// bench saw held twice, [`Spans`], counts as an error) and a note: the refusals by kind and
-/// the overlap check.
+/// of `adm` (a released hold ends its admission's booking rights: `409 admission-ended`; a kept
+/// one is the admission's live hold: `409 hold-exists`), asks for `ask()`, and with
+/// [`Release::BeforeNext`] the worker releases its previous 201 (untimed) before its next hold.
+/// Returns the figure (a seat the bench saw held twice, [`Spans`], counts as an error) and a
+/// note: the refusals by kind, the tokens reused and the overlap check.
 async fn hold_loop(
     ctx: &Ctx,
-    adm: Arc<Vec<String>>,
+    adm: Arc<Admissions>,
     name: &str,
     ask: Ask,
     release: Release,
@@ -453,12 +496,8 @@ async fn hold_loop(
     let spans = Arc::new(Spans::default());
     let seen = spans.clone();
     let kept = live.clone();
-    // One count across every hold phase: each hold takes an admission no earlier phase used
-    // (a released hold ends its admission's session, so a reused token is 409
-    // admission-ended, a cheap refusal that counted as a request: 5,102 of one run's pool
-    // phase came from per-phase offsets that overlapped modulo the token count).
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let next = &NEXT;
+    let reused_before = adm.reused();
+    let spend = adm.clone();
     let work: Workload = Arc::new(move |w, _| {
         let (c, bc, ev, live, tally, seen) = (
             c.clone(),
@@ -468,8 +507,7 @@ async fn hold_loop(
             tally.clone(),
             seen.clone(),
         );
-        let i = next.fetch_add(1, Ordering::Relaxed);
-        let tok = adm[i % adm.len()].clone();
+        let tok = spend.take().unwrap_or_default();
         let body = ask();
         Box::pin(async move {
             let prev = live[w].lock().expect("hold slot").take();
@@ -529,6 +567,10 @@ async fn hold_loop(
     let (twice, compared) = spans.held_twice();
     m.errors += twice as u64;
     let mut note = refusals.describe();
+    let reused = adm.reused() - reused_before;
+    note.push_str(&format!(
+        "; admission tokens used twice: {reused} (minted untimed before the phase)"
+    ));
     if compared > 0 {
         note.push_str(&format!(
             "; seats held twice: {twice} (the spans from each 201 to its release's sending, \
@@ -540,12 +582,7 @@ async fn hold_loop(
 
 /// Holds on one hot show: every request asks for `seats_per_hold` random seats of the first
 /// `hot_seats` seats of the map ([`hold_loop`]). Run `round` uses the `round`-th block.
-async fn holds(
-    ctx: &Ctx,
-    adm: Arc<Vec<String>>,
-    name: &str,
-    round: usize,
-) -> anyhow::Result<Phase> {
+async fn holds(ctx: &Ctx, adm: Arc<Admissions>, name: &str, round: usize) -> anyhow::Result<Phase> {
     let hot = crate::picks::hot_block(
         &ctx.client,
         &ctx.bc,
@@ -555,7 +592,7 @@ async fn holds(
     )
     .await?;
     anyhow::ensure!(hot.len() >= ctx.seats_per_hold, "seat map too small");
-    let fans = ctx.connections.min(adm.len());
+    let fans = ctx.connections;
     let k = ctx.seats_per_hold;
     let ask: Ask = Arc::new(move || {
         let seats: Vec<&String> = hot.choose_multiple(&mut rand::thread_rng(), k).collect();
@@ -577,8 +614,8 @@ async fn holds(
 /// row, the hottest row there is), through [`hold_loop`]; the places stay held
 /// ([`Release::Never`]: a phase takes far fewer than the pool's 1,000,000 places, and each
 /// request is one hold).
-async fn pool_holds(ctx: &Ctx, adm: Arc<Vec<String>>, name: &str) -> anyhow::Result<Phase> {
-    let fans = ctx.connections.min(adm.len());
+async fn pool_holds(ctx: &Ctx, adm: Arc<Admissions>, name: &str) -> anyhow::Result<Phase> {
+    let fans = ctx.connections;
     let ask: Ask = Arc::new(|| serde_json::json!({ "pool": "FLOOR", "quantity": 1 }));
     let (mut m, refused) = hold_loop(ctx, adm, name, ask, Release::Never).await;
     // The pool's counter against its counted holds (booking core's drift check): a pool
