@@ -49,6 +49,46 @@ async fn unknown_route_and_wrong_method_are_problems() {
     assert!(r.status().is_client_error() || r.status().is_redirection());
 }
 
+/// With the booking page's directory served (as the service runs), a path no route has is a
+/// 404 problem whatever the method: `DELETE /api/holds/{hold}/` (trailing slash) was a 405
+/// from the file server; a wrong method on a real route stays 405.
+#[tokio::test]
+async fn an_unknown_path_is_404_for_every_method_with_static_files() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("book.html"), "<!doctype html>").unwrap();
+    let files = dir.path().to_owned();
+    let h = Harness::start_with(move |c| c.static_dir = Some(files)).await;
+    let r = h
+        .http
+        .get(format!("{}/book.html", h.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    for method in [
+        reqwest::Method::DELETE,
+        reqwest::Method::POST,
+        reqwest::Method::GET,
+    ] {
+        let r = h
+            .http
+            .request(method.clone(), format!("{}/api/holds/h1/", h.base))
+            .bearer_auth(h.token("fan"))
+            .send()
+            .await
+            .unwrap();
+        let p = problem(r, 404).await;
+        assert_eq!(p["type"], "/problems/not-found", "{method}");
+    }
+    let r = h
+        .http
+        .put(format!("{}/api/me", h.base))
+        .send()
+        .await
+        .unwrap();
+    problem(r, 405).await;
+}
+
 #[tokio::test]
 async fn oversized_session_form_is_413_problem() {
     let h = Harness::start().await;

@@ -115,7 +115,11 @@ pub fn router(state: AppState) -> Router {
             tower::ServiceBuilder::new()
                 .layer(axum::middleware::from_fn(sale_common::files::names_fit))
                 .service(
+                    // Another method than GET or HEAD on a path no route has is a 404 too,
+                    // as without the directory (ServeDir alone answers 405: a newcomer's
+                    // `DELETE /api/holds/{hold}/`, trailing slash, read "method not allowed").
                     ServeDir::new(dir)
+                        .call_fallback_on_method_not_allowed(true)
                         .not_found_service(axum::routing::any(not_found).with_state(())),
                 ),
         ),
