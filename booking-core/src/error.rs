@@ -33,7 +33,10 @@ impl IntoResponse for ApiError {
             ApiError::Problem(p) => p.into_response(),
             ApiError::Db(sqlx::Error::PoolTimedOut) => {
                 tracing::warn!("database pool timed out");
-                Problem::unavailable("the booking database is busy", 1).into_response()
+                unreachable_db(Problem::unavailable(
+                    "the booking database did not answer in time (down, or busy)",
+                    1,
+                ))
             }
             ApiError::Db(sqlx::Error::Database(e)) if retryable(e.code().as_deref()) => {
                 // PostgreSQL serialization failure (40001) or deadlock (40P01): nothing was
@@ -47,8 +50,10 @@ impl IntoResponse for ApiError {
                 // transaction rolled back, or committed and only its answer was lost, which the
                 // retry finds (idempotency keys, guarded updates). Another connection will do.
                 tracing::warn!(error = %e, "database connection lost; client asked to retry");
-                Problem::unavailable("the booking database is restarting; try again", 1)
-                    .into_response()
+                unreachable_db(Problem::unavailable(
+                    "the booking database is not answering (restarting?); try again",
+                    1,
+                ))
             }
             ApiError::Db(sqlx::Error::Database(e)) if e.code().as_deref() == Some("22021") => {
                 // PostgreSQL text cannot hold a NUL character (U+0000): a statement given one
@@ -90,6 +95,23 @@ impl IntoResponse for ApiError {
             }
         }
     }
+}
+
+/// A response extension: this 503 came from a database that did not answer (the pool timed
+/// out, or the connection was refused, lost or shut down). The outage gate
+/// (`crate::db::outage`) trips on it.
+#[derive(Debug, Clone, Copy)]
+pub struct DbUnreachable;
+
+fn unreachable_db(p: Problem) -> Response {
+    let mut r = p.into_response();
+    r.extensions_mut().insert(DbUnreachable);
+    r
+}
+
+/// Whether `e` means the database did not answer ([`DbUnreachable`]).
+pub fn is_unreachable(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::PoolTimedOut) || connection_lost(e)
 }
 
 /// 400 `invalid-text`: a value of the request holds a NUL character (U+0000), which no name

@@ -49,6 +49,9 @@ pub struct AppState {
     pub feed: db::Db,
     /// Cached seat maps ([`seatmap`]).
     pub seatmaps: Arc<seatmap::SeatMaps>,
+    /// The PostgreSQL outage gate: fast 503s while the database is unreachable
+    /// ([`db::outage`]).
+    pub outage: Arc<db::outage::Outage>,
     /// The per-show hold queues of the hottest shows ([`hotq`]).
     pub hold_queues: Arc<hotq::HoldQueues>,
     /// Hold requests in flight here, by visitor and `Idempotency-Key` ([`inflight`]).
@@ -109,6 +112,7 @@ impl AppState {
             ),
             _ => (None, None),
         };
+        let outage = Arc::new(db::outage::Outage::new(&config.database_url));
         Ok(Self {
             clock: config.clock.clone(),
             config: Arc::new(config),
@@ -122,6 +126,7 @@ impl AppState {
             reads,
             feed,
             seatmaps: Arc::default(),
+            outage,
             hold_queues,
             in_flight: Arc::default(),
             refusals: Arc::new(refusals::Refusals::new(writer.clone())),

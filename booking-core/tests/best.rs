@@ -167,6 +167,24 @@ async fn best_available_races_and_never_splits(b: Backend) {
         (st, body["type"].as_str()),
         (422, Some("/problems/unknown-section"))
     );
+    // A long unknown name is echoed clipped, as every name (a newcomer's 1,000,000-character
+    // section came back whole: a 1 MB problem).
+    let long = "S".repeat(10_000);
+    let (st, body) = h
+        .hold_with(
+            &h.token("y"),
+            "k",
+            json!({"best_available": {"section": long, "quantity": 1}}),
+            &[],
+        )
+        .await;
+    assert_eq!(st, 422, "{body}");
+    let echoed = body["section"].as_str().unwrap();
+    assert!(
+        echoed.chars().count() <= booking_core::error::ECHO_MAX + 1,
+        "{} characters echoed",
+        echoed.len()
+    );
 }
 
 /// A party that loses a block keeps no lock on the seats of it that it did not take

@@ -295,3 +295,90 @@ async fn a_new_sqlite_database_has_1_kib_pages_and_an_old_one_keeps_its_own() {
         .unwrap();
     kept.close().await;
 }
+
+/// README "Store outages" (a newcomer review: with PostgreSQL stopped every call waited 5 s for
+/// its 503, and ten concurrent seat-map reads answered one after another, 5 to 50 s). With the
+/// server stopped: ten concurrent seat-map reads all get the last snapshot (200, the held seat
+/// still held, its age in `Seat-Map-Age-Ms`), not 503s; the failed poll trips the outage gate
+/// (`db::outage`), so a hold and `/readyz` are refused by the gate itself (its detail, with
+/// `Retry-After: 1`), without waiting on the pool; the door (`GET /api/me`) still answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_postgres_gives_fast_503s_and_the_last_seat_map() {
+    let pg = sale_common::testsupport::PostgresServer::start();
+    let url = pg.create_database();
+    let h = Harness::start_with(move |c| c.database_url = url).await;
+    let (st, _) = h.hold(&h.token("early"), "k1", &["A-1-1"]).await;
+    assert_eq!(st, 201);
+    assert_eq!(h.seat_status("A-1-1").await, "held");
+    tokio::task::spawn_blocking(move || drop(pg)).await.unwrap();
+    let reads = (0..10).map(|_| {
+        let (http, base) = (h.http.clone(), h.base.clone());
+        async move {
+            let r = http
+                .get(format!("{base}/api/shows/{}/seats", support::SHOW))
+                .send()
+                .await
+                .unwrap();
+            let age = r.headers().get("seat-map-age-ms").is_some();
+            let st = r.status().as_u16();
+            let v: serde_json::Value = r.json().await.unwrap();
+            (st, age, v)
+        }
+    });
+    for (st, age, v) in futures::future::join_all(reads).await {
+        assert_eq!(st, 200, "{v}");
+        assert!(age);
+        let seat = v["seats"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == "A-1-1")
+            .unwrap();
+        assert_eq!(seat["status"], "held");
+    }
+    assert!(h.state.outage.is_down(), "the failed poll trips the gate");
+    let gate = "the booking database is not answering; try again";
+    let (st, p) = h.hold(&h.token("late"), "k2", &["A-1-2"]).await;
+    assert_eq!((st, p["detail"].as_str()), (503, Some(gate)), "{p}");
+    let r = h
+        .http
+        .get(format!("{}/readyz", h.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 503);
+    assert_eq!(r.headers()["retry-after"], "1");
+    let p: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(p["detail"], gate);
+    let r = h
+        .http
+        .get(format!("{}/api/me", h.base))
+        .bearer_auth(h.token("late"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+}
+
+/// The outage gate opens again once PostgreSQL answers its prober (a connection of its own,
+/// `SELECT 1`), and never trips on SQLite, whose file cannot be unreachable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_outage_gate_opens_again_when_postgres_answers() {
+    use booking_core::db::outage::Outage;
+    use std::sync::Arc;
+    let url = sale_common::testsupport::PostgresServer::shared().create_database();
+    let outage = Arc::new(Outage::new(&url));
+    outage.trip();
+    assert!(outage.is_down());
+    let t = std::time::Instant::now();
+    while outage.is_down() {
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(20),
+            "the gate stayed down with the server answering"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let sqlite = Arc::new(Outage::new("sqlite://x.db?mode=rwc"));
+    sqlite.trip();
+    assert!(!sqlite.is_down());
+}

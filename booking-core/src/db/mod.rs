@@ -16,6 +16,7 @@
 pub mod checkpoint;
 pub mod lease;
 pub mod local;
+pub mod outage;
 pub mod single;
 pub mod writer;
 

@@ -179,10 +179,7 @@ pub async fn seats(
 ) -> ApiResult<Response> {
     known_show(&state, &show)?;
     let q = strict_query(q, &["section"])?;
-    let served = state
-        .seatmaps
-        .get(&state.feed, &show, state.clock.now_ms())
-        .await?;
+    let served = snapshot(&state, &show).await?;
     let views = &served.views;
     let body = match q.get("section") {
         None => views.whole(),
@@ -192,6 +189,23 @@ pub async fn seats(
         })?,
     };
     Ok((map_headers(&served), body).into_response())
+}
+
+/// The seat map's snapshot of `show`, polled from the change feed; while the database does not
+/// answer (the outage gate is down, or this request's poll failed, which trips it) the last
+/// snapshot, its age growing, and without one `503` at once (README "Store outages").
+async fn snapshot(state: &AppState, show: &str) -> ApiResult<crate::inventory::seatmap::Served> {
+    let now = state.clock.now_ms();
+    if state.outage.is_down() {
+        return state.seatmaps.last(show, now).ok_or_else(|| {
+            Problem::unavailable("the booking database is not answering; try again", 1).into()
+        });
+    }
+    let served = state.seatmaps.get(&state.feed, show, now).await?;
+    if served.stale {
+        state.outage.trip();
+    }
+    Ok(served)
 }
 
 /// `Content-Type` and `Seat-Map-Age-Ms`: how old the snapshot is (real time since the poll of
@@ -232,10 +246,7 @@ pub async fn sections(
 ) -> ApiResult<Response> {
     known_show(&state, &show)?;
     strict_query(q, &[])?;
-    let served = state
-        .seatmaps
-        .get(&state.feed, &show, state.clock.now_ms())
-        .await?;
+    let served = snapshot(&state, &show).await?;
     Ok((map_headers(&served), served.views.overview.clone()).into_response())
 }
 

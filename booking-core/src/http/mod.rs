@@ -125,11 +125,96 @@ pub fn router(state: AppState) -> Router {
         ),
         None => app.fallback(not_found),
     };
-    app.layer(DefaultBodyLimit::max(BODY_LIMIT))
-        .layer(map_response(problems_only))
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            load::measure,
-        ))
-        .with_state(state)
+    app.layer(axum::middleware::from_fn_with_state(
+        state.clone(),
+        outage_gate,
+    ))
+    .layer(DefaultBodyLimit::max(BODY_LIMIT))
+    .layer(map_response(problems_only))
+    .layer(axum::middleware::from_fn_with_state(
+        state.clone(),
+        load::measure,
+    ))
+    .with_state(state)
+}
+
+/// Whether a request to `path` needs the database, so the outage gate refuses it at once while
+/// the database is unreachable. Not gated: `/healthz`, `/metrics`, the OpenAPI document and the
+/// static pages (no database), `GET /api/me` and the edge gate (the door only), and the seat
+/// map, its sections and the venue (served from the last snapshot, or the configuration).
+fn needs_db(method: &axum::http::Method, path: &str) -> bool {
+    const DB: [&str; 6] = [
+        "/api/",
+        "/admin/",
+        "/session",
+        "/payment/",
+        "/internal/",
+        "/readyz",
+    ];
+    if !DB.iter().any(|p| path.starts_with(p)) || path == "/api/me" {
+        return false;
+    }
+    let snapshot = ["/seats", "/sections", "/venue"];
+    !(method == axum::http::Method::GET
+        && path.starts_with("/api/shows/")
+        && snapshot.iter().any(|s| path.ends_with(s)))
+}
+
+/// The outage gate (`db::outage`): while the database is unreachable, a request that needs it
+/// is `503 unavailable` with `Retry-After: 1` at once; an answer marked
+/// [`crate::error::DbUnreachable`] (a pool timeout, a refused or lost connection) trips it.
+async fn outage_gate(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    if state.outage.is_down() && needs_db(req.method(), req.uri().path()) {
+        metrics::counter!("bc_db_outage_refused_total").increment(1);
+        return sale_common::Problem::unavailable(
+            "the booking database is not answering; try again",
+            1,
+        )
+        .into_response();
+    }
+    let resp = next.run(req).await;
+    if resp
+        .extensions()
+        .get::<crate::error::DbUnreachable>()
+        .is_some()
+    {
+        state.outage.trip();
+    }
+    resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::needs_db;
+    use axum::http::Method;
+
+    /// The gate refuses what needs the database and lets the door, the snapshots and the
+    /// static pages through.
+    #[test]
+    fn the_outage_gate_passes_what_needs_no_database() {
+        for (m, p) in [
+            (Method::POST, "/api/shows/s/holds"),
+            (Method::GET, "/api/holds/h"),
+            (Method::GET, "/admin/shows/s/stats"),
+            (Method::GET, "/readyz"),
+            (Method::POST, "/payment/webhook"),
+        ] {
+            assert!(needs_db(&m, p), "{m} {p}");
+        }
+        for (m, p) in [
+            (Method::GET, "/healthz"),
+            (Method::GET, "/api/me"),
+            (Method::GET, "/api/shows/s/seats"),
+            (Method::GET, "/api/shows/s/sections"),
+            (Method::GET, "/book.html"),
+            (Method::GET, "/gate/a/check"),
+        ] {
+            assert!(!needs_db(&m, p), "{m} {p}");
+        }
+    }
 }

@@ -148,7 +148,7 @@ pub async fn take(
     if known == 0 {
         return Err(
             crate::inventory::claim::unprocessable("unknown-section", "Unknown section")
-                .with("section", want.section)
+                .with("section", crate::error::clip(want.section))
                 .into(),
         );
     }

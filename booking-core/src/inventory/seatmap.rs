@@ -141,6 +141,9 @@ pub struct Served {
     pub views: Views,
     /// Real time since the poll this snapshot reflects (the map's age shown to the fan).
     pub age: Duration,
+    /// The poll this request needed failed (the database did not answer): the views are the
+    /// last snapshot's, as old as `age` says.
+    pub stale: bool,
 }
 
 /// One seat as the snapshot keeps it.
@@ -216,10 +219,20 @@ impl Live {
         self.views.is_some() && now_ms >= self.render_ms && now_ms < self.valid_until_ms
     }
 
+    /// The views as of the last poll, rendered at `now_ms` (holds lapsed since show free),
+    /// marked `stale`: what a reader gets while the database does not answer.
+    fn stale(&mut self, now_ms: i64) -> Option<Served> {
+        if self.views.is_some() && !self.renders(now_ms) {
+            self.render(None, now_ms);
+        }
+        self.served().map(|s| Served { stale: true, ..s })
+    }
+
     fn served(&self) -> Option<Served> {
         self.views.clone().map(|views| Served {
             views,
             age: self.polled.elapsed(),
+            stale: false,
         })
     }
 
@@ -335,7 +348,15 @@ pub struct ReadCounts {
 struct Slot {
     live: Mutex<Option<Live>>,
     refresh: tokio::sync::Mutex<()>,
+    /// When the last poll or load failed: for [`RETRY_AFTER_FAILURE`] after it, readers get
+    /// the last snapshot (or the error) at once instead of each polling a database that did
+    /// not answer, one after another behind `refresh` (a newcomer review: ten concurrent
+    /// seat-map reads with PostgreSQL stopped answered 5, 10, … 50 s).
+    failed: Mutex<Option<Instant>>,
 }
+
+/// How long after a failed poll the readers of a show do not poll again (see `Slot::failed`).
+pub const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(1);
 
 impl SeatMaps {
     /// What this node's snapshots have read so far (the incremental feed at work: one load
@@ -346,6 +367,14 @@ impl SeatMaps {
             polls: self.polls.load(Ordering::Relaxed),
             seats_polled: self.seats_polled.load(Ordering::Relaxed),
         }
+    }
+
+    /// The last snapshot of `show`, without asking the database (the outage gate is down):
+    /// rendered at `now_ms`, `stale` set; `None` when this node has none.
+    pub fn last(&self, show: &str, now_ms: i64) -> Option<Served> {
+        let slot = self.slot(show);
+        let mut live = slot.live.lock().expect("seat map");
+        live.as_mut().and_then(|l| l.stale(now_ms))
     }
 
     fn slot(&self, show: &str) -> Arc<Slot> {
@@ -385,6 +414,15 @@ impl SeatMaps {
                 slot.refresh.lock().await
             }
         };
+        let recently_failed = slot
+            .failed
+            .lock()
+            .expect("seat map failure")
+            .is_some_and(|at| at.elapsed() < RETRY_AFTER_FAILURE);
+        if recently_failed {
+            let live = slot.live.lock().expect("seat map").take();
+            return stale(&slot, live, sqlx::Error::PoolTimedOut, now_ms, false);
+        }
         let version = VERSION.load(Ordering::Acquire);
         let live = slot.live.lock().expect("seat map").take();
         // SQLite's feed is the seats' own `change_seq`, never pruned: any cursor stays good.
@@ -392,9 +430,12 @@ impl SeatMaps {
             |l: &Live| l.polled.elapsed() < FEED_TRUSTED || db::backend(db) == Backend::Sqlite;
         let mut live = match live {
             Some(l) if trusted(&l) => l,
-            _ => {
+            old => {
                 self.loads.fetch_add(1, Ordering::Relaxed);
-                load(db, show, version).await?
+                match load(db, show, version).await {
+                    Ok(l) => l,
+                    Err(e) => return stale(&slot, old, e, now_ms, true),
+                }
             }
         };
         let mut dirty = if live.views.is_none() {
@@ -411,15 +452,13 @@ impl SeatMaps {
             let polled = poll(db, &mut live, version, now_ms).await;
             match polled {
                 Ok((rows, changed)) => {
+                    *slot.failed.lock().expect("seat map failure") = None;
                     self.seats_polled.fetch_add(rows, Ordering::Relaxed);
                     if let Some(d) = dirty.as_mut() {
                         d.extend(changed);
                     }
                 }
-                Err(e) => {
-                    *slot.live.lock().expect("seat map") = Some(live);
-                    return Err(e);
-                }
+                Err(e) => return stale(&slot, Some(live), e, now_ms, true),
             }
         }
         if let Some(d) = dirty.as_mut() {
@@ -438,6 +477,25 @@ impl SeatMaps {
         *slot.live.lock().expect("seat map") = Some(live);
         served.ok_or_else(|| sqlx::Error::Protocol("seat map not rendered".into()))
     }
+}
+
+/// After a failed poll or load (`e`; `fresh`: this request's own, which marks the show's slot
+/// failed now, see `Slot::failed`): keeps `live` and serves its views as they were at the last
+/// poll (rendered at `now_ms`, so holds lapsed since show free; `stale` set, the age growing),
+/// or `e` when there is no snapshot.
+fn stale(
+    slot: &Slot,
+    mut live: Option<Live>,
+    e: sqlx::Error,
+    now_ms: i64,
+    fresh: bool,
+) -> sqlx::Result<Served> {
+    if fresh {
+        *slot.failed.lock().expect("seat map failure") = Some(Instant::now());
+    }
+    let served = live.as_mut().and_then(|l| l.stale(now_ms));
+    *slot.live.lock().expect("seat map") = live;
+    served.ok_or(e)
 }
 
 /// A seat as [`load`] reads it: `(seat_id, section, seat_row, number, price_cents, status,
