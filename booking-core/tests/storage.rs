@@ -382,3 +382,77 @@ async fn the_outage_gate_opens_again_when_postgres_answers() {
     sqlite.trip();
     assert!(!sqlite.is_down());
 }
+
+/// A hung PostgreSQL (frozen: it accepts connections and answers nothing; a newcomer review
+/// measured seat-map reads held 58 s and a hold read 60 s, until it woke). Ten concurrent
+/// seat-map reads get the last snapshot within the poll's bound (`seatmap::POLL_WITHIN`, 3 s;
+/// the client gives up at 12 s), and a hold is answered 503 + `Retry-After` once
+/// `db::outage::REQUEST_WITHIN` (15 s) has passed, which trips the gate; woken, the server
+/// answers holds again once the gate's prober finds it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_postgres_gives_the_last_seat_map_and_a_bounded_503() {
+    let pg = sale_common::testsupport::PostgresServer::start();
+    let url = pg.create_database();
+    let h = Harness::start_with(move |c| c.database_url = url).await;
+    let (st, _) = h.hold(&h.token("early"), "k1", &["A-1-1"]).await;
+    assert_eq!(st, 201);
+    assert_eq!(h.seat_status("A-1-1").await, "held");
+    // A write moves the local version, so the next read polls the frozen server.
+    let (st, _) = h.hold(&h.token("second"), "k2", &["A-1-3"]).await;
+    assert_eq!(st, 201);
+    pg.freeze();
+    let client = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(12))
+        .build()
+        .unwrap();
+    let reads = (0..10).map(|_| {
+        let (http, base) = (client.clone(), h.base.clone());
+        async move {
+            let r = http
+                .get(format!("{base}/api/shows/{}/seats", support::SHOW))
+                .send()
+                .await
+                .expect("a seat-map read answered within 12 s");
+            (
+                r.status().as_u16(),
+                r.json::<serde_json::Value>().await.unwrap(),
+            )
+        }
+    });
+    for (st, v) in futures::future::join_all(reads).await {
+        assert_eq!(st, 200, "{v}");
+        let held = v["seats"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == "A-1-1")
+            .unwrap()["status"]
+            .clone();
+        assert_eq!(held, "held");
+    }
+    let r = h
+        .http
+        .post(format!("{}/api/shows/{}/holds", h.base, support::SHOW))
+        .bearer_auth(h.token("late"))
+        .header("Idempotency-Key", "k3")
+        .json(&serde_json::json!({"seats": ["A-1-2"]}))
+        .timeout(std::time::Duration::from_secs(25))
+        .send()
+        .await
+        .expect("a hold answered within 25 s");
+    assert_eq!(r.status().as_u16(), 503);
+    assert_eq!(r.headers()["retry-after"], "1");
+    assert!(h.state.outage.is_down());
+    pg.thaw();
+    let t = std::time::Instant::now();
+    loop {
+        let (st, p) = h.hold(&h.token("late"), "k3", &["A-1-2"]).await;
+        if st == 201 {
+            break;
+        }
+        assert_eq!(st, 503, "{p}");
+        assert!(t.elapsed() < std::time::Duration::from_secs(30), "{p}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(h.seat_status("A-1-2").await, "held");
+}

@@ -29,6 +29,13 @@ pub const COOL_OFF_MIN: Duration = Duration::from_millis(250);
 pub const COOL_OFF_MAX: Duration = Duration::from_secs(2);
 /// How long a probe may take (connect and `SELECT 1`).
 pub const PROBE_WITHIN: Duration = Duration::from_secs(1);
+/// Longest a request that needs the database may take on PostgreSQL before it is answered
+/// `503` + `Retry-After` and the gate trips: a hung server (frozen, a dead link with no reset)
+/// answers nothing, and the pool's connections have no timeout of their own, so a request
+/// holding one waited until the server came back (a newcomer review: 60 s). Above the pool's
+/// acquire timeout (5 s) plus a gateway call (5 s); what was cut off is rolled back, or
+/// committed and found again by its `Idempotency-Key` on the client's retry.
+pub const REQUEST_WITHIN: Duration = Duration::from_secs(15);
 
 /// Whether the database is taken as unreachable, and whether a prober runs.
 #[derive(Debug)]
@@ -46,6 +53,11 @@ impl Outage {
             url: url.starts_with("postgres").then(|| url.to_owned()),
             down: AtomicBool::new(false),
         }
+    }
+
+    /// Whether this gate can trip (PostgreSQL).
+    pub fn guards(&self) -> bool {
+        self.url.is_some()
     }
 
     /// Whether requests that need the database are refused at once.

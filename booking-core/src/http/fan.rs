@@ -202,7 +202,7 @@ async fn snapshot(state: &AppState, show: &str) -> ApiResult<crate::inventory::s
         });
     }
     let served = state.seatmaps.get(&state.feed, show, now).await?;
-    if served.stale {
+    if served.unreachable {
         state.outage.trip();
     }
     Ok(served)

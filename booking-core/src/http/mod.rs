@@ -162,7 +162,8 @@ fn needs_db(method: &axum::http::Method, path: &str) -> bool {
 
 /// The outage gate (`db::outage`): while the database is unreachable, a request that needs it
 /// is `503 unavailable` with `Retry-After: 1` at once; an answer marked
-/// [`crate::error::DbUnreachable`] (a pool timeout, a refused or lost connection) trips it.
+/// [`crate::error::DbUnreachable`] (a pool timeout, a refused or lost connection), or on
+/// PostgreSQL a request still unanswered after `db::outage::REQUEST_WITHIN`, trips it.
 async fn outage_gate(
     axum::extract::State(state): axum::extract::State<AppState>,
     req: axum::extract::Request,
@@ -177,7 +178,28 @@ async fn outage_gate(
         )
         .into_response();
     }
-    let resp = next.run(req).await;
+    let gated = needs_db(req.method(), req.uri().path()) && state.outage.guards();
+    let resp = if gated {
+        let within = crate::db::outage::REQUEST_WITHIN;
+        match tokio::time::timeout(within, next.run(req)).await {
+            Ok(resp) => resp,
+            Err(_) => {
+                tracing::warn!(?within, "request cut off: the database did not answer");
+                metrics::counter!("bc_db_requests_cut_off_total").increment(1);
+                state.outage.trip();
+                return sale_common::Problem::unavailable(
+                    format!(
+                        "the booking database did not answer within {} s; try again",
+                        within.as_secs()
+                    ),
+                    1,
+                )
+                .into_response();
+            }
+        }
+    } else {
+        next.run(req).await
+    };
     if resp
         .extensions()
         .get::<crate::error::DbUnreachable>()

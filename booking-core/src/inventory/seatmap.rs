@@ -141,9 +141,12 @@ pub struct Served {
     pub views: Views,
     /// Real time since the poll this snapshot reflects (the map's age shown to the fan).
     pub age: Duration,
-    /// The poll this request needed failed (the database did not answer): the views are the
+    /// The poll this request needed failed or took over [`POLL_WITHIN`]: the views are the
     /// last snapshot's, as old as `age` says.
     pub stale: bool,
+    /// That poll found the database unreachable (`crate::error::is_unreachable`): the caller
+    /// trips the outage gate (`db::outage`). A poll that was only slow does not.
+    pub unreachable: bool,
 }
 
 /// One seat as the snapshot keeps it.
@@ -233,6 +236,7 @@ impl Live {
             views,
             age: self.polled.elapsed(),
             stale: false,
+            unreachable: false,
         })
     }
 
@@ -353,7 +357,29 @@ struct Slot {
     /// not answer, one after another behind `refresh` (a newcomer review: ten concurrent
     /// seat-map reads with PostgreSQL stopped answered 5, 10, … 50 s).
     failed: Mutex<Option<Instant>>,
+    /// The views last served from a poll, and when that poll began: what readers get while a
+    /// poll is in flight (the poller has the snapshot itself out of `live`) or the database
+    /// does not answer.
+    last: Mutex<Option<(Views, Instant)>>,
 }
+
+impl Slot {
+    /// The last views served, marked `stale` when `stale` (age: since their poll).
+    fn last_served(&self, stale: bool) -> Option<Served> {
+        let g = self.last.lock().expect("seat map last views");
+        g.as_ref().map(|(views, polled)| Served {
+            views: views.clone(),
+            age: polled.elapsed(),
+            stale,
+            unreachable: false,
+        })
+    }
+}
+
+/// Longest a poll or load of the change feed may take before its readers get the last
+/// snapshot instead (a hung database would hold them, and every reader queued behind them,
+/// until it answers: a newcomer review measured 58 s).
+pub const POLL_WITHIN: Duration = Duration::from_secs(3);
 
 /// How long after a failed poll the readers of a show do not poll again (see `Slot::failed`).
 pub const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(1);
@@ -373,8 +399,11 @@ impl SeatMaps {
     /// rendered at `now_ms`, `stale` set; `None` when this node has none.
     pub fn last(&self, show: &str, now_ms: i64) -> Option<Served> {
         let slot = self.slot(show);
-        let mut live = slot.live.lock().expect("seat map");
-        live.as_mut().and_then(|l| l.stale(now_ms))
+        let rendered = {
+            let mut live = slot.live.lock().expect("seat map");
+            live.as_mut().and_then(|l| l.stale(now_ms))
+        };
+        rendered.or_else(|| slot.last_served(true))
     }
 
     fn slot(&self, show: &str) -> Arc<Slot> {
@@ -402,12 +431,7 @@ impl SeatMaps {
                 // Someone polls: answer with the current snapshot if young (a hint, never a
                 // decision; a hold lapsed since its rendering may still show held) rather than
                 // queueing every reader behind the poll.
-                let young = {
-                    let g = slot.live.lock().expect("seat map");
-                    g.as_ref()
-                        .filter(|l| l.polled.elapsed() < MAX_STALE)
-                        .and_then(Live::served)
-                };
+                let young = slot.last_served(false).filter(|s| s.age < MAX_STALE);
                 if let Some(s) = young {
                     return Ok(s);
                 }
@@ -421,7 +445,7 @@ impl SeatMaps {
             .is_some_and(|at| at.elapsed() < RETRY_AFTER_FAILURE);
         if recently_failed {
             let live = slot.live.lock().expect("seat map").take();
-            return stale(&slot, live, sqlx::Error::PoolTimedOut, now_ms, false);
+            return stale(&slot, live, sqlx::Error::PoolTimedOut, now_ms, None);
         }
         let version = VERSION.load(Ordering::Acquire);
         let live = slot.live.lock().expect("seat map").take();
@@ -432,9 +456,9 @@ impl SeatMaps {
             Some(l) if trusted(&l) => l,
             old => {
                 self.loads.fetch_add(1, Ordering::Relaxed);
-                match load(db, show, version).await {
+                match within(load(db, show, version)).await {
                     Ok(l) => l,
-                    Err(e) => return stale(&slot, old, e, now_ms, true),
+                    Err((e, down)) => return stale(&slot, old, e, now_ms, Some(down)),
                 }
             }
         };
@@ -449,7 +473,7 @@ impl SeatMaps {
         let shared = live.polled >= arrived;
         if (live.due(version, now_ms) && !shared) || dirty.is_none() {
             self.polls.fetch_add(1, Ordering::Relaxed);
-            let polled = poll(db, &mut live, version, now_ms).await;
+            let polled = within(poll(db, &mut live, version, now_ms)).await;
             match polled {
                 Ok((rows, changed)) => {
                     *slot.failed.lock().expect("seat map failure") = None;
@@ -458,7 +482,7 @@ impl SeatMaps {
                         d.extend(changed);
                     }
                 }
-                Err(e) => return stale(&slot, Some(live), e, now_ms, true),
+                Err((e, down)) => return stale(&slot, Some(live), e, now_ms, Some(down)),
             }
         }
         if let Some(d) = dirty.as_mut() {
@@ -474,28 +498,54 @@ impl SeatMaps {
             live.render(dirty.as_ref(), now_ms);
         }
         let served = live.served();
+        if let Some(s) = &served {
+            *slot.last.lock().expect("seat map last views") = Some((s.views.clone(), live.polled));
+        }
         *slot.live.lock().expect("seat map") = Some(live);
         served.ok_or_else(|| sqlx::Error::Protocol("seat map not rendered".into()))
     }
 }
 
-/// After a failed poll or load (`e`; `fresh`: this request's own, which marks the show's slot
-/// failed now, see `Slot::failed`): keeps `live` and serves its views as they were at the last
-/// poll (rendered at `now_ms`, so holds lapsed since show free; `stale` set, the age growing),
-/// or `e` when there is no snapshot.
+/// A poll or load within [`POLL_WITHIN`]; `Err((error, unreachable))`, a slow one as a pool
+/// timeout that is not taken as the database being unreachable.
+async fn within<T>(
+    f: impl std::future::Future<Output = sqlx::Result<T>>,
+) -> Result<T, (sqlx::Error, bool)> {
+    match tokio::time::timeout(POLL_WITHIN, f).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => {
+            let down = crate::error::is_unreachable(&e);
+            Err((e, down))
+        }
+        Err(_) => {
+            tracing::warn!(within = ?POLL_WITHIN, "seat-map poll too slow; serving the last snapshot");
+            Err((sqlx::Error::PoolTimedOut, false))
+        }
+    }
+}
+
+/// After a failed poll or load (`e`; `fresh`: this request's own failure, and whether it found
+/// the database unreachable, which marks the show's slot failed now, see `Slot::failed`):
+/// keeps `live` and serves its views as they were at the last poll (rendered at `now_ms`, so
+/// holds lapsed since show free; else the last views served), `stale` set, the age growing;
+/// or `e` when this node has no snapshot.
 fn stale(
     slot: &Slot,
     mut live: Option<Live>,
     e: sqlx::Error,
     now_ms: i64,
-    fresh: bool,
+    fresh: Option<bool>,
 ) -> sqlx::Result<Served> {
-    if fresh {
+    if fresh.is_some() {
         *slot.failed.lock().expect("seat map failure") = Some(Instant::now());
     }
     let served = live.as_mut().and_then(|l| l.stale(now_ms));
     *slot.live.lock().expect("seat map") = live;
-    served.ok_or(e)
+    let served = served.or_else(|| slot.last_served(true)).ok_or(e)?;
+    Ok(Served {
+        unreachable: fresh.unwrap_or(false),
+        ..served
+    })
 }
 
 /// A seat as [`load`] reads it: `(seat_id, section, seat_row, number, price_cents, status,

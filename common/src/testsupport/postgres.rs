@@ -160,6 +160,33 @@ impl PostgresServer {
         SHARED.get_or_init(Self::start)
     }
 
+    /// Freezes the server (`SIGSTOP` to the postmaster and every process it started): a hung
+    /// server, which accepts TCP connections and answers nothing. [`PostgresServer::thaw`]
+    /// wakes it.
+    pub fn freeze(&self) {
+        self.signal("STOP");
+    }
+
+    /// Wakes a server [`PostgresServer::freeze`] froze (`SIGCONT`).
+    pub fn thaw(&self) {
+        self.signal("CONT");
+    }
+
+    fn signal(&self, sig: &str) {
+        let pidfile = self.dir.join("data").join("postmaster.pid");
+        // No pid file: the server is not running (nothing to signal).
+        let Ok(text) = std::fs::read_to_string(&pidfile) else {
+            return;
+        };
+        let Some(pid) = text.lines().next().map(|l| l.trim().to_owned()) else {
+            return;
+        };
+        let sig = format!("-{sig}");
+        // The postmaster's children (backends, writer, WAL writer), then the postmaster.
+        let _ = Command::new("pkill").args([&sig, "-P", &pid]).status();
+        let _ = Command::new("kill").args([&sig, &pid]).status();
+    }
+
     /// `postgres://postgres@127.0.0.1:{port}/{db}`.
     pub fn url(&self, db: &str) -> String {
         format!("postgres://postgres@127.0.0.1:{}/{db}", self.port)
@@ -239,6 +266,8 @@ impl PostgresServer {
 
 impl Drop for PostgresServer {
     fn drop(&mut self) {
+        // A server a failed test left frozen would never stop (pg_ctl waits on it).
+        self.thaw();
         let _ = command(&self.bin, self.as_postgres, "pg_ctl")
             .args(["stop", "-m", "immediate", "-D"])
             .arg(self.dir.join("data"))
