@@ -98,8 +98,8 @@ impl IntoResponse for ApiError {
 }
 
 /// A response extension: this 503 came from a database that did not answer (the pool timed
-/// out, or the connection was refused, lost or shut down). The outage gate
-/// (`crate::db::outage`) trips on it.
+/// out, or the connection was refused, lost or shut down). The HTTP layer's outage gate trips
+/// on it.
 #[derive(Debug, Clone, Copy)]
 pub struct DbUnreachable;
 

@@ -296,6 +296,24 @@ async fn a_new_sqlite_database_has_1_kib_pages_and_an_old_one_keeps_its_own() {
     kept.close().await;
 }
 
+/// A harness on a PostgreSQL server of its own (the outage tests stop or freeze it), with
+/// A-1-1 held and the seat map read once (its snapshot loaded).
+async fn on_own_postgres() -> (sale_common::testsupport::PostgresServer, Harness) {
+    let pg = sale_common::testsupport::PostgresServer::start();
+    let url = pg.create_database();
+    let h = Harness::start_with(move |c| c.database_url = url).await;
+    let (st, _) = h.hold(&h.token("early"), "k1", &["A-1-1"]).await;
+    assert_eq!(st, 201);
+    assert_eq!(h.seat_status("A-1-1").await, "held");
+    (pg, h)
+}
+
+/// The status of `seat` in a seat map's JSON.
+fn status_in<'a>(map: &'a serde_json::Value, seat: &str) -> &'a serde_json::Value {
+    let seats = map["seats"].as_array().expect("seats");
+    &seats.iter().find(|s| s["id"] == seat).expect("seat")["status"]
+}
+
 /// README "Store outages" (a newcomer review: with PostgreSQL stopped every call waited 5 s for
 /// its 503, and ten concurrent seat-map reads answered one after another, 5 to 50 s). With the
 /// server stopped: ten concurrent seat-map reads all get the last snapshot (200, the held seat
@@ -304,12 +322,7 @@ async fn a_new_sqlite_database_has_1_kib_pages_and_an_old_one_keeps_its_own() {
 /// `Retry-After: 1`), without waiting on the pool; the door (`GET /api/me`) still answers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_postgres_gives_fast_503s_and_the_last_seat_map() {
-    let pg = sale_common::testsupport::PostgresServer::start();
-    let url = pg.create_database();
-    let h = Harness::start_with(move |c| c.database_url = url).await;
-    let (st, _) = h.hold(&h.token("early"), "k1", &["A-1-1"]).await;
-    assert_eq!(st, 201);
-    assert_eq!(h.seat_status("A-1-1").await, "held");
+    let (pg, h) = on_own_postgres().await;
     tokio::task::spawn_blocking(move || drop(pg)).await.unwrap();
     let reads = (0..10).map(|_| {
         let (http, base) = (h.http.clone(), h.base.clone());
@@ -328,13 +341,7 @@ async fn a_stopped_postgres_gives_fast_503s_and_the_last_seat_map() {
     for (st, age, v) in futures::future::join_all(reads).await {
         assert_eq!(st, 200, "{v}");
         assert!(age);
-        let seat = v["seats"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|s| s["id"] == "A-1-1")
-            .unwrap();
-        assert_eq!(seat["status"], "held");
+        assert_eq!(status_in(&v, "A-1-1"), "held");
     }
     assert!(h.state.outage.is_down(), "the failed poll trips the gate");
     let gate = "the booking database is not answering; try again";
@@ -391,12 +398,7 @@ async fn the_outage_gate_opens_again_when_postgres_answers() {
 /// answers holds again once the gate's prober finds it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hung_postgres_gives_the_last_seat_map_and_a_bounded_503() {
-    let pg = sale_common::testsupport::PostgresServer::start();
-    let url = pg.create_database();
-    let h = Harness::start_with(move |c| c.database_url = url).await;
-    let (st, _) = h.hold(&h.token("early"), "k1", &["A-1-1"]).await;
-    assert_eq!(st, 201);
-    assert_eq!(h.seat_status("A-1-1").await, "held");
+    let (pg, h) = on_own_postgres().await;
     // A write moves the local version, so the next read polls the frozen server.
     let (st, _) = h.hold(&h.token("second"), "k2", &["A-1-3"]).await;
     assert_eq!(st, 201);
@@ -421,14 +423,7 @@ async fn a_hung_postgres_gives_the_last_seat_map_and_a_bounded_503() {
     });
     for (st, v) in futures::future::join_all(reads).await {
         assert_eq!(st, 200, "{v}");
-        let held = v["seats"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|s| s["id"] == "A-1-1")
-            .unwrap()["status"]
-            .clone();
-        assert_eq!(held, "held");
+        assert_eq!(status_in(&v, "A-1-1"), "held");
     }
     let r = h
         .http

@@ -197,9 +197,10 @@ pub async fn seats(
 async fn snapshot(state: &AppState, show: &str) -> ApiResult<crate::inventory::seatmap::Served> {
     let now = state.clock.now_ms();
     if state.outage.is_down() {
-        return state.seatmaps.last(show, now).ok_or_else(|| {
-            Problem::unavailable("the booking database is not answering; try again", 1).into()
-        });
+        return state
+            .seatmaps
+            .last(show, now)
+            .ok_or_else(|| super::db_not_answering().into());
     }
     let served = state.seatmaps.get(&state.feed, show, now).await?;
     if served.unreachable {

@@ -160,6 +160,11 @@ fn needs_db(method: &axum::http::Method, path: &str) -> bool {
         && snapshot.iter().any(|s| path.ends_with(s)))
 }
 
+/// The outage gate's answer while the database is unreachable: 503 + `Retry-After: 1`.
+pub(super) fn db_not_answering() -> sale_common::Problem {
+    sale_common::Problem::unavailable("the booking database is not answering; try again", 1)
+}
+
 /// The outage gate (`db::outage`): while the database is unreachable, a request that needs it
 /// is `503 unavailable` with `Retry-After: 1` at once; an answer marked
 /// [`crate::error::DbUnreachable`] (a pool timeout, a refused or lost connection), or on
@@ -170,16 +175,12 @@ async fn outage_gate(
     next: axum::middleware::Next,
 ) -> axum::response::Response {
     use axum::response::IntoResponse;
-    if state.outage.is_down() && needs_db(req.method(), req.uri().path()) {
+    let needs = needs_db(req.method(), req.uri().path());
+    if needs && state.outage.is_down() {
         metrics::counter!("bc_db_outage_refused_total").increment(1);
-        return sale_common::Problem::unavailable(
-            "the booking database is not answering; try again",
-            1,
-        )
-        .into_response();
+        return db_not_answering().into_response();
     }
-    let gated = needs_db(req.method(), req.uri().path()) && state.outage.guards();
-    let resp = if gated {
+    let resp = if needs && state.outage.guards() {
         let within = crate::db::outage::REQUEST_WITHIN;
         match tokio::time::timeout(within, next.run(req)).await {
             Ok(resp) => resp,
