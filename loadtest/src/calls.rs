@@ -22,7 +22,22 @@ pub async fn call(
     req: reqwest::RequestBuilder,
 ) -> anyhow::Result<(StatusCode, Value, reqwest::header::HeaderMap)> {
     let _ = client;
+    let (status, bytes, headers) = send(stats, endpoint, req, true).await?;
+    Ok((status, json(&bytes), headers))
+}
+
+/// [`call`] answering the body's bytes unparsed: for the answers a fan reads into a typed,
+/// borrowed view (the section maps, `picks::Map`).
+pub async fn call_bytes(
+    stats: &Stats,
+    endpoint: &'static str,
+    req: reqwest::RequestBuilder,
+) -> anyhow::Result<(StatusCode, bytes::Bytes, reqwest::header::HeaderMap)> {
     send(stats, endpoint, req, true).await
+}
+
+fn json(bytes: &[u8]) -> Value {
+    serde_json::from_slice(bytes).unwrap_or(Value::Null)
 }
 
 /// [`call`] outside the in-flight caps: for the one shared status poller, which plays the CDN's
@@ -34,7 +49,8 @@ pub async fn call_uncapped(
     endpoint: &'static str,
     req: reqwest::RequestBuilder,
 ) -> anyhow::Result<(StatusCode, Value, reqwest::header::HeaderMap)> {
-    send(stats, endpoint, req, false).await
+    let (status, bytes, headers) = send(stats, endpoint, req, false).await?;
+    Ok((status, json(&bytes), headers))
 }
 
 async fn send(
@@ -42,7 +58,7 @@ async fn send(
     endpoint: &'static str,
     req: reqwest::RequestBuilder,
     capped: bool,
-) -> anyhow::Result<(StatusCode, Value, reqwest::header::HeaderMap)> {
+) -> anyhow::Result<(StatusCode, bytes::Bytes, reqwest::header::HeaderMap)> {
     let give_up = Instant::now() + RETRY_LATER_FOR;
     let mut req = req;
     loop {
@@ -67,8 +83,7 @@ async fn send(
                         continue;
                     }
                 }
-                let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-                return Ok((status, json, headers));
+                return Ok((status, bytes, headers));
             }
             Err(e) => {
                 let kind = crate::stats::transport_kind(&e);

@@ -5,6 +5,7 @@
 
 use crate::calls::{call, call_uncapped, jwt_claims, retry_after};
 use crate::model::{FanOutcome, SharedDoc, Target};
+use crate::picks::Map;
 use crate::stats::Stats;
 use rand::seq::SliceRandom;
 use rand::Rng;
@@ -338,8 +339,7 @@ async fn book(client: &Client, target: &Target, stats: &Stats, adm: &str, out: &
         attempt += 1;
         // The overview first (small), then only the chosen section's seats: a fan never holds
         // a whole 20,000-seat map, and no map stays alive across the hold and payment below.
-        let overview = match call(
-            client,
+        let overview_body = match crate::calls::call_bytes(
             stats,
             "sections",
             client.get(format!("{bc}/api/shows/{ev}/sections")),
@@ -349,16 +349,18 @@ async fn book(client: &Client, target: &Target, stats: &Stats, adm: &str, out: &
             Ok((s, body, _)) if s.is_success() => body,
             _ => continue,
         };
+        let Some(overview) = Map::parse(&overview_body) else {
+            continue;
+        };
         // A party that cannot sit together shrinks rather than leaving (and after two 409s,
         // takes any single seat).
         let n = if attempt > 2 { 1 } else { want };
         let section = match kind {
-            crate::model::Kind::Seats => crate::picks::section_to_open(&overview),
+            crate::model::Kind::Seats => overview.section_to_open(),
             _ => None,
         };
-        let section_map = match section {
-            Some(sec) => match call(
-                client,
+        let section_body = match section {
+            Some(sec) => match crate::calls::call_bytes(
                 stats,
                 "seatmap",
                 client.get(format!("{bc}/api/shows/{ev}/seats?section={sec}")),
@@ -370,9 +372,27 @@ async fn book(client: &Client, target: &Target, stats: &Stats, adm: &str, out: &
             },
             None => None,
         };
-        let map = section_map.as_ref().unwrap_or(&overview);
-        let Some(pick) = crate::picks::choose(map, kind, n, attempt) else {
-            let held = crate::picks::any_held(&overview);
+        let section_map = match &section_body {
+            Some(body) => match Map::parse(body) {
+                Some(m) => Some(m),
+                None => continue,
+            },
+            None => None,
+        };
+        let choices = section_map.as_ref().unwrap_or(&overview).choices();
+        let picked = choices.choose(kind, n, attempt);
+        let alternatives: Vec<_> = match picked {
+            Some(_) => (0..4)
+                .filter_map(|_| choices.choose(kind, n, attempt))
+                .collect(),
+            None => Vec::new(),
+        };
+        let held = overview.any_held();
+        // No map stays alive across the pause, the hold and the payment below.
+        drop(choices);
+        drop((section_map, overview));
+        drop((section_body, overview_body));
+        let Some(pick) = picked else {
             if Instant::now() < patience && held {
                 // Held seats lapse and are sold again: look again a little later (every 2-5 s,
                 // so thousands of patient fans do not flood the overview).
@@ -385,10 +405,6 @@ async fn book(client: &Client, target: &Target, stats: &Stats, adm: &str, out: &
             out.gave_up = Some("sold out".into());
             return;
         };
-        let alternatives: Vec<_> = (0..4)
-            .filter_map(|_| crate::picks::choose(map, kind, n, attempt))
-            .collect();
-        drop((section_map, overview));
         let slot = match &interval_kind {
             Some(k) => crate::intervals::free_slot(client, stats, target, k).await,
             None => None,

@@ -7,6 +7,7 @@
 use crate::model::{Kind, Target};
 use rand::Rng;
 use serde_json::{json, Value};
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
 
 /// One hold request's ask.
@@ -75,113 +76,173 @@ impl Pick {
     }
 }
 
-/// Free seats per section in a seat-map answer, or in the section overview
-/// (`GET /api/shows/{show}/sections`, whose `sections` carry `available`).
-fn free_by_section(map: &Value) -> BTreeMap<String, usize> {
-    let mut out = BTreeMap::new();
-    if let Some(secs) = map["sections"].as_array() {
-        for s in secs {
-            if let (Some(id), Some(a)) = (s["id"].as_str(), s["available"].as_u64()) {
-                if a > 0 {
-                    out.insert(id.to_owned(), usize::try_from(a).unwrap_or(usize::MAX));
-                }
-            }
-        }
-        return out;
-    }
-    for s in map["seats"].as_array().into_iter().flatten() {
-        if s["status"] == "free" {
-            if let Some(sec) = s["section"].as_str() {
-                *out.entry(sec.to_owned()).or_default() += 1;
-            }
-        }
-    }
-    out
+/// A seat-map or overview answer as a fan reads it, borrowed from the answer's bytes
+/// (`GET /api/shows/{show}/seats?section=` carries `seats`, the overview
+/// `GET /api/shows/{show}/sections` carries `sections`; both carry `pools`). Typed and borrowed
+/// rather than a `serde_json::Value`: in the seed rehearsal the load generator spent about a
+/// third of the machine's CPU reading 125 kB section maps into trees of owned maps, CPU the
+/// services it measures then lacked.
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct Map<'a> {
+    #[serde(borrow, default)]
+    seats: Vec<MapSeat<'a>>,
+    #[serde(borrow, default)]
+    sections: Option<Vec<MapSection<'a>>>,
+    #[serde(borrow, default)]
+    pools: Vec<MapPool<'a>>,
 }
 
-fn seat_pick(map: &Value, n: usize) -> Option<Pick> {
-    let rows = Rows::of(map)?;
-    (1..=n).rev().find_map(|k| rows.pick(k)).map(Pick::Seats)
+#[derive(Debug, serde::Deserialize)]
+struct MapSeat<'a> {
+    #[serde(borrow)]
+    id: Cow<'a, str>,
+    #[serde(borrow)]
+    section: Cow<'a, str>,
+    /// A number in the generated venues, a name ("AA") in some venue files.
+    row: Value,
+    number: u64,
+    #[serde(borrow)]
+    status: Cow<'a, str>,
 }
 
-fn best_pick(map: &Value, n: usize, attempt: u32) -> Option<Pick> {
-    let free = free_by_section(map);
-    let roomy: Vec<&String> = free
-        .iter()
-        .filter(|(_, &f)| f >= n)
-        .map(|(s, _)| s)
-        .collect();
-    let mut rng = rand::thread_rng();
-    let (section, quantity) = if roomy.is_empty() {
-        let (s, f) = free.iter().max_by_key(|(_, &f)| f)?;
-        (s.clone(), n.min(*f))
-    } else {
-        // Like seat pickers, fans crowd towards the first (dearest, nearest) sections.
-        let i = if rng.gen_bool(0.6) {
-            0
+#[derive(Debug, serde::Deserialize)]
+struct MapSection<'a> {
+    #[serde(borrow)]
+    id: Cow<'a, str>,
+    #[serde(default)]
+    available: u64,
+    #[serde(default)]
+    held: u64,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct MapPool<'a> {
+    #[serde(borrow)]
+    id: Cow<'a, str>,
+    #[serde(default)]
+    available: u64,
+}
+
+impl<'a> Map<'a> {
+    /// Reads an answer's body; `None` when it is not a map (an error page, a cut-off body).
+    pub fn parse(body: &'a [u8]) -> Option<Self> {
+        serde_json::from_slice(body).ok()
+    }
+
+    /// Free seats per section: the overview's `available`, else counted from the seats.
+    fn free_by_section(&self) -> BTreeMap<&str, usize> {
+        let mut out = BTreeMap::new();
+        if let Some(secs) = &self.sections {
+            for s in secs.iter().filter(|s| s.available > 0) {
+                out.insert(
+                    s.id.as_ref(),
+                    usize::try_from(s.available).unwrap_or(usize::MAX),
+                );
+            }
+            return out;
+        }
+        for s in self.seats.iter().filter(|s| s.status == "free") {
+            *out.entry(s.section.as_ref()).or_default() += 1;
+        }
+        out
+    }
+
+    /// The section a seat-picking fan opens from the overview: the first section with a free
+    /// seat half the time (fans crowd towards the front), else any section with a free seat;
+    /// `None` when no section has one.
+    pub fn section_to_open(&self) -> Option<String> {
+        let open: Vec<&str> = self.free_by_section().into_keys().collect();
+        let mut rng = rand::thread_rng();
+        if open.is_empty() {
+            None
+        } else if rng.gen_bool(0.5) {
+            Some(open[0].to_owned())
         } else {
-            rng.gen_range(0..roomy.len())
+            Some(open[rng.gen_range(0..open.len())].to_owned())
+        }
+    }
+
+    /// Whether the overview shows held seats (they may lapse and be sold again).
+    pub fn any_held(&self) -> bool {
+        self.sections
+            .as_ref()
+            .is_some_and(|a| a.iter().any(|s| s.held > 0))
+    }
+
+    /// The fan's ways to pick from this map; the seats' rows are read once for every pick.
+    pub fn choices(&self) -> Choices<'_, 'a> {
+        Choices {
+            map: self,
+            rows: Rows::of(self),
+        }
+    }
+}
+
+/// One map made ready for several picks (a fan's first choice and its alternatives).
+pub struct Choices<'m, 'a> {
+    map: &'m Map<'a>,
+    rows: Rows<'m>,
+}
+
+impl Choices<'_, '_> {
+    /// What a fan of `kind` asks for (`n` places, attempt from 1); `None` when nothing is
+    /// left anywhere. A kind with nothing left falls back to seats, then to a pool.
+    pub fn choose(&self, kind: Kind, n: usize, attempt: u32) -> Option<Pick> {
+        let first = match kind {
+            Kind::Seats => self.seat_pick(n),
+            Kind::Best => self.best_pick(n, attempt),
+            Kind::Pool => self.pool_pick(n),
         };
-        (roomy[i].clone(), n)
-    };
-    Some(Pick::Best {
-        section,
-        quantity,
-        allow_split: attempt > 1,
-    })
-}
-
-fn pool_pick(map: &Value, n: usize) -> Option<Pick> {
-    let open: Vec<(&str, u64)> = map["pools"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|p| Some((p["id"].as_str()?, p["available"].as_u64()?)))
-        .filter(|(_, a)| *a > 0)
-        .collect();
-    if open.is_empty() {
-        return None;
+        first
+            .or_else(|| self.seat_pick(n))
+            .or_else(|| self.pool_pick(n))
     }
-    let (pool, left) = open[rand::thread_rng().gen_range(0..open.len())];
-    Some(Pick::Pool {
-        pool: pool.to_owned(),
-        quantity: n.min(usize::try_from(left).unwrap_or(n)),
-    })
-}
 
-/// The section a seat-picking fan opens from the overview: the first section with a free seat
-/// half the time (fans crowd towards the front), else any section with a free seat; `None` when
-/// no section has one.
-pub fn section_to_open(overview: &Value) -> Option<String> {
-    let open: Vec<String> = free_by_section(overview).into_keys().collect();
-    let mut rng = rand::thread_rng();
-    if open.is_empty() {
-        None
-    } else if rng.gen_bool(0.5) {
-        Some(open[0].clone())
-    } else {
-        Some(open[rng.gen_range(0..open.len())].clone())
+    fn seat_pick(&self, n: usize) -> Option<Pick> {
+        (1..=n)
+            .rev()
+            .find_map(|k| self.rows.pick(k))
+            .map(Pick::Seats)
     }
-}
 
-/// Whether the overview shows held seats (they may lapse and be sold again).
-pub fn any_held(overview: &Value) -> bool {
-    overview["sections"]
-        .as_array()
-        .is_some_and(|a| a.iter().any(|s| s["held"].as_u64().unwrap_or(0) > 0))
-}
+    fn best_pick(&self, n: usize, attempt: u32) -> Option<Pick> {
+        let free = self.map.free_by_section();
+        let roomy: Vec<&str> = free
+            .iter()
+            .filter(|(_, &f)| f >= n)
+            .map(|(s, _)| *s)
+            .collect();
+        let mut rng = rand::thread_rng();
+        let (section, quantity) = if roomy.is_empty() {
+            let (s, f) = free.iter().max_by_key(|(_, &f)| f)?;
+            (s.to_string(), n.min(*f))
+        } else {
+            // Like seat pickers, fans crowd towards the first (dearest, nearest) sections.
+            let i = if rng.gen_bool(0.6) {
+                0
+            } else {
+                rng.gen_range(0..roomy.len())
+            };
+            (roomy[i].to_owned(), n)
+        };
+        Some(Pick::Best {
+            section,
+            quantity,
+            allow_split: attempt > 1,
+        })
+    }
 
-/// What a fan of `kind` asks for (`n` places, attempt from 1), from a seat-map answer; `None`
-/// when nothing is left anywhere.
-pub fn choose(map: &Value, kind: Kind, n: usize, attempt: u32) -> Option<Pick> {
-    let first = match kind {
-        Kind::Seats => seat_pick(map, n),
-        Kind::Best => best_pick(map, n, attempt),
-        Kind::Pool => pool_pick(map, n),
-    };
-    first
-        .or_else(|| seat_pick(map, n))
-        .or_else(|| pool_pick(map, n))
+    fn pool_pick(&self, n: usize) -> Option<Pick> {
+        let open: Vec<&MapPool> = self.map.pools.iter().filter(|p| p.available > 0).collect();
+        if open.is_empty() {
+            return None;
+        }
+        let p = open[rand::thread_rng().gen_range(0..open.len())];
+        Some(Pick::Pool {
+            pool: p.id.to_string(),
+            quantity: n.min(usize::try_from(p.available).unwrap_or(n)),
+        })
+    }
 }
 
 /// Seat ids `skip..skip + take` of a show's map, in map order (section, row, number): the hot
@@ -327,28 +388,31 @@ pub async fn pool_office(
 }
 
 /// A seat-map answer's seats by row, borrowed from the parsed answer (built once per answer
-/// and tried for several party sizes: the seed rehearsal's fans spent most of the load
-/// generator's CPU re-reading 1,400-seat sections into owned maps for every size tried).
-struct Rows<'a> {
-    /// Per row, in map order: (number, id, free), sorted by number.
-    rows: Vec<Vec<(u64, &'a str, bool)>>,
+/// and tried for several party sizes and alternatives: the seed rehearsal's fans spent most of
+/// the load generator's CPU re-reading 1,400-seat sections for every size and alternative).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum RowKey<'m> {
+    Number(i64),
+    Name(&'m str),
 }
 
-impl<'a> Rows<'a> {
-    fn of(map: &'a Value) -> Option<Self> {
-        let seats = map["seats"].as_array()?;
-        let mut at: std::collections::HashMap<(&'a str, String), usize> = Default::default();
-        let mut rows: Vec<Vec<(u64, &'a str, bool)>> = Vec::new();
-        for s in seats {
-            let Value::Object(o) = s else { return None };
-            let section = o.get("section")?.as_str()?;
-            let row = match o.get("row")? {
-                Value::String(r) => r.clone(),
-                other => other.to_string(),
+struct Rows<'m> {
+    /// Per row, in map order: (number, id, free), sorted by number.
+    rows: Vec<Vec<(u64, &'m str, bool)>>,
+}
+
+impl<'m> Rows<'m> {
+    fn of(map: &'m Map<'_>) -> Self {
+        let mut at: std::collections::HashMap<(&str, RowKey), usize> = Default::default();
+        let mut rows: Vec<Vec<(u64, &'m str, bool)>> = Vec::new();
+        for s in &map.seats {
+            let row = match &s.row {
+                Value::Number(n) => RowKey::Number(n.as_i64().unwrap_or(i64::MIN)),
+                Value::String(r) => RowKey::Name(r.as_str()),
+                _ => RowKey::Number(i64::MIN),
             };
-            let free = o.get("status").and_then(Value::as_str) == Some("free");
-            let seat = (o.get("number")?.as_u64()?, o.get("id")?.as_str()?, free);
-            let i = *at.entry((section, row)).or_insert_with(|| {
+            let seat = (s.number, s.id.as_ref(), s.status == "free");
+            let i = *at.entry((s.section.as_ref(), row)).or_insert_with(|| {
                 rows.push(Vec::new());
                 rows.len() - 1
             });
@@ -357,7 +421,7 @@ impl<'a> Rows<'a> {
         for r in &mut rows {
             r.sort_unstable();
         }
-        Some(Self { rows })
+        Self { rows }
     }
 
     /// `n` adjacent free seats: among the first 40 blocks (in map order) 70 % of the time
@@ -400,31 +464,70 @@ mod tests {
         ], "pools": [{"id": "FLOOR", "price_cents": 6500, "capacity": 5, "oversell": 0, "available": 3}]})
     }
 
+    fn choose(map: &Value, kind: Kind, n: usize) -> Option<Pick> {
+        let bytes = serde_json::to_vec(map).unwrap();
+        let map = Map::parse(&bytes).expect("a map");
+        map.choices().choose(kind, n, 1)
+    }
+
     #[test]
     fn each_kind_asks_its_way_and_falls_back() {
         let m = map();
         assert_eq!(
-            choose(&m, Kind::Pool, 4, 1),
+            choose(&m, Kind::Pool, 4),
             Some(Pick::Pool {
                 pool: "FLOOR".into(),
                 quantity: 3
             })
         );
         assert_eq!(
-            choose(&m, Kind::Seats, 2, 1),
+            choose(&m, Kind::Seats, 2),
             Some(Pick::Seats(vec!["A-1-1".into()]))
         );
-        let best = choose(&m, Kind::Best, 2, 1).unwrap();
+        let best = choose(&m, Kind::Best, 2).unwrap();
         assert_eq!(best.body()["best_available"]["quantity"], 1);
         assert_eq!(best.body()["best_available"]["section"], "A");
         let none_left =
             json!({"seats": [], "pools": [{"id": "FLOOR", "available": 0, "capacity": 5}]});
-        assert_eq!(choose(&none_left, Kind::Best, 1, 1), None);
+        assert_eq!(choose(&none_left, Kind::Best, 1), None);
         let only_pool = json!({"seats": [], "pools": [{"id": "FLOOR", "available": 2}]});
         assert!(matches!(
-            choose(&only_pool, Kind::Seats, 1, 1),
+            choose(&only_pool, Kind::Seats, 1),
             Some(Pick::Pool { .. })
         ));
+    }
+
+    #[test]
+    fn adjacent_seats_are_found_in_named_and_numbered_rows_with_escaped_ids() {
+        // Row names ("AA") and numbers; an id with an escape is read (not borrowed) whole.
+        let m = json!({"seats": [
+            {"id": "B-AA-2", "section": "B", "row": "AA", "number": 2, "status": "free"},
+            {"id": "B-AA-1", "section": "B", "row": "AA", "number": 1, "status": "free"},
+            {"id": "B-7-1", "section": "B", "row": 7, "number": 1, "status": "free"},
+            {"id": "B-7-2", "section": "B", "row": 7, "number": 2, "status": "sold"},
+        ]});
+        assert_eq!(
+            choose(&m, Kind::Seats, 2),
+            Some(Pick::Seats(vec!["B-AA-1".into(), "B-AA-2".into()]))
+        );
+        let escaped = json!({"seats": [
+            {"id": "B-\"1", "section": "B", "row": 7, "number": 1, "status": "free"}]});
+        assert_eq!(
+            choose(&escaped, Kind::Seats, 1),
+            Some(Pick::Seats(vec!["B-\"1".into()]))
+        );
+    }
+
+    #[test]
+    fn the_overview_names_open_sections_and_held_seats() {
+        let body = serde_json::to_vec(&json!({"sections": [
+            {"id": "A", "available": 0, "held": 3},
+            {"id": "B", "available": 0, "held": 0}], "pools": []}))
+        .unwrap();
+        let overview = Map::parse(&body).unwrap();
+        assert_eq!(overview.section_to_open(), None);
+        assert!(overview.any_held());
+        assert!(Map::parse(b"<html>").is_none());
     }
 
     #[test]
