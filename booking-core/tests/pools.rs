@@ -9,8 +9,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use booking_core::PoolSpec;
+use sale_common::Clock;
 use serde_json::{json, Value};
-use support::{Backend, Harness, ADMIN, SHOW};
+use support::{analyse, Analysed, Backend, Harness, ADMIN, SHOW};
 use tokio::sync::Barrier;
 
 on_both!(
@@ -19,6 +20,7 @@ on_both!(
     pool_holds_on_the_last_places_never_oversell,
     queued_pool_holds_sell_exactly_capacity,
     pool_holds_and_releases_at_once_lose_no_place,
+    a_pools_lapsed_places_are_read_from_its_own_holds,
 );
 
 async fn with_pool(b: Backend, capacity: u32) -> Harness {
@@ -471,4 +473,78 @@ async fn pool_holds_and_releases_at_once_lose_no_place(b: Backend) {
     }
     assert_eq!(more, 3 - won, "exactly the places left, after {won} won");
     assert_eq!(pool_json(&h).await["available"], 0);
+}
+
+/// Expiry on read among many lapsed holds (issue 13, the seed rehearsal: hundreds of
+/// walk-aways' seat holds lapsed between two reconciler steps, and every pool read and refused
+/// pool claim probed `hold_pools` once for each of them, 2.3 ms and 1.6 ms a call). A pool's
+/// lapsed places are found from its own rows (`hold_pools.lapses_at`, migration
+/// `20261205030000_pool_lapse_hint`): a lapsed pool hold counts free, a paid one never does
+/// (its bound cleared when it is sold), and on PostgreSQL no node of the plan reads the lapsed
+/// seat holds (fails without: the read walked all 13 lapsed holds).
+async fn a_pools_lapsed_places_are_read_from_its_own_holds(b: Backend) {
+    let h = Harness::on_with(b, |c| Harness::venue_with_floor(c, 12, 5)).await;
+    let booking = h.buy_places("paid", "FLOOR", 1).await;
+    let (lapses_at,): (Option<i64>,) = sqlx::query_as(
+        "SELECT hp.lapses_at FROM hold_pools hp JOIN bookings b ON b.hold_id = hp.hold_id \
+         WHERE b.id = $1",
+    )
+    .bind(&booking)
+    .fetch_one(&h.state.db)
+    .await
+    .unwrap();
+    assert_eq!(lapses_at, None, "a sold hold's places never lapse");
+    for i in 1..=12 {
+        let (st, body) = h
+            .hold(&h.token(&format!("s{i}")), "k", &[&format!("A-1-{i}")])
+            .await;
+        assert_eq!(st, 201, "{body}");
+    }
+    let (st, body) = h
+        .hold_with(
+            &h.token("walks-away"),
+            "k",
+            json!({"pool": "FLOOR", "quantity": 3}),
+            &[],
+        )
+        .await;
+    assert_eq!(st, 201, "{body}");
+    assert_eq!(pool_json(&h).await["available"], 1);
+    // Every hold lapses: 12 seat holds and one pool hold, none swept.
+    h.clock.advance_ms(481_000);
+    assert_eq!(
+        pool_json(&h).await["available"],
+        4,
+        "the lapsed 3 count free, the paid 1 does not"
+    );
+    let (st, body) = h
+        .hold_with(
+            &h.token("late"),
+            "k",
+            json!({"pool": "FLOOR", "quantity": 4}),
+            &[],
+        )
+        .await;
+    assert_eq!(st, 201, "the lapsed places are reclaimed: {body}");
+    assert_eq!(drift(&h).await["drifting"], 0);
+    if b == Backend::Postgres {
+        let db = &h.state.db;
+        let mut lapsed = 0;
+        for _ in 0..2 {
+            // The refused claim's question, asked when nothing has lapsed and when 5 have.
+            let (sql, _) =
+                booking_core::inventory::pools::lapsed_exist_sql(SHOW, "FLOOR", h.clock.now_ms());
+            let sql = sql
+                .replace("$1", &format!("'{SHOW}'"))
+                .replace("$2", "'FLOOR'")
+                .replace("$3", &h.clock.now_ms().to_string());
+            let Analysed { plan, read, .. } = analyse(db, &sql).await;
+            assert!(
+                read.iter().all(|rows| *rows <= 1),
+                "no node reads another hold than the pool's own ({lapsed} lapsed): {plan:#?}"
+            );
+            h.clock.advance_ms(481_000);
+            lapsed = 4;
+        }
+    }
 }

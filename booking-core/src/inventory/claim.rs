@@ -575,13 +575,12 @@ fn write_parts(b: &mut db::Binds, holds: &[(&Request<'_>, &NewHold)]) -> WritePa
     let in_flight = b.push(IN_FLIGHT);
     for (r, h) in holds {
         let (id, show) = (b.push(h.id.clone()), b.push(r.show.to_owned()));
-        let created = b.push(h.created_at);
+        let (created, expires) = (b.push(h.created_at), b.push(h.expires_at));
         hold_rows.push(format!(
-            "({id}, {show}, {}, {}, 'HELD', {}, {}, {}, {created}, {})",
+            "({id}, {show}, {}, {}, 'HELD', {}, {expires}, {}, {created}, {})",
             b.push(r.adm.sub.clone()),
             b.push(r.adm.jti.clone()),
             b.push(h.amount),
-            b.push(h.expires_at),
             b.push(h.payment_expires_at),
             b.push(r.channel.to_owned()),
         ));
@@ -590,7 +589,8 @@ fn write_parts(b: &mut db::Binds, holds: &[(&Request<'_>, &NewHold)]) -> WritePa
         }
         if let Some((pool, quantity)) = r.ask.pool() {
             let (p, q) = (b.push(pool.to_owned()), b.push(i64::from(quantity)));
-            pool_rows.push(format!("({id}, {show}, {p}, {q}, 1)"));
+            // The hold's deadline: the lower bound of when its places lapse (pools::LAPSED).
+            pool_rows.push(format!("({id}, {show}, {p}, {q}, 1, {expires})"));
         }
         audit_rows.push(format!(
             "({created}, {show}, {id}, 'held', {actor}, {})",
@@ -615,7 +615,7 @@ fn write_parts(b: &mut db::Binds, holds: &[(&Request<'_>, &NewHold)]) -> WritePa
         seats: some(seat_rows, "INSERT INTO hold_seats (hold_id, show_id, seat_id)"),
         pools: some(
             pool_rows,
-            "INSERT INTO hold_pools (hold_id, show_id, pool_id, quantity, counted)",
+            "INSERT INTO hold_pools (hold_id, show_id, pool_id, quantity, counted, lapses_at)",
         ),
         audit: format!(
             "INSERT INTO audit (at, show_id, hold_id, action, actor, reason) VALUES {}",

@@ -40,27 +40,21 @@ async fn lock_pool(tx: &mut Tx<'_>, pg: bool, show: &str, pool: &str) -> sqlx::R
     Ok(())
 }
 
-/// The holds lapsed by `$3` (epoch ms) and not kept by an alert, as the CTE `l`, computed
-/// first (`MATERIALIZED`, SQLite 3.35+ and PostgreSQL 12+): a range of `holds_due (status,
-/// expires_at)`, the few holds the reconciler has not swept yet.
-const LAPSED: &str = "l AS MATERIALIZED (SELECT id FROM holds \
-     WHERE status = 'HELD' AND expires_at <= $3 AND alerted_at IS NULL)";
-
-/// A lapsed hold's `hold_pools` row `hp` in pool `$2` of show `$1`, still counted, found by
-/// its primary key from each row of [`LAPSED`]'s `l` (a correlated subquery per lapsed hold,
-/// which no plan turns around). Written as `hold_id IN (SELECT …)`, PostgreSQL's cached
-/// generic plans drove from `hold_pools` instead, every counted pool hold (paid ones too)
-/// probed or hashed: in the seed rehearsal [`lapsed_exist`] averaged 5.8 ms over 22,117 calls
-/// and [`availability`]'s sum 1.5 ms over 29,161, the run's costliest statements
-/// (`pg_stat_statements`); on the run's database afterwards, 0.36 ms and 0.73 ms this way.
-const LAPSED_ROW: &str =
-    "hp.hold_id = l.id AND hp.show_id = $1 AND hp.pool_id = $2 AND hp.counted = 1";
-
-/// The `hold_pools` rows of pool `$2` of show `$1` whose holds are in [`LAPSED`]'s `l` and
-/// still count: what [`reclaim`] uncounts (under the pool row's lock, and rarely: only when
-/// an increment failed and [`lapsed_exist`] found some).
-const LAPSED_ROWS: &str =
-    "show_id = $1 AND pool_id = $2 AND counted = 1 AND hold_id IN (SELECT id FROM l)";
+/// The counted `hold_pools` rows `hp` of pool `$2` of show `$1` whose holds lapsed by `$3`
+/// (epoch ms) and are not kept by an alert, as a condition on `hold_pools hp`. The rows come
+/// from the range `lapses_at <= $3` of the index `hold_pools_pool (show_id, pool_id, counted,
+/// lapses_at)`: `lapses_at` is a lower bound of the hold's deadline, NULL once it is PAID
+/// (migration `20261205030000_pool_lapse_hint`), so only this pool's own lapsed holds are
+/// read; each row's hold is then checked by its primary key (a scalar subquery, which no plan
+/// turns into a walk of every HELD hold, as a join did on a small table). Found from every
+/// lapsed hold instead (`holds_due`, seat holds too: hundreds of walk-aways between two
+/// reconciler steps in the seed rehearsal), [`availability`]'s sum averaged 2.3 ms over 13,608
+/// calls and [`lapsed_exist`] 1.6 ms over 11,545 in one minute (`pg_stat_statements`), about
+/// 0.8 of the machine's two CPUs.
+const LAPSED: &str =
+    "hp.show_id = $1 AND hp.pool_id = $2 AND hp.counted = 1 AND hp.lapses_at <= $3 \
+     AND (SELECT h.status = 'HELD' AND h.expires_at <= $3 AND h.alerted_at IS NULL \
+     FROM holds h WHERE h.id = hp.hold_id)";
 
 /// Whether [`reclaim`] would free anything, read without the pool row's lock.
 async fn lapsed_exist(tx: &mut Tx<'_>, show: &str, pool: &str, now_ms: i64) -> sqlx::Result<bool> {
@@ -79,7 +73,7 @@ pub fn lapsed_exist_sql(show: &str, pool: &str, now_ms: i64) -> (String, crate::
     b.push(pool);
     b.push(now_ms);
     let sql = format!(
-        "WITH {LAPSED} SELECT CAST(COALESCE(MAX((SELECT 1 FROM hold_pools hp WHERE {LAPSED_ROW})), 0) AS BIGINT) FROM l"
+        "SELECT CAST(CASE WHEN EXISTS (SELECT 1 FROM hold_pools hp WHERE {LAPSED}) THEN 1 ELSE 0 END AS BIGINT)"
     );
     (sql, b)
 }
@@ -88,7 +82,7 @@ pub fn lapsed_exist_sql(show: &str, pool: &str, now_ms: i64) -> (String, crate::
 async fn reclaim(tx: &mut Tx<'_>, show: &str, pool: &str, now_ms: i64) -> sqlx::Result<i64> {
     crate::inventory::seatmap::touch();
     let freed: Vec<i64> = sqlx::query_scalar(&format!(
-        "WITH {LAPSED} UPDATE hold_pools SET counted = 0 WHERE {LAPSED_ROWS} RETURNING quantity"
+        "UPDATE hold_pools AS hp SET counted = 0 WHERE {LAPSED} RETURNING quantity"
     ))
     .bind(show)
     .bind(pool)
@@ -280,13 +274,11 @@ pub async fn sell(
     let Some((_, qty, counted)) = of_hold(tx, hold_id).await? else {
         return Ok(true);
     };
-    if counted == 1 {
-        return Ok(true);
-    }
-    if !claim(tx, pg, show, &pool, qty, now_ms).await? {
+    if counted == 0 && !claim(tx, pg, show, &pool, qty, now_ms).await? {
         return Ok(false);
     }
-    sqlx::query("UPDATE hold_pools SET counted = 1 WHERE hold_id = $1")
+    // A sold hold's places no longer lapse: its row leaves the lapsed range ([`LAPSED`]).
+    sqlx::query("UPDATE hold_pools SET counted = 1, lapses_at = NULL WHERE hold_id = $1")
         .bind(hold_id)
         .execute(&mut **tx)
         .await?;
@@ -307,7 +299,7 @@ pub async fn availability(db: &Db, show: &str, now_ms: i64) -> sqlx::Result<Vec<
     let mut out = Vec::with_capacity(rows.len());
     for (id, price, cap, over, taken) in rows {
         let lapsed: i64 = sqlx::query_scalar(&format!(
-            "WITH {LAPSED} SELECT CAST(COALESCE(SUM((SELECT hp.quantity FROM hold_pools hp WHERE {LAPSED_ROW})), 0) AS BIGINT) FROM l"
+            "SELECT CAST(COALESCE(SUM(hp.quantity), 0) AS BIGINT) FROM hold_pools hp WHERE {LAPSED}"
         ))
         .bind(show)
         .bind(&id)
