@@ -14,6 +14,7 @@
 //! holds or payments beyond seeding and the shared writers (locks, leases, audit).
 
 pub mod checkpoint;
+pub mod dedicated;
 pub mod lease;
 pub mod local;
 pub mod outage;
@@ -204,6 +205,15 @@ pub async fn connect_feed(url: &str, reads: &Db) -> anyhow::Result<Db> {
         return Ok(reads.clone());
     }
     Ok(pg_pool(PG_FEED_POOL).connect(url).await?)
+}
+
+/// A pool of `max` connections to the PostgreSQL server and database of `db`, with
+/// [`pg_pool`]'s options, opened lazily (its first use connects, so making it never fails): for
+/// a worker on a thread and runtime of its own ([`dedicated::spawn`]), whose connections are
+/// then driven by that runtime rather than by the shared one. Call it inside the runtime that
+/// will use it (the pool's upkeep task starts there).
+pub fn sibling_pool(db: &Db, max: u32) -> Db {
+    pg_pool(max).connect_lazy_with((*db.connect_options()).clone())
 }
 
 /// The options of a PostgreSQL pool of `max` connections: a 5 s acquire timeout (then 503),

@@ -1,5 +1,5 @@
 //! Group commit for a per-process worker (issue 13): callers hand their item to one worker
-//! task, which takes every item waiting (up to [`Work::MAX`]) and applies them in one call of
+//! (on PostgreSQL on a thread of its own, [`crate::db::dedicated`]), which takes every item waiting (up to [`Work::MAX`]) and applies them in one call of
 //! [`Work::apply`] (one statement or one transaction), then answers each caller. Used by the
 //! refused keys ([`crate::inventory::refusals`]) and fans' releases on SQLite
 //! ([`crate::inventory::releases`]). A caller is answered only after its batch is committed; if
@@ -31,6 +31,10 @@ pub trait Work: Send + Sync + 'static {
         items: &'a [&'a Self::Item],
     ) -> BoxFuture<'a, sqlx::Result<Vec<Self::Answer>>>;
 }
+
+/// Connections of a worker on PostgreSQL, where it runs on a thread of its own
+/// ([`crate::db::dedicated`]; a task of the shared runtime on SQLite).
+pub const WORKER_CONNECTIONS: u32 = 2;
 
 /// Items waiting before callers wait too (back-pressure).
 pub const QUEUE_DEPTH: usize = 4096;
@@ -73,7 +77,10 @@ impl<W: Work> Group<W> {
     /// or `None` when the batch failed or the worker is gone (the caller then works alone).
     pub async fn submit(&self, db: &Db, item: W::Item) -> Option<W::Answer> {
         let tx = inbox(&self.inbox, QUEUE_DEPTH, |rx| {
-            tokio::spawn(run::<W>(db.clone(), rx, self.batches.clone()));
+            let batches = self.batches.clone();
+            crate::db::dedicated::spawn(db, W::METRIC, WORKER_CONNECTIONS, move |db| {
+                run::<W>(db, rx, batches)
+            });
         });
         let (done, answer) = oneshot::channel();
         self.pending.fetch_add(1, Ordering::Relaxed);

@@ -1,0 +1,56 @@
+//! Serial workers on a thread of their own (issue 13, the seed rehearsal): the hold queue's
+//! worker ([`crate::inventory::hotq`]) and the group commits ([`crate::inventory::group`]) each
+//! answer every caller of a batch only after a run of round trips to the database, one after
+//! another. As tasks of the shared runtime, each round trip's answer waited behind every ready
+//! request task before the worker ran again: on a 2-CPU machine carrying the database, both
+//! services and the fans, a hold-queue batch of about 30 requests took 0.25–0.5 s while the
+//! database sat `idle in transaction` waiting for the next statement (`pg_stat_activity`), and
+//! the refused keys' group commit gathered 158 rows a batch. On a thread of its own, with a
+//! runtime of its own, a worker runs as soon as its answer arrives (the operating system
+//! shares the CPUs between threads, not tasks): batches of a few ms.
+
+use std::future::Future;
+
+use crate::db::{self, Backend, Db};
+
+/// Runs `work` with a pool of its own: on PostgreSQL a thread named `name` with a
+/// single-threaded runtime and [`db::sibling_pool`] of `connections` (the pool is closed when
+/// `work` ends, and the thread with it); on SQLite, a task of the shared runtime on `db`
+/// itself (an in-memory database is one connection, which another pool would not share, and a
+/// SQLite file has its writer's thread already). If the thread or its runtime cannot start,
+/// `work` is dropped unrun: a worker whose inbox it owned sees it closed, and its callers work
+/// alone, as they do when a worker stops.
+pub fn spawn<F, Fut>(db: &Db, name: &str, connections: u32, work: F)
+where
+    F: FnOnce(Db) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    if db::backend(db) != Backend::Postgres {
+        tokio::spawn(work(db.clone()));
+        return;
+    }
+    let db = db.clone();
+    let started = std::thread::Builder::new()
+        .name(name.to_owned())
+        .spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    tracing::error!(error = %e, "a worker's runtime did not start; its callers work alone");
+                    return;
+                }
+            };
+            rt.block_on(async move {
+                let own = db::sibling_pool(&db, connections);
+                drop(db);
+                work(own.clone()).await;
+                own.close().await;
+            });
+        });
+    if let Err(e) = started {
+        tracing::error!(error = %e, name, "a worker's thread did not start; its callers work alone");
+    }
+}
