@@ -1,5 +1,5 @@
 //! Serial workers on a thread of their own (issue 13, the seed rehearsal): the hold queue's
-//! worker ([`crate::inventory::hotq`]) and the group commits ([`crate::inventory::group`]) each
+//! worker (`inventory::hotq`) and the group commits (`inventory::group`) each
 //! answer every caller of a batch only after a run of round trips to the database, one after
 //! another. As tasks of the shared runtime, each round trip's answer waited behind every ready
 //! request task before the worker ran again: on a 2-CPU machine carrying the database, both
