@@ -323,5 +323,9 @@ async fn a_queue_worker_runs_where_its_answers_do_not_wait_on_request_tasks(b: B
     });
     let mut answers = futures::future::join_all(holds).await;
     answers.sort_unstable();
-    assert_eq!(answers, [201, 409, 409, 409], "one winner through the queue");
+    assert_eq!(
+        answers,
+        [201, 409, 409, 409],
+        "one winner through the queue"
+    );
 }
