@@ -193,7 +193,7 @@ fn start(db: &Db) -> mpsc::Sender<Job> {
 /// The worker of one show: waits for a request, takes every other waiting one, applies them.
 pub async fn run(db: Db, mut rx: mpsc::Receiver<Job>) {
     while let Some(batch) = next_batch(&mut rx, MAX_BATCH).await {
-        step(&db, batch).await;
+        let _ = step(&db, batch).await;
     }
 }
 
@@ -211,16 +211,47 @@ pub async fn next_batch<T>(rx: &mut mpsc::Receiver<T>, max: usize) -> Option<Vec
     Some(batch)
 }
 
-/// Applies one batch and answers every request of it.
-pub async fn step(db: &Db, batch: Vec<Job>) {
+/// How [`step`] answered a batch: request counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stepped {
+    /// Answered from the batch's one transaction.
+    pub in_batch: usize,
+    /// Retried alone after the batch failed ([`claim::create`]).
+    pub alone: usize,
+    /// Answered with the batch's own failure: the database did not answer.
+    pub unreachable: usize,
+}
+
+/// Applies one batch and answers every request of it. When the batch fails, each request is
+/// retried alone, unless the database did not answer (a pool timeout, a refused or lost
+/// connection, `error::is_unreachable`): then every request of the batch gets that 503 at once
+/// and the outage gate trips on the first. Retried alone, each waited as long again for a
+/// connection, one after another (newcomer review: with PostgreSQL stopped, 60 queued pool
+/// holds got their 503 after 15 s, the gate's cut-off).
+pub async fn step(db: &Db, batch: Vec<Job>) -> Stepped {
     metrics::histogram!("bc_hold_queue_batch_size").record(batch.len() as f64);
     let started = std::time::Instant::now();
     let applied = apply(db, &batch).await;
     metrics::histogram!("bc_hold_queue_batch_seconds").record(started.elapsed().as_secs_f64());
+    let n = batch.len();
     match applied {
         Ok(outcomes) => {
             for (job, out) in batch.into_iter().zip(outcomes) {
                 let _ = job.reply.send(out);
+            }
+            Stepped {
+                in_batch: n,
+                ..Stepped::default()
+            }
+        }
+        Err(e) if crate::error::is_unreachable(&e) => {
+            tracing::warn!(error = %e, requests = n, "hold queue batch: the database did not answer");
+            for job in batch {
+                let _ = job.reply.send(Err(same_failure(&e).into()));
+            }
+            Stepped {
+                unreachable: n,
+                ..Stepped::default()
             }
         }
         Err(e) => {
@@ -229,7 +260,24 @@ pub async fn step(db: &Db, batch: Vec<Job>) {
                 let answer = claim::create(db, db, None, &job.req.request(), job.now_ms).await;
                 let _ = job.reply.send(answer.map(Ok));
             }
+            Stepped {
+                alone: n,
+                ..Stepped::default()
+            }
         }
+    }
+}
+
+/// An unreachable database's error again, for each request of a batch (`sqlx::Error` is not
+/// `Clone`): a pool timeout as itself, a refused or lost connection as a lost connection with
+/// the same message; both answer `503` + `Retry-After` marked `error::DbUnreachable`.
+fn same_failure(e: &sqlx::Error) -> sqlx::Error {
+    match e {
+        sqlx::Error::PoolTimedOut => sqlx::Error::PoolTimedOut,
+        other => sqlx::Error::Io(std::io::Error::new(
+            std::io::ErrorKind::NotConnected,
+            other.to_string(),
+        )),
     }
 }
 
