@@ -330,11 +330,14 @@ async fn a_queue_worker_runs_where_its_answers_do_not_wait_on_request_tasks(b: B
     );
 }
 
-/// A newcomer review: with PostgreSQL stopped, 60 queued pool holds got their 503 after 15 s
+/// Newcomer reviews: with PostgreSQL stopped, 60 queued pool holds got their 503 after 15 s
 /// (the outage gate's cut-off), because the worker retried each request of the failed batch
-/// alone, one after another, each waiting for a connection. A batch the database does not
-/// answer is answered whole with that 503 (unreachable, so the gate trips), none retried
-/// alone (fails without: 3 retried alone).
+/// alone, one after another, each waiting for a connection; fixed that, 60 were answered in two
+/// batches (5 and 10 s) and 200 in three (up to 15 s), the requests that queued while the first
+/// batch waited making a batch of their own. A batch the database does not answer is answered
+/// whole with that 503 (unreachable, so the gate trips), none retried alone, and what waits
+/// behind it is refused at once. Here 130 requests wait (more than a batch): the worker makes
+/// one batch and refuses the other 2 (fails without: `alone: 3`, then 2 batches).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_the_database_does_not_answer_is_refused_whole_at_once() {
     let pg = sale_common::testsupport::PostgresServer::start();
@@ -359,6 +362,24 @@ async fn a_batch_the_database_does_not_answer_is_refused_whole_at_once() {
             unreachable: 3,
             ..hotq::Stepped::default()
         }
+    );
+    let n = hotq::MAX_BATCH + 2;
+    let (tx, rx) = tokio::sync::mpsc::channel(n);
+    let mut answers: Vec<_> = answers;
+    for i in 0..n {
+        let (j, answer) = job(&format!("w{i}"), &[1 + i % 8], now);
+        tx.send(j).await.unwrap();
+        answers.push(answer);
+    }
+    drop(tx);
+    let ran = hotq::run(h.state.db.clone(), rx).await;
+    assert_eq!(
+        ran,
+        hotq::Ran {
+            batches: 1,
+            refused_waiting: 2
+        },
+        "one batch waits for the database, what waits behind it is refused"
     );
     for a in answers {
         match a.await.expect("answered") {
