@@ -13,6 +13,10 @@ use std::future::Future;
 
 use crate::db::{self, Backend, Db};
 
+/// Connections of a worker's own pool on PostgreSQL (one transaction at a time; the second
+/// stands by while the first reconnects).
+pub const CONNECTIONS: u32 = 2;
+
 /// Runs `work` with a pool of its own: on PostgreSQL a thread named `name` with a
 /// single-threaded runtime and [`db::sibling_pool`] of `connections` (the pool is closed when
 /// `work` ends, and the thread with it); on SQLite, a task of the shared runtime on `db`

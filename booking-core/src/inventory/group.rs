@@ -32,10 +32,6 @@ pub trait Work: Send + Sync + 'static {
     ) -> BoxFuture<'a, sqlx::Result<Vec<Self::Answer>>>;
 }
 
-/// Connections of a worker on PostgreSQL, where it runs on a thread of its own
-/// ([`crate::db::dedicated`]; a task of the shared runtime on SQLite).
-pub const WORKER_CONNECTIONS: u32 = 2;
-
 /// Items waiting before callers wait too (back-pressure).
 pub const QUEUE_DEPTH: usize = 4096;
 
@@ -78,9 +74,12 @@ impl<W: Work> Group<W> {
     pub async fn submit(&self, db: &Db, item: W::Item) -> Option<W::Answer> {
         let tx = inbox(&self.inbox, QUEUE_DEPTH, |rx| {
             let batches = self.batches.clone();
-            crate::db::dedicated::spawn(db, W::METRIC, WORKER_CONNECTIONS, move |db| {
-                run::<W>(db, rx, batches)
-            });
+            crate::db::dedicated::spawn(
+                db,
+                W::METRIC,
+                crate::db::dedicated::CONNECTIONS,
+                move |db| run::<W>(db, rx, batches),
+            );
         });
         let (done, answer) = oneshot::channel();
         self.pending.fetch_add(1, Ordering::Relaxed);

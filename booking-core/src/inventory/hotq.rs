@@ -175,10 +175,6 @@ impl HoldQueues {
     }
 }
 
-/// Connections of a show's worker on PostgreSQL (one transaction at a time; the second one
-/// stands by while the first reconnects).
-pub const WORKER_CONNECTIONS: u32 = 2;
-
 /// Starts a show's worker ([`run`]) and answers its inbox. On PostgreSQL the worker runs on a
 /// thread of its own with connections of its own ([`db::dedicated`]: every hold of a queued
 /// show waits for it, and a batch is about ten round trips one after another; in the seed
@@ -186,9 +182,14 @@ pub const WORKER_CONNECTIONS: u32 = 2;
 /// its own thread).
 fn start(db: &Db) -> mpsc::Sender<Job> {
     let (t, rx) = mpsc::channel(QUEUE_DEPTH);
-    db::dedicated::spawn(db, "hold-queue", WORKER_CONNECTIONS, move |db| async move {
-        let _ = run(db, rx).await;
-    });
+    db::dedicated::spawn(
+        db,
+        "hold-queue",
+        db::dedicated::CONNECTIONS,
+        move |db| async move {
+            let _ = run(db, rx).await;
+        },
+    );
     t
 }
 
