@@ -70,14 +70,14 @@ impl Cdn {
         status_s3: Option<&str>,
         revalidate: bool,
     ) -> anyhow::Result<Self> {
-        let mut cmd = Command::new(infra_dir().join("cdn-start"));
+        let mut opts = Vec::new();
         if let Some(url) = status_s3 {
-            cmd.arg("--status-s3").arg(url);
+            opts.extend(["--status-s3", url]);
         }
         if !revalidate {
-            cmd.arg("--no-revalidate");
+            opts.push("--no-revalidate");
         }
-        Self::launch(cmd, port, &[origin])
+        Self::launch("cdn-start", &opts, port, &[origin])
     }
 
     /// Starts the edge gate (`infra/gate-start`) on `127.0.0.1:{port}` (0 = a free port) in
@@ -94,51 +94,85 @@ impl Cdn {
         audience: &str,
         waiting_room: &str,
     ) -> anyhow::Result<Self> {
-        let cmd = Command::new(infra_dir().join("gate-start"));
-        Self::launch(cmd, port, &[origin, verifier, audience, waiting_room])
+        Self::launch(
+            "gate-start",
+            &[],
+            port,
+            &[origin, verifier, audience, waiting_room],
+        )
     }
 
-    /// Runs a start script `cmd` (its options so far) with `LISTEN_PORT ARGS… PREFIX_DIR`,
-    /// `port` 0 meaning a free port and the prefix a fresh temporary directory, and waits until
-    /// it listens.
-    fn launch(mut cmd: Command, port: u16, args: &[&str]) -> anyhow::Result<Self> {
-        let port = if port == 0 {
-            sale_common::testsupport::free_port()
-        } else {
+    /// Runs the start script `infra/{script}` with `OPTS… LISTEN_PORT ARGS… PREFIX_DIR`, the
+    /// prefix a fresh temporary directory, and waits until this nginx listens. `port` 0 means a
+    /// free port, and another one (up to 5) when the port was taken between [`free_port`]
+    /// (`sale_common::testsupport`) and nginx's bind, by a server another test started at that
+    /// moment: CI saw the CDN's first request answered 404 by another test's waiting room.
+    fn launch(script: &str, opts: &[&str], port: u16, args: &[&str]) -> anyhow::Result<Self> {
+        if port != 0 {
             port_free(port)?;
-            port
-        };
-        let prefix = tempfile::tempdir()?;
-        let script = cmd.get_program().to_string_lossy().into_owned();
-        let child = cmd
+            return Self::launch_on(script, opts, port, args).map_err(Launch::into_error);
+        }
+        let mut taken = Vec::new();
+        for _ in 0..5 {
+            let port = sale_common::testsupport::free_port();
+            match Self::launch_on(script, opts, port, args) {
+                Ok(cdn) => return Ok(cdn),
+                Err(Launch::PortTaken) => taken.push(port),
+                Err(Launch::Failed(e)) => return Err(e),
+            }
+        }
+        anyhow::bail!("nginx ({script}): ports {taken:?} were each taken before nginx bound them")
+    }
+
+    /// One start on `port`. Ready when the master has written its pid file (nginx writes it
+    /// after binding its listening sockets) and the port accepts: a connection alone could be
+    /// another server's.
+    fn launch_on(script: &str, opts: &[&str], port: u16, args: &[&str]) -> Result<Self, Launch> {
+        let prefix = tempfile::tempdir().map_err(|e| Launch::Failed(e.into()))?;
+        let path = infra_dir().join(script);
+        let child = Command::new(&path)
+            .args(opts)
             .arg(port.to_string())
             .args(args)
             .arg(prefix.path())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .map_err(|e| anyhow::anyhow!("cannot start {script} (is nginx installed?): {e}"))?;
+            .map_err(|e| {
+                Launch::Failed(anyhow::anyhow!(
+                    "cannot start {} (is nginx installed?): {e}",
+                    path.display()
+                ))
+            })?;
         let mut cdn = Self {
             child,
             url: format!("http://127.0.0.1:{port}"),
             _prefix: prefix,
         };
+        let pid_file = cdn._prefix.path().join("nginx.pid");
+        let ours = cdn.child.id().to_string();
         let start = Instant::now();
         while start.elapsed() < Duration::from_secs(10) {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-                && matches!(cdn.child.try_wait(), Ok(None))
-            {
-                return Ok(cdn);
-            }
             if let Ok(Some(status)) = cdn.child.try_wait() {
                 let log = std::fs::read_to_string(cdn._prefix.path().join("error.log"))
                     .unwrap_or_default();
-                anyhow::bail!("nginx exited with {status}: {log}");
+                if log.contains("Address already in use") {
+                    return Err(Launch::PortTaken);
+                }
+                return Err(Launch::Failed(anyhow::anyhow!(
+                    "nginx exited with {status}: {log}"
+                )));
+            }
+            let written = std::fs::read_to_string(&pid_file).is_ok_and(|pid| pid.trim() == ours);
+            if written && std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return Ok(cdn);
             }
             std::thread::sleep(Duration::from_millis(20));
         }
         cdn.stop();
-        anyhow::bail!("nginx did not listen on port {port} within 10 s")
+        Err(Launch::Failed(anyhow::anyhow!(
+            "nginx did not listen on port {port} within 10 s"
+        )))
     }
 
     /// Stops nginx gracefully (case W13): SIGQUIT to the master (`cdn-start` `exec`s into it),
@@ -174,8 +208,46 @@ impl Cdn {
     }
 }
 
+/// Why one start of nginx did not give a listening CDN.
+enum Launch {
+    /// The port was taken before nginx bound it: try another.
+    PortTaken,
+    /// Anything else, with its cause.
+    Failed(anyhow::Error),
+}
+
+impl Launch {
+    fn into_error(self) -> anyhow::Error {
+        match self {
+            Self::PortTaken => anyhow::anyhow!("the port was taken before nginx bound it"),
+            Self::Failed(e) => e,
+        }
+    }
+}
+
 impl Drop for Cdn {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The flake CI saw: a port another server took between `free_port` and nginx's bind
+    /// answered the test's requests. A connection alone must not count as this nginx listening.
+    #[test]
+    fn a_port_another_server_holds_is_not_taken_for_the_cdn() {
+        let other = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = other.local_addr().expect("addr").port();
+        match Cdn::launch_on("cdn-start", &[], port, &["127.0.0.1:1"]) {
+            Err(Launch::PortTaken) => {}
+            Err(Launch::Failed(e)) => panic!("not seen as a taken port: {e}"),
+            Ok(cdn) => panic!("another server's port was taken for the CDN: {}", cdn.url),
+        }
+        // With port 0 a start finds a port of its own.
+        let cdn = Cdn::start(0, "127.0.0.1:1").expect("nginx starts");
+        assert_ne!(cdn.url, format!("http://127.0.0.1:{port}"));
     }
 }

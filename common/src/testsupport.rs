@@ -195,23 +195,31 @@ impl RedisServer {
         Self::start_with(true, &[])
     }
 
+    /// Starts on a free port, and on another (up to 5) when this server exits before answering:
+    /// its port was taken between [`free_port`] and its bind by a server another test started
+    /// at that moment (whose `PONG` must not pass for this one's).
     fn start_with(persistent: bool, extra: &[&str]) -> Self {
         let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
-        let port = free_port();
-        let dir = std::env::temp_dir().join(format!("redis-test-{port}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("create redis temp dir");
-        let child = spawn_redis(port, &dir, persistent, &extra).unwrap_or_else(|e| {
-            panic!("cannot start redis-server (install Debian's redis-server): {e}")
-        });
-        let server = Self {
-            child,
-            port,
-            dir,
-            persistent,
-            extra,
-        };
-        server.wait_ready(Duration::from_secs(10));
-        server
+        for _ in 0..5 {
+            let port = free_port();
+            let dir =
+                std::env::temp_dir().join(format!("redis-test-{port}-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).expect("create redis temp dir");
+            let child = spawn_redis(port, &dir, persistent, &extra).unwrap_or_else(|e| {
+                panic!("cannot start redis-server (install Debian's redis-server): {e}")
+            });
+            let mut server = Self {
+                child,
+                port,
+                dir,
+                persistent,
+                extra: extra.clone(),
+            };
+            if server.wait_ready(Duration::from_secs(10)) {
+                return server;
+            }
+        }
+        panic!("redis-server: each of 5 free ports was taken before it could bind");
     }
 
     /// `redis://127.0.0.1:{port}/`.
@@ -230,25 +238,51 @@ impl RedisServer {
         self.stop();
         self.child = spawn_redis(self.port, &self.dir, self.persistent, &self.extra)
             .expect("restart redis-server");
-        self.wait_ready(Duration::from_secs(10));
+        assert!(
+            self.wait_ready(Duration::from_secs(10)),
+            "redis-server exited on restart: port {} taken meanwhile?",
+            self.port
+        );
     }
 
-    fn wait_ready(&self, limit: Duration) {
+    /// Waits until this server (its process id in `INFO server`) answers: true; false when it
+    /// exited first. Panics when it neither answers nor exits within `limit`.
+    fn wait_ready(&mut self, limit: Duration) -> bool {
+        let ours = format!("process_id:{}", self.child.id());
         let start = Instant::now();
         while start.elapsed() < limit {
-            if let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.port)) {
-                let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
-                if s.write_all(b"PING\r\n").is_ok() {
-                    let mut buf = [0u8; 7];
-                    if s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n" {
-                        return;
-                    }
-                }
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return false;
+            }
+            if server_info(self.port).is_some_and(|info| info.lines().any(|l| l.trim() == ours)) {
+                return true;
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        panic!("redis-server on port {} did not answer PING", self.port);
+        panic!("redis-server on port {} did not answer INFO", self.port);
     }
+}
+
+/// `INFO server` of whatever Redis answers on `port`, when one does.
+fn server_info(port: u16) -> Option<String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_millis(500))).ok()?;
+    s.write_all(b"INFO server\r\n").ok()?;
+    // A bulk string: `$LEN\r\n` then LEN bytes and `\r\n`.
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n") {
+        s.read_exact(&mut byte).ok()?;
+        head.push(byte[0]);
+    }
+    let len: usize = std::str::from_utf8(head.strip_prefix(b"$")?)
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    let mut body = vec![0u8; len];
+    s.read_exact(&mut body).ok()?;
+    String::from_utf8(body).ok()
 }
 
 impl Drop for RedisServer {
