@@ -223,7 +223,7 @@ async fn two_workers_batches_one_winner_per_seat(b: Backend) {
     let h = Harness::on_with(b, |c| Harness::small_venue(c, 12)).await;
     let now = h.now_s() * 1000;
     let other = match b {
-        Backend::Postgres => h.another_state().await.db,
+        Backend::Postgres => h.another_state().await.db.clone(),
         Backend::Sqlite => h.state.db.clone(),
     };
     let batch = |tag: &'static str, rev: bool| {
