@@ -21,6 +21,7 @@ on_both!(
     queued_pool_holds_sell_exactly_capacity,
     pool_holds_and_releases_at_once_lose_no_place,
     a_pools_lapsed_places_are_read_from_its_own_holds,
+    a_pool_holds_moved_deadline_frees_its_places_on_the_map_when_it_passes,
 );
 
 async fn with_pool(b: Backend, capacity: u32) -> Harness {
@@ -547,4 +548,42 @@ async fn a_pools_lapsed_places_are_read_from_its_own_holds(b: Backend) {
             lapsed = 4;
         }
     }
+}
+
+/// The seat map's pools are read again as soon as the clock passes the next live pool hold's
+/// deadline, found from the pools' own holds (`hold_pools.lapses_at`, a lower bound) and, for a
+/// hold whose bound has passed but whose deadline was moved later (the extension ladder's
+/// `UPDATE holds SET expires_at`, `payments::ladder`), from the hold itself: its places show
+/// free once the moved deadline passes, with no wait for the real-time poll interval (fails
+/// without the second part: the map kept the places held, no poll being due).
+async fn a_pool_holds_moved_deadline_frees_its_places_on_the_map_when_it_passes(b: Backend) {
+    let h = with_pool(b, 3).await;
+    let (st, hold) = h
+        .hold_with(
+            &h.token("slow-payer"),
+            "k",
+            json!({"pool": "FLOOR", "quantity": 3}),
+            &[],
+        )
+        .await;
+    assert_eq!(st, 201, "{hold}");
+    assert_eq!(pool_json(&h).await["available"], 0);
+    // The ladder gives the payment 2 minutes more.
+    sqlx::query("UPDATE holds SET expires_at = expires_at + 120000 WHERE id = $1")
+        .bind(hold["hold_id"].as_str().unwrap())
+        .execute(&h.state.db)
+        .await
+        .unwrap();
+    h.clock.advance_ms(481_000);
+    assert_eq!(
+        pool_json(&h).await["available"],
+        0,
+        "past the first deadline the hold still holds"
+    );
+    h.clock.advance_ms(120_000);
+    assert_eq!(
+        pool_json(&h).await["available"],
+        3,
+        "past the moved deadline the places show free"
+    );
 }
