@@ -22,7 +22,7 @@ use crate::{db, telemetry};
 /// Shared service state: one [`Arc`] around [`Shared`], so a clone is one reference count.
 /// Every request clones it several times (each `State` extractor and each middleware given
 /// the state); as a struct of some twenty `Arc`s and a `String` it was cloned and dropped field
-/// by field, 15–17 % of the service's CPU samples on `/healthz` and `GET /api/me` (`perf`
+/// by field, 17–20 % of the service's CPU samples on `/healthz` and `GET /api/me` (`perf`
 /// during `loadtest bench`'s door phase).
 #[derive(Debug, Clone)]
 pub struct AppState(Arc<Shared>);
