@@ -2,7 +2,7 @@
 //! through its CDN are in flight (held in the waiting room by pausing Redis with SIGSTOP). Every
 //! request is answered, nginx stops (its port is free again, its master gone) and `up` exits 0.
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use sale_common::testsupport::{free_port, RedisServer};
@@ -32,8 +32,7 @@ where
 async fn case_w13_sigterm_to_up_drains_the_cdn_and_the_services_and_exits_0() {
     let redis = RedisServer::start();
     let dir = tempfile::tempdir().expect("tempdir");
-    let cdn = free_port();
-    let (mut up, origin, _) = start_up(dir.path(), &redis, &["--cdn", &cdn.to_string()]).await;
+    let (mut up, origin, _, cdn) = start_up(dir.path(), &redis, &[], true).await;
     let edge = format!("http://127.0.0.1:{cdn}");
     let c = reqwest::Client::new();
     until(Duration::from_secs(60), "the CDN answers", || {
@@ -100,39 +99,76 @@ async fn case_w13_sigterm_to_up_drains_the_cdn_and_the_services_and_exits_0() {
     );
 }
 
-/// Starts `ticket-sale up --opens-in 0 --redis {redis}` in `dir` on fresh ports; returns the
-/// process and the waiting room's and booking core's URLs once both answer `/healthz`.
+/// Starts `ticket-sale up --opens-in 0 --redis {redis}` in `dir` on fresh ports (with
+/// `cdn`, `--cdn` on a fresh port too); returns the process, the waiting room's and booking
+/// core's URLs once both answer `/healthz`, and the CDN's port (0 without). `up` writes its
+/// log to `dir/up.log`; an `up` that exits before answering fails the test with that log at
+/// once, or, when a port was taken between [`free_port`] and its bind (by a server another
+/// test started: CI saw `up` not answer for 60 s), is started again on new ports.
 async fn start_up(
     dir: &std::path::Path,
     redis: &RedisServer,
     extra: &[&str],
-) -> (std::process::Child, String, String) {
-    let [wr, bc, gw] = [free_port(), free_port(), free_port()];
-    let up = Command::new(env!("CARGO_BIN_EXE_ticket-sale"))
-        .current_dir(dir)
-        .args(["up", "--opens-in", "0", "--redis", &redis.url()])
-        .args(["--waiting-room", &format!("127.0.0.1:{wr}")])
-        .args(["--booking", &format!("127.0.0.1:{bc}")])
-        .args(["--gateway", &format!("127.0.0.1:{gw}")])
-        .args(["--admin-token", "stop-up-test-admin-token-0123"])
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start ticket-sale up");
-    let (origin, booking) = (
-        format!("http://127.0.0.1:{wr}"),
-        format!("http://127.0.0.1:{bc}"),
-    );
-    let c = reqwest::Client::new();
-    for url in [&origin, &booking] {
-        until(Duration::from_secs(60), "up answers /healthz", || {
-            let (c, url) = (c.clone(), format!("{url}/healthz"));
-            async move { c.get(url).send().await.is_ok_and(|r| r.status() == 200) }
-        })
-        .await;
+    cdn: bool,
+) -> (std::process::Child, String, String, u16) {
+    let log_path = dir.join("up.log");
+    for _ in 0..3 {
+        let [wr, bc, gw] = [free_port(), free_port(), free_port()];
+        let edge = if cdn { free_port() } else { 0 };
+        let log = std::fs::File::create(&log_path).expect("up.log");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ticket-sale"));
+        cmd.current_dir(dir)
+            .args(["up", "--opens-in", "0", "--redis", &redis.url()])
+            .args(["--waiting-room", &format!("127.0.0.1:{wr}")])
+            .args(["--booking", &format!("127.0.0.1:{bc}")])
+            .args(["--gateway", &format!("127.0.0.1:{gw}")])
+            .args(["--admin-token", "stop-up-test-admin-token-0123"])
+            .args(extra)
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log);
+        if cdn {
+            cmd.args(["--cdn", &edge.to_string()]);
+        }
+        let mut up = cmd.spawn().expect("start ticket-sale up");
+        let (origin, booking) = (
+            format!("http://127.0.0.1:{wr}"),
+            format!("http://127.0.0.1:{bc}"),
+        );
+        let c = reqwest::Client::new();
+        let start = Instant::now();
+        let mut answering = 0;
+        while answering < 2 {
+            if up.try_wait().expect("wait").is_some() {
+                break;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "timed out waiting for up answers /healthz: {}",
+                std::fs::read_to_string(&log_path).unwrap_or_default()
+            );
+            let url = [&origin, &booking][answering];
+            if c.get(format!("{url}/healthz"))
+                .send()
+                .await
+                .is_ok_and(|r| r.status() == 200)
+            {
+                answering += 1;
+            } else {
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+        }
+        if answering == 2 {
+            return (up, origin, booking, edge);
+        }
+        let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+        assert!(
+            ["in use", "cannot be listened on"]
+                .iter()
+                .any(|m| log.contains(m)),
+            "up exited before answering: {log}"
+        );
     }
-    (up, origin, booking)
+    panic!("up: its ports were taken before it bound them, three times over");
 }
 
 /// SIGTERM to `up`, then its exit status.
@@ -183,7 +219,7 @@ async fn up_restarted_on_redis_keeps_the_fans_join_and_admission_tokens() {
     let redis = RedisServer::start();
     let dir = tempfile::tempdir().expect("tempdir");
     let c = reqwest::Client::new();
-    let (up, origin, booking) = start_up(dir.path(), &redis, &[]).await;
+    let (up, origin, booking, _) = start_up(dir.path(), &redis, &[], false).await;
     let j: serde_json::Value = c
         .post(format!("{origin}/api/events/demo/join"))
         .send()
@@ -213,7 +249,7 @@ async fn up_restarted_on_redis_keeps_the_fans_join_and_admission_tokens() {
     let keys = dir.path().join("sale.keys");
     assert!(keys.join("join-hmac.key").is_file() && keys.join("signing/active.pem").is_file());
 
-    let (up, origin, booking) = start_up(dir.path(), &redis, &[]).await;
+    let (up, origin, booking, _) = start_up(dir.path(), &redis, &[], false).await;
     let pos = c
         .get(format!("{origin}/api/events/demo/position"))
         .bearer_auth(&join_token)
@@ -231,7 +267,8 @@ async fn up_restarted_on_redis_keeps_the_fans_join_and_admission_tokens() {
     assert_eq!(stop_up(up).await.code(), Some(0));
 
     // Without the kept keys: the same line in Redis, but the token is no longer the line's.
-    let (up, origin, _) = start_up(dir.path(), &redis, &["--keys-dir", "other.keys"]).await;
+    let (up, origin, _, _) =
+        start_up(dir.path(), &redis, &["--keys-dir", "other.keys"], false).await;
     let pos = c
         .get(format!("{origin}/api/events/demo/position"))
         .bearer_auth(&join_token)
