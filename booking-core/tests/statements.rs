@@ -8,6 +8,9 @@
 //! call sent to the database), the way an operator would see them with `RUST_LOG=sqlx=debug`,
 //! on the hold path below HTTP (`claim::create`) with no background task beside it.
 //!
+//! On PostgreSQL the plain named-seat hold the HTTP handler sends first
+//! (`inventory::onetrip`) is ONE call and no `BEGIN` or `COMMIT`: one round trip.
+//!
 //! One `#[test]` in its own binary: the counting subscriber is global, and nothing else may
 //! send a query while it counts.
 
@@ -20,6 +23,7 @@ use booking_core::db::Actor;
 use booking_core::door::Admission;
 use booking_core::inventory::claim::{self, Ask, Request, Timing};
 use booking_core::inventory::holds::{self, Ended};
+use booking_core::inventory::onetrip::{self, OneTrip};
 use booking_core::{db, PoolSpec, ShowConfig, Venue};
 use support::Backend;
 use tracing::field::{Field, Visit};
@@ -209,6 +213,41 @@ async fn three_statements(b: Backend) {
     db.close().await;
 }
 
+/// PostgreSQL: the one-trip hold is one call, with no `BEGIN` or `COMMIT` beside it.
+async fn one_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = db::connect(&Backend::Postgres.fresh_url(dir.path()))
+        .await
+        .unwrap();
+    let show = ShowConfig {
+        id: "counted".into(),
+        name: "counted".into(),
+        venue: Venue::small(10),
+    };
+    db::seed_show(&db, &show).await.unwrap();
+    let adm = admission(7);
+    let r = Request {
+        adm: &adm,
+        show: "counted",
+        ask: Ask::Seats(vec!["A-1-1".into(), "A-1-2".into()]),
+        key: "one-trip",
+        channel: "web",
+        timing: Timing {
+            hold_ttl_ms: 600_000,
+            payment_session_ms: 300_000,
+        },
+        visitor_cap: 4,
+    };
+    start_counting();
+    let held = onetrip::hold(&db, &r, now_ms()).await;
+    COUNTING.store(false, Ordering::SeqCst);
+    let calls = CALLS.lock().unwrap().clone();
+    assert!(matches!(held, Ok(OneTrip::Held(_))), "held: {held:?}");
+    assert_eq!(calls.len(), 1, "one call, no BEGIN or COMMIT: {calls:#?}");
+    assert!(calls[0].contains("UPDATE seats"), "{calls:#?}");
+    db.close().await;
+}
+
 fn admission(n: usize) -> Admission {
     let now_s = now_ms() / 1000;
     Admission {
@@ -242,4 +281,5 @@ fn a_seat_or_pool_hold_is_three_statements_and_its_release_two_or_three_on_both_
         .unwrap();
     rt.block_on(three_statements(Backend::Sqlite));
     rt.block_on(three_statements(Backend::Postgres));
+    rt.block_on(one_round_trip());
 }

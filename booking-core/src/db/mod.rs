@@ -486,7 +486,9 @@ impl Actor {
     }
 }
 
-/// The SQL of one audit row, its values bound in `b` (for [`write_all`]).
+/// The SQL of one audit row, its values bound in `b` (for [`write_all`]); written only when
+/// `condition` (a SQL condition) holds, when given.
+#[allow(clippy::too_many_arguments)]
 pub fn audit_sql(
     b: &mut Binds,
     at_ms: &str,
@@ -495,13 +497,19 @@ pub fn audit_sql(
     action: &str,
     actor: Actor,
     reason: &str,
+    condition: Option<&str>,
 ) -> String {
-    format!(
-        "INSERT INTO audit (at, show_id, hold_id, action, actor, reason) VALUES ({at_ms}, {show_id}, {hold_id}, {}, {}, {})",
+    let row = format!(
+        "{at_ms}, {show_id}, {hold_id}, {}, {}, {}",
         b.push(action.to_owned()),
         b.push(actor.as_str()),
         b.push(reason.to_owned())
-    )
+    );
+    let head = "INSERT INTO audit (at, show_id, hold_id, action, actor, reason)";
+    match condition {
+        None => format!("{head} VALUES ({row})"),
+        Some(c) => format!("{head} SELECT {row} WHERE {c}"),
+    }
 }
 
 /// Runs data-modifying `statements` (placeholders bound in `b`) in ONE call, in order of
@@ -559,7 +567,7 @@ pub async fn audit(
         b.push(show_id.to_owned()),
         b.push(hold_id.to_owned()),
     );
-    let sql = audit_sql(&mut b, &at, &show, &hold, action, actor, reason);
+    let sql = audit_sql(&mut b, &at, &show, &hold, action, actor, reason, None);
     sqlx::query_with(&sql, b.args()).execute(&mut **tx).await?;
     Ok(())
 }

@@ -13,12 +13,14 @@ use serde_json::Value;
 
 use super::fan::{admission_required, fan, known_show};
 use super::openapi::ProblemDoc;
+use crate::db::{self, Backend};
 use crate::door::{token_from_headers, Admission, DoorError};
 use crate::error::{clip, ApiError, ApiResult};
-use crate::inventory::claim::{self, unprocessable, Ask, Timing};
+use crate::inventory::claim::{self, unprocessable, Ask, HoldAnswer, Timing};
 use crate::inventory::holds::{self, Hold};
 use crate::inventory::inflight::{self, Entry};
-use crate::inventory::preread;
+use crate::inventory::onetrip::{self, OneTrip};
+use crate::inventory::preread::{self, Seen};
 use crate::payments;
 use crate::state::AppState;
 use crate::telemetry;
@@ -351,8 +353,8 @@ pub async fn create_hold(
         _ => &[],
     };
     let mut waited = false;
-    let (owner, taken, key_read) = loop {
-        let (mut taken, key_read) = (None, waited || !asked_seats.is_empty());
+    let (owner, taken, key_read, plain) = loop {
+        let (mut taken, mut plain, key_read) = (None, false, waited || !asked_seats.is_empty());
         if key_read {
             let seen = preread::read(
                 &state.reads,
@@ -370,10 +372,10 @@ pub async fn create_hold(
                 telemetry::replay(&show);
                 return Ok((a.status, Json(with_currency(a.body, venue))).into_response());
             }
-            taken = seen.taken;
+            (taken, plain) = (seen.taken, seen.plain);
         }
         match state.in_flight.enter(&adm.sub, &key) {
-            Entry::Owner(owner) => break (owner, taken, key_read),
+            Entry::Owner(owner) => break (owner, taken, key_read, plain),
             Entry::Wait(rx) => match inflight::wait(rx, IN_FLIGHT_WAIT).await {
                 None => return Err(claim::concurrent_request().into()),
                 Some(Some(done)) if done.hash == hash => {
@@ -397,11 +399,19 @@ pub async fn create_hold(
         venue,
         now,
     };
-    let outcome = owned.hold(ask, &channel, timing, taken, key_read).await;
+    let outcome = owned
+        .hold(ask, &channel, timing, taken, key_read, plain)
+        .await;
     owner.finish(&hash, &outcome);
     let (status, body) = outcome?;
     Ok((status, Json(body)).into_response())
 }
+
+/// One-round-trip attempts of a plain named-seat hold on PostgreSQL while a read after each
+/// loss sees every asked seat free again (`Owned::one_trip`); then the full path decides. On
+/// the bench's hot show half of the one-trip holds lost at first, and most of those found the
+/// seats released by the time the read after it ran.
+const ONE_TRIPS: usize = 3;
 
 /// A hold request whose owner this request is ([`inflight::Owner`]): the fan's admission, the
 /// key and the request's hash, its show's venue, and `now` (epoch ms).
@@ -418,7 +428,9 @@ struct Owned<'a> {
 impl Owned<'_> {
     /// The rate limit, then the hold of `ask` (refused from the read before it when `taken`
     /// holds the asked seats' statuses, at least one taken; `key_read`: that read found no
-    /// stored answer for the key): the answer's status and body, or the refusal.
+    /// stored answer for the key; `plain`: it found nothing the transaction would refuse
+    /// before the guarded update, `preread::Seen::plain`): the answer's status and body, or
+    /// the refusal.
     async fn hold(
         &self,
         ask: Ask,
@@ -426,6 +438,7 @@ impl Owned<'_> {
         timing: Timing,
         taken: Option<serde_json::Map<String, Value>>,
         key_read: bool,
+        plain: bool,
     ) -> ApiResult<(StatusCode, Value)> {
         let Owned {
             state,
@@ -457,14 +470,10 @@ impl Owned<'_> {
             .into());
         }
         // Seats the read showed taken: refused without a transaction (the guarded update
-        // decides only grants); the key is remembered as refused, as after a lost transaction.
+        // decides only grants).
         if let Some(availability) = taken {
             telemetry::hold_refused(show, 409, "seats-unavailable");
-            let row = claim::Refused::of(&adm.sub, key, hash, now);
-            if !state.refusals.record(&state.db, row).await? {
-                return Err(claim::key_reused().into());
-            }
-            return Err(claim::seats_unavailable(availability).into());
+            return Err(self.seats_taken(availability).await);
         }
         let kind = ask.kind();
         // The queue's batches are for seats and pools (a pool-only ask always goes there,
@@ -486,6 +495,8 @@ impl Owned<'_> {
                 .hold_queues
                 .submit(&state.db, &state.reads, &req, now)
                 .await
+        } else if let Some(decided) = self.one_trip(&req, plain).await {
+            decided
         } else {
             crate::inventory::fast::create(
                 state.writer.as_deref(),
@@ -531,6 +542,78 @@ impl Owned<'_> {
                 Err(p.into())
             }
             Err(e) => Err(e),
+        }
+    }
+
+    /// A plain hold of named seats on PostgreSQL in one round trip (`inventory::onetrip`):
+    /// the 201 when it held them; when it lost, the answer of a fresh read of the key and the
+    /// seats (an identical request's stored 201, or the 409 with the seats' statuses); when
+    /// that read sees every seat free again (their holder let go meanwhile), the statement
+    /// again, [`ONE_TRIPS`] times at most; `None` when the full path must decide. Only for a
+    /// hold the read before it called `plain` (so the one statement's refusals stay rare), and
+    /// not on SQLite, whose writer thread has a path of its own.
+    async fn one_trip(
+        &self,
+        req: &claim::Request<'_>,
+        plain: bool,
+    ) -> Option<ApiResult<HoldAnswer>> {
+        let state = self.state;
+        let Ask::Seats(seats) = &req.ask else {
+            return None;
+        };
+        if !plain || state.writer.is_some() || db::backend(&state.db) != Backend::Postgres {
+            return None;
+        }
+        for _ in 0..ONE_TRIPS {
+            match onetrip::hold(&state.db, req, self.now).await {
+                Ok(OneTrip::Held(answer)) => return Some(Ok(answer)),
+                Ok(OneTrip::Other) => return None,
+                Err(e) => return Some(Err(e.into())),
+                Ok(OneTrip::Lost) => {}
+            }
+            // A new snapshot: another node's identical request may have stored its 201 while
+            // the statement waited on the seats' locks (case B12).
+            let seen = preread::read(
+                &state.reads,
+                state.local_reads.as_ref(),
+                &self.adm.sub,
+                &self.adm.jti,
+                self.key,
+                self.hash,
+                self.show,
+                seats,
+                self.now,
+            )
+            .await;
+            match seen {
+                Err(e) => return Some(Err(e)),
+                Ok(Seen {
+                    answer: Some(stored),
+                    ..
+                }) => return Some(Ok(stored)),
+                Ok(Seen {
+                    taken: Some(availability),
+                    ..
+                }) => return Some(Err(self.seats_taken(availability).await)),
+                // Every seat free again: try again while `plain` (else a cap appeared: the
+                // full path decides).
+                Ok(Seen { plain, .. }) if plain => {}
+                Ok(_) => return None,
+            }
+        }
+        None
+    }
+
+    /// The refusal of a hold whose seats a read saw taken (`availability`: the asked seats'
+    /// statuses): 409 `seats-unavailable` once the key is recorded as refused (the key cannot
+    /// be reused for another request), as after a lost transaction; 422 when another request
+    /// stored the key first; the database's error when the record failed.
+    async fn seats_taken(&self, availability: serde_json::Map<String, Value>) -> ApiError {
+        let row = claim::Refused::of(&self.adm.sub, self.key, self.hash, self.now);
+        match self.state.refusals.record(&self.state.db, row).await {
+            Ok(true) => claim::seats_unavailable(availability).into(),
+            Ok(false) => claim::key_reused().into(),
+            Err(e) => e.into(),
         }
     }
 }

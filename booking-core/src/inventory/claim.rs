@@ -276,6 +276,20 @@ pub struct Prepared {
     pub pool_price: Option<i64>,
 }
 
+impl Prepared {
+    /// The cap slots the hold `r` takes as this prepared hold: its admission's and its
+    /// visitor's, until its deadline.
+    pub fn slots<'a>(&'a self, r: &'a Request<'_>) -> caps::HoldSlots<'a> {
+        caps::HoldSlots {
+            jti: &r.adm.jti,
+            visitor: &r.adm.sub,
+            key: r.key,
+            hold_id: &self.hold_id,
+            live_until: self.expires_at,
+        }
+    }
+}
+
 /// What [`prepare`] found.
 #[derive(Debug)]
 pub enum Begun {
@@ -323,13 +337,7 @@ pub async fn prepare_many(
     let slots: Vec<caps::HoldSlots<'_>> = reqs
         .iter()
         .zip(&prepared)
-        .map(|((r, _), p)| caps::HoldSlots {
-            jti: &r.adm.jti,
-            visitor: &r.adm.sub,
-            key: r.key,
-            hold_id: &p.hold_id,
-            live_until: p.expires_at,
-        })
+        .map(|((r, _), p)| p.slots(r))
         .collect();
     let rows = take_keys_and_slots(tx, pg, reqs, &hashes, &slots, now_ms).await?;
     let tagged = |tag: &str| -> Vec<(String, String)> {
@@ -450,6 +458,11 @@ impl NewHold {
         }
     }
 
+    /// The 201's body as the key's row stores it (compact JSON).
+    pub(crate) fn body_text(&self) -> String {
+        self.body.to_string()
+    }
+
     /// The 201 this hold answers (and stores).
     pub fn answer(self) -> HoldAnswer {
         HoldAnswer {
@@ -488,12 +501,16 @@ pub async fn write_holds(
 /// empty. Rows `(visitor, key)` of the keys stored. Also run by SQLite's writer thread.
 pub(crate) fn write_holds_sql(pg: bool, holds: &[(&Request<'_>, &NewHold)]) -> (String, db::Binds) {
     let mut b = db::Binds::default();
-    let parts = write_parts(&mut b, holds);
+    let parts = write_parts(&mut b, holds, None);
+    let (hold_rows, audit) = (parts.holds.values(), parts.audit.values());
     let sql = if pg {
-        let mut with = vec![format!("h AS ({})", parts.holds)];
-        with.extend(parts.seats.map(|s| format!("s AS ({s})")));
-        with.extend(parts.pools.map(|s| format!("p AS ({s})")));
-        with.push(format!("a AS ({})", parts.audit));
+        let mut with: Vec<String> = hold_rows
+            .map(|h| format!("h AS ({h})"))
+            .into_iter()
+            .collect();
+        with.extend(parts.seats.values().map(|s| format!("s AS ({s})")));
+        with.extend(parts.pools.values().map(|s| format!("p AS ({s})")));
+        with.extend(audit.map(|a| format!("a AS ({a})")));
         with.push(format!(
             "i AS ({} RETURNING idempotency.visitor_id, idempotency.key)",
             parts.keys
@@ -502,10 +519,10 @@ pub(crate) fn write_holds_sql(pg: bool, holds: &[(&Request<'_>, &NewHold)]) -> (
     } else {
         // SQLite: one statement per table in one call (placeholders are numbered, so every
         // statement binds its own from the shared list); in process, no round trips to save.
-        let mut sqls = vec![parts.holds];
-        sqls.extend(parts.seats);
-        sqls.extend(parts.pools);
-        sqls.push(parts.audit);
+        let mut sqls: Vec<String> = hold_rows.into_iter().collect();
+        sqls.extend(parts.seats.values());
+        sqls.extend(parts.pools.values());
+        sqls.extend(audit);
         sqls.push(format!("{} RETURNING visitor_id, key", parts.keys));
         sqls.join("; ")
     };
@@ -559,16 +576,49 @@ pub async fn undo(
     Ok(())
 }
 
+/// One multi-row `INSERT`: its head (`INSERT INTO table (columns)`) and its `VALUES` rows.
+pub(crate) struct Insert {
+    head: &'static str,
+    rows: Vec<String>,
+}
+
+impl Insert {
+    /// `head VALUES rows`, or `None` without rows.
+    pub(crate) fn values(&self) -> Option<String> {
+        (!self.rows.is_empty()).then(|| format!("{} VALUES {}", self.head, self.rows.join(", ")))
+    }
+
+    /// The same rows inserted only when the CTE `gate` has a row (it has at most one): `head
+    /// SELECT v.* FROM (VALUES rows) AS v, gate`; `None` without rows.
+    pub(crate) fn values_if(&self, gate: &str) -> Option<String> {
+        (!self.rows.is_empty()).then(|| {
+            format!(
+                "{} SELECT v.* FROM (VALUES {}) AS v, {gate}",
+                self.head,
+                self.rows.join(", ")
+            )
+        })
+    }
+}
+
 /// The SQL of [`write_holds`], every statement's placeholders bound once in `b`.
-struct WriteParts {
-    holds: String,
-    seats: Option<String>,
-    pools: Option<String>,
-    audit: String,
+pub(crate) struct WriteParts {
+    pub(crate) holds: Insert,
+    pub(crate) seats: Insert,
+    pub(crate) pools: Insert,
+    pub(crate) audit: Insert,
+    /// The keys' rows set to the stored 201 (each still [`IN_FLIGHT`]).
     keys: String,
 }
 
-fn write_parts(b: &mut db::Binds, holds: &[(&Request<'_>, &NewHold)]) -> WriteParts {
+/// The parts of [`write_holds_sql`] for `holds`, bound into `b`. `amount`: a SQL expression
+/// written as every hold's `amount_cents` instead of its own (the one-round-trip hold on
+/// PostgreSQL sums the prices its guarded update returned, [`crate::inventory::onetrip`]).
+pub(crate) fn write_parts(
+    b: &mut db::Binds,
+    holds: &[(&Request<'_>, &NewHold)],
+    amount: Option<&str>,
+) -> WriteParts {
     let (mut hold_rows, mut seat_rows, mut pool_rows, mut audit_rows, mut key_rows) =
         (vec![], vec![], vec![], vec![], vec![]);
     let actor = b.push(Actor::Api.as_str().to_owned());
@@ -576,11 +626,11 @@ fn write_parts(b: &mut db::Binds, holds: &[(&Request<'_>, &NewHold)]) -> WritePa
     for (r, h) in holds {
         let (id, show) = (b.push(h.id.clone()), b.push(r.show.to_owned()));
         let (created, expires) = (b.push(h.created_at), b.push(h.expires_at));
+        let amount = amount.map_or_else(|| b.push(h.amount), str::to_owned);
         hold_rows.push(format!(
-            "({id}, {show}, {}, {}, 'HELD', {}, {expires}, {}, {created}, {})",
+            "({id}, {show}, {}, {}, 'HELD', {amount}, {expires}, {}, {created}, {})",
             b.push(r.adm.sub.clone()),
             b.push(r.adm.jti.clone()),
-            b.push(h.amount),
             b.push(h.payment_expires_at),
             b.push(r.channel.to_owned()),
         ));
@@ -600,27 +650,27 @@ fn write_parts(b: &mut db::Binds, holds: &[(&Request<'_>, &NewHold)]) -> WritePa
             "SELECT {} AS v, {} AS k, {} AS body",
             b.push(r.adm.sub.clone()),
             b.push(r.key.to_owned()),
-            b.push(h.body.to_string())
+            b.push(h.body_text())
         ));
     }
-    let some = |rows: Vec<String>, head: &str| {
-        (!rows.is_empty()).then(|| format!("{head} VALUES {}", rows.join(", ")))
-    };
     WriteParts {
-        holds: format!(
-            "INSERT INTO holds (id, show_id, visitor_id, admission_jti, status, amount_cents, \
-             expires_at, payment_expires_at, created_at, channel) VALUES {}",
-            hold_rows.join(", ")
-        ),
-        seats: some(seat_rows, "INSERT INTO hold_seats (hold_id, show_id, seat_id)"),
-        pools: some(
-            pool_rows,
-            "INSERT INTO hold_pools (hold_id, show_id, pool_id, quantity, counted, lapses_at)",
-        ),
-        audit: format!(
-            "INSERT INTO audit (at, show_id, hold_id, action, actor, reason) VALUES {}",
-            audit_rows.join(", ")
-        ),
+        holds: Insert {
+            head: "INSERT INTO holds (id, show_id, visitor_id, admission_jti, status, amount_cents, \
+                   expires_at, payment_expires_at, created_at, channel)",
+            rows: hold_rows,
+        },
+        seats: Insert {
+            head: "INSERT INTO hold_seats (hold_id, show_id, seat_id)",
+            rows: seat_rows,
+        },
+        pools: Insert {
+            head: "INSERT INTO hold_pools (hold_id, show_id, pool_id, quantity, counted, lapses_at)",
+            rows: pool_rows,
+        },
+        audit: Insert {
+            head: "INSERT INTO audit (at, show_id, hold_id, action, actor, reason)",
+            rows: audit_rows,
+        },
         keys: format!(
             "UPDATE idempotency SET status = 201, body = w.body FROM ({}) AS w \
              WHERE idempotency.visitor_id = w.v AND idempotency.key = w.k AND idempotency.status = {in_flight}",
@@ -631,7 +681,7 @@ fn write_parts(b: &mut db::Binds, holds: &[(&Request<'_>, &NewHold)]) -> WritePa
 
 /// Status stored for a refused request (only its hash matters: the refusal is recomputed on
 /// retry, but the key cannot be reused with another request).
-const REFUSED: i64 = 409;
+pub(crate) const REFUSED: i64 = 409;
 /// Status of a key taken by a transaction that has not ended (only that transaction sees it).
 const IN_FLIGHT: i64 = 0;
 

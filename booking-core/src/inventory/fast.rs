@@ -79,13 +79,7 @@ fn hold_job(
         expires_at: now_ms + r.timing.hold_ttl_ms,
         pool_price: None,
     };
-    let slots = [caps::HoldSlots {
-        jti: &r.adm.jti,
-        visitor: &r.adm.sub,
-        key: r.key,
-        hold_id: &p.hold_id,
-        live_until: p.expires_at,
-    }];
+    let slots = [p.slots(&r)];
     let (sql, b) =
         claim::keys_and_slots_sql(false, &[(&r, now_ms)], &[hash.to_owned()], &slots, now_ms);
     let rows: Vec<(String, String, String)> =
@@ -243,11 +237,12 @@ fn release_in(conn: &Connection, r: &Release) -> rusqlite::Result<Step<Fast<Opti
         &r.hold_id,
         &released.show,
         &released.jti,
-        &released.parts,
+        !released.parts.seats.is_empty(),
         Actor::Api,
         end,
         &r.reason,
         r.now_ms,
+        None,
     );
     writer::execute(conn, &statements.join("; "), &b)?;
     if let Some((pool, _, _)) = &released.parts.pool {

@@ -310,6 +310,18 @@ pub async fn claim_many(
 /// Also run by SQLite's writer thread ([`crate::inventory::fast`]).
 pub fn claim_many_sql(pg: bool, show: &str, asks: &[SeatAsk<'_>]) -> Option<(String, db::Binds)> {
     let mut b = db::Binds::default();
+    claim_many_into(&mut b, pg, show, asks).map(|sql| (sql, b))
+}
+
+/// The SQL of [`claim_many`], its values bound into `b` (which may hold a larger statement's
+/// values already: the one-round-trip hold on PostgreSQL, [`crate::inventory::onetrip`], nests
+/// it as a data-modifying CTE); `None` when no seat is asked.
+pub(crate) fn claim_many_into(
+    b: &mut db::Binds,
+    pg: bool,
+    show: &str,
+    asks: &[SeatAsk<'_>],
+) -> Option<String> {
     let show_p = b.push(show.to_owned());
     let mut rows = Vec::new();
     for a in asks {
@@ -360,7 +372,7 @@ pub fn claim_many_sql(pg: bool, show: &str, asks: &[SeatAsk<'_>]) -> Option<(Str
             free("s")
         )
     };
-    Some((sql, b))
+    Some(sql)
 }
 
 /// Why a hold ended (issue 17 item 6; seed 001: "the customer walked away" and "the customer
@@ -446,8 +458,18 @@ pub async fn release_in(
     }
     // One call: the seats freed, the cap slots, the session's end and its notice, the audit
     // row and the hold's own waitlist offer ended (issue 13: was six round trips).
-    let (b, ctes, statements) =
-        release_writes_sql(pg, hold_id, &show, &jti, &parts, actor, end, reason, now_ms);
+    let (b, ctes, statements) = release_writes_sql(
+        pg,
+        hold_id,
+        &show,
+        &jti,
+        !parts.seats.is_empty(),
+        actor,
+        end,
+        reason,
+        now_ms,
+        None,
+    );
     db::write_all(tx, pg, b, ctes, statements).await?;
     if waiting {
         crate::inventory::waitlist::offer_freed(tx, pg, &show, hold_id, &parts.seats, now_ms)
@@ -473,20 +495,25 @@ pub fn count_release(show: &str, actor: Actor, end: Ended) {
 }
 
 /// The writes of [`release_in`] after its guarded update, for [`db::write_all`]: its values,
-/// lock CTEs (PostgreSQL) and statements: the seats `hold_id` still holds freed, its cap
+/// lock CTEs (PostgreSQL) and statements: the seats `hold_id` still holds freed (when it has
+/// `seats`), its cap
 /// slots, the session's end and its notice, the audit row, and the hold's own waitlist offer
-/// ended. Also run by SQLite's writer thread ([`crate::inventory::fast`]).
+/// ended. Also run by SQLite's writer thread ([`crate::inventory::fast`]). `gate`: a SQL
+/// condition every write also requires (the one-statement release on PostgreSQL,
+/// [`crate::inventory::onetrip::release`], gates them on its guarded update's row); the hold,
+/// show, admission and `now_ms` are bound first, as `$1` to `$4`.
 #[allow(clippy::too_many_arguments)]
 pub fn release_writes_sql(
     pg: bool,
     hold_id: &str,
     show: &str,
     jti: &str,
-    parts: &Parts,
+    seats: bool,
     actor: Actor,
     end: Ended,
     reason: &str,
     now_ms: i64,
+    gate: Option<&str>,
 ) -> (db::Binds, Vec<String>, Vec<String>) {
     // One call: the seats freed, the cap slots, the session's end and its notice, the audit
     // row and the hold's own waitlist offer ended (issue 13: was six round trips).
@@ -498,14 +525,18 @@ pub fn release_writes_sql(
         b.push(now_ms),
     );
     let (mut ctes, mut statements) = (Vec::new(), Vec::new());
-    if !parts.seats.is_empty() {
-        let (lock, update) = free_seats_sql(pg, &h, &s);
+    let and_gate = gate.map(|g| format!(" AND {g}")).unwrap_or_default();
+    if seats {
+        let (lock, update) = free_seats_sql(pg, &h, &s, &and_gate);
         ctes.extend(lock.map(|l| format!("l AS ({l})")));
         statements.push(update);
     }
-    statements.push(crate::inventory::caps::free_slots_sql(&h));
+    statements.push(format!(
+        "{}{and_gate}",
+        crate::inventory::caps::free_slots_sql(&h)
+    ));
     statements.extend(crate::outbox::notify::session_end_after_hold_sql(
-        &mut b, show, &s, jti, &j, &at, &h,
+        &mut b, show, &s, jti, &j, &at, &h, gate,
     ));
     statements.push(db::audit_sql(
         &mut b,
@@ -515,8 +546,12 @@ pub fn release_writes_sql(
         end.as_str(),
         actor,
         reason,
+        gate,
     ));
-    statements.push(crate::inventory::waitlist::lapse_offer_sql(&h));
+    statements.push(format!(
+        "{}{and_gate}",
+        crate::inventory::waitlist::lapse_offer_sql(&h)
+    ));
     (b, ctes, statements)
 }
 
@@ -567,6 +602,17 @@ pub async fn released(
     Ok(released_of(rows))
 }
 
+/// The guarded HELD→RELEASED update of hold `hold` at `now` as `end` (placeholders), when
+/// `payment` (a SQL condition on the hold's `payment_id`) holds: the one guard of every release
+/// ([`released_sql`], and [`crate::inventory::onetrip::release`], which adds its own
+/// conditions after it).
+pub fn release_guard_sql(now: &str, hold: &str, end: &str, payment: &str) -> String {
+    format!(
+        "UPDATE holds SET status = 'RELEASED', ended_as = {end}, released_at = {now} \
+         WHERE id = {hold} AND status = 'HELD' AND {payment}"
+    )
+}
+
 /// The SQL of [`released`] and its values; rows `(kind, id, other, n, counted)` for
 /// [`released_of`]. Also run by SQLite's writer thread ([`crate::inventory::fast`]).
 pub fn released_sql(
@@ -576,8 +622,12 @@ pub fn released_sql(
     end: Ended,
     now_ms: i64,
 ) -> (String, db::Binds) {
-    let update = "UPDATE holds SET status = 'RELEASED', ended_as = $3, released_at = $1 WHERE id = $2 AND status = 'HELD' \
-         AND ($4 = 0 OR COALESCE(payment_id, '') = $5)";
+    let update = release_guard_sql(
+        "$1",
+        "$2",
+        "$3",
+        "($4 = 0 OR COALESCE(payment_id, '') = $5)",
+    );
     let waiting = "CAST(CASE WHEN EXISTS (SELECT 1 FROM waitlist w WHERE w.show_id = holds.show_id AND w.status = 'waiting') \
          THEN 1 ELSE 0 END AS BIGINT)";
     let parts = "SELECT 's', seat_id, '', CAST(0 AS BIGINT), CAST(0 AS BIGINT) FROM hold_seats WHERE hold_id = $2 \
@@ -629,7 +679,7 @@ pub async fn free_seats(
     show: &str,
     hold_id: &str,
 ) -> sqlx::Result<u64> {
-    let (lock, update) = free_seats_sql(pg, "$1", "$2");
+    let (lock, update) = free_seats_sql(pg, "$1", "$2", "");
     let sql = match lock {
         Some(l) => format!("WITH l AS ({l}) {update}"),
         None => update,
@@ -645,15 +695,21 @@ pub async fn free_seats(
 /// The SQL of [`free_seats`] with `hold` and `show` placeholders: on PostgreSQL the body of
 /// the lock CTE (to be named `l`) and the update that joins it; on SQLite the update alone.
 /// The hold's seats are found through `hold_seats`'s primary key, then the seats' ([`KEEP_SEATS`]
-/// says why).
-pub fn free_seats_sql(pg: bool, hold: &str, show: &str) -> (Option<String>, String) {
+/// says why). `and_gate`: `""`, or ` AND <condition>` every seat freed must also meet (on
+/// PostgreSQL in the lock, which the update joins).
+pub fn free_seats_sql(
+    pg: bool,
+    hold: &str,
+    show: &str,
+    and_gate: &str,
+) -> (Option<String>, String) {
     let set = "SET status = 'free', hold_id = NULL, hold_expires_at = NULL";
     let of_hold = format!("SELECT seat_id FROM hold_seats WHERE hold_id = {hold}");
     if pg {
         (
             Some(format!(
                 "SELECT seat_id FROM seats WHERE show_id = {show} AND seat_id IN ({of_hold}) \
-                 AND hold_id = {hold} AND status = 'held' ORDER BY seat_id FOR UPDATE"
+                 AND hold_id = {hold} AND status = 'held'{and_gate} ORDER BY seat_id FOR UPDATE"
             )),
             format!(
                 "UPDATE seats {set} FROM l WHERE seats.show_id = {show} AND seats.seat_id = l.seat_id \
@@ -665,7 +721,7 @@ pub fn free_seats_sql(pg: bool, hold: &str, show: &str) -> (Option<String>, Stri
             None,
             format!(
                 "UPDATE seats {set} WHERE show_id = {show} AND seat_id IN ({of_hold}) \
-                 AND hold_id = {hold} AND status = 'held'"
+                 AND hold_id = {hold} AND status = 'held'{and_gate}"
             ),
         )
     }

@@ -12,6 +12,8 @@
 //!   and replay its answer);
 //! - [`fast`]: the plain hold, release and refusal on SQLite's writer thread (`db::writer`),
 //!   the rest left to the sqlx path;
+//! - [`onetrip`]: the plain named-seat hold on PostgreSQL as one statement (one round trip),
+//!   the rest left to the full path;
 //! - [`group`]: group commit for a per-process worker (every item waiting in one commit);
 //! - [`refusals`]: refused keys stored in batches (one insert for every refusal waiting);
 //! - [`releases`]: fans' releases on SQLite applied in batches (one transaction for every
@@ -39,6 +41,7 @@ pub mod group;
 pub mod holds;
 pub mod hotq;
 pub mod inflight;
+pub mod onetrip;
 pub mod oversell;
 pub mod pools;
 pub mod preread;

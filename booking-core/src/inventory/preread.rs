@@ -29,6 +29,11 @@ pub struct Seen {
     /// Every asked seat is known and at least one is not free: the seats' effective statuses
     /// (`{seat id: "free" | "held" | "sold"}`), the 409's fresh availability.
     pub taken: Option<Map<String, Value>>,
+    /// Nothing the read saw would make the transaction refuse other than at the guarded update:
+    /// no stored answer but a refusal of this same request, no live cap slot of the admission
+    /// or the visitor, a session not ended, every asked seat known. Only such a hold of named
+    /// seats is tried in one round trip on PostgreSQL ([`crate::inventory::onetrip`]).
+    pub plain: bool,
 }
 
 /// Reads the key `(visitor, key)` of a request whose hash is `hash` and, for `seats` of `show`
@@ -91,9 +96,14 @@ pub async fn read(
         }
     }
     let answer = claim::answer_of(stored, hash)?;
+    let plain = answer.is_none() && !capped && !seats.is_empty() && statuses.len() == seats.len();
     // An unknown seat is the transaction's 422 (`unknown-seat`): not refused here.
     let taken =
         (!capped && statuses.len() == seats.len() && statuses.values().any(|s| s != "free"))
             .then_some(statuses);
-    Ok(Seen { answer, taken })
+    Ok(Seen {
+        answer,
+        taken,
+        plain,
+    })
 }

@@ -35,6 +35,10 @@ pub const MAX_BATCH: usize = 128;
 pub struct Release {
     /// The hold.
     pub hold_id: String,
+    /// Its show, as the caller read it (the release's guard requires it).
+    pub show: String,
+    /// Its admission `jti`, as the caller read it (the release's guard requires it).
+    pub jti: String,
     /// The hold's `payment_id` as the caller read it (`""`: none); the release's guard
     /// requires it unchanged, so a payment started meanwhile is never left on a released hold.
     pub payment: String,
@@ -73,13 +77,17 @@ pub type Releases = OrWriter<Apply>;
 
 impl OrWriter<Apply> {
     /// Releases `r` on `db` (SQLite: in a batch with whatever other releases are waiting;
-    /// PostgreSQL: alone) and returns once it is committed: true when the hold was released,
+    /// PostgreSQL: alone, a plain seat hold's in one statement,
+    /// [`crate::inventory::onetrip::release`]) and returns once it is committed: true when the hold was released,
     /// false when its guard failed (not `HELD`, or its payment changed) and nothing was
     /// written. A release the writer leaves to the sqlx path (a waitlist to offer, an interval
     /// to free: [`fast::release`]) runs alone. Errors: the database's, from releasing alone
     /// after a batch failed (or the writer's, for its batch).
     pub async fn release(&self, db: &Db, r: Release) -> sqlx::Result<bool> {
         if db::backend(db) == Backend::Postgres {
+            if crate::inventory::onetrip::release(db, &r).await? {
+                return Ok(true);
+            }
             return alone(db, &r).await;
         }
         if let Some(w) = &self.writer {

@@ -125,6 +125,8 @@ pub const ADMISSION_SCOPE: &str = "jti";
 /// admission may hold again once a hold lapsed, before the reconciler sweeps that one), so a
 /// lapsed hold swept late never ends the session of the live hold that followed it (newcomer
 /// review: a HELD hold on an ended admission, the fan's waiting-room slot freed under it).
+/// `gate`: a SQL condition both writes also require (none: `None`).
+#[allow(clippy::too_many_arguments)]
 pub fn session_end_after_hold_sql(
     b: &mut Binds,
     show: &str,
@@ -133,12 +135,16 @@ pub fn session_end_after_hold_sql(
     j: &str,
     at: &str,
     h: &str,
+    gate: Option<&str>,
 ) -> [String; 2] {
-    let unless = format!(
+    let mut unless = format!(
         "NOT EXISTS (SELECT 1 FROM hold_slots WHERE scope = {} AND owner = {j} \
          AND hold_id <> {h} AND live_until > {at})",
         b.push(ADMISSION_SCOPE)
     );
+    if let Some(g) = gate {
+        unless = format!("{unless} AND {g}");
+    }
     session_end_when_sql(b, show, s, jti, j, at, &unless)
 }
 

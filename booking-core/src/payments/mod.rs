@@ -596,6 +596,8 @@ pub async fn release_by_fan(state: &AppState, hold: &Hold) -> ApiResult<Value> {
     // (`inventory::releases`).
     let release = Release {
         hold_id: hold.id.clone(),
+        show: hold.show_id.clone(),
+        jti: hold.admission_jti.clone(),
         payment: hold.payment_id.clone().unwrap_or_default(),
         reason,
         now_ms: state.clock.now_ms(),

@@ -39,6 +39,9 @@ enum Mode {
     Queued,
 }
 
+/// A worker's live hold, released before its next hold: (hold id, admission `jti`).
+type LiveHold = (String, String);
+
 /// The figures: concurrent transactions (`db-hold`), on SQLite also SQLite's writer thread
 /// (`db-writer`), then the hold queue (`db-queue`).
 pub async fn measure(
@@ -79,7 +82,7 @@ pub async fn measure(
     }
     let mut out = Vec::new();
     for (name, mode) in modes {
-        let live: Arc<Vec<Mutex<Option<String>>>> =
+        let live: Arc<Vec<Mutex<Option<LiveHold>>>> =
             Arc::new((0..connections).map(|_| Mutex::new(None)).collect());
         let (db2, seats2, queues2, next2) =
             (db.clone(), seats.clone(), queues.clone(), next.clone());
@@ -91,12 +94,14 @@ pub async fn measure(
             let n = next2.fetch_add(1, Ordering::Relaxed);
             Box::pin(async move {
                 let prev = live[w].lock().expect("hold slot").take();
-                if let Some(h) = prev {
+                if let Some((h, jti)) = prev {
                     let now = now_ms();
                     let _ = match mode {
                         Mode::Writer => {
                             let r = Release {
                                 hold_id: h,
+                                show: SHOW.to_owned(),
+                                jti,
                                 payment: String::new(),
                                 reason: "bench".into(),
                                 now_ms: now,
@@ -146,8 +151,9 @@ pub async fn measure(
                 let took = t.elapsed();
                 let status = match answer {
                     Ok(a) => {
-                        *live[w].lock().expect("hold slot") =
-                            a.body["hold_id"].as_str().map(String::from);
+                        *live[w].lock().expect("hold slot") = a.body["hold_id"]
+                            .as_str()
+                            .map(|h| (h.to_owned(), adm.jti.clone()));
                         201
                     }
                     Err(booking_core::error::ApiError::Problem(p)) => p.status.as_u16(),

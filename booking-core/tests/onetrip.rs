@@ -1,0 +1,378 @@
+//! The plain named-seat hold on PostgreSQL in one statement (`inventory::onetrip`, issue 13
+//! item 2: "one round trip on PostgreSQL, for example a data-modifying CTE"): a grant writes
+//! the hold, its seats, its audit row, its cap slots and its key's stored 201 with the summed
+//! price; a loss at the guarded update writes nothing; a refusal after the seats were taken
+//! (a cap slot or the key taken meanwhile) leaves nothing half-written, not even the seats.
+//! A fan's release of a plain seat hold likewise: everything or, when its guard fails or a
+//! waitlist needs the full release's offers, nothing. That the hold is one call, outside any
+//! `BEGIN`, is counted in `tests/statements.rs`.
+
+mod support;
+
+use booking_core::door::Admission;
+use booking_core::inventory::claim::{self, Ask, Request, Timing};
+use booking_core::inventory::onetrip::{self, OneTrip};
+use booking_core::inventory::releases::{self, Release};
+use booking_core::{db, ShowConfig, Venue};
+use support::Backend;
+
+const SHOW: &str = "one";
+const TIMING: Timing = Timing {
+    hold_ttl_ms: 600_000,
+    payment_session_ms: 300_000,
+};
+
+async fn seeded() -> db::Db {
+    let dir = tempfile::tempdir().unwrap();
+    let db = db::connect(&Backend::Postgres.fresh_url(dir.path()))
+        .await
+        .unwrap();
+    let show = ShowConfig {
+        id: SHOW.into(),
+        name: SHOW.into(),
+        venue: Venue::small(10),
+    };
+    db::seed_show(&db, &show).await.unwrap();
+    db
+}
+
+fn admission(name: &str) -> Admission {
+    let now_s = now_ms() / 1000;
+    Admission {
+        iss: "waiting-room".into(),
+        aud: "booking-core".into(),
+        sub: format!("visitor-{name}"),
+        event: SHOW.into(),
+        jti: format!("jti-{name}"),
+        iat: now_s,
+        nbf: now_s,
+        exp: now_s + 3600,
+        tier: None,
+    }
+}
+
+fn seats(ids: &[&str]) -> Ask {
+    Ask::Seats(ids.iter().map(|s| (*s).to_owned()).collect())
+}
+
+fn request<'a>(adm: &'a Admission, key: &'a str, ask: Ask) -> Request<'a> {
+    Request {
+        adm,
+        show: SHOW,
+        ask,
+        key,
+        channel: "web",
+        timing: TIMING,
+        visitor_cap: 1,
+    }
+}
+
+fn now_ms() -> i64 {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+async fn count(db: &db::Db, sql: &str, arg: &str) -> i64 {
+    sqlx::query_scalar(sql)
+        .bind(arg)
+        .fetch_one(db)
+        .await
+        .unwrap()
+}
+
+async fn free_seats(db: &db::Db) -> i64 {
+    count(
+        db,
+        "SELECT COUNT(*) FROM seats WHERE show_id = $1 AND status = 'free'",
+        SHOW,
+    )
+    .await
+}
+
+/// What a request's admission and key left in the database: (key rows, live cap slots of
+/// its admission and visitor, holds of its admission).
+async fn traces(db: &db::Db, adm: &Admission, key: &str) -> (i64, i64, i64) {
+    let keys =
+        sqlx::query_scalar("SELECT COUNT(*) FROM idempotency WHERE visitor_id = $1 AND key = $2")
+            .bind(&adm.sub)
+            .bind(key)
+            .fetch_one(db)
+            .await
+            .unwrap();
+    let slots = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM hold_slots WHERE owner IN ($1, $2) AND live_until <> 0",
+    )
+    .bind(&adm.jti)
+    .bind(&adm.sub)
+    .fetch_one(db)
+    .await
+    .unwrap();
+    let holds = count(
+        db,
+        "SELECT COUNT(*) FROM holds WHERE admission_jti = $1",
+        &adm.jti,
+    )
+    .await;
+    (keys, slots, holds)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_trip_grant_writes_the_hold_its_slots_audit_and_the_stored_201_with_the_summed_price()
+{
+    let db = seeded().await;
+    let adm = admission("fan");
+    let r = request(&adm, "k1", seats(&["A-1-1", "A-1-2"]));
+    let answer = match onetrip::hold(&db, &r, now_ms()).await.unwrap() {
+        OneTrip::Held(a) => a,
+        other => panic!("held, not {other:?}"),
+    };
+    assert_eq!(answer.status, 201);
+    // Two seats of section A at 5,000 cents: summed by the statement from the guarded update.
+    assert_eq!(answer.body["amount_cents"], 10_000, "{}", answer.body);
+    let hold = answer.body["hold_id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        count(
+            &db,
+            "SELECT amount_cents FROM holds WHERE id = $1 AND status = 'HELD'",
+            &hold
+        )
+        .await,
+        10_000
+    );
+    assert_eq!(
+        count(
+            &db,
+            "SELECT COUNT(*) FROM seats WHERE hold_id = $1 AND status = 'held'",
+            &hold
+        )
+        .await,
+        2
+    );
+    assert_eq!(
+        count(
+            &db,
+            "SELECT COUNT(*) FROM hold_seats WHERE hold_id = $1",
+            &hold
+        )
+        .await,
+        2
+    );
+    assert_eq!(
+        count(
+            &db,
+            "SELECT COUNT(*) FROM audit WHERE hold_id = $1 AND action = 'held'",
+            &hold
+        )
+        .await,
+        1
+    );
+    assert_eq!(
+        traces(&db, &adm, "k1").await,
+        (1, 2, 1),
+        "key, both cap slots, one hold"
+    );
+    // The stored answer replays as the same 201.
+    let hash = r.ask.request_hash(SHOW, "web");
+    let stored = claim::stored_answer(&db, &adm.sub, "k1", &hash)
+        .await
+        .unwrap()
+        .expect("a stored answer");
+    assert_eq!((stored.status.as_u16(), stored.body), (201, answer.body));
+    db.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_trip_hold_lost_at_the_guarded_update_writes_nothing() {
+    let db = seeded().await;
+    held(&db, &admission("first"), "k", &["A-1-1"]).await;
+    let second = admission("second");
+    let r = request(&second, "k2", seats(&["A-1-1", "A-1-2"]));
+    let lost = onetrip::hold(&db, &r, now_ms()).await.unwrap();
+    assert!(matches!(lost, OneTrip::Lost), "{lost:?}");
+    assert_eq!(
+        traces(&db, &second, "k2").await,
+        (0, 0, 0),
+        "no key, slot or hold"
+    );
+    assert_eq!(
+        free_seats(&db).await,
+        9,
+        "A-1-2 was not taken: all or nothing"
+    );
+    db.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_trip_hold_refused_after_it_took_the_seats_leaves_nothing_half_written() {
+    let db = seeded().await;
+    let adm = admission("twice");
+    // The admission holds already (one live hold per admission): its slot is taken, as when
+    // another tab's hold committed after the read before this one.
+    held(&db, &adm, "k1", &["A-1-1"]).await;
+    let second = request(&adm, "k2", seats(&["A-1-5", "A-1-6"]));
+    let refused = onetrip::hold(&db, &second, now_ms()).await.unwrap();
+    assert!(matches!(refused, OneTrip::Other), "{refused:?}");
+    // The guarded update had taken A-1-5 and A-1-6; the statement was undone whole.
+    assert_eq!(free_seats(&db).await, 9, "only A-1-1 is held");
+    assert_eq!(
+        traces(&db, &adm, "k2").await,
+        (0, 2, 1),
+        "no key k2; the first hold's slots"
+    );
+    // The full path then decides it: 409 hold-exists.
+    let err = claim::create(&db, &db, None, &second, now_ms())
+        .await
+        .unwrap_err();
+    assert!(format!("{err:?}").contains("hold-exists"), "{err:?}");
+
+    // The key stored meanwhile by another request (another body): undone too.
+    let other = admission("other");
+    sqlx::query(
+        "INSERT INTO idempotency (visitor_id, key, request_hash, status, body, created_at) \
+         VALUES ($1, 'used', 'another-hash', 201, '{}', 0)",
+    )
+    .bind(&other.sub)
+    .execute(&db)
+    .await
+    .unwrap();
+    let reused = request(&other, "used", seats(&["A-1-7"]));
+    let undone = onetrip::hold(&db, &reused, now_ms()).await.unwrap();
+    assert!(matches!(undone, OneTrip::Other), "{undone:?}");
+    assert_eq!(free_seats(&db).await, 9, "A-1-7 is free");
+    assert_eq!(
+        traces(&db, &other, "used").await,
+        (1, 0, 0),
+        "the other request's key only"
+    );
+    db.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_trip_retry_of_a_refused_request_takes_its_key_over() {
+    let db = seeded().await;
+    let adm = admission("retry");
+    let r = request(&adm, "k", seats(&["A-1-3"]));
+    let hash = r.ask.request_hash(SHOW, "web");
+    // The same request was refused before (its key stored as refused, status 409).
+    assert!(claim::record_refusal(&db, &adm.sub, "k", &hash, now_ms())
+        .await
+        .unwrap());
+    let held = onetrip::hold(&db, &r, now_ms()).await.unwrap();
+    assert!(matches!(held, OneTrip::Held(_)), "{held:?}");
+    assert_eq!(
+        count(
+            &db,
+            "SELECT status FROM idempotency WHERE key = 'k' AND visitor_id = $1",
+            &adm.sub
+        )
+        .await,
+        201
+    );
+    db.close().await;
+}
+
+/// A hold made in one statement, its id.
+async fn held(db: &db::Db, adm: &Admission, key: &str, ids: &[&str]) -> String {
+    match onetrip::hold(db, &request(adm, key, seats(ids)), now_ms())
+        .await
+        .unwrap()
+    {
+        OneTrip::Held(a) => a.body["hold_id"].as_str().unwrap().to_owned(),
+        other => panic!("held, not {other:?}"),
+    }
+}
+
+fn release_of(hold: &str, adm: &Admission, payment: &str) -> Release {
+    Release {
+        hold_id: hold.to_owned(),
+        show: SHOW.to_owned(),
+        jti: adm.jti.clone(),
+        payment: payment.to_owned(),
+        reason: "released by fan".into(),
+        now_ms: now_ms(),
+    }
+}
+
+/// What a release of `hold` (admission `adm`) wrote: (hold RELEASED, seats it still holds,
+/// live cap slots, `released` audit rows, session ended, session-end notices).
+async fn released_traces(db: &db::Db, hold: &str, adm: &Admission) -> [i64; 6] {
+    [
+        count(db, "SELECT COUNT(*) FROM holds WHERE id = $1 AND status = 'RELEASED' AND ended_as = 'released'", hold).await,
+        count(db, "SELECT COUNT(*) FROM seats WHERE hold_id = $1", hold).await,
+        count(db, "SELECT COUNT(*) FROM hold_slots WHERE hold_id = $1 AND live_until <> 0", hold).await,
+        count(db, "SELECT COUNT(*) FROM audit WHERE hold_id = $1 AND action = 'released'", hold).await,
+        count(db, "SELECT COUNT(*) FROM admissions_ended WHERE jti = $1", &adm.jti).await,
+        count(db, "SELECT COUNT(*) FROM outbox WHERE kind = 'session-end' AND ref_id = $1", &adm.jti).await,
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_trip_release_frees_seats_and_slots_audits_and_ends_the_session() {
+    let db = seeded().await;
+    let adm = admission("leaver");
+    let hold = held(&db, &adm, "k", &["A-1-1", "A-1-2"]).await;
+    assert_eq!(released_traces(&db, &hold, &adm).await, [0, 2, 2, 0, 0, 0]);
+    assert!(onetrip::release(&db, &release_of(&hold, &adm, ""))
+        .await
+        .unwrap());
+    assert_eq!(released_traces(&db, &hold, &adm).await, [1, 0, 0, 1, 1, 1]);
+    assert_eq!(free_seats(&db).await, 10);
+    // A second release finds it RELEASED: nothing more is written.
+    assert!(!onetrip::release(&db, &release_of(&hold, &adm, ""))
+        .await
+        .unwrap());
+    assert_eq!(released_traces(&db, &hold, &adm).await, [1, 0, 0, 1, 1, 1]);
+    db.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_trip_release_writes_nothing_when_its_guard_fails_and_leaves_waitlists_to_the_full_release(
+) {
+    let db = seeded().await;
+    let adm = admission("payer");
+    let hold = held(&db, &adm, "k", &["A-1-3"]).await;
+    // A payment started after the fan's read: the release must not go ahead under it.
+    sqlx::query("UPDATE holds SET payment_id = 'pending:x' WHERE id = $1")
+        .bind(&hold)
+        .execute(&db)
+        .await
+        .unwrap();
+    assert!(!onetrip::release(&db, &release_of(&hold, &adm, ""))
+        .await
+        .unwrap());
+    assert_eq!(released_traces(&db, &hold, &adm).await, [0, 1, 2, 0, 0, 0]);
+    sqlx::query("UPDATE holds SET payment_id = NULL WHERE id = $1")
+        .bind(&hold)
+        .execute(&db)
+        .await
+        .unwrap();
+    // A fan waits on the show's waitlist: the full release offers the seat, not this one.
+    sqlx::query(
+        "INSERT INTO waitlist (show_id, visitor_id, admission_jti, joined_at) \
+         VALUES ($1, 'visitor-waiting', 'jti-waiting', 0)",
+    )
+    .bind(SHOW)
+    .execute(&db)
+    .await
+    .unwrap();
+    assert!(!onetrip::release(&db, &release_of(&hold, &adm, ""))
+        .await
+        .unwrap());
+    assert_eq!(released_traces(&db, &hold, &adm).await, [0, 1, 2, 0, 0, 0]);
+    assert!(releases::alone(&db, &release_of(&hold, &adm, ""))
+        .await
+        .unwrap());
+    let offered = count(
+        &db,
+        "SELECT COUNT(*) FROM waitlist WHERE show_id = $1 AND status = 'offered'",
+        SHOW,
+    )
+    .await;
+    assert_eq!(
+        offered, 1,
+        "the full release offered the seat to the waiting fan"
+    );
+    db.close().await;
+}
