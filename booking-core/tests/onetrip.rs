@@ -301,7 +301,8 @@ async fn released_traces(db: &db::Db, hold: &str, adm: &Admission) -> [i64; 6] {
     [
         count(db, "SELECT COUNT(*) FROM holds WHERE id = $1 AND status = 'RELEASED' AND ended_as = 'released'", hold).await,
         count(db, "SELECT COUNT(*) FROM seats WHERE hold_id = $1", hold).await,
-        count(db, "SELECT COUNT(*) FROM hold_slots WHERE hold_id = $1 AND live_until <> 0", hold).await,
+        // Live slots (a closed one, `notify::SLOT_CLOSED`, is no hold's: its session ended).
+        count(db, "SELECT COUNT(*) FROM hold_slots WHERE hold_id = $1 AND live_until <> 0 AND live_until <> 9223372036854775807", hold).await,
         count(db, "SELECT COUNT(*) FROM audit WHERE hold_id = $1 AND action = 'released'", hold).await,
         count(db, "SELECT COUNT(*) FROM admissions_ended WHERE jti = $1", &adm.jti).await,
         count(db, "SELECT COUNT(*) FROM outbox WHERE kind = 'session-end' AND ref_id = $1", &adm.jti).await,
@@ -319,6 +320,10 @@ async fn a_one_trip_release_frees_seats_and_slots_audits_and_ends_the_session() 
         .unwrap());
     assert_eq!(released_traces(&db, &hold, &adm).await, [1, 0, 0, 1, 1, 1]);
     assert_eq!(free_seats(&db).await, 10);
+    // The session ended with it: the admission's slot is closed, not free.
+    let closed = "SELECT COUNT(*) FROM hold_slots WHERE scope = 'jti' AND owner = $1 \
+                  AND live_until = 9223372036854775807";
+    assert_eq!(count(&db, closed, &adm.jti).await, 1);
     // A second release finds it RELEASED: nothing more is written.
     assert!(!onetrip::release(&db, &release_of(&hold, &adm, ""))
         .await
@@ -374,5 +379,87 @@ async fn a_one_trip_release_writes_nothing_when_its_guard_fails_and_leaves_waitl
         offered, 1,
         "the full release offered the seat to the waiting fan"
     );
+    db.close().await;
+}
+
+/// Newcomer review: a fan's release and a second tab's hold of the same admission at once.
+/// The release frees the admission's cap slot and ends its session in one transaction; the
+/// hold's slot upsert waits on that slot row and then re-reads it, while its check that the
+/// session has not ended reads its own, older snapshot. It took the freed slot: a `HELD` hold
+/// on an ended admission. The release now closes the slot (`notify::SLOT_CLOSED`), so the
+/// hold that waited finds it taken and is refused `admission-ended`, on both hold paths.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_tabs_hold_racing_the_release_that_ends_the_session_is_refused() {
+    let db = seeded().await;
+    for (n, one_statement) in [(1, false), (2, true)] {
+        let adm = admission(&format!("tabs-{n}"));
+        let first = held(&db, &adm, "k1", &[&format!("A-1-{n}")]).await;
+        // The release, not yet committed: it has freed (or closed) the slot row.
+        let mut release = db.begin().await.unwrap();
+        let released = booking_core::inventory::holds::release_in(
+            &mut release,
+            true,
+            &first,
+            Some(""),
+            booking_core::db::Actor::Api,
+            booking_core::inventory::holds::Ended::Released,
+            "released by fan",
+            now_ms(),
+        )
+        .await
+        .unwrap();
+        assert!(released);
+        let (db2, adm2) = (db.clone(), adm.clone());
+        let seat = format!("A-1-{}", n + 5);
+        let second_tab = tokio::spawn(async move {
+            let r = request(&adm2, "k2", seats(&[&seat]));
+            if one_statement {
+                match onetrip::hold(&db2, &r, now_ms()).await {
+                    Ok(OneTrip::Held(a)) => format!("201 {}", a.body),
+                    Ok(other) => format!("{other:?}"),
+                    Err(e) => format!("{e:?}"),
+                }
+            } else {
+                match claim::create(&db2, &db2, None, &r, now_ms()).await {
+                    Ok(a) => format!("201 {}", a.body),
+                    Err(e) => format!("{e:?}"),
+                }
+            }
+        });
+        // The second tab's hold waits on the slot row the release changed.
+        loop {
+            let waiting: i64 = sqlx::query_scalar(
+                "SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' \
+                 AND datname = current_database()",
+            )
+            .fetch_one(&db)
+            .await
+            .unwrap();
+            if waiting > 0 {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        release.commit().await.unwrap();
+        let answer = second_tab.await.unwrap();
+        // One statement: undone (the full path then answers admission-ended); full path: 409.
+        let expected = if one_statement {
+            "Other"
+        } else {
+            "admission-ended"
+        };
+        assert!(answer.contains(expected), "tab {n}: {answer}");
+        let held_on_ended = count(
+            &db,
+            "SELECT COUNT(*) FROM holds h JOIN admissions_ended e ON e.jti = h.admission_jti \
+             WHERE h.status = 'HELD' AND h.admission_jti = $1",
+            &adm.jti,
+        )
+        .await;
+        assert_eq!(
+            held_on_ended, 0,
+            "no live hold on an ended admission: {answer}"
+        );
+    }
     db.close().await;
 }

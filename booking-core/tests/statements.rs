@@ -192,9 +192,16 @@ async fn three_statements(b: Backend) {
         ),
         (taken.as_str(), 0, "the pool's places are uncounted"),
         (
-            "SELECT COUNT(*) FROM hold_slots WHERE live_until <> 0",
+            "SELECT COUNT(*) FROM hold_slots WHERE live_until <> 0 \
+             AND live_until <> 9223372036854775807",
             0,
             "no cap slot is live",
+        ),
+        (
+            "SELECT COUNT(*) FROM hold_slots WHERE scope = 'jti' \
+             AND live_until = 9223372036854775807",
+            2,
+            "both ended sessions' admission slots closed",
         ),
         (
             "SELECT COUNT(*) FROM outbox WHERE kind = 'session-end' AND ref_id IN (SELECT jti FROM admissions_ended)",

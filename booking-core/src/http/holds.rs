@@ -407,10 +407,10 @@ pub async fn create_hold(
     Ok((status, Json(body)).into_response())
 }
 
-/// One-round-trip attempts of a plain named-seat hold on PostgreSQL while a read after each
-/// loss sees every asked seat free again (`Owned::one_trip`); then the full path decides. On
-/// the bench's hot show half of the one-trip holds lost at first, and most of those found the
-/// seats released by the time the read after it ran.
+/// One-round-trip attempts of a plain named-seat hold on PostgreSQL while the read after each
+/// loss sees every asked seat free again (`Owned::one_trip`: their holder let go between the
+/// statement and the read, as the bench's fans release each 201 at once); then the full path
+/// decides.
 const ONE_TRIPS: usize = 3;
 
 /// A hold request whose owner this request is ([`inflight::Owner`]): the fan's admission, the

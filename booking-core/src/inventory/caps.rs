@@ -151,6 +151,17 @@ pub fn free_slots_sql(hold: &str) -> String {
     format!("UPDATE hold_slots SET live_until = 0 WHERE hold_id = {hold}")
 }
 
+/// [`free_slots_sql`] for a hold whose end also ends its admission's session when `ends` (SQL)
+/// holds: the admission's slot is then closed ([`crate::outbox::notify::SLOT_CLOSED`]), not
+/// freed, in the same statement.
+pub fn free_slots_ending_sql(hold: &str, ends: &str) -> String {
+    format!(
+        "UPDATE hold_slots SET live_until = CASE WHEN scope = '{JTI}' AND {ends} THEN {} ELSE 0 END \
+         WHERE hold_id = {hold}",
+        crate::outbox::notify::SLOT_CLOSED
+    )
+}
+
 /// Frees every slot `hold_id` holds (its hold was released or paid).
 pub async fn free_slots(tx: &mut Tx<'_>, hold_id: &str) -> sqlx::Result<()> {
     sqlx::query(&free_slots_sql("$1"))
@@ -163,11 +174,15 @@ pub async fn free_slots(tx: &mut Tx<'_>, hold_id: &str) -> sqlx::Result<()> {
 /// Moves the slots of an extended hold to its new deadline (a slot already taken over by
 /// another hold is not touched: its `hold_id` differs).
 pub async fn extend_slots(tx: &mut Tx<'_>, hold_id: &str, until_ms: i64) -> sqlx::Result<()> {
-    sqlx::query("UPDATE hold_slots SET live_until = $1 WHERE hold_id = $2 AND live_until <> 0")
-        .bind(until_ms)
-        .bind(hold_id)
-        .execute(&mut **tx)
-        .await?;
+    sqlx::query(
+        "UPDATE hold_slots SET live_until = $1 WHERE hold_id = $2 AND live_until <> 0 \
+         AND live_until <> $3",
+    )
+    .bind(until_ms)
+    .bind(hold_id)
+    .bind(crate::outbox::notify::SLOT_CLOSED)
+    .execute(&mut **tx)
+    .await?;
     Ok(())
 }
 

@@ -531,12 +531,21 @@ pub fn release_writes_sql(
         ctes.extend(lock.map(|l| format!("l AS ({l})")));
         statements.push(update);
     }
+    // The session ends unless another hold of the admission is live; its slot is then closed,
+    // not freed (`notify::SLOT_CLOSED`).
+    let ends = crate::outbox::notify::ends_after_hold_sql(&mut b, &j, &at, &h);
     statements.push(format!(
         "{}{and_gate}",
-        crate::inventory::caps::free_slots_sql(&h)
+        crate::inventory::caps::free_slots_ending_sql(&h, &ends)
     ));
     statements.extend(crate::outbox::notify::session_end_after_hold_sql(
-        &mut b, show, &s, jti, &j, &at, &h, gate,
+        &mut b,
+        show,
+        &s,
+        jti,
+        &j,
+        &at,
+        &format!("{ends}{and_gate}"),
     ));
     statements.push(db::audit_sql(
         &mut b,

@@ -27,7 +27,8 @@
 //! snapshot) and answers from that read: the stored 201 of an identical request another node
 //! committed while this one waited on the seats' locks (case B12), else the 409 with the
 //! seats' fresh statuses once the key is recorded as refused, as after a lost transaction;
-//! when that read sees every seat free again, the full path runs. An undone hold, or one
+//! when that read sees every seat free again, the statement runs again (a few times at most,
+//! then the full path: `http::holds`, `ONE_TRIPS`). An undone hold, or one
 //! aborted by a deadlock or serialization failure, is [`OneTrip::Other`]: the caller runs the
 //! full path ([`claim::create`]), which decides it with every rule (`hold-exists`, the visitor
 //! cap's later slots, a replay). The caller sends here only a hold whose read before it

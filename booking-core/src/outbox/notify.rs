@@ -72,12 +72,12 @@ pub async fn session_end(
         b.push(now_ms),
     );
     let sql = session_end_sql(&mut b, show, &s, jti, &j, &at);
-    crate::db::write_all(tx, pg, b, Vec::new(), sql.to_vec()).await
+    crate::db::write_all(tx, pg, b, Vec::new(), sql).await
 }
 
-/// The two statements of [`session_end`] (the admission recorded as ended, the notice queued),
-/// for [`crate::db::write_all`]: `s`, `j` and `at` are the placeholders of `show`, `jti` and
-/// the time (epoch ms), already bound in `b`.
+/// The statements of [`session_end`] (the admission recorded as ended, the notice queued, its
+/// cap slot closed: [`SLOT_CLOSED`]), for [`crate::db::write_all`]: `s`, `j` and `at` are the
+/// placeholders of `show`, `jti` and the time (epoch ms), already bound in `b`.
 pub fn session_end_sql(
     b: &mut Binds,
     show: &str,
@@ -85,9 +85,26 @@ pub fn session_end_sql(
     jti: &str,
     j: &str,
     at: &str,
-) -> [String; 2] {
-    session_end_when_sql(b, show, s, jti, j, at, "1 = 1")
+) -> Vec<String> {
+    let mut sql = session_end_when_sql(b, show, s, jti, j, at, "1 = 1").to_vec();
+    sql.push(format!(
+        "INSERT INTO hold_slots (scope, owner, slot, hold_id, live_until) \
+         VALUES ({}, {j}, 0, '', {SLOT_CLOSED}) ON CONFLICT (scope, owner, slot) \
+         DO UPDATE SET live_until = {SLOT_CLOSED}",
+        b.push(ADMISSION_SCOPE)
+    ));
+    sql
 }
+
+/// `live_until` of the admission's cap slot (scope [`ADMISSION_SCOPE`], slot 0) once its
+/// session ended: a slot never free again. A hold takes a slot only where it is new or
+/// `live_until <= now` (`inventory::caps`), after waiting for a concurrent writer of the row
+/// and re-reading its newest version; the check that the session has not ended reads the hold
+/// statement's snapshot. So a session end that frees the slot (a release, a payment) and ends
+/// the session in one transaction must close the slot rather than free it: else a second tab's
+/// hold that waited on the slot took it over without seeing the end (newcomer review: a `HELD`
+/// hold on an ended admission, 3 in 29 tries of a release racing a new hold).
+pub const SLOT_CLOSED: i64 = i64::MAX;
 
 /// [`session_end_sql`], both statements written only when `condition` (SQL) holds.
 fn session_end_when_sql(
@@ -125,7 +142,9 @@ pub const ADMISSION_SCOPE: &str = "jti";
 /// admission may hold again once a hold lapsed, before the reconciler sweeps that one), so a
 /// lapsed hold swept late never ends the session of the live hold that followed it (newcomer
 /// review: a HELD hold on an ended admission, the fan's waiting-room slot freed under it).
-/// `gate`: a SQL condition both writes also require (none: `None`).
+/// `ends`: [`ends_after_hold_sql`], with any condition the caller adds. The caller closes the
+/// admission's slot under the same condition where it frees the hold's slots
+/// (`inventory::caps::free_slots_ending_sql`, [`SLOT_CLOSED`]).
 #[allow(clippy::too_many_arguments)]
 pub fn session_end_after_hold_sql(
     b: &mut Binds,
@@ -134,18 +153,20 @@ pub fn session_end_after_hold_sql(
     jti: &str,
     j: &str,
     at: &str,
-    h: &str,
-    gate: Option<&str>,
+    ends: &str,
 ) -> [String; 2] {
-    let mut unless = format!(
+    session_end_when_sql(b, show, s, jti, j, at, ends)
+}
+
+/// The condition (SQL) under which the session of admission `j` ends with the end of its hold
+/// `h` at `at` (placeholders): no other hold of the admission is live (its slot 0 held by
+/// another hold).
+pub fn ends_after_hold_sql(b: &mut Binds, j: &str, at: &str, h: &str) -> String {
+    format!(
         "NOT EXISTS (SELECT 1 FROM hold_slots WHERE scope = {} AND owner = {j} \
          AND hold_id <> {h} AND live_until > {at})",
         b.push(ADMISSION_SCOPE)
-    );
-    if let Some(g) = gate {
-        unless = format!("{unless} AND {g}");
-    }
-    session_end_when_sql(b, show, s, jti, j, at, &unless)
+    )
 }
 
 /// Whether admission `jti`'s session was ended by [`session_end`].
