@@ -531,12 +531,7 @@ pub async fn write_all(
     };
     let sql = if pg {
         let mut with = ctes;
-        with.extend(
-            statements
-                .iter()
-                .enumerate()
-                .map(|(i, s)| format!("w{i} AS ({s})")),
-        );
+        with.extend(data_ctes(&statements));
         if with.is_empty() {
             last
         } else {
@@ -549,6 +544,16 @@ pub async fn write_all(
     };
     sqlx::query_with(&sql, b.args()).execute(&mut **tx).await?;
     Ok(())
+}
+
+/// Data-modifying `statements` as the CTEs of one PostgreSQL statement (`w0 AS (…)`, `w1 AS
+/// (…)`, …), as [`write_all`] sends them (PostgreSQL runs each to completion whether or not the
+/// main statement reads it, all on one snapshot).
+pub fn data_ctes(statements: &[String]) -> impl Iterator<Item = String> + '_ {
+    statements
+        .iter()
+        .enumerate()
+        .map(|(i, s)| format!("w{i} AS ({s})"))
 }
 
 /// One audit row, written inside the caller's transaction.

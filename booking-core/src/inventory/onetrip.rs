@@ -234,12 +234,7 @@ pub(crate) fn release_sql(r: &Release) -> (String, db::Binds) {
          AND NOT EXISTS (SELECT 1 FROM hold_resources x WHERE x.hold_id = $1) RETURNING id)"
     )];
     with.extend(ctes);
-    with.extend(
-        statements
-            .iter()
-            .enumerate()
-            .map(|(i, s)| format!("w{i} AS ({s})")),
-    );
+    with.extend(db::data_ctes(&statements));
     let sql = format!(
         "WITH {} SELECT (SELECT COUNT(*) FROM h), set_config('synchronous_commit', 'off', true)",
         with.join(", ")
