@@ -353,3 +353,56 @@ async fn the_best_seats_read_stops_at_a_prefix_behind_a_sold_front(b: Backend) {
         }
     }
 }
+
+/// When every block the prefix holds is being taken by others, best available reads the whole
+/// section and takes the block behind (PostgreSQL, where a block another transaction locks is
+/// skipped). A 600-seat row's first 520 seats are sold but for three runs of three (A-1-10..12,
+/// 20..22, 30..32: six pairs, fewer than `best::MAX_TRIES`, in the first `best::PREFIX` free
+/// seats), and a test session locks those nine seats. A party of two must get A-1-520+521
+/// (520 is the last seat alone, 521 the first of the free run). Without the read of the whole
+/// section once the prefix's blocks ran out: `None` (a 409 with 80 pairs free).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn best_available_reads_the_whole_section_when_the_prefix_blocks_are_taken() {
+    let h = Harness::on_with(Backend::Postgres, |c| c.shows[0].venue = Venue::small(600)).await;
+    let show = h.state.config.shows[0].id.clone();
+    let now = h.clock.now_ms();
+    sqlx::query(
+        "UPDATE seats SET status = 'sold' WHERE section = 'A' AND number <= 520 \
+         AND number % 2 = 1 AND number NOT IN (11, 21, 31)",
+    )
+    .execute(&h.state.db)
+    .await
+    .unwrap();
+    let runs = "('A-1-10','A-1-11','A-1-12','A-1-20','A-1-21','A-1-22','A-1-30','A-1-31','A-1-32')";
+    let mut outsider = h.state.db.begin().await.unwrap();
+    let locked: Vec<String> = sqlx::query_scalar(&format!(
+        "SELECT seat_id FROM seats WHERE seat_id IN {runs} FOR UPDATE"
+    ))
+    .fetch_all(&mut *outsider)
+    .await
+    .unwrap();
+    assert_eq!(locked.len(), 9);
+    let want = booking_core::inventory::best::Want {
+        section: "A",
+        quantity: 2,
+        allow_split: false,
+    };
+    let mut party = h.state.db.begin().await.unwrap();
+    let got = booking_core::inventory::best::take(
+        &mut party,
+        true,
+        &show,
+        &want,
+        "hold-party",
+        now + 60_000,
+        now,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        got.map(|(s, _)| s),
+        Some(vec!["A-1-520".to_owned(), "A-1-521".to_owned()])
+    );
+    party.rollback().await.unwrap();
+    outsider.rollback().await.unwrap();
+}

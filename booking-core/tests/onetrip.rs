@@ -382,6 +382,64 @@ async fn a_one_trip_release_writes_nothing_when_its_guard_fails_and_leaves_waitl
     db.close().await;
 }
 
+/// The fan's release with no read of the hold first (`onetrip::release_own`, the booking
+/// core's `DELETE /api/holds/{id}` on PostgreSQL): what the admission says (show, `jti`, no
+/// payment) and the visitor are the guard. Another visitor's hold, a hold made under another
+/// admission of the same visitor, and a hold with a payment are left alone (false, nothing
+/// written: the handler reads the hold and answers 404, releases it the full way, or voids
+/// the payment first); the fan's own plain hold is released with every trace of a release.
+/// Without the visitor in the guard, the stranger's call releases the hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_with_no_read_first_releases_only_the_fans_own_plain_hold() {
+    let db = seeded().await;
+    let adm = admission("owner");
+    let hold = held(&db, &adm, "k", &["A-1-1", "A-1-2"]).await;
+    // A stranger who learned the hold's id, with an admission of the same show.
+    let stranger = admission("stranger");
+    let as_stranger = Release {
+        jti: adm.jti.clone(),
+        ..release_of(&hold, &stranger, "")
+    };
+    assert!(!onetrip::release_own(&db, &as_stranger, &stranger.sub)
+        .await
+        .unwrap());
+    // The owner with a later admission (a new turn in the queue).
+    let later = Admission {
+        jti: "jti-owner-later".into(),
+        ..adm.clone()
+    };
+    assert!(
+        !onetrip::release_own(&db, &release_of(&hold, &later, ""), &later.sub)
+            .await
+            .unwrap()
+    );
+    // A payment started: the full path voids it first.
+    sqlx::query("UPDATE holds SET payment_id = 'pending:x' WHERE id = $1")
+        .bind(&hold)
+        .execute(&db)
+        .await
+        .unwrap();
+    assert!(
+        !onetrip::release_own(&db, &release_of(&hold, &adm, ""), &adm.sub)
+            .await
+            .unwrap()
+    );
+    assert_eq!(released_traces(&db, &hold, &adm).await, [0, 2, 2, 0, 0, 0]);
+    sqlx::query("UPDATE holds SET payment_id = NULL WHERE id = $1")
+        .bind(&hold)
+        .execute(&db)
+        .await
+        .unwrap();
+    assert!(
+        onetrip::release_own(&db, &release_of(&hold, &adm, ""), &adm.sub)
+            .await
+            .unwrap()
+    );
+    assert_eq!(released_traces(&db, &hold, &adm).await, [1, 0, 0, 1, 1, 1]);
+    assert_eq!(free_seats(&db).await, 10);
+    db.close().await;
+}
+
 /// Newcomer review: a fan's release and a second tab's hold of the same admission at once.
 /// The release frees the admission's cap slot and ends its session in one transaction; the
 /// hold's slot upsert waits on that slot row and then re-reads it, while its check that the

@@ -42,14 +42,30 @@ async fn own_hold(state: &AppState, adm: &Admission, id: &str) -> ApiResult<Hold
 /// not a live admission (DECISIONS): an admission token past its `exp` still opens the holds made
 /// with it (same `jti`), and nothing else (401 `admission-required`).
 async fn hold_of_fan(state: &AppState, headers: &HeaderMap, id: &str) -> ApiResult<Hold> {
+    let (adm, expired) = hold_admission(state, headers).await?;
+    own_hold_of(state, &adm, expired, id).await
+}
+
+/// The admission a call on one hold comes with, and whether its token is past its `exp` (see
+/// [`hold_of_fan`]); 401 `admission-required` without a valid one.
+async fn hold_admission(state: &AppState, headers: &HeaderMap) -> ApiResult<(Admission, bool)> {
     let token = token_from_headers(headers)
         .ok_or_else(|| admission_required(state, &DoorError::Missing))?;
-    let (adm, expired) = state
+    state
         .verifier
         .verify_for_hold(&token)
         .await
-        .map_err(|e| admission_required(state, &e))?;
-    let h = own_hold(state, &adm, id).await?;
+        .map_err(|e| admission_required(state, &e))
+}
+
+/// [`own_hold`], refused to an expired token of another admission (see [`hold_of_fan`]).
+async fn own_hold_of(
+    state: &AppState,
+    adm: &Admission,
+    expired: bool,
+    id: &str,
+) -> ApiResult<Hold> {
+    let h = own_hold(state, adm, id).await?;
     if expired && h.admission_jti != adm.jti {
         return Err(admission_required(state, &DoorError::Expired));
     }
@@ -776,6 +792,10 @@ pub async fn delete_hold(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> ApiResult<Json<Value>> {
-    let h = hold_of_fan(&state, &headers, &id).await?;
+    let (adm, expired) = hold_admission(&state, &headers).await?;
+    if let Some(done) = payments::release_own_plain(&state, &adm, &id).await? {
+        return Ok(Json(done));
+    }
+    let h = own_hold_of(&state, &adm, expired, &id).await?;
     Ok(Json(payments::release_by_fan(&state, &h).await?))
 }

@@ -539,6 +539,34 @@ pub(crate) async fn paid_on_void(
     Ok(())
 }
 
+/// The fan's release of hold `id` on PostgreSQL with no read of the hold first
+/// ([`crate::inventory::onetrip::release_own`]): `Some` (the answer [`release_by_fan`] gives a
+/// released hold) when `id` is a plain seat hold of `adm`'s visitor, made under `adm`, HELD
+/// with no payment, and the one statement released it; `None` (nothing written) otherwise, or
+/// on SQLite: the caller reads the hold and runs [`release_by_fan`].
+pub async fn release_own_plain(
+    state: &AppState,
+    adm: &crate::door::Admission,
+    id: &str,
+) -> ApiResult<Option<Value>> {
+    if crate::db::backend(&state.db) != crate::db::Backend::Postgres {
+        return Ok(None);
+    }
+    let release = Release {
+        hold_id: id.to_owned(),
+        show: adm.event.clone(),
+        jti: adm.jti.clone(),
+        payment: String::new(),
+        reason: FAN_RELEASE.to_owned(),
+        now_ms: state.clock.now_ms(),
+    };
+    let released = crate::inventory::onetrip::release_own(&state.db, &release, &adm.sub).await?;
+    Ok(released.then(|| json!({"hold_id": id, "status": "RELEASED"})))
+}
+
+/// The audit reason of a fan's release of a hold with no payment.
+const FAN_RELEASE: &str = "released by fan";
+
 /// `DELETE /api/holds/{hold}`: the fan cancels on the booking page. A hold with no payment is
 /// released at once; otherwise the payment is voided at the gateway and the hold released
 /// (through the one release code) only once the gateway confirms it cancelled, failed or
@@ -553,7 +581,7 @@ pub async fn release_by_fan(state: &AppState, hold: &Hold) -> ApiResult<Value> {
         _ => {}
     }
     let reason = match (&hold.payment_id, real_payment_id(hold)) {
-        (None, _) => "released by fan".to_owned(),
+        (None, _) => FAN_RELEASE.to_owned(),
         (Some(_), None) => return conflict("payment-in-progress", "Payment is being created"),
         (Some(_), Some(pid)) => match state.gateway.void(pid).await {
             Ok(s) if s.status.is_dead() => {
