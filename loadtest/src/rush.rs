@@ -291,7 +291,7 @@ pub async fn run(args: RushArgs) -> anyhow::Result<bool> {
         None => None,
     };
     let office = back_office(&client, &target, &admin_token).await?;
-    print_figures(&fans, &stats, wall);
+    let hold_busy = print_figures(&fans, &stats, wall);
     let mut results = checks::run(&fans, max_active, &office, stats.totals());
     results.extend(money_checks(&client, &target, &admin_token, gateway.as_deref()).await?);
     sold_out_told(&client, &target, &office.stats).await;
@@ -330,7 +330,7 @@ pub async fn run(args: RushArgs) -> anyhow::Result<bool> {
         all &= c.pass;
     }
     if let Some(dir) = report_dir {
-        let mut figures = headline(&fans, wall);
+        let mut figures = headline(&fans, wall, hold_busy);
         figures["wait_estimate"] = estimate.figures();
         crate::report::write(&dir, &figures, &stats.rows(wall), &results, &timeline)?;
         std::fs::write(
@@ -680,7 +680,13 @@ fn span_rate(mut times_ms: Vec<u64>) -> (usize, f64) {
     )
 }
 
-fn print_figures(fans: &[FanOutcome], stats: &Stats, wall: Duration) {
+/// Prints the run's figures; answers the hold calls' busy span ([`crate::timeline::busy_rate`],
+/// read here: the report's timeline takes the recorded calls afterwards).
+fn print_figures(
+    fans: &[FanOutcome],
+    stats: &Stats,
+    wall: Duration,
+) -> Option<crate::timeline::Busy> {
     let (admitted, adm_rate) = span_rate(fans.iter().filter_map(|f| f.admitted_at_ms).collect());
     let holds = fans.iter().filter(|f| f.hold.is_some()).count();
     let paid = fans.iter().filter(|f| f.paid).count();
@@ -700,6 +706,18 @@ fn print_figures(fans: &[FanOutcome], stats: &Stats, wall: Duration) {
         println!("  stopped early: {r} × {n}");
     }
     println!("{}", stats.table(wall));
+    let busy = crate::timeline::busy_rate("hold");
+    if let Some(b) = busy {
+        println!(
+            "hold calls during the rush: {:.1}/s ({} calls sent between {:.1} s and {:.1} s, \
+             the 1st to the 99th percentile of their sending times; the table divides by the wall)",
+            b.per_sec,
+            b.calls,
+            b.from_ms as f64 / 1000.0,
+            b.to_ms as f64 / 1000.0
+        );
+    }
+    busy
 }
 
 /// Late arrivals: the first `late_share × fans` fan indices (fans are started in a shuffled
@@ -730,7 +748,11 @@ async fn late_starts(client: &reqwest::Client, t: &Target, args: &RushArgs) -> V
 }
 
 /// The run's headline figures for the report.
-fn headline(fans: &[FanOutcome], wall: Duration) -> serde_json::Value {
+fn headline(
+    fans: &[FanOutcome],
+    wall: Duration,
+    hold_busy: Option<crate::timeline::Busy>,
+) -> serde_json::Value {
     let count = |f: &dyn Fn(&FanOutcome) -> bool| fans.iter().filter(|x| f(x)).count();
     let mut behaviours = std::collections::BTreeMap::<String, usize>::new();
     for f in fans {
@@ -749,5 +771,6 @@ fn headline(fans: &[FanOutcome], wall: Duration) -> serde_json::Value {
         "conflicts_409": fans.iter().map(|f| u64::from(f.conflicts)).sum::<u64>(),
         "found_sold_out": count(&|f| f.gave_up.as_deref() == Some("sold out")),
         "behaviours": behaviours,
+        "hold_calls_per_sec_during_rush": hold_busy.map(|b| b.per_sec),
     })
 }

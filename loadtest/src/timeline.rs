@@ -52,6 +52,55 @@ pub fn spans() -> Vec<CallSpan> {
         .collect()
 }
 
+/// An endpoint's calls while the fans were making them ([`busy_rate`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Busy {
+    /// Calls sent inside the span.
+    pub calls: usize,
+    /// The span's start and end, ms since the origin (sending times).
+    pub from_ms: u64,
+    /// See `from_ms`.
+    pub to_ms: u64,
+    /// `calls` per second of the span.
+    pub per_sec: f64,
+}
+
+/// Share of an endpoint's calls left out at each end of its busy span (1 %: the first fans'
+/// stragglers before the rush and the patient fans' last tries after the sell-out).
+pub const BUSY_TAIL: f64 = 0.01;
+
+/// `endpoint`'s calls per second during the rush: the calls sent between the 1st and the 99th
+/// percentile of their sending times ([`BUSY_TAIL`]), over that span. The table's calls/s
+/// divides by the whole wall, which also counts the seconds before the sale opens and after
+/// the last fan's call (issue 13 asks for "hold requests/s during the rush"). `None` before
+/// 100 calls, or over a zero span.
+pub fn busy_rate(endpoint: &str) -> Option<Busy> {
+    let sent: Vec<u64> = spans()
+        .into_iter()
+        .filter(|c| c.endpoint == endpoint)
+        .map(|c| c.sent_ms)
+        .collect();
+    busy_of(sent)
+}
+
+/// [`busy_rate`] over the sending times `sent` (ms, any order).
+pub fn busy_of(mut sent: Vec<u64>) -> Option<Busy> {
+    if sent.len() < 100 {
+        return None;
+    }
+    sent.sort_unstable();
+    let cut = (sent.len() as f64 * BUSY_TAIL).floor() as usize;
+    let inside = &sent[cut..sent.len() - cut];
+    let (from_ms, to_ms) = (*inside.first()?, *inside.last()?);
+    let span = to_ms.checked_sub(from_ms).filter(|s| *s > 0)?;
+    Some(Busy {
+        calls: inside.len(),
+        from_ms,
+        to_ms,
+        per_sec: inside.len() as f64 * 1000.0 / span as f64,
+    })
+}
+
 /// Sets the run's time origin (call once, before the fans start).
 pub fn start(at: Instant) {
     let _ = T0.set(at);
@@ -252,5 +301,28 @@ impl Timeline {
             t.p99_ms.insert(name, p99);
         }
         t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_busy_span_leaves_out_the_stragglers_at_both_ends() {
+        // 1,000 calls evenly over 10 s (t = 20 s .. 30 s), 10 early and 10 late stragglers.
+        let mut sent: Vec<u64> = (0..1000).map(|i| 20_000 + i * 10).collect();
+        sent.extend((0..10).map(|i| i * 100));
+        sent.extend((0..10).map(|i| 100_000 + i * 1000));
+        let b = busy_of(sent).expect("enough calls");
+        assert_eq!(b.calls, 1000);
+        assert_eq!((b.from_ms, b.to_ms), (20_000, 29_990));
+        assert!(
+            (b.per_sec - 1000.0 * 1000.0 / 9_990.0).abs() < 1e-9,
+            "{b:?}"
+        );
+        // Over the wall (0 .. 109 s) the same calls make ~9.3/s: the table's figure.
+        assert!(busy_of(vec![5; 99]).is_none(), "too few calls");
+        assert!(busy_of(vec![5; 200]).is_none(), "no span");
     }
 }
