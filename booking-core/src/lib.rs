@@ -116,10 +116,17 @@ pub async fn serve_state(
     let result =
         sale_common::shutdown::serve_draining(listener, router(state), stopping, lame_duck, drain)
             .await;
+    let stopped = std::time::Instant::now();
+    tracing::info!("connections drained; stopping the background work");
     // The reconciler finishes its step and gives its lease back (case W13); the outbox worker,
     // the JWKS refresher and the WAL checkpointer hold nothing.
     if let Some(r) = reconciler {
-        let _ = tokio::time::timeout(drain, r).await;
+        if tokio::time::timeout(drain, r).await.is_err() {
+            tracing::warn!(
+                drain_ms = drain.as_millis() as u64,
+                "the reconciler did not stop within the drain time; its lease lapses by itself"
+            );
+        }
     }
     for h in loops {
         h.abort();
@@ -128,10 +135,19 @@ pub async fn serve_state(
     // bounded by the drain deadline; what is left is sent by the next process.
     if last.config.outbox_interval_ms > 0 {
         let now = last.clock.now_ms();
-        if let Ok(Err(e)) = tokio::time::timeout(drain, last.outbox().step(now)).await {
-            tracing::warn!(error = %e, "last outbox step before exit failed");
+        match tokio::time::timeout(drain, last.outbox().step(now)).await {
+            Ok(Err(e)) => tracing::warn!(error = %e, "last outbox step before exit failed"),
+            Err(_) => tracing::warn!(
+                drain_ms = drain.as_millis() as u64,
+                "last outbox step before exit cut at the drain time; the next process sends the rest"
+            ),
+            Ok(Ok(_)) => {}
         }
     }
+    tracing::info!(
+        after_drain_ms = stopped.elapsed().as_millis() as u64,
+        "stopped"
+    );
     result?;
     Ok(())
 }
