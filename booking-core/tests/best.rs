@@ -406,3 +406,111 @@ async fn best_available_reads_the_whole_section_when_the_prefix_blocks_are_taken
     party.rollback().await.unwrap();
     outsider.rollback().await.unwrap();
 }
+
+/// Newcomer review: parties of four sent at once on an empty section were refused
+/// `no-seats-together` with a block of 65 free (12 of 20). Every party reads the same
+/// best-first candidates, and the windows overlap: a party in flight on A-1-1..4 spoils the
+/// windows 1–4, 2–5, 3–6 and 4–7, so the old tries (16 windows in order) ran out within the
+/// first 19 seats. Here 20 parties are in flight on A-1-1..80 (a test session holding their
+/// seats' row locks) and a 21st must get A-1-81..84: each try that finds seats being taken
+/// passes over every window with one of them. Without that: `None` (409).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn best_available_passes_the_blocks_other_parties_are_taking() {
+    let h = Harness::on_with(Backend::Postgres, |c| c.shows[0].venue = Venue::small(100)).await;
+    let show = h.state.config.shows[0].id.clone();
+    let now = h.clock.now_ms();
+    // One session holds the row locks the 20 parties' transactions would (the pool has
+    // fewer connections than parties; a lock is a lock whoever holds it).
+    let mut in_flight = h.state.db.begin().await.unwrap();
+    let locked: Vec<String> = sqlx::query_scalar(
+        "SELECT seat_id FROM seats WHERE section = 'A' AND seat_row = 1 AND number <= 80 FOR UPDATE",
+    )
+    .fetch_all(&mut *in_flight)
+    .await
+    .unwrap();
+    assert_eq!(locked.len(), 80);
+    let want = booking_core::inventory::best::Want {
+        section: "A",
+        quantity: 4,
+        allow_split: false,
+    };
+    let mut party = h.state.db.begin().await.unwrap();
+    let got = booking_core::inventory::best::take(
+        &mut party,
+        true,
+        &show,
+        &want,
+        "hold-21",
+        now + 60_000,
+        now,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        got.map(|(s, _)| s),
+        Some(vec![
+            "A-1-81".to_owned(),
+            "A-1-82".to_owned(),
+            "A-1-83".to_owned(),
+            "A-1-84".to_owned()
+        ])
+    );
+    party.rollback().await.unwrap();
+    in_flight.rollback().await.unwrap();
+}
+
+/// Newcomer review: two parties that accept seats apart (`allow_split`) on a section with one
+/// free pair and single seats: the one that lost the pair was refused "fewer than 2 free
+/// seats" with 7 free. A party that may sit apart takes the best free seats apart once no
+/// block can be taken, not only when none existed. Here row A-1 has seats 1, 3, 5, 7 free
+/// and row A-2 the pair 1–2, which a test session is taking: the party gets A-1-1 and A-1-3.
+/// Without: `None` (409).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_party_that_may_sit_apart_does_when_the_only_block_is_being_taken() {
+    let h = Harness::on_with(Backend::Postgres, |c| {
+        let mut v = Venue::small(8);
+        v.rows = 2; // A-1-1..8, A-2-1..8
+        c.shows[0].venue = v;
+    })
+    .await;
+    let show = h.state.config.shows[0].id.clone();
+    let now = h.clock.now_ms();
+    sqlx::query(
+        "UPDATE seats SET status = 'sold' WHERE section = 'A' \
+         AND ((seat_row = 1 AND number % 2 = 0) OR (seat_row = 2 AND number > 2))",
+    )
+    .execute(&h.state.db)
+    .await
+    .unwrap();
+    let mut other = h.state.db.begin().await.unwrap();
+    let locked: Vec<String> = sqlx::query_scalar(
+        "SELECT seat_id FROM seats WHERE seat_id IN ('A-2-1', 'A-2-2') FOR UPDATE",
+    )
+    .fetch_all(&mut *other)
+    .await
+    .unwrap();
+    assert_eq!(locked.len(), 2);
+    let want = booking_core::inventory::best::Want {
+        section: "A",
+        quantity: 2,
+        allow_split: true,
+    };
+    let mut party = h.state.db.begin().await.unwrap();
+    let got = booking_core::inventory::best::take(
+        &mut party,
+        true,
+        &show,
+        &want,
+        "hold-apart",
+        now + 60_000,
+        now,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        got.map(|(s, _)| s),
+        Some(vec!["A-1-1".to_owned(), "A-1-3".to_owned()])
+    );
+    party.rollback().await.unwrap();
+    other.rollback().await.unwrap();
+}

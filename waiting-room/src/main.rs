@@ -237,6 +237,21 @@ async fn main() -> anyhow::Result<()> {
         Cmd::Serve { config, listen } => {
             let config = waiting_room::Config::from_file(&config)?;
             config.validate()?;
+            // The signing keys are configuration too: read before the port is bound, so a
+            // directory without `active.pem` stops the start before it listens (newcomer
+            // review: it logged "listening", then exited).
+            if let Some(dir) = &config.signing_key_dir {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)?
+                    .as_secs() as i64;
+                waiting_room::keys::load(dir, now).map_err(|e| {
+                    anyhow::anyhow!(
+                        "signing_key_dir {}: {e:#} (create the first key with `waiting-room keys generate --dir {}`)",
+                        dir.display(),
+                        dir.display()
+                    )
+                })?;
+            }
             let listener = tokio::net::TcpListener::bind(&listen).await?;
             tracing::info!(addr = %listener.local_addr()?, "waiting room listening");
             waiting_room::serve(listener, config, sale_common::shutdown::signal()).await
