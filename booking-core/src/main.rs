@@ -37,6 +37,6 @@ async fn main() -> anyhow::Result<()> {
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
     let config = Config::load(a.config.as_deref(), env)?;
     let listener = tokio::net::TcpListener::bind(&a.listen).await?;
-    tracing::info!(addr = %listener.local_addr()?, "booking core listening");
+    // "booking-core listening" is logged once the database is migrated and requests are served.
     booking_core::serve(listener, config, sale_common::shutdown::signal()).await
 }

@@ -514,3 +514,72 @@ async fn a_party_that_may_sit_apart_does_when_the_only_block_is_being_taken() {
     party.rollback().await.unwrap();
     other.rollback().await.unwrap();
 }
+
+/// Second newcomer review: 100 parties of two at once across two nodes on an empty section of
+/// 20 rows × 50: 1 to 11 refused `no-seats-together` with whole rows free. Each party walked
+/// the list it read first; while the parties ahead committed it went stale, and a party spent
+/// its tries on blocks already taken. The list is now read again every `best::REREAD_EVERY`
+/// failed tries. Here 100 parties, each in its own transaction on one of two pools of 40
+/// connections (two nodes), claim at once: every one must get a pair (200 of 1,000 seats).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_hundred_parties_at_once_on_an_empty_section_all_get_their_pair() {
+    let h = Harness::on_with(Backend::Postgres, |c| {
+        let mut v = Venue::small(50);
+        v.rows = 20;
+        c.shows[0].venue = v;
+    })
+    .await;
+    let show = Arc::new(h.state.config.shows[0].id.clone());
+    let now = h.clock.now_ms();
+    let nodes = [
+        booking_core::db::sibling_pool(&h.state.db, 40),
+        booking_core::db::sibling_pool(&h.state.db, 40),
+    ];
+    let barrier = Arc::new(Barrier::new(100));
+    let parties: Vec<_> = (0..100)
+        .map(|p| {
+            let (db, barrier, show) = (nodes[p % 2].clone(), barrier.clone(), show.clone());
+            tokio::spawn(async move {
+                barrier.wait().await;
+                let mut tx = db.begin().await.unwrap();
+                let want = booking_core::inventory::best::Want {
+                    section: "A",
+                    quantity: 2,
+                    allow_split: false,
+                };
+                let got = booking_core::inventory::best::take(
+                    &mut tx,
+                    true,
+                    &show,
+                    &want,
+                    &format!("hold-{p}"),
+                    now + 60_000,
+                    now,
+                )
+                .await
+                .unwrap();
+                tx.commit().await.unwrap();
+                got.map(|(s, _)| s)
+            })
+        })
+        .collect();
+    let mut seats = HashSet::new();
+    let mut refused = 0;
+    for p in parties {
+        match p.await.unwrap() {
+            Some(pair) => {
+                let (a, b) = (pos(&pair[0]), pos(&pair[1]));
+                assert!(
+                    a.0 == b.0 && a.1.abs_diff(b.1) == 1,
+                    "{pair:?} side by side"
+                );
+                assert!(
+                    pair.iter().all(|s| seats.insert(s.clone())),
+                    "{pair:?} twice"
+                );
+            }
+            None => refused += 1,
+        }
+    }
+    assert_eq!(refused, 0, "parties refused with 800 seats free");
+}

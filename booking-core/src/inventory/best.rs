@@ -23,6 +23,11 @@ use crate::inventory::holds;
 /// read, rollback).
 pub const MAX_TRIES: usize = 64;
 
+/// Failed tries between two reads of the section's free seats (second review: with 100
+/// parties at once, the list read first went stale and a party spent its tries on blocks
+/// already taken, refused with whole rows free).
+pub const REREAD_EVERY: usize = 8;
+
 /// What the fan asked for.
 #[derive(Debug, Clone, Copy)]
 pub struct Want<'a> {
@@ -197,6 +202,13 @@ pub async fn take(
             metrics::counter!("bc_best_available_retries_total").increment(1);
             gone.extend(ids.into_iter().filter(|s| !locked.contains(s)));
             failed += 1;
+            if failed % REREAD_EVERY == 0 {
+                // The list read first goes stale while parties ahead commit: read it again, so
+                // the next tries skip what they took (the seats found being taken stay out).
+                free = free_seats(tx, show, want.section, now_ms, Some(PREFIX)).await?;
+                candidates = blocks(&free, want.quantity);
+                (whole, next) = (free.len() < PREFIX, 0);
+            }
             continue;
         }
         let n = holds::claim(tx, pg, show, &ids, hold_id, expires_at, now_ms)
