@@ -25,6 +25,36 @@ fn best(n: u32, split: bool) -> Value {
     json!({"best_available": {"section": "A", "quantity": n, "allow_split": split}})
 }
 
+/// Best available (section `A`, `quantity`, `allow_split`) below HTTP on PostgreSQL, in a
+/// transaction of its own on `db` that is committed when `commit`, else rolled back: the seats
+/// it got (sorted), `None` for a 409.
+async fn best_pg(
+    db: &booking_core::db::Db,
+    show: &str,
+    quantity: usize,
+    allow_split: bool,
+    hold: &str,
+    now: i64,
+    commit: bool,
+) -> Option<Vec<String>> {
+    let want = booking_core::inventory::best::Want {
+        section: "A",
+        quantity,
+        allow_split,
+    };
+    let mut tx = db.begin().await.unwrap();
+    let got =
+        booking_core::inventory::best::take(&mut tx, true, show, &want, hold, now + 60_000, now)
+            .await
+            .unwrap();
+    if commit {
+        tx.commit().await.unwrap();
+    } else {
+        tx.rollback().await.unwrap();
+    }
+    got.map(|(s, _)| s)
+}
+
 /// Seats are `A-{row}-{n}`: (row, n).
 fn pos(id: &str) -> (u32, u32) {
     let mut p = id.split('-').skip(1).map(|x| x.parse::<u32>().unwrap());
@@ -382,28 +412,8 @@ async fn best_available_reads_the_whole_section_when_the_prefix_blocks_are_taken
     .await
     .unwrap();
     assert_eq!(locked.len(), 9);
-    let want = booking_core::inventory::best::Want {
-        section: "A",
-        quantity: 2,
-        allow_split: false,
-    };
-    let mut party = h.state.db.begin().await.unwrap();
-    let got = booking_core::inventory::best::take(
-        &mut party,
-        true,
-        &show,
-        &want,
-        "hold-party",
-        now + 60_000,
-        now,
-    )
-    .await
-    .unwrap();
-    assert_eq!(
-        got.map(|(s, _)| s),
-        Some(vec!["A-1-520".to_owned(), "A-1-521".to_owned()])
-    );
-    party.rollback().await.unwrap();
+    let got = best_pg(&h.state.db, &show, 2, false, "hold-party", now, false).await;
+    assert_eq!(got, Some(vec!["A-1-520".to_owned(), "A-1-521".to_owned()]));
     outsider.rollback().await.unwrap();
 }
 
@@ -429,25 +439,9 @@ async fn best_available_passes_the_blocks_other_parties_are_taking() {
     .await
     .unwrap();
     assert_eq!(locked.len(), 80);
-    let want = booking_core::inventory::best::Want {
-        section: "A",
-        quantity: 4,
-        allow_split: false,
-    };
-    let mut party = h.state.db.begin().await.unwrap();
-    let got = booking_core::inventory::best::take(
-        &mut party,
-        true,
-        &show,
-        &want,
-        "hold-21",
-        now + 60_000,
-        now,
-    )
-    .await
-    .unwrap();
+    let got = best_pg(&h.state.db, &show, 4, false, "hold-21", now, false).await;
     assert_eq!(
-        got.map(|(s, _)| s),
+        got,
         Some(vec![
             "A-1-81".to_owned(),
             "A-1-82".to_owned(),
@@ -455,7 +449,6 @@ async fn best_available_passes_the_blocks_other_parties_are_taking() {
             "A-1-84".to_owned()
         ])
     );
-    party.rollback().await.unwrap();
     in_flight.rollback().await.unwrap();
 }
 
@@ -490,28 +483,8 @@ async fn a_party_that_may_sit_apart_does_when_the_only_block_is_being_taken() {
     .await
     .unwrap();
     assert_eq!(locked.len(), 2);
-    let want = booking_core::inventory::best::Want {
-        section: "A",
-        quantity: 2,
-        allow_split: true,
-    };
-    let mut party = h.state.db.begin().await.unwrap();
-    let got = booking_core::inventory::best::take(
-        &mut party,
-        true,
-        &show,
-        &want,
-        "hold-apart",
-        now + 60_000,
-        now,
-    )
-    .await
-    .unwrap();
-    assert_eq!(
-        got.map(|(s, _)| s),
-        Some(vec!["A-1-1".to_owned(), "A-1-3".to_owned()])
-    );
-    party.rollback().await.unwrap();
+    let got = best_pg(&h.state.db, &show, 2, true, "hold-apart", now, false).await;
+    assert_eq!(got, Some(vec!["A-1-1".to_owned(), "A-1-3".to_owned()]));
     other.rollback().await.unwrap();
 }
 
@@ -541,25 +514,7 @@ async fn a_hundred_parties_at_once_on_an_empty_section_all_get_their_pair() {
             let (db, barrier, show) = (nodes[p % 2].clone(), barrier.clone(), show.clone());
             tokio::spawn(async move {
                 barrier.wait().await;
-                let mut tx = db.begin().await.unwrap();
-                let want = booking_core::inventory::best::Want {
-                    section: "A",
-                    quantity: 2,
-                    allow_split: false,
-                };
-                let got = booking_core::inventory::best::take(
-                    &mut tx,
-                    true,
-                    &show,
-                    &want,
-                    &format!("hold-{p}"),
-                    now + 60_000,
-                    now,
-                )
-                .await
-                .unwrap();
-                tx.commit().await.unwrap();
-                got.map(|(s, _)| s)
+                best_pg(&db, &show, 2, false, &format!("hold-{p}"), now, true).await
             })
         })
         .collect();
