@@ -149,7 +149,7 @@ pub async fn take(
 ) -> ApiResult<Option<(Vec<String>, i64)>> {
     // The best seats first: the blocks found in a prefix are the first blocks of the whole
     // section (a block is found where it ends), so its candidates are tried first, and the
-    // whole section is read only when they run out (or there are none) before MAX_TRIES.
+    // whole section is read only when they are all tried or passed over (or there are none).
     let mut free = free_seats(tx, show, want.section, now_ms, Some(PREFIX)).await?;
     if free.is_empty() && !section_known(tx, show, want.section).await? {
         return Err(

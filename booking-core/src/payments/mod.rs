@@ -561,7 +561,12 @@ pub async fn release_own_plain(
         now_ms: state.clock.now_ms(),
     };
     let released = crate::inventory::onetrip::release_own(&state.db, &release, &adm.sub).await?;
-    Ok(released.then(|| json!({"hold_id": id, "status": "RELEASED"})))
+    Ok(released.then(|| released_answer(id)))
+}
+
+/// The answer to a fan's `DELETE` of a hold that is (or already was) released.
+fn released_answer(id: &str) -> Value {
+    json!({"hold_id": id, "status": "RELEASED"})
 }
 
 /// The audit reason of a fan's release of a hold with no payment.
@@ -576,7 +581,7 @@ pub async fn release_by_fan(state: &AppState, hold: &Hold) -> ApiResult<Value> {
         Err(Problem::new(StatusCode::CONFLICT, kind, title).into())
     };
     match hold.status.as_str() {
-        "RELEASED" => return Ok(json!({"hold_id": hold.id, "status": "RELEASED"})),
+        "RELEASED" => return Ok(released_answer(&hold.id)),
         "PAID" => return conflict("hold-paid", "Hold is paid"),
         _ => {}
     }
@@ -634,7 +639,7 @@ pub async fn release_by_fan(state: &AppState, hold: &Hold) -> ApiResult<Value> {
     if !released {
         let now = holds::load(&state.db, &hold.id).await?;
         return match now.as_ref().map(|h| h.status.as_str()) {
-            Some("RELEASED") | None => Ok(json!({"hold_id": hold.id, "status": "RELEASED"})),
+            Some("RELEASED") | None => Ok(released_answer(&hold.id)),
             Some("PAID") => conflict("hold-paid", "Hold is paid"),
             _ => Err(Problem::new(
                 StatusCode::CONFLICT,
@@ -646,5 +651,5 @@ pub async fn release_by_fan(state: &AppState, hold: &Hold) -> ApiResult<Value> {
             .into()),
         };
     }
-    Ok(json!({"hold_id": hold.id, "status": "RELEASED"}))
+    Ok(released_answer(&hold.id))
 }
