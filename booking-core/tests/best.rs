@@ -452,6 +452,41 @@ async fn best_available_passes_the_blocks_other_parties_are_taking() {
     in_flight.rollback().await.unwrap();
 }
 
+/// CI on `526d0c8`: 100 parties of two at once on two pools of 40 connections, 16 refused
+/// with 800 seats free. Up to 80 parties can be in flight ahead of one, and a pair in flight
+/// spoils two windows; a try that looked at one block passed at most one party, so the 64
+/// tries ran out. Here a test session holds the row locks of 96 pairs in flight over rows 1–6
+/// (every seat but numbers 1, 4, 7, …: no two free seats side by side there) and the party
+/// must get A-7-1 and A-7-2: each try after the first looks at `best::WIDE` blocks at once.
+/// Without that: `None` (409).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn best_available_passes_a_hundred_parties_in_flight() {
+    let h = Harness::on_with(Backend::Postgres, |c| {
+        let mut v = Venue::small(50);
+        v.rows = 20;
+        c.shows[0].venue = v;
+    })
+    .await;
+    let show = h.state.config.shows[0].id.clone();
+    let now = h.clock.now_ms();
+    let mut in_flight = h.state.db.begin().await.unwrap();
+    let locked: Vec<String> = sqlx::query_scalar(
+        "SELECT seat_id FROM seats WHERE section = 'A' AND seat_row <= 6 AND number % 3 <> 1 \
+         FOR UPDATE",
+    )
+    .fetch_all(&mut *in_flight)
+    .await
+    .unwrap();
+    assert_eq!(
+        locked.len(),
+        6 * 33,
+        "96 pairs and a seat at each row's end in flight"
+    );
+    let got = best_pg(&h.state.db, &show, 2, false, "hold-99", now, false).await;
+    assert_eq!(got, Some(vec!["A-7-1".to_owned(), "A-7-2".to_owned()]));
+    in_flight.rollback().await.unwrap();
+}
+
 /// Newcomer review: two parties that accept seats apart (`allow_split`) on a section with one
 /// free pair and single seats: the one that lost the pair was refused "fewer than 2 free
 /// seats" with 7 free. A party that may sit apart takes the best free seats apart once no

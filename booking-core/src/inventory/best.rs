@@ -17,11 +17,25 @@ use crate::db::{self, Db, Tx};
 use crate::error::ApiResult;
 use crate::inventory::holds;
 
-/// Candidate blocks found taken or being taken before answering 409 (each such try passes
-/// over every later candidate with one of its seats, so this many parties in flight ahead in
-/// the same section are passed; a try is three round trips on PostgreSQL: savepoint, locking
-/// read, rollback).
+/// Failed tries before answering 409. The first try locks the best block alone; every later
+/// one first asks which seats of the next [`WIDE`] candidate blocks nobody is taking (one
+/// locking read, rolled back), passes over every candidate with a seat found gone, and then
+/// locks the best candidate found whole. So a failed try passes up to [`WIDE`] blocks that
+/// parties in flight are taking, and one fails only when a party took the block between the
+/// look and the lock.
 pub const MAX_TRIES: usize = 64;
+
+/// Fresh starts (the seats found gone forgotten, the section read again) once every candidate
+/// was tried or passed over, before a 409 (or taking seats apart): a seat found locked may be
+/// free again, and a look's locks make a try skip seats for a moment (CI under load: two of
+/// four parties on two rows of five refused with a block of five free).
+pub const FRESH_STARTS: usize = 2;
+
+/// Candidate blocks a wide try looks at in one locking read (CI on `526d0c8`: 100 parties of
+/// two at once on two pools of 40 connections, 16 refused with 800 seats free: with up to 80
+/// parties in flight ahead, a party whose every try looked at one block passed one party's
+/// seats a try and ran out of its 64; a pair in flight can spoil two of its windows).
+pub const WIDE: usize = 16;
 
 /// Failed tries between two reads of the section's free seats (second review: with 100
 /// parties at once, the list read first went stale and a party spent its tries on blocks
@@ -98,17 +112,23 @@ pub fn blocks(free: &[Free], n: usize) -> Vec<Vec<usize>> {
     out
 }
 
-/// Locks the block's seats that are still free and that no other transaction is taking
-/// (PostgreSQL, `FOR UPDATE SKIP LOCKED`) and answers them: all of `ids` when the block is
-/// claimable, and then its seats stay locked to `tx`. Fewer leaves no lock behind: the locks the
-/// statement took are rolled back with the try's savepoint, and the seats missing from the
-/// answer are being taken or were taken. On SQLite (one writer) every seat, unread.
+/// Locks the seats of `ids` that are still free and that no other transaction is taking
+/// (PostgreSQL, `FOR UPDATE SKIP LOCKED`) and answers them. With `keep` (a try), all of `ids`
+/// answered means the block is claimable, and then its seats stay locked to `tx`. Otherwise
+/// (fewer, or a look without `keep`) no lock is left behind: the locks the statement took are
+/// rolled back with the try's savepoint, and the seats missing from the answer are being taken
+/// or were taken, or were under another party's look for that moment, which [`take`]'s fresh
+/// start heals. (A look with `FOR SHARE` locks, which other looks would not skip, was tried: a
+/// try skips a seat under any look, and with 100 parties looking the best blocks were nearly
+/// always under one: 1 to 20 of 100 refused in 17 of 20 runs.) On SQLite (one writer) every
+/// seat, unread.
 async fn lock_free(
     tx: &mut Tx<'_>,
     pg: bool,
     show: &str,
     ids: &[String],
     now_ms: i64,
+    keep: bool,
 ) -> sqlx::Result<Vec<String>> {
     if !pg {
         return Ok(ids.to_vec());
@@ -127,7 +147,7 @@ async fn lock_free(
     }
     let mut try_ = sqlx::Acquire::begin(&mut **tx).await?;
     let locked = q.fetch_all(&mut *try_).await?;
-    if locked.len() == ids.len() {
+    if keep && locked.len() == ids.len() {
         try_.commit().await?;
     } else {
         try_.rollback().await?;
@@ -166,21 +186,77 @@ pub async fn take(
     // refused parties with whole rows free (newcomer review: 12 of 20 parties of four at once,
     // `no-seats-together` beside `largest_block: 65`).
     let mut gone: HashSet<String> = HashSet::new();
-    let mut failed = 0;
-    let mut next = 0;
+    let (mut failed, mut next, mut fresh) = (0, 0, 0);
     while failed < MAX_TRIES {
         let pick: Vec<usize> = if next < candidates.len() {
             next += 1;
-            let block = &candidates[next - 1];
-            if block.iter().any(|&i| gone.contains(&free[i].0)) {
+            if candidates[next - 1]
+                .iter()
+                .any(|&i| gone.contains(&free[i].0))
+            {
                 continue;
             }
-            block.clone()
+            if failed == 0 || !pg {
+                candidates[next - 1].clone()
+            } else {
+                // Contended: look at this and the next candidates at once, so one try passes
+                // every block being taken among them (see [`WIDE`]).
+                let mut wide = vec![next - 1];
+                while wide.len() < WIDE && next < candidates.len() {
+                    next += 1;
+                    if !candidates[next - 1]
+                        .iter()
+                        .any(|&i| gone.contains(&free[i].0))
+                    {
+                        wide.push(next - 1);
+                    }
+                }
+                let mut ids: Vec<String> = wide
+                    .iter()
+                    .flat_map(|&c| candidates[c].iter().map(|&i| free[i].0.clone()))
+                    .collect::<HashSet<_>>()
+                    .into_iter()
+                    .collect();
+                ids.sort();
+                let open: HashSet<String> = lock_free(tx, pg, show, &ids, now_ms, false)
+                    .await?
+                    .into_iter()
+                    .collect();
+                gone.extend(ids.into_iter().filter(|s| !open.contains(s)));
+                let whole_one = wide
+                    .iter()
+                    .find(|&&c| candidates[c].iter().all(|&i| open.contains(&free[i].0)));
+                match whole_one {
+                    // The best whole one; if it is lost, the candidates after it are looked
+                    // at again.
+                    Some(&c) => {
+                        next = c + 1;
+                        candidates[c].clone()
+                    }
+                    None => {
+                        metrics::counter!("bc_best_available_retries_total").increment(1);
+                        failed += 1;
+                        if failed % REREAD_EVERY == 0 {
+                            (free, candidates, whole, next) =
+                                reread(tx, show, want, now_ms).await?;
+                        }
+                        continue;
+                    }
+                }
+            }
         } else if !whole {
             // The prefix's blocks were all tried or passed over: on with the whole section's.
             free = free_seats(tx, show, want.section, now_ms, None).await?;
             candidates = blocks(&free, want.quantity);
             (whole, next) = (true, 0);
+            continue;
+        } else if !gone.is_empty() && fresh < FRESH_STARTS {
+            // Every candidate was tried or passed over, some for seats found locked that may
+            // be free again (a party that lost, another's look): once more from a fresh read.
+            fresh += 1;
+            failed += 1;
+            gone.clear();
+            (free, candidates, whole, next) = reread(tx, show, want, now_ms).await?;
             continue;
         } else if want.allow_split {
             // No block could be taken: the best free seats apart, those found gone left out.
@@ -197,17 +273,13 @@ pub async fn take(
         };
         let mut ids: Vec<String> = pick.iter().map(|&i| free[i].0.clone()).collect();
         ids.sort();
-        let locked = lock_free(tx, pg, show, &ids, now_ms).await?;
+        let locked = lock_free(tx, pg, show, &ids, now_ms, true).await?;
         if locked.len() < ids.len() {
             metrics::counter!("bc_best_available_retries_total").increment(1);
             gone.extend(ids.into_iter().filter(|s| !locked.contains(s)));
             failed += 1;
             if failed % REREAD_EVERY == 0 {
-                // The list read first goes stale while parties ahead commit: read it again, so
-                // the next tries skip what they took (the seats found being taken stay out).
-                free = free_seats(tx, show, want.section, now_ms, Some(PREFIX)).await?;
-                candidates = blocks(&free, want.quantity);
-                (whole, next) = (free.len() < PREFIX, 0);
+                (free, candidates, whole, next) = reread(tx, show, want, now_ms).await?;
             }
             continue;
         }
@@ -224,6 +296,21 @@ pub async fn take(
         );
     }
     Ok(None)
+}
+
+/// The section's best [`PREFIX`] free seats read again, as `(free, candidates, whole, next)`
+/// for [`take`]'s loop: the list read first goes stale while parties ahead commit, so the next
+/// tries skip what they took (the seats found being taken stay out through `gone`).
+async fn reread(
+    tx: &mut Tx<'_>,
+    show: &str,
+    want: &Want<'_>,
+    now_ms: i64,
+) -> sqlx::Result<(Vec<Free>, Vec<Vec<usize>>, bool, usize)> {
+    let free = free_seats(tx, show, want.section, now_ms, Some(PREFIX)).await?;
+    let candidates = blocks(&free, want.quantity);
+    let whole = free.len() < PREFIX;
+    Ok((free, candidates, whole, 0))
 }
 
 /// Whether `section` of `show` has seats: one index probe (`seats_layout`), asked only when
