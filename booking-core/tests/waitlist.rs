@@ -4,7 +4,10 @@
 
 mod support;
 
-on_both!(released_seat_goes_to_the_waitlist_and_lapses_to_the_next_fan);
+on_both!(
+    released_seat_goes_to_the_waitlist_and_lapses_to_the_next_fan,
+    a_join_that_raced_a_release_is_offered_the_seats_by_the_next_reconciler_step
+);
 
 use booking_core::Reconciler;
 use sale_common::Clock;
@@ -89,4 +92,79 @@ async fn released_seat_goes_to_the_waitlist_and_lapses_to_the_next_fan(b: Backen
     assert_ne!(ec["hold_id"].as_str().unwrap(), offer);
     assert_eq!(h.stats().await["held"], 1);
     assert!(h.metrics().await.contains("bc_waitlist_offers_total"));
+}
+
+/// Ninth session's newcomer review: a waitlist join racing a release left the fan waiting with
+/// the seat free (1 in 12 runs). The join checks "nothing left" and then writes its row; the
+/// release checks "nobody waits" in its own snapshot; run at once, each misses the other. Here
+/// the race's outcome is written in its order: the join's check saw the seat held, A's release
+/// then saw nobody waiting and freed it, and B's row was written after (as the join does once
+/// its check passed). The next reconciler step offers B the seat (`waitlist::sweep`), once.
+/// Without the sweep: B waits, the seat free.
+async fn a_join_that_raced_a_release_is_offered_the_seats_by_the_next_reconciler_step(b: Backend) {
+    let h = Harness::on_with(b, |c| Harness::small_venue(c, 1)).await;
+    let (a, bb) = (h.token("wa"), h.token("wb"));
+    let (st, held) = h.hold(&a, "ka", &["A-1-1"]).await;
+    assert_eq!(st, 201, "{held}");
+    let r = h
+        .http
+        .delete(format!(
+            "{}/api/holds/{}",
+            h.base,
+            held["hold_id"].as_str().unwrap()
+        ))
+        .bearer_auth(&a)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    h.clock.advance_ms(5);
+    booking_core::inventory::waitlist::join(
+        &h.state.db,
+        SHOW,
+        "wb",
+        "jti-wb",
+        None,
+        h.clock.now_ms(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(entry(&h, &bb).await["status"], "waiting");
+    assert_eq!(
+        h.stats().await["held"],
+        0,
+        "the race: B waits, the seat free"
+    );
+    let step = Reconciler::new(h.state.clone())
+        .step(h.clock.now_ms())
+        .await
+        .unwrap();
+    assert_eq!(step.waitlist_offers, 1, "{step:?}");
+    let eb = entry(&h, &bb).await;
+    assert_eq!(eb["status"], "offered", "{eb}");
+    let hv: Value = h
+        .http
+        .get(format!(
+            "{}/api/holds/{}",
+            h.base,
+            eb["hold_id"].as_str().unwrap()
+        ))
+        .bearer_auth(&bb)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (hv["status"].as_str(), &hv["seats"][0]),
+        (Some("HELD"), &Value::from("A-1-1")),
+        "{hv}"
+    );
+    let again = Reconciler::new(h.state.clone())
+        .step(h.clock.now_ms())
+        .await
+        .unwrap();
+    assert_eq!(again.waitlist_offers, 0, "offered once: {again:?}");
+    assert_eq!(h.stats().await["held"], 1);
 }

@@ -11,8 +11,9 @@
 //! without asking anyone. A release records why the hold ended ([`holds::Ended`]): lapsed →
 //! `expired`, a payment refused at the gateway → `failed`, cancelled at the checkout →
 //! `released`. Each step then runs the late-payment sweep over released holds
-//! ([`crate::payments::late`]) and voids superseded payment attempts
-//! ([`crate::payments::attempts`]); it acts on a hold's current attempt only.
+//! ([`crate::payments::late`]), voids superseded payment attempts
+//! ([`crate::payments::attempts`]; it acts on a hold's current attempt only) and offers to the
+//! waitlist what a release raced by a join did not ([`crate::inventory::waitlist::sweep`]).
 
 use std::time::{Duration, Instant};
 
@@ -61,6 +62,8 @@ pub struct Outcome {
     pub late: LateOutcome,
     /// Superseded payment attempts voided at the gateway ([`attempts::void_superseded`]).
     pub superseded: VoidOutcome,
+    /// Offers a release missed, made by the waitlist sweep ([`crate::inventory::waitlist::sweep`]).
+    pub waitlist_offers: u64,
     /// Rows of PostgreSQL's seat change log pruned ([`crate::inventory::seatmap::prune_feed`]).
     pub feed_pruned: u64,
 }
@@ -143,6 +146,9 @@ impl Reconciler {
         if started.elapsed() < self.budget {
             out.superseded = attempts::void_superseded(&self.state, now_ms).await?;
         }
+        if started.elapsed() < self.budget {
+            out.waitlist_offers = crate::inventory::waitlist::sweep(db, now_ms).await?;
+        }
         out.feed_pruned = crate::inventory::seatmap::prune_feed(db).await?;
         let oldest: Option<i64> = sqlx::query_scalar(
             "SELECT MIN(expires_at) FROM holds WHERE status = 'HELD' AND expires_at <= $1",
@@ -158,7 +164,11 @@ impl Reconciler {
             started.elapsed().as_secs_f64(),
             oldest.map_or(0, |t| now_ms - t),
         );
-        if out.examined > 0 || out.late.examined > 0 || out.superseded.examined > 0 {
+        if out.examined > 0
+            || out.late.examined > 0
+            || out.superseded.examined > 0
+            || out.waitlist_offers > 0
+        {
             tracing::info!(?out, "reconciler step");
         }
         Ok(out)
