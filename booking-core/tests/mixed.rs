@@ -19,6 +19,7 @@ on_both!(
     a_cancelled_mixed_booking_frees_every_kind,
     a_late_success_of_a_mixed_hold_retakes_every_kind_or_nothing,
     a_released_mixed_hold_offers_its_seats_and_places_to_the_waitlists,
+    joins_that_raced_a_mixed_release_are_offered_its_seats_and_places_by_the_reconciler,
 );
 
 fn at(hhmm: &str) -> i64 {
@@ -408,4 +409,68 @@ async fn a_released_mixed_hold_offers_its_seats_and_places_to_the_waitlists(b: B
     )
     .await;
     assert_eq!(st, 201, "{p}");
+}
+
+/// The waitlist's write skew (`waitlist::sweep`) for both kinds: the first fan's mixed hold is
+/// released while nobody waits, and then a fan's row for seats and one for FLOOR's places are
+/// written, as two joins do whose "nothing left" checks ran before the release committed. Both
+/// wait with their kind free until the next reconciler step, which offers each what the
+/// release freed, once. Without the sweep: both still waiting.
+async fn joins_that_raced_a_mixed_release_are_offered_its_seats_and_places_by_the_reconciler(
+    b: Backend,
+) {
+    let h = venue(b).await;
+    let (st, a) = hold(
+        &h,
+        "first",
+        "k",
+        order(&["A-1-1", "A-1-2"], "19:00", "20:00"),
+    )
+    .await;
+    assert_eq!(st, 201, "{a}");
+    let rest = json!({"seats": ["A-1-3", "A-1-4"], "pool": "FLOOR", "quantity": 2});
+    let (st, r) = hold(&h, "second", "k", rest).await;
+    assert_eq!(st, 201, "{r}");
+    let (st, r) = hold(&h, "third", "k", json!({"pool": "FLOOR"})).await;
+    assert_eq!(st, 201, "{r}");
+    assert_eq!(h.cancel_hold("first", &a["hold_id"]).await, 200);
+    h.clock.advance_ms(5);
+    let now = h.clock.now_ms();
+    for (fan, pool) in [("seat-fan", None), ("pool-fan", Some("FLOOR"))] {
+        let jti = format!("jti-{fan}");
+        booking_core::inventory::waitlist::join(&h.state.db, SHOW, fan, &jti, pool, now)
+            .await
+            .unwrap();
+        let e = h.fan_get(fan, &format!("/api/shows/{SHOW}/waitlist")).await;
+        assert_eq!(
+            e["status"], "waiting",
+            "the race: {fan} waits, its kind free: {e}"
+        );
+    }
+    let step = booking_core::Reconciler::new(h.state.clone())
+        .step(now)
+        .await
+        .unwrap();
+    assert_eq!(step.waitlist_offers, 2, "{step:?}");
+    for (fan, what) in [("seat-fan", "seats"), ("pool-fan", "pool")] {
+        let e = h.fan_get(fan, &format!("/api/shows/{SHOW}/waitlist")).await;
+        assert_eq!(e["status"], "offered", "{what}: {e}");
+        let offer = h.hold_view(fan, e["hold_id"].as_str().unwrap()).await;
+        assert_eq!(offer["status"], "HELD", "{offer}");
+        if what == "seats" {
+            assert_eq!(offer["seats"], json!(["A-1-1", "A-1-2"]), "{offer}");
+        } else {
+            assert_eq!(
+                (&offer["pool"], &offer["quantity"]),
+                (&json!("FLOOR"), &json!(2)),
+                "{offer}"
+            );
+        }
+    }
+    let again = booking_core::Reconciler::new(h.state.clone())
+        .step(now)
+        .await
+        .unwrap();
+    assert_eq!(again.waitlist_offers, 0, "once: {again:?}");
+    assert_eq!(floor_available(&h).await, 0);
 }

@@ -125,57 +125,119 @@ pub const SWEEP_HOLDS: i64 = 64;
 /// one statement, so the reconciler looks: for each show with fans waiting for seats and
 /// seats free, the holds released since shortly before the first of them joined whose seats
 /// are all still free are offered as their release would have offered them
-/// ([`offer_freed`]), oldest release first, in a write transaction each. Returns the offers
-/// made. Pools' waitlists are not swept (their joins race the same way; noted in
-/// ARCHITECTURE.md).
+/// ([`offer_freed`]), oldest release first, in a write transaction each; for fans waiting for
+/// a pool's places, each released hold's places while that many are free ([`offer_pool`]).
+/// Returns the offers made.
 pub async fn sweep(db: &Db, now_ms: i64) -> sqlx::Result<u64> {
-    let pg = db::backend(db) == db::Backend::Postgres;
-    let shows: Vec<(String, i64)> = sqlx::query_as(
-        "SELECT show_id, MIN(joined_at) FROM waitlist WHERE status = 'waiting' \
-         AND pool_id IS NULL GROUP BY show_id",
+    let waits: Vec<(String, Option<String>, i64)> = sqlx::query_as(
+        "SELECT show_id, pool_id, MIN(joined_at) FROM waitlist WHERE status = 'waiting' \
+         GROUP BY show_id, pool_id",
     )
     .fetch_all(db)
     .await?;
     let mut offered = 0;
-    for (show, since) in shows {
-        if free_seats(db, &show, now_ms).await? == 0 {
-            continue;
+    for (show, pool, since) in waits {
+        offered += match pool {
+            None => sweep_seats(db, &show, since, now_ms).await?,
+            Some(pool) => sweep_pool(db, &show, &pool, since, now_ms).await?,
+        };
+    }
+    Ok(offered)
+}
+
+/// Holds of `show` released since shortly before `since` (epoch ms), oldest release first, at
+/// most [`SWEEP_HOLDS`]; with `pool`, that pool's holds as `(id, quantity)` (else quantity 0).
+async fn released_since(
+    db: &Db,
+    show: &str,
+    pool: Option<&str>,
+    since: i64,
+) -> sqlx::Result<Vec<(String, i64)>> {
+    let sql = match pool {
+        None => {
+            "SELECT id, CAST(0 AS BIGINT) FROM holds WHERE show_id = $1 \
+                 AND status = 'RELEASED' AND released_at >= $2 AND $4 = '' \
+                 ORDER BY released_at, id LIMIT $3"
         }
-        let released: Vec<String> = sqlx::query_scalar(
-            "SELECT id FROM holds WHERE show_id = $1 AND status = 'RELEASED' \
-             AND released_at >= $2 ORDER BY released_at, id LIMIT $3",
-        )
-        .bind(&show)
+        Some(_) => {
+            "SELECT h.id, hp.quantity FROM holds h JOIN hold_pools hp ON hp.hold_id = h.id \
+                    WHERE h.show_id = $1 AND h.status = 'RELEASED' AND h.released_at >= $2 \
+                    AND hp.pool_id = $4 ORDER BY h.released_at, h.id LIMIT $3"
+        }
+    };
+    sqlx::query_as(sql)
+        .bind(show)
         .bind(since - SWEEP_LOOKBACK_MS)
         .bind(SWEEP_HOLDS)
+        .bind(pool.unwrap_or(""))
+        .fetch_all(db)
+        .await
+}
+
+/// [`sweep`] for the fans of `show` waiting for seats, the first of whom joined at `since`.
+async fn sweep_seats(db: &Db, show: &str, since: i64, now_ms: i64) -> sqlx::Result<u64> {
+    let pg = db::backend(db) == db::Backend::Postgres;
+    if free_seats(db, show, now_ms).await? == 0 {
+        return Ok(0);
+    }
+    let mut offered = 0;
+    for (hold, _) in released_since(db, show, None, since).await? {
+        // Free: `free`, or held by a hold that lapsed (a sold seat is neither).
+        let seats: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT hs.seat_id, CAST(CASE WHEN s.status = 'free' \
+             OR (s.status = 'held' AND s.hold_expires_at <= $3) THEN 1 ELSE 0 END AS BIGINT) \
+             FROM hold_seats hs JOIN seats s ON s.show_id = hs.show_id AND s.seat_id = hs.seat_id \
+             WHERE hs.hold_id = $1 AND hs.show_id = $2 ORDER BY hs.seat_id",
+        )
+        .bind(&hold)
+        .bind(show)
+        .bind(now_ms)
         .fetch_all(db)
         .await?;
-        for hold in released {
-            // Free: `free`, or held by a hold that lapsed (a sold seat is neither).
-            let seats: Vec<(String, i64)> = sqlx::query_as(
-                "SELECT hs.seat_id, CAST(CASE WHEN s.status = 'free' \
-                 OR (s.status = 'held' AND s.hold_expires_at <= $3) THEN 1 ELSE 0 END AS BIGINT) \
-                 FROM hold_seats hs JOIN seats s ON s.show_id = hs.show_id AND s.seat_id = hs.seat_id \
-                 WHERE hs.hold_id = $1 AND hs.show_id = $2 ORDER BY hs.seat_id",
-            )
-            .bind(&hold)
-            .bind(&show)
-            .bind(now_ms)
-            .fetch_all(db)
-            .await?;
-            if seats.is_empty() || seats.iter().any(|(_, free)| *free == 0) {
-                continue;
-            }
-            let seats: Vec<String> = seats.into_iter().map(|(id, _)| id).collect();
-            let mut tx = db::begin_write(db).await?;
-            let made =
-                offer_freed(&mut tx, pg, &show, &format!("sweep:{hold}"), &seats, now_ms).await?;
-            tx.commit().await?;
-            match made {
-                Some(_) => offered += 1,
-                // Nobody left waiting who can take them.
-                None => break,
-            }
+        if seats.is_empty() || seats.iter().any(|(_, free)| *free == 0) {
+            continue;
+        }
+        let seats: Vec<String> = seats.into_iter().map(|(id, _)| id).collect();
+        let mut tx = db::begin_write(db).await?;
+        let made = offer_freed(&mut tx, pg, show, &format!("sweep:{hold}"), &seats, now_ms).await?;
+        tx.commit().await?;
+        match made {
+            Some(_) => offered += 1,
+            // Nobody left waiting who can take them.
+            None => break,
+        }
+    }
+    Ok(offered)
+}
+
+/// [`sweep`] for the fans of `show` waiting for places of `pool`, the first of whom joined at
+/// `since`: each released hold's places while that many are free.
+async fn sweep_pool(db: &Db, show: &str, pool: &str, since: i64, now_ms: i64) -> sqlx::Result<u64> {
+    let pg = db::backend(db) == db::Backend::Postgres;
+    let mut free = free_places(db, show, pool, now_ms).await?.unwrap_or(0);
+    let mut offered = 0;
+    for (hold, quantity) in released_since(db, show, Some(pool), since).await? {
+        if free <= 0 {
+            break;
+        }
+        if quantity > free {
+            continue;
+        }
+        let mut tx = db::begin_write(db).await?;
+        let made = offer_pool(
+            &mut tx,
+            pg,
+            show,
+            &format!("sweep:{hold}"),
+            pool,
+            quantity,
+            now_ms,
+        )
+        .await?;
+        tx.commit().await?;
+        match made {
+            Some(_) => (offered, free) = (offered + 1, free - quantity),
+            None => break,
         }
     }
     Ok(offered)
