@@ -349,25 +349,11 @@ async fn a_late_success_of_a_mixed_hold_retakes_every_kind_or_nothing(b: Backend
     assert_eq!(h.count(blocking, &taken).await, 0);
 }
 
-/// Joins the show's waitlist (`{"pool"}` for a pool's places): (status, entry).
-async fn join_waitlist(h: &Harness, fan: &str, body: Value) -> (u16, Value) {
-    let r = h
-        .http
-        .post(format!("{}/api/shows/{SHOW}/waitlist", h.base))
-        .bearer_auth(h.token(fan))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
-}
-
-async fn a_released_mixed_hold_offers_its_seats_and_places_to_the_waitlists(b: Backend) {
-    let h = venue(b).await;
-    // Every seat and place in holds, the first fan's a mixed one: the show is sold out for
-    // both waitlists.
+/// Every seat and place in holds, the first fan's a mixed one (two seats, two of FLOOR's
+/// places, P1 19:00–20:00): the show is sold out for both waitlists. Returns the first hold.
+async fn sold_out(h: &Harness) -> Value {
     let (st, a) = hold(
-        &h,
+        h,
         "first",
         "k",
         order(&["A-1-1", "A-1-2"], "19:00", "20:00"),
@@ -375,17 +361,15 @@ async fn a_released_mixed_hold_offers_its_seats_and_places_to_the_waitlists(b: B
     .await;
     assert_eq!(st, 201, "{a}");
     let rest = json!({"seats": ["A-1-3", "A-1-4"], "pool": "FLOOR", "quantity": 2});
-    let (st, r) = hold(&h, "second", "k", rest).await;
+    let (st, r) = hold(h, "second", "k", rest).await;
     assert_eq!(st, 201, "{r}");
-    let (st, r) = hold(&h, "third", "k", json!({"pool": "FLOOR"})).await;
+    let (st, r) = hold(h, "third", "k", json!({"pool": "FLOOR"})).await;
     assert_eq!(st, 201, "{r}");
-    let (st, w) = join_waitlist(&h, "seat-fan", json!({})).await;
-    assert_eq!(st, 201, "{w}");
-    let (st, w) = join_waitlist(&h, "pool-fan", json!({"pool": "FLOOR"})).await;
-    assert_eq!(st, 201, "{w}");
-    // The first fan cancels: the seats go to the seat waitlist, the places to the pool's, each
-    // as a new hold; the interval is free at once.
-    assert_eq!(h.cancel_hold("first", &a["hold_id"]).await, 200);
+    a
+}
+
+/// `seat-fan` was offered the first fan's two seats and `pool-fan` its two places, as new holds.
+async fn offered_what_the_first_fan_held(h: &Harness) {
     for (fan, what) in [("seat-fan", "seats"), ("pool-fan", "pool")] {
         let e = h.fan_get(fan, &format!("/api/shows/{SHOW}/waitlist")).await;
         assert_eq!(e["status"], "offered", "{what}: {e}");
@@ -401,6 +385,32 @@ async fn a_released_mixed_hold_offers_its_seats_and_places_to_the_waitlists(b: B
             );
         }
     }
+}
+
+/// Joins the show's waitlist (`{"pool"}` for a pool's places): (status, entry).
+async fn join_waitlist(h: &Harness, fan: &str, body: Value) -> (u16, Value) {
+    let r = h
+        .http
+        .post(format!("{}/api/shows/{SHOW}/waitlist", h.base))
+        .bearer_auth(h.token(fan))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+}
+
+async fn a_released_mixed_hold_offers_its_seats_and_places_to_the_waitlists(b: Backend) {
+    let h = venue(b).await;
+    let a = sold_out(&h).await;
+    let (st, w) = join_waitlist(&h, "seat-fan", json!({})).await;
+    assert_eq!(st, 201, "{w}");
+    let (st, w) = join_waitlist(&h, "pool-fan", json!({"pool": "FLOOR"})).await;
+    assert_eq!(st, 201, "{w}");
+    // The first fan cancels: the seats go to the seat waitlist, the places to the pool's, each
+    // as a new hold; the interval is free at once.
+    assert_eq!(h.cancel_hold("first", &a["hold_id"]).await, 200);
+    offered_what_the_first_fan_held(&h).await;
     let (st, p) = hold(
         &h,
         "parker",
@@ -420,19 +430,7 @@ async fn joins_that_raced_a_mixed_release_are_offered_its_seats_and_places_by_th
     b: Backend,
 ) {
     let h = venue(b).await;
-    let (st, a) = hold(
-        &h,
-        "first",
-        "k",
-        order(&["A-1-1", "A-1-2"], "19:00", "20:00"),
-    )
-    .await;
-    assert_eq!(st, 201, "{a}");
-    let rest = json!({"seats": ["A-1-3", "A-1-4"], "pool": "FLOOR", "quantity": 2});
-    let (st, r) = hold(&h, "second", "k", rest).await;
-    assert_eq!(st, 201, "{r}");
-    let (st, r) = hold(&h, "third", "k", json!({"pool": "FLOOR"})).await;
-    assert_eq!(st, 201, "{r}");
+    let a = sold_out(&h).await;
     assert_eq!(h.cancel_hold("first", &a["hold_id"]).await, 200);
     h.clock.advance_ms(5);
     let now = h.clock.now_ms();
@@ -452,21 +450,7 @@ async fn joins_that_raced_a_mixed_release_are_offered_its_seats_and_places_by_th
         .await
         .unwrap();
     assert_eq!(step.waitlist_offers, 2, "{step:?}");
-    for (fan, what) in [("seat-fan", "seats"), ("pool-fan", "pool")] {
-        let e = h.fan_get(fan, &format!("/api/shows/{SHOW}/waitlist")).await;
-        assert_eq!(e["status"], "offered", "{what}: {e}");
-        let offer = h.hold_view(fan, e["hold_id"].as_str().unwrap()).await;
-        assert_eq!(offer["status"], "HELD", "{offer}");
-        if what == "seats" {
-            assert_eq!(offer["seats"], json!(["A-1-1", "A-1-2"]), "{offer}");
-        } else {
-            assert_eq!(
-                (&offer["pool"], &offer["quantity"]),
-                (&json!("FLOOR"), &json!(2)),
-                "{offer}"
-            );
-        }
-    }
+    offered_what_the_first_fan_held(&h).await;
     let again = booking_core::Reconciler::new(h.state.clone())
         .step(now)
         .await

@@ -103,21 +103,10 @@ async fn released_seat_goes_to_the_waitlist_and_lapses_to_the_next_fan(b: Backen
 /// Without the sweep: B waits, the seat free.
 async fn a_join_that_raced_a_release_is_offered_the_seats_by_the_next_reconciler_step(b: Backend) {
     let h = Harness::on_with(b, |c| Harness::small_venue(c, 1)).await;
-    let (a, bb) = (h.token("wa"), h.token("wb"));
-    let (st, held) = h.hold(&a, "ka", &["A-1-1"]).await;
+    let bb = h.token("wb");
+    let (st, held) = h.hold(&h.token("wa"), "ka", &["A-1-1"]).await;
     assert_eq!(st, 201, "{held}");
-    let r = h
-        .http
-        .delete(format!(
-            "{}/api/holds/{}",
-            h.base,
-            held["hold_id"].as_str().unwrap()
-        ))
-        .bearer_auth(&a)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
+    assert_eq!(h.cancel_hold("wa", &held["hold_id"]).await, 200);
     h.clock.advance_ms(5);
     booking_core::inventory::waitlist::join(
         &h.state.db,
