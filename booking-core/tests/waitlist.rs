@@ -64,16 +64,7 @@ async fn released_seat_goes_to_the_waitlist_and_lapses_to_the_next_fan(b: Backen
     let eb = entry(&h, &bb).await;
     assert_eq!(eb["status"], "offered", "{eb}");
     let offer = eb["hold_id"].as_str().unwrap().to_owned();
-    let hv: Value = h
-        .http
-        .get(format!("{}/api/holds/{offer}", h.base))
-        .bearer_auth(&bb)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let hv = h.hold_view("wb", &offer).await;
     assert_eq!(
         (hv["status"].as_str(), &hv["seats"][0]),
         (Some("HELD"), &Value::from("A-1-1")),
@@ -131,20 +122,7 @@ async fn a_join_that_raced_a_release_is_offered_the_seats_by_the_next_reconciler
     assert_eq!(step.waitlist_offers, 1, "{step:?}");
     let eb = entry(&h, &bb).await;
     assert_eq!(eb["status"], "offered", "{eb}");
-    let hv: Value = h
-        .http
-        .get(format!(
-            "{}/api/holds/{}",
-            h.base,
-            eb["hold_id"].as_str().unwrap()
-        ))
-        .bearer_auth(&bb)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let hv = h.hold_view("wb", eb["hold_id"].as_str().unwrap()).await;
     assert_eq!(
         (hv["status"].as_str(), &hv["seats"][0]),
         (Some("HELD"), &Value::from("A-1-1")),
