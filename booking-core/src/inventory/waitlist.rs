@@ -146,32 +146,43 @@ pub async fn sweep(db: &Db, now_ms: i64) -> sqlx::Result<u64> {
 }
 
 /// Holds of `show` released since shortly before `since` (epoch ms), oldest release first, at
-/// most [`SWEEP_HOLDS`]; with `pool`, that pool's holds as `(id, quantity)` (else quantity 0).
+/// most [`SWEEP_HOLDS`]: with `pool`, that pool's holds as `(id, quantity)`; without, the seat
+/// holds whose every seat is free at `now_ms` (quantity 0), chosen in the statement, so a long
+/// sale's many releases whose seats were taken again do not hide a recent one (a `LIMIT` over
+/// every release would stop at the oldest).
 async fn released_since(
     db: &Db,
     show: &str,
     pool: Option<&str>,
     since: i64,
+    now_ms: i64,
 ) -> sqlx::Result<Vec<(String, i64)>> {
-    let sql = match pool {
-        None => {
-            "SELECT id, CAST(0 AS BIGINT) FROM holds WHERE show_id = $1 \
-                 AND status = 'RELEASED' AND released_at >= $2 AND $4 = '' \
-                 ORDER BY released_at, id LIMIT $3"
-        }
-        Some(_) => {
-            "SELECT h.id, hp.quantity FROM holds h JOIN hold_pools hp ON hp.hold_id = h.id \
-                    WHERE h.show_id = $1 AND h.status = 'RELEASED' AND h.released_at >= $2 \
-                    AND hp.pool_id = $4 ORDER BY h.released_at, h.id LIMIT $3"
-        }
-    };
-    sqlx::query_as(sql)
+    let q = match pool {
+        // Free: `free`, or held by a hold that lapsed (a sold seat is neither).
+        None => sqlx::query_as(
+            "SELECT h.id, CAST(0 AS BIGINT) FROM holds h WHERE h.show_id = $1 \
+             AND h.status = 'RELEASED' AND h.released_at >= $2 \
+             AND EXISTS (SELECT 1 FROM hold_seats hs WHERE hs.hold_id = h.id) \
+             AND NOT EXISTS (SELECT 1 FROM hold_seats hs JOIN seats s \
+                 ON s.show_id = hs.show_id AND s.seat_id = hs.seat_id WHERE hs.hold_id = h.id \
+                 AND NOT (s.status = 'free' OR (s.status = 'held' AND s.hold_expires_at <= $4))) \
+             ORDER BY h.released_at, h.id LIMIT $3",
+        )
         .bind(show)
         .bind(since - SWEEP_LOOKBACK_MS)
         .bind(SWEEP_HOLDS)
-        .bind(pool.unwrap_or(""))
-        .fetch_all(db)
-        .await
+        .bind(now_ms),
+        Some(pool) => sqlx::query_as(
+            "SELECT h.id, hp.quantity FROM holds h JOIN hold_pools hp ON hp.hold_id = h.id \
+             WHERE h.show_id = $1 AND h.status = 'RELEASED' AND h.released_at >= $2 \
+             AND hp.pool_id = $4 ORDER BY h.released_at, h.id LIMIT $3",
+        )
+        .bind(show)
+        .bind(since - SWEEP_LOOKBACK_MS)
+        .bind(SWEEP_HOLDS)
+        .bind(pool),
+    };
+    q.fetch_all(db).await
 }
 
 /// [`sweep`] for the fans of `show` waiting for seats, the first of whom joined at `since`.
@@ -181,23 +192,14 @@ async fn sweep_seats(db: &Db, show: &str, since: i64, now_ms: i64) -> sqlx::Resu
         return Ok(0);
     }
     let mut offered = 0;
-    for (hold, _) in released_since(db, show, None, since).await? {
-        // Free: `free`, or held by a hold that lapsed (a sold seat is neither).
-        let seats: Vec<(String, i64)> = sqlx::query_as(
-            "SELECT hs.seat_id, CAST(CASE WHEN s.status = 'free' \
-             OR (s.status = 'held' AND s.hold_expires_at <= $3) THEN 1 ELSE 0 END AS BIGINT) \
-             FROM hold_seats hs JOIN seats s ON s.show_id = hs.show_id AND s.seat_id = hs.seat_id \
-             WHERE hs.hold_id = $1 AND hs.show_id = $2 ORDER BY hs.seat_id",
+    for (hold, _) in released_since(db, show, None, since, now_ms).await? {
+        let seats: Vec<String> = sqlx::query_scalar(
+            "SELECT seat_id FROM hold_seats WHERE hold_id = $1 AND show_id = $2 ORDER BY seat_id",
         )
         .bind(&hold)
         .bind(show)
-        .bind(now_ms)
         .fetch_all(db)
         .await?;
-        if seats.is_empty() || seats.iter().any(|(_, free)| *free == 0) {
-            continue;
-        }
-        let seats: Vec<String> = seats.into_iter().map(|(id, _)| id).collect();
         let mut tx = db::begin_write(db).await?;
         let made = offer_freed(&mut tx, pg, show, &format!("sweep:{hold}"), &seats, now_ms).await?;
         tx.commit().await?;
@@ -216,7 +218,7 @@ async fn sweep_pool(db: &Db, show: &str, pool: &str, since: i64, now_ms: i64) ->
     let pg = db::backend(db) == db::Backend::Postgres;
     let mut free = free_places(db, show, pool, now_ms).await?.unwrap_or(0);
     let mut offered = 0;
-    for (hold, quantity) in released_since(db, show, Some(pool), since).await? {
+    for (hold, quantity) in released_since(db, show, Some(pool), since, now_ms).await? {
         if free <= 0 {
             break;
         }
