@@ -25,10 +25,10 @@ use crate::inventory::holds;
 /// look and the lock.
 pub const MAX_TRIES: usize = 64;
 
-/// Fresh starts (the seats found gone forgotten, the section read again) once every candidate
-/// was tried or passed over, before a 409 (or taking seats apart): a seat found locked may be
-/// free again, and a look's locks make a try skip seats for a moment (CI under load: two of
-/// four parties on two rows of five refused with a block of five free).
+/// Fresh starts (the seats found gone forgotten, the section read again) before a party that
+/// may sit apart (`allow_split`) takes the best free seats apart; a party that must sit
+/// together starts again until [`MAX_TRIES`] (a seat found locked may be free again, and a
+/// look's locks make a try skip seats for a moment).
 pub const FRESH_STARTS: usize = 2;
 
 /// Candidate blocks a wide try looks at in one locking read (CI on `526d0c8`: 100 parties of
@@ -250,11 +250,14 @@ pub async fn take(
             candidates = blocks(&free, want.quantity);
             (whole, next) = (true, 0);
             continue;
-        } else if !gone.is_empty() && fresh < FRESH_STARTS {
+        } else if !gone.is_empty() && (!want.allow_split || fresh < FRESH_STARTS) {
             // Every candidate was tried or passed over, some for seats found locked that may
-            // be free again (a party that lost, another's look): once more from a fresh read.
-            fresh += 1;
-            failed += 1;
+            // be free again (a party that lost, another's look): once more from a fresh read,
+            // with the seats found gone forgotten, as a failed try. A look's locks make a try
+            // skip seats for a moment, so two parties looking at once can each pass over the
+            // other's seats; at most twice was too few (CI-like load: one of four parties on
+            // two rows of five refused with a pair free, 1 in 10 runs).
+            (failed, fresh) = (failed + 1, fresh + 1);
             gone.clear();
             (free, candidates, whole, next) = reread(tx, show, want, now_ms).await?;
             continue;
