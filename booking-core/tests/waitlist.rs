@@ -6,7 +6,9 @@ mod support;
 
 on_both!(
     released_seat_goes_to_the_waitlist_and_lapses_to_the_next_fan,
-    a_join_that_raced_a_release_is_offered_the_seats_by_the_next_reconciler_step
+    a_join_that_raced_a_release_is_offered_the_seats_by_the_next_reconciler_step,
+    a_missed_release_partly_taken_again_offers_the_seats_still_free,
+    an_ended_admission_does_not_join_and_one_fans_joins_at_once_make_one_entry
 );
 
 use booking_core::Reconciler;
@@ -142,4 +144,59 @@ async fn a_join_that_raced_a_release_is_offered_the_seats_by_the_next_reconciler
         .unwrap();
     assert_eq!(again.waitlist_offers, 0, "offered once: {again:?}");
     assert_eq!(h.stats().await["held"], 2);
+}
+
+/// Newcomer review: H's four seats were released while W's join raced it (W waiting), then X
+/// held one of them before the reconciler ran: W was still waiting 50 s later with three seats
+/// free (a first sweep offered a release only when all its seats were free). The step now
+/// offers W the three still free.
+async fn a_missed_release_partly_taken_again_offers_the_seats_still_free(b: Backend) {
+    let h = Harness::on_with(b, |c| Harness::small_venue(c, 4)).await;
+    let four = ["A-1-1", "A-1-2", "A-1-3", "A-1-4"];
+    let (st, held) = h.hold(&h.token("wh"), "k", &four).await;
+    assert_eq!(st, 201, "{held}");
+    assert_eq!(h.cancel_hold("wh", &held["hold_id"]).await, 200);
+    h.clock.advance_ms(5);
+    let now = h.clock.now_ms();
+    booking_core::inventory::waitlist::join(&h.state.db, SHOW, "ww", "jti-ww", None, now)
+        .await
+        .unwrap();
+    let (st, x) = h.hold(&h.token("wx"), "k", &["A-1-1"]).await;
+    assert_eq!(st, 201, "{x}");
+    let step = Reconciler::new(h.state.clone()).step(now).await.unwrap();
+    assert_eq!(step.waitlist_offers, 1, "{step:?}");
+    let e = entry(&h, &h.token("ww")).await;
+    assert_eq!(e["status"], "offered", "{e}");
+    let offer = h.hold_view("ww", e["hold_id"].as_str().unwrap()).await;
+    assert_eq!(
+        offer["seats"],
+        serde_json::json!(["A-1-2", "A-1-3", "A-1-4"]),
+        "{offer}"
+    );
+}
+
+/// Newcomer review: a fan whose admission had ended (its hold released) joined `waiting`, and
+/// was `skipped` at the first offer; and six joins of one fan at once answered five 201s. An
+/// ended admission is refused `409 admission-ended`; of joins at once, one is 201, the rest 200.
+async fn an_ended_admission_does_not_join_and_one_fans_joins_at_once_make_one_entry(b: Backend) {
+    let h = Harness::on_with(b, |c| Harness::small_venue(c, 1)).await;
+    let (st, held) = h.hold(&h.token("wa"), "k", &["A-1-1"]).await;
+    assert_eq!(st, 201, "{held}");
+    // Sold out: the one seat is held by a fan who keeps it.
+    let (st, kept) = h.hold(&h.token("wk"), "k", &["A-1-1"]).await;
+    assert_eq!(st, 409, "{kept}");
+    assert_eq!(h.cancel_hold("wa", &held["hold_id"]).await, 200);
+    let (st, kept) = h.hold(&h.token("wk"), "k2", &["A-1-1"]).await;
+    assert_eq!(st, 201, "{kept}");
+    let (st, p) = join(&h, &h.token("wa")).await;
+    assert_eq!(
+        (st, p["type"].as_str()),
+        (409, Some("/problems/admission-ended")),
+        "{p}"
+    );
+    let token = h.token("wb");
+    let joins = futures::future::join_all((0..6).map(|_| join(&h, &token))).await;
+    let mut codes: Vec<u16> = joins.iter().map(|(st, _)| *st).collect();
+    codes.sort_unstable();
+    assert_eq!(codes, vec![200, 200, 200, 200, 200, 201], "{joins:?}");
 }

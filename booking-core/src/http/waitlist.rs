@@ -37,7 +37,7 @@ pub struct JoinBody {
         (status = 200, description = "already on it: the entry", body = Object),
         (status = 400, description = "invalid-body: not JSON", body = ProblemDoc),
         (status = 404, description = "no such pool", body = ProblemDoc),
-        (status = 409, description = "seats-available / places-available (with available): hold instead", body = ProblemDoc),
+        (status = 409, description = "seats-available / places-available (with available): hold instead; admission-ended: the admission's session ended (paid, released or left), join the waiting room again", body = ProblemDoc),
         (status = 422, description = "invalid-body: not an object (a JSON array), an unknown member, `pool` null", body = ProblemDoc),
         (status = 503, description = "database busy", body = ProblemDoc),
     ),
@@ -54,6 +54,14 @@ pub async fn join(
     let now = state.clock.now_ms();
     if let Some(v) = waitlist::status(&state.db, &show, &adm.sub).await? {
         return Ok((StatusCode::OK, Json(v)));
+    }
+    // An ended admission (paid, released, or the fan left) books nothing more, an offer
+    // included: every offer to it would be skipped (newcomer review: joined `waiting`, then
+    // `skipped` at the first release).
+    if waitlist::admission_ended(&state.reads, &adm.jti).await? {
+        return Err(crate::inventory::claim::admission_ended()
+            .with("waiting_room", state.config.waiting_room_url.clone())
+            .into());
     }
     let (free, kind, what) = match &body.pool {
         Some(pool) => {
@@ -76,8 +84,14 @@ pub async fn join(
             .into());
     }
     let pool = body.pool.as_deref();
-    let v = waitlist::join(&state.db, &show, &adm.sub, &adm.jti, pool, now).await?;
-    Ok((StatusCode::CREATED, Json(v)))
+    let (joined, v) = waitlist::join(&state.db, &show, &adm.sub, &adm.jti, pool, now).await?;
+    // A join racing one of the same fan (another tab, another node) that wrote the row first.
+    let status = if joined {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(v)))
 }
 
 /// `GET /api/shows/{show}/waitlist`: the fan's entry, or 404 when not on the waitlist.

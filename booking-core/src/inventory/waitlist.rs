@@ -25,8 +25,8 @@ pub const OFFER_TIMING: Timing = Timing {
 pub const OFFER_VISITOR_CAP: u32 = 2;
 
 /// Joins `visitor` (with admission `jti`) to the waitlist of `show`, for seats or for places in
-/// `pool`; idempotent. Returns the
-/// fan's row as JSON (see [`status`]).
+/// `pool`; idempotent. Returns whether this call wrote the row (false: the fan was on it
+/// already, a concurrent join of theirs first) and the fan's row as JSON (see [`status`]).
 pub async fn join(
     db: &Db,
     show: &str,
@@ -34,8 +34,8 @@ pub async fn join(
     jti: &str,
     pool: Option<&str>,
     now_ms: i64,
-) -> sqlx::Result<Value> {
-    sqlx::query(
+) -> sqlx::Result<(bool, Value)> {
+    let wrote = sqlx::query(
         "INSERT INTO waitlist (show_id, visitor_id, admission_jti, joined_at, pool_id) VALUES ($1, $2, $3, $4, $5) \
          ON CONFLICT (show_id, visitor_id) DO NOTHING",
     )
@@ -45,8 +45,20 @@ pub async fn join(
     .bind(now_ms)
     .bind(pool)
     .execute(db)
-    .await?;
-    Ok(status(db, show, visitor).await?.unwrap_or(Value::Null))
+    .await?
+    .rows_affected();
+    let entry = status(db, show, visitor).await?.unwrap_or(Value::Null);
+    Ok((wrote == 1, entry))
+}
+
+/// Whether admission `jti`'s session ended (it paid, released, or the fan left): such an
+/// admission books nothing more, so it does not join.
+pub async fn admission_ended(db: &Db, jti: &str) -> sqlx::Result<bool> {
+    let n: i64 = sqlx::query_scalar(crate::outbox::notify::ENDED_SQL)
+        .bind(jti)
+        .fetch_one(db)
+        .await?;
+    Ok(n > 0)
 }
 
 /// The fan's waitlist entry: `status` (waiting, offered, lapsed, skipped), `position` (1 = next,
@@ -123,9 +135,11 @@ pub const SWEEP_HOLDS: i64 = 64;
 /// misses the other (write skew under READ COMMITTED; ninth session's newcomer review: 1 in
 /// 12 runs), and the fan waits while the seats are free. Neither side can see the other in
 /// one statement, so the reconciler looks: for each show with fans waiting for seats and
-/// seats free, the holds released since shortly before the first of them joined whose seats
-/// are all still free are offered as their release would have offered them
-/// ([`offer_freed`]), oldest release first, in a write transaction each; for fans waiting for
+/// seats free, the seats still free of each hold released since shortly before the first of
+/// them joined are offered as their release would have offered them ([`offer_freed`]; a seat
+/// taken meanwhile is left out: newcomer review, a fan kept waiting with three of the four
+/// freed seats free because a first version offered a release only whole), oldest release
+/// first, in a write transaction each; for fans waiting for
 /// a pool's places, each released hold's places while that many are free ([`offer_pool`]).
 /// Returns the offers made.
 pub async fn sweep(db: &Db, now_ms: i64) -> sqlx::Result<u64> {
@@ -147,7 +161,7 @@ pub async fn sweep(db: &Db, now_ms: i64) -> sqlx::Result<u64> {
 
 /// Holds of `show` released since shortly before `since` (epoch ms), oldest release first, at
 /// most [`SWEEP_HOLDS`]: with `pool`, that pool's holds as `(id, quantity)`; without, the seat
-/// holds whose every seat is free at `now_ms` (quantity 0), chosen in the statement, so a long
+/// holds with a seat free at `now_ms` (quantity 0), chosen in the statement, so a long
 /// sale's many releases whose seats were taken again do not hide a recent one (a `LIMIT` over
 /// every release would stop at the oldest).
 async fn released_since(
@@ -162,10 +176,9 @@ async fn released_since(
         None => sqlx::query_as(
             "SELECT h.id, CAST(0 AS BIGINT) FROM holds h WHERE h.show_id = $1 \
              AND h.status = 'RELEASED' AND h.released_at >= $2 \
-             AND EXISTS (SELECT 1 FROM hold_seats hs WHERE hs.hold_id = h.id) \
-             AND NOT EXISTS (SELECT 1 FROM hold_seats hs JOIN seats s \
+             AND EXISTS (SELECT 1 FROM hold_seats hs JOIN seats s \
                  ON s.show_id = hs.show_id AND s.seat_id = hs.seat_id WHERE hs.hold_id = h.id \
-                 AND NOT (s.status = 'free' OR (s.status = 'held' AND s.hold_expires_at <= $4))) \
+                 AND (s.status = 'free' OR (s.status = 'held' AND s.hold_expires_at <= $4))) \
              ORDER BY h.released_at, h.id LIMIT $3",
         )
         .bind(show)
@@ -194,12 +207,19 @@ async fn sweep_seats(db: &Db, show: &str, since: i64, now_ms: i64) -> sqlx::Resu
     let mut offered = 0;
     for (hold, _) in released_since(db, show, None, since, now_ms).await? {
         let seats: Vec<String> = sqlx::query_scalar(
-            "SELECT seat_id FROM hold_seats WHERE hold_id = $1 AND show_id = $2 ORDER BY seat_id",
+            "SELECT hs.seat_id FROM hold_seats hs JOIN seats s \
+             ON s.show_id = hs.show_id AND s.seat_id = hs.seat_id WHERE hs.hold_id = $1 \
+             AND hs.show_id = $2 AND (s.status = 'free' OR (s.status = 'held' \
+             AND s.hold_expires_at <= $3)) ORDER BY hs.seat_id",
         )
         .bind(&hold)
         .bind(show)
+        .bind(now_ms)
         .fetch_all(db)
         .await?;
+        if seats.is_empty() {
+            continue;
+        }
         let mut tx = db::begin_write(db).await?;
         let made = offer_freed(&mut tx, pg, show, &format!("sweep:{hold}"), &seats, now_ms).await?;
         tx.commit().await?;

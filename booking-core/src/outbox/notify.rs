@@ -169,13 +169,15 @@ pub fn ends_after_hold_sql(b: &mut Binds, j: &str, at: &str, h: &str) -> String 
     )
 }
 
+/// How many times admission `$1`'s session was ended (0 or 1): [`admission_ended`]'s read.
+pub const ENDED_SQL: &str = "SELECT CAST(COUNT(*) AS BIGINT) FROM admissions_ended WHERE jti = $1";
+
 /// Whether admission `jti`'s session was ended by [`session_end`].
 pub async fn admission_ended(tx: &mut Tx<'_>, jti: &str) -> sqlx::Result<bool> {
-    let n: i64 =
-        sqlx::query_scalar("SELECT CAST(COUNT(*) AS BIGINT) FROM admissions_ended WHERE jti = $1")
-            .bind(jti)
-            .fetch_one(&mut **tx)
-            .await?;
+    let n: i64 = sqlx::query_scalar(ENDED_SQL)
+        .bind(jti)
+        .fetch_one(&mut **tx)
+        .await?;
     Ok(n > 0)
 }
 
