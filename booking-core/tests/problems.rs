@@ -284,10 +284,12 @@ async fn array_body_and_overlong_key_are_named_problems() {
     let null_quantity = r#"{"pool":"FLOOR","quantity":null}"#;
     let null_channel = r#"{"seats":["A-1-1"],"channel":null}"#;
     let twice = r#"{"seats":["A-1-1"],"seats":["A-1-2"]}"#;
+    // (a later review: `best_available` as an array of its fields held a seat)
+    let best_array = r#"{"best_available":["A",1]}"#;
     let bodies = [r#"[["A-1-1"]]"#, "[]", r#"[{"seats":["A-1-1"]}]"#];
     for body in bodies
         .into_iter()
-        .chain([null_quantity, null_channel, twice])
+        .chain([null_quantity, null_channel, twice, best_array])
     {
         let r = h
             .http

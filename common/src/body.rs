@@ -172,6 +172,31 @@ where
     T::deserialize(d).map(Some)
 }
 
+/// For `#[serde(default, deserialize_with = "object_member")]`: a member that must be a JSON object
+/// when sent (`null` reads as left out). A derived `Deserialize` also reads a struct from an
+/// array of its fields in order (serde's `visit_seq`), so `{"best_available": ["A", 1]}` held a
+/// seat (newcomer review); here an array is refused as any other non-object.
+pub fn object_member<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    struct Object<T>(std::marker::PhantomData<T>);
+    impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for Object<T> {
+        type Value = Option<T>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+            T::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(Some)
+        }
+    }
+    d.deserialize_any(Object(std::marker::PhantomData))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,6 +213,37 @@ mod tests {
     #[allow(dead_code)]
     struct Outer {
         inner: Inner,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Holder {
+        #[serde(default, deserialize_with = "object_member")]
+        inner: Option<Inner>,
+    }
+
+    #[test]
+    fn an_object_member_refuses_an_array_of_its_fields() {
+        let p = parse::<Holder>(br#"{"inner": [5]}"#).unwrap_err();
+        assert_eq!(p.status.as_u16(), 422);
+        assert!(p
+            .detail
+            .unwrap_or_default()
+            .contains("expected a JSON object"));
+        assert_eq!(
+            parse::<Holder>(br#"{"inner": {"n": 5}}"#)
+                .unwrap()
+                .inner
+                .unwrap()
+                .n,
+            5
+        );
+        assert!(parse::<Holder>(br#"{"inner": null}"#)
+            .unwrap()
+            .inner
+            .is_none());
+        assert!(parse::<Holder>(b"{}").unwrap().inner.is_none());
     }
 
     fn detail(body: &str) -> (u16, String) {

@@ -89,8 +89,8 @@ pub struct HoldBody {
     /// as the default).
     #[serde(default, deserialize_with = "sale_common::body::present")]
     quantity: Option<u32>,
-    /// The best free seats side by side in one row.
-    #[serde(default)]
+    /// The best free seats side by side in one row (an object; `null` reads as left out).
+    #[serde(default, deserialize_with = "sale_common::body::object_member")]
     best_available: Option<BestBody>,
     /// An interval resource (by name), held for `[start, end)`.
     #[serde(default)]
