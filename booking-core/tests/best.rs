@@ -55,6 +55,39 @@ async fn best_pg(
     got.map(|(s, _)| s)
 }
 
+/// `parties` parties of two asking best available in section `A` at once, each in its own
+/// committed transaction on one of two pools of `per_node` connections (two nodes on one
+/// database), hold ids `{tag}-{p}`: what each got ([`best_pg`]), in party order.
+async fn pairs_at_once(
+    h: &Harness,
+    parties: usize,
+    per_node: u32,
+    tag: &str,
+) -> Vec<Option<Vec<String>>> {
+    let show = Arc::new(h.state.config.shows[0].id.clone());
+    let now = h.clock.now_ms();
+    let nodes = [
+        booking_core::db::sibling_pool(&h.state.db, per_node),
+        booking_core::db::sibling_pool(&h.state.db, per_node),
+    ];
+    let barrier = Arc::new(Barrier::new(parties));
+    let tasks: Vec<_> = (0..parties)
+        .map(|p| {
+            let (db, barrier, show) = (nodes[p % 2].clone(), barrier.clone(), show.clone());
+            let hold = format!("{tag}-{p}");
+            tokio::spawn(async move {
+                barrier.wait().await;
+                best_pg(&db, &show, 2, false, &hold, now, true).await
+            })
+        })
+        .collect();
+    let mut got = Vec::with_capacity(parties);
+    for t in tasks {
+        got.push(t.await.unwrap());
+    }
+    got
+}
+
 /// Seats are `A-{row}-{n}`: (row, n).
 fn pos(id: &str) -> (u32, u32) {
     let mut p = id.split('-').skip(1).map(|x| x.parse::<u32>().unwrap());
@@ -537,26 +570,10 @@ async fn a_hundred_parties_at_once_on_an_empty_section_all_get_their_pair() {
         c.shows[0].venue = v;
     })
     .await;
-    let show = Arc::new(h.state.config.shows[0].id.clone());
-    let now = h.clock.now_ms();
-    let nodes = [
-        booking_core::db::sibling_pool(&h.state.db, 40),
-        booking_core::db::sibling_pool(&h.state.db, 40),
-    ];
-    let barrier = Arc::new(Barrier::new(100));
-    let parties: Vec<_> = (0..100)
-        .map(|p| {
-            let (db, barrier, show) = (nodes[p % 2].clone(), barrier.clone(), show.clone());
-            tokio::spawn(async move {
-                barrier.wait().await;
-                best_pg(&db, &show, 2, false, &format!("hold-{p}"), now, true).await
-            })
-        })
-        .collect();
     let mut seats = HashSet::new();
     let mut refused = 0;
-    for p in parties {
-        match p.await.unwrap() {
+    for got in pairs_at_once(&h, 100, 40, "hold").await {
+        match got {
             Some(pair) => {
                 let (a, b) = (pos(&pair[0]), pos(&pair[1]));
                 assert!(
@@ -588,32 +605,16 @@ async fn parties_at_once_are_refused_only_when_no_pair_is_left() {
         c.shows[0].venue = v;
     })
     .await;
-    let show = Arc::new(h.state.config.shows[0].id.clone());
-    let now = h.clock.now_ms();
-    let nodes = [
-        booking_core::db::sibling_pool(&h.state.db, 20),
-        booking_core::db::sibling_pool(&h.state.db, 20),
-    ];
     for round in 0..5 {
         sqlx::query("UPDATE seats SET status = 'free', hold_id = NULL, hold_expires_at = NULL")
             .execute(&h.state.db)
             .await
             .unwrap();
-        let barrier = Arc::new(Barrier::new(20));
-        let parties: Vec<_> = (0..20)
-            .map(|p| {
-                let (db, barrier, show) = (nodes[p % 2].clone(), barrier.clone(), show.clone());
-                tokio::spawn(async move {
-                    barrier.wait().await;
-                    let hold = format!("hold-{round}-{p}");
-                    best_pg(&db, &show, 2, false, &hold, now, true).await
-                })
-            })
-            .collect();
-        let mut refused = 0;
-        for p in parties {
-            refused += usize::from(p.await.unwrap().is_none());
-        }
+        let refused = pairs_at_once(&h, 20, 20, &format!("hold-{round}"))
+            .await
+            .iter()
+            .filter(|got| got.is_none())
+            .count();
         let free: Vec<String> = sqlx::query_scalar(
             "SELECT seat_id FROM seats WHERE section = 'A' AND status = 'free' \
              ORDER BY seat_row, number",

@@ -9,7 +9,7 @@
 //! savepoint's row locks: "The Locking Clause" in the `SELECT` reference). A party is never
 //! split unless the fan asks (`allow_split`).
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 
 use serde_json::{json, Value};
 
@@ -170,7 +170,7 @@ pub async fn take(
     // The best seats first: the blocks found in a prefix are the first blocks of the whole
     // section (a block is found where it ends), so its candidates are tried first, and the
     // whole section is read only when they are all tried or passed over (or there are none).
-    let mut free = free_seats(tx, show, want.section, now_ms, Some(PREFIX)).await?;
+    let (mut free, mut candidates, mut whole, _) = reread(tx, show, want, now_ms).await?;
     if free.is_empty() && !section_known(tx, show, want.section).await? {
         return Err(
             crate::inventory::claim::unprocessable("unknown-section", "Unknown section")
@@ -178,8 +178,6 @@ pub async fn take(
                 .into(),
         );
     }
-    let mut whole = free.len() < PREFIX;
-    let mut candidates = blocks(&free, want.quantity);
     // Seats a try found taken or being taken by another party: every later candidate with one
     // of them is passed over. All parties read the same best-first candidates, and the
     // windows overlap (a party of four in flight spoils up to seven), so trying them blindly
@@ -190,10 +188,7 @@ pub async fn take(
     while failed < MAX_TRIES {
         let pick: Vec<usize> = if next < candidates.len() {
             next += 1;
-            if candidates[next - 1]
-                .iter()
-                .any(|&i| gone.contains(&free[i].0))
-            {
+            if spoiled(&candidates[next - 1], &free, &gone) {
                 continue;
             }
             if failed == 0 || !pg {
@@ -204,20 +199,16 @@ pub async fn take(
                 let mut wide = vec![next - 1];
                 while wide.len() < WIDE && next < candidates.len() {
                     next += 1;
-                    if !candidates[next - 1]
-                        .iter()
-                        .any(|&i| gone.contains(&free[i].0))
-                    {
+                    if !spoiled(&candidates[next - 1], &free, &gone) {
                         wide.push(next - 1);
                     }
                 }
-                let mut ids: Vec<String> = wide
+                let ids: Vec<String> = wide
                     .iter()
                     .flat_map(|&c| candidates[c].iter().map(|&i| free[i].0.clone()))
-                    .collect::<HashSet<_>>()
+                    .collect::<BTreeSet<_>>()
                     .into_iter()
                     .collect();
-                ids.sort();
                 let open: HashSet<String> = lock_free(tx, pg, show, &ids, now_ms, false)
                     .await?
                     .into_iter()
@@ -234,9 +225,7 @@ pub async fn take(
                         candidates[c].clone()
                     }
                     None => {
-                        metrics::counter!("bc_best_available_retries_total").increment(1);
-                        failed += 1;
-                        if failed % REREAD_EVERY == 0 {
+                        if failed_try(&mut failed) {
                             (free, candidates, whole, next) =
                                 reread(tx, show, want, now_ms).await?;
                         }
@@ -278,10 +267,8 @@ pub async fn take(
         ids.sort();
         let locked = lock_free(tx, pg, show, &ids, now_ms, true).await?;
         if locked.len() < ids.len() {
-            metrics::counter!("bc_best_available_retries_total").increment(1);
             gone.extend(ids.into_iter().filter(|s| !locked.contains(s)));
-            failed += 1;
-            if failed % REREAD_EVERY == 0 {
+            if failed_try(&mut failed) {
                 (free, candidates, whole, next) = reread(tx, show, want, now_ms).await?;
             }
             continue;
@@ -301,7 +288,20 @@ pub async fn take(
     Ok(None)
 }
 
-/// The section's best [`PREFIX`] free seats read again, as `(free, candidates, whole, next)`
+/// Whether `block` (indices into `free`) has a seat found gone.
+fn spoiled(block: &[usize], free: &[Free], gone: &HashSet<String>) -> bool {
+    block.iter().any(|&i| gone.contains(&free[i].0))
+}
+
+/// Counts a failed try (metric `bc_best_available_retries_total`); true when the free seats
+/// are to be read again ([`REREAD_EVERY`]).
+fn failed_try(failed: &mut usize) -> bool {
+    metrics::counter!("bc_best_available_retries_total").increment(1);
+    *failed += 1;
+    *failed % REREAD_EVERY == 0
+}
+
+/// The section's best [`PREFIX`] free seats (read first, and again), as `(free, candidates, whole, next)`
 /// for [`take`]'s loop: the list read first goes stale while parties ahead commit, so the next
 /// tries skip what they took (the seats found being taken stay out through `gone`).
 async fn reread(
