@@ -298,7 +298,7 @@ fn spoiled(block: &[usize], free: &[Free], gone: &HashSet<String>) -> bool {
 fn failed_try(failed: &mut usize) -> bool {
     metrics::counter!("bc_best_available_retries_total").increment(1);
     *failed += 1;
-    *failed % REREAD_EVERY == 0
+    failed.is_multiple_of(REREAD_EVERY)
 }
 
 /// The section's best [`PREFIX`] free seats (read first, and again), as `(free, candidates, whole, next)`
