@@ -8,7 +8,8 @@ on_both!(
     released_seat_goes_to_the_waitlist_and_lapses_to_the_next_fan,
     a_join_that_raced_a_release_is_offered_the_seats_by_the_next_reconciler_step,
     a_missed_release_partly_taken_again_offers_the_seats_still_free,
-    an_ended_admission_does_not_join_and_one_fans_joins_at_once_make_one_entry
+    an_ended_admission_does_not_join_and_one_fans_joins_at_once_make_one_entry,
+    an_unknown_shows_waitlist_is_not_found_whatever_the_token
 );
 
 use booking_core::Reconciler;
@@ -199,4 +200,39 @@ async fn an_ended_admission_does_not_join_and_one_fans_joins_at_once_make_one_en
     let mut codes: Vec<u16> = joins.iter().map(|(st, _)| *st).collect();
     codes.sort_unstable();
     assert_eq!(codes, vec![200, 200, 200, 200, 200, 201], "{joins:?}");
+}
+
+/// Newcomer review: joining (or reading) the waitlist of a show that does not exist answered
+/// `401 admission-required` ("token is for another event"). The show is checked first, as a
+/// hold's is: 404 `not-found`, with or without a token, and nothing is written.
+async fn an_unknown_shows_waitlist_is_not_found_whatever_the_token(b: Backend) {
+    let h = Harness::on_with(b, |c| Harness::small_venue(c, 1)).await;
+    let token = h.token("wu");
+    let url = format!("{}/api/shows/no-such-show/waitlist", h.base);
+    for with_token in [true, false] {
+        let (post, get) = (h.http.post(&url), h.http.get(&url));
+        let (post, get) = match with_token {
+            true => (post.bearer_auth(&token), get.bearer_auth(&token)),
+            false => (post, get),
+        };
+        for req in [post, get] {
+            let r = req.send().await.unwrap();
+            let st = r.status().as_u16();
+            let p: Value = r.json().await.unwrap_or(Value::Null);
+            assert_eq!(
+                (st, p["type"].as_str()),
+                (404, Some("/problems/not-found")),
+                "token {with_token}: {p}"
+            );
+        }
+    }
+    // Nothing joined: the fan's own show's waitlist has no entry for it.
+    let r = h
+        .http
+        .get(format!("{}/api/shows/{SHOW}/waitlist", h.base))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 404);
 }

@@ -7,7 +7,7 @@ use axum::Json;
 use sale_common::Problem;
 use serde_json::Value;
 
-use super::fan::fan;
+use super::fan::{fan, known_show};
 use super::openapi::ProblemDoc;
 use crate::error::{clip, ApiResult};
 use crate::inventory::waitlist;
@@ -36,7 +36,7 @@ pub struct JoinBody {
         (status = 201, description = "{show, status: waiting, position, joined_at, pool?}", body = Object),
         (status = 200, description = "already on it: the entry", body = Object),
         (status = 400, description = "invalid-body: not JSON", body = ProblemDoc),
-        (status = 404, description = "no such pool", body = ProblemDoc),
+        (status = 404, description = "no such show, or no such pool", body = ProblemDoc),
         (status = 409, description = "seats-available / places-available (with available): hold instead; admission-ended: the admission's session ended (paid, released or left), join the waiting room again", body = ProblemDoc),
         (status = 422, description = "invalid-body: not an object (a JSON array), an unknown member, `pool` null", body = ProblemDoc),
         (status = 503, description = "database busy", body = ProblemDoc),
@@ -49,6 +49,8 @@ pub async fn join(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
+    // An unknown show is 404 before the token's check (which would call it another event's).
+    known_show(&state, &show)?;
     let adm = fan(&state, &headers, Some(&show)).await?;
     let body: JoinBody = sale_common::body::optional(&body)?.unwrap_or_default();
     let now = state.clock.now_ms();
@@ -103,7 +105,7 @@ pub async fn join(
     params(("show" = String, Path, description = "show id (the admission's event)")),
     responses(
         (status = 200, description = "{show, status: waiting/offered/lapsed/skipped, position?, hold_id?, joined_at}", body = Object),
-        (status = 404, description = "not on the waitlist", body = ProblemDoc),
+        (status = 404, description = "no such show, or not on the waitlist", body = ProblemDoc),
         (status = 503, description = "database busy", body = ProblemDoc),
     ),
     security(("admission_token" = []), ("admission_cookie" = [])),
@@ -113,6 +115,7 @@ pub async fn status(
     Path(show): Path<String>,
     headers: HeaderMap,
 ) -> ApiResult<Json<Value>> {
+    known_show(&state, &show)?;
     let adm = fan(&state, &headers, Some(&show)).await?;
     match waitlist::status(&state.db, &show, &adm.sub).await? {
         Some(v) => Ok(Json(v)),
