@@ -52,7 +52,7 @@ async fn best_pg(
     } else {
         tx.rollback().await.unwrap();
     }
-    got.map(|(s, _)| s)
+    got.ok().map(|(s, _)| s)
 }
 
 /// `parties` parties of two asking best available in section `A` at once, each in its own
@@ -301,7 +301,7 @@ async fn a_lost_block_leaves_no_lock_on_its_free_seats() {
     .await
     .unwrap();
     assert_eq!(
-        got.map(|(s, _)| s),
+        got.ok().map(|(s, _)| s),
         Some(vec!["A-1-1".to_owned(), "A-1-2".to_owned()]),
         "party two gets the pair party one skipped"
     );

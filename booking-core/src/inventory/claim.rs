@@ -1052,8 +1052,9 @@ pub enum Lost {
     /// The pool has fewer free units than asked.
     Pool(String),
     /// No block of the asked size is free in the section: (section, seats asked, whether
-    /// the party accepted seats apart, in which case fewer seats than asked are free).
-    Section(String, usize, bool),
+    /// the party accepted seats apart, in which case fewer seats than asked are free, and
+    /// why: with [`best::NotTaken::NoneFree`] the 409's availability is known without a read).
+    Section(String, usize, bool, best::NotTaken),
     /// The interval overlaps a live claim of the resource: (kind, resource).
     Interval(String, String),
 }
@@ -1097,8 +1098,13 @@ impl Lost {
                     .detail("the pool has fewer free places than asked; nothing was held")
                     .with("availability", Value::Array(mine))
             }
-            Lost::Section(section, n, split) => {
-                let fresh = best::section_availability(db, show, section, now_ms).await?;
+            Lost::Section(section, n, split, why) => {
+                let fresh = match why {
+                    best::NotTaken::NoneFree => best::none_free(section),
+                    best::NotTaken::NoBlock => {
+                        best::section_availability(db, show, section, now_ms).await?
+                    }
+                };
                 let section = crate::error::clip(section);
                 // Worded by what was asked (newcomer review: "no 1 free seats side by side",
                 // and "side by side" for a party that accepted seats apart).
@@ -1180,7 +1186,8 @@ async fn take_part(
                 allow_split: *allow_split,
             };
             let taken = best::take(tx, pg, show, &want, &p.hold_id, p.expires_at, now_ms).await?;
-            Ok(taken.ok_or_else(|| Lost::Section(section.clone(), want.quantity, *allow_split)))
+            Ok(taken
+                .map_err(|why| Lost::Section(section.clone(), want.quantity, *allow_split, why)))
         }
         // The claim is the last statement of the hold (see `create_in`).
         Ask::Interval { amount, .. } => Ok(Ok((Vec::new(), *amount))),
