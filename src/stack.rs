@@ -285,10 +285,8 @@ impl Stack {
     }
 }
 
-/// Slots of [`Stack`]'s stops and tasks, in the order [`start`] starts the services (the
-/// booking core is the last).
-const GATEWAY: usize = 0;
-/// See [`GATEWAY`].
+/// The waiting room's slot in [`Stack`]'s stops and tasks, which are in the order [`start`]
+/// starts the services: the gateway (0), the waiting room, the booking core (2).
 const WAITING_ROOM: usize = 1;
 
 /// Logs how a service task ended, if not cleanly.
