@@ -141,11 +141,14 @@ async fn start_up(
             if up.try_wait().expect("wait").is_some() {
                 break;
             }
-            assert!(
-                start.elapsed() < Duration::from_secs(60),
-                "timed out waiting for up answers /healthz: {}",
-                std::fs::read_to_string(&log_path).unwrap_or_default()
-            );
+            if start.elapsed() >= Duration::from_secs(60) {
+                let _ = up.kill();
+                let _ = up.wait();
+                panic!(
+                    "timed out waiting for up answers /healthz: {}",
+                    std::fs::read_to_string(&log_path).unwrap_or_default()
+                );
+            }
             let url = [&origin, &booking][answering];
             if c.get(format!("{url}/healthz"))
                 .send()
@@ -160,6 +163,8 @@ async fn start_up(
         if answering == 2 {
             return (up, origin, booking, edge);
         }
+        // It exited (`try_wait` saw it): reaped already; `wait` returns that status.
+        let _ = up.wait();
         let log = std::fs::read_to_string(&log_path).unwrap_or_default();
         assert!(
             ["in use", "cannot be listened on"]
