@@ -9,7 +9,8 @@ on_both!(
     a_join_that_raced_a_release_is_offered_the_seats_by_the_next_reconciler_step,
     a_missed_release_partly_taken_again_offers_the_seats_still_free,
     an_ended_admission_does_not_join_and_one_fans_joins_at_once_make_one_entry,
-    an_unknown_shows_waitlist_is_not_found_whatever_the_token
+    an_unknown_shows_waitlist_is_not_found_whatever_the_token,
+    fans_who_join_in_the_same_millisecond_have_positions_of_their_own_in_offer_order
 );
 
 use booking_core::Reconciler;
@@ -235,4 +236,46 @@ async fn an_unknown_shows_waitlist_is_not_found_whatever_the_token(b: Backend) {
         .await
         .unwrap();
     assert_eq!(r.status().as_u16(), 404);
+}
+
+/// Newcomer review: ten fans joining at once were told positions `[2,2,2,5,5,5,5,5,5,5]`: a
+/// position counted the fans who joined in an earlier millisecond, while offers go in
+/// `joined_at, visitor_id` order, so three fans each read "1 = next" and one of them got the
+/// offer. Fans who join in the same millisecond (the clock does not move here) have positions
+/// 1..N, and the offer goes to the one told 1.
+async fn fans_who_join_in_the_same_millisecond_have_positions_of_their_own_in_offer_order(
+    b: Backend,
+) {
+    let h = Harness::on_with(b, |c| Harness::small_venue(c, 1)).await;
+    let holder = h.token("wt-holder");
+    let (st, held) = h.hold(&holder, "k", &["A-1-1"]).await;
+    assert_eq!(st, 201, "{held}");
+    let fans: Vec<(String, String)> = (0..6)
+        .map(|i| {
+            let visitor = format!("wt-{i}");
+            let token = h.token(&visitor);
+            (visitor, token)
+        })
+        .collect();
+    let joins = futures::future::join_all(fans.iter().map(|(_, t)| join(&h, t))).await;
+    assert!(joins.iter().all(|(st, _)| *st == 201), "{joins:?}");
+    let mut positions = Vec::new();
+    for (visitor, token) in &fans {
+        let e = entry(&h, token).await;
+        positions.push((e["position"].as_i64().unwrap_or(0), visitor.clone()));
+    }
+    let mut seen: Vec<i64> = positions.iter().map(|(p, _)| *p).collect();
+    seen.sort_unstable();
+    assert_eq!(seen, vec![1, 2, 3, 4, 5, 6], "{positions:?}");
+    // The seat is released: the fan told 1 is the one offered it, the others move up.
+    let first = positions.iter().find(|(p, _)| *p == 1).unwrap().1.clone();
+    assert_eq!(h.cancel_hold("wt-holder", &held["hold_id"]).await, 200);
+    for (visitor, token) in &fans {
+        let e = entry(&h, token).await;
+        if *visitor == first {
+            assert_eq!(e["status"], "offered", "{visitor}: {e}");
+        } else {
+            assert_eq!(e["status"], "waiting", "{visitor}: {e}");
+        }
+    }
 }

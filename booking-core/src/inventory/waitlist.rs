@@ -62,7 +62,9 @@ pub async fn admission_ended(db: &Db, jti: &str) -> sqlx::Result<bool> {
 }
 
 /// The fan's waitlist entry: `status` (waiting, offered, lapsed, skipped), `position` (1 = next,
-/// while waiting) and the offered `hold_id`; `None` when the fan never joined.
+/// while waiting: the fans waiting ahead in the offers' own order, `joined_at` then
+/// `visitor_id`, so fans who joined in the same millisecond each have a position of their own)
+/// and the offered `hold_id`; `None` when the fan never joined.
 pub async fn status(db: &Db, show: &str, visitor: &str) -> sqlx::Result<Option<Value>> {
     let row: Option<(String, i64, Option<String>, Option<String>)> = sqlx::query_as(
         "SELECT status, joined_at, hold_id, pool_id FROM waitlist WHERE show_id = $1 AND visitor_id = $2",
@@ -80,10 +82,12 @@ pub async fn status(db: &Db, show: &str, visitor: &str) -> sqlx::Result<Option<V
     }
     if st == "waiting" {
         let ahead: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM waitlist WHERE show_id = $1 AND status = 'waiting' AND joined_at < $2",
+            "SELECT COUNT(*) FROM waitlist WHERE show_id = $1 AND status = 'waiting' \
+             AND (joined_at < $2 OR (joined_at = $2 AND visitor_id < $3))",
         )
         .bind(show)
         .bind(joined)
+        .bind(visitor)
         .fetch_one(db)
         .await?;
         v["position"] = (ahead + 1).into();
