@@ -268,25 +268,32 @@ impl Stack {
         task.await?
     }
 
-    /// Stops the three services and waits for them to finish, one after another, each through
-    /// its lame duck and drain: the booking core first, while the waiting room can still take
-    /// its outbox's last session ends (stopped together, the outbox logged "session ends
-    /// failed; will retry" for about 6 s at the end of every `rush --spawn`), then the waiting
-    /// room, then the gateway, once nothing can call it any more (stopped with the booking
-    /// core, a pay in its lame duck found the gateway gone: `502 gateway-unavailable` for 7 of
-    /// ~30 pays in that second, newcomer review).
+    /// Stops the three services and waits for them to finish: the waiting room and the booking
+    /// core first, together (each through its lame duck and drain, so each answers as long as
+    /// the other; one after the other, the first refused fans while the second still admitted
+    /// or served them, newcomer review), the gateway last, once nothing can call it any more.
+    /// Stopped with them, a pay in the booking core's lame duck found the gateway gone: `502
+    /// gateway-unavailable` for 7 of ~30 pays in that second (newcomer review). The booking
+    /// core's outbox logs the session ends it cannot deliver to the stopping waiting room at
+    /// info level (`Outbox::stopping`); they stay queued for the next process.
     pub async fn shutdown(self) {
-        let (stops, tasks) = (self.stops, self.tasks);
-        // Slots in start order (gateway, waiting room, booking core): stopped in reverse.
-        for (stop, task) in stops.into_iter().zip(tasks).rev() {
-            let _ = stop.send(());
-            ended(task.await);
+        let (mut stops, mut tasks) = (self.stops, self.tasks);
+        let (gw_stop, gw_task) = (stops.remove(GATEWAY), tasks.remove(GATEWAY));
+        for s in stops {
+            let _ = s.send(());
         }
+        for t in tasks {
+            ended(t.await);
+        }
+        let _ = gw_stop.send(());
+        ended(gw_task.await);
     }
 }
 
-/// The waiting room's slot in [`Stack`]'s stops and tasks, which are in the order [`start`]
-/// starts the services: the gateway (0), the waiting room, the booking core (2).
+/// Slots of [`Stack`]'s stops and tasks, in the order [`start`] starts the services (the
+/// booking core is the last).
+const GATEWAY: usize = 0;
+/// See [`GATEWAY`].
 const WAITING_ROOM: usize = 1;
 
 /// Logs how a service task ended, if not cleanly.

@@ -81,6 +81,7 @@ pub async fn serve_state(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let outbox_stop = stop_rx.clone();
     let mut reconciler = None;
     let mut loops = Vec::new();
     if state.config.reconcile_interval_secs > 0 {
@@ -91,7 +92,9 @@ pub async fn serve_state(
     }
     if state.config.outbox_interval_ms > 0 {
         let every = Duration::from_millis(state.config.outbox_interval_ms);
-        loops.push(tokio::spawn(state.outbox().run(every)));
+        loops.push(tokio::spawn(
+            state.outbox().stopping(outbox_stop.clone()).run(every),
+        ));
     }
     if db::is_sqlite_file(&state.config.database_url) {
         loops.push(tokio::spawn(db::checkpoint::run(
@@ -135,7 +138,8 @@ pub async fn serve_state(
     // bounded by the drain deadline; what is left is sent by the next process.
     if last.config.outbox_interval_ms > 0 {
         let now = last.clock.now_ms();
-        match tokio::time::timeout(drain, last.outbox().step(now)).await {
+        let outbox = last.outbox().stopping(outbox_stop);
+        match tokio::time::timeout(drain, outbox.step(now)).await {
             Ok(Err(e)) => tracing::warn!(error = %e, "last outbox step before exit failed"),
             Err(_) => tracing::warn!(
                 drain_ms = drain.as_millis() as u64,

@@ -20,7 +20,8 @@ on_both!(
     the_outbox_poll_reads_one_batch_whatever_the_backlog,
     the_sold_out_check_stops_at_the_first_unsold_seat,
     a_cancelled_booking_reopens_a_sold_out_show_and_it_sells_out_again,
-    an_allowance_raised_after_a_sell_out_reopens_the_show_and_lowered_sells_it_out
+    an_allowance_raised_after_a_sell_out_reopens_the_show_and_lowered_sells_it_out,
+    session_ends_a_stopping_node_cannot_send_stay_queued_without_a_warning
 );
 
 type Calls = Arc<Mutex<Vec<(String, String, Value)>>>;
@@ -537,4 +538,56 @@ async fn an_allowance_raised_after_a_sell_out_reopens_the_show_and_lowered_sells
         ],
         "the added place sold: sold out once more"
     );
+}
+
+/// Counts WARN events of the outbox worker on this thread (installed with
+/// `tracing::subscriber::set_default`, so other tests' threads are not counted).
+#[derive(Clone, Default)]
+struct Warnings(Arc<Mutex<Vec<String>>>);
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Warnings {
+    fn on_event(&self, e: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        if *e.metadata().level() == tracing::Level::WARN
+            && e.metadata().target().starts_with("booking_core::outbox")
+        {
+            self.0.lock().unwrap().push(e.metadata().name().to_owned());
+        }
+    }
+}
+
+/// `up` and `rush --spawn` stop the waiting room and the booking core together; the booking
+/// core's outbox then failed to deliver its last session ends and logged "session ends failed;
+/// will retry" every tick until it stopped (every rehearsal ended with such lines). A worker
+/// told its node is stopping (`Outbox::stopping`) logs that at info; the ends stay queued for
+/// the next process either way, and a running node still warns.
+async fn session_ends_a_stopping_node_cannot_send_stay_queued_without_a_warning(b: Backend) {
+    use tracing_subscriber::layer::SubscriberExt;
+    let (wr, _calls) = stub_as(Stub::Failing).await;
+    let h = Harness::on_with(b, |c| {
+        Harness::small_venue(c, 2);
+        c.waiting_room_url = wr.clone();
+        c.service_token = Some(Secret::new("svc-token"));
+    })
+    .await;
+    let unsent = "SELECT COUNT(*) FROM outbox WHERE kind = $1 AND sent_at IS NULL";
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let warnings = Warnings::default();
+    let _guard =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(warnings.clone()));
+    leave(&h, 0, 2).await;
+    let running = h.state.outbox().stopping(stop_rx.clone());
+    let out = running.step(h.clock.now_ms()).await.unwrap();
+    assert_eq!(out.failed, 2, "{out:?}");
+    assert_eq!(warnings.0.lock().unwrap().len(), 1, "a running node warns");
+    stop_tx.send(true).unwrap();
+    // Due again after the retry delay.
+    h.clock.advance_ms(600_000);
+    let out = running.step(h.clock.now_ms()).await.unwrap();
+    assert_eq!(out.failed, 2, "{out:?}");
+    assert_eq!(
+        warnings.0.lock().unwrap().len(),
+        1,
+        "no warning once the node is stopping"
+    );
+    assert_eq!(h.count(unsent, "session-end").await, 2, "both stay queued");
 }

@@ -67,6 +67,8 @@ pub struct Outbox {
     owner: String,
     http: reqwest::Client,
     mailer: Mailer,
+    /// True once this node is stopping ([`Outbox::stopping`]); `None`: never.
+    stopping: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
 impl Outbox {
@@ -86,7 +88,21 @@ impl Outbox {
             owner: uuid::Uuid::new_v4().to_string(),
             http: reqwest::Client::new(),
             mailer,
+            stopping: None,
         }
+    }
+
+    /// This worker with the node's stop signal (`true` once it is stopping): session ends it
+    /// cannot deliver then are logged at info, not warn. They stay queued for the next process
+    /// either way; a waiting room stopped with the node (as `up` and `rush --spawn` stop both
+    /// together) made every run end with seconds of "session ends failed; will retry".
+    pub fn stopping(mut self, stop: tokio::sync::watch::Receiver<bool>) -> Self {
+        self.stopping = Some(stop);
+        self
+    }
+
+    fn is_stopping(&self) -> bool {
+        self.stopping.as_ref().is_some_and(|s| *s.borrow())
     }
 
     /// One pass at `now_ms` (epoch ms): up to [`BATCH`] due messages, oldest first, claimed in
@@ -315,7 +331,11 @@ impl Outbox {
                     Err(e) => {
                         out.failed += chunk.len();
                         let why = format!("{e:#}");
-                        tracing::warn!(event = %event, n = chunk.len(), error = %why, "session ends failed; will retry");
+                        if self.is_stopping() {
+                            tracing::info!(event = %event, n = chunk.len(), error = %why, "session ends not sent while this node stops; kept for the next process");
+                        } else {
+                            tracing::warn!(event = %event, n = chunk.len(), error = %why, "session ends failed; will retry");
+                        }
                         self.retry_later(&ids.collect::<Vec<_>>(), now_ms, &why)
                             .await?;
                     }
