@@ -117,6 +117,19 @@ fn stop_counting() -> Vec<String> {
     calls.into_iter().filter(|c| !bare(c)).collect()
 }
 
+/// A hold request on the show "counted" (channel `web`, 4 holds per visitor).
+fn counted<'a>(adm: &'a Admission, key: &'a str, ask: Ask, timing: Timing) -> Request<'a> {
+    Request {
+        adm,
+        show: "counted",
+        ask,
+        key,
+        channel: "web",
+        timing,
+        visitor_cap: 4,
+    }
+}
+
 async fn three_statements(b: Backend) {
     let dir = tempfile::tempdir().unwrap();
     let db = db::connect(&b.fresh_url(dir.path())).await.unwrap();
@@ -149,15 +162,7 @@ async fn three_statements(b: Backend) {
         let adm = admission(n);
         let key = format!("key-{n}");
         let kind = ask.kind();
-        let r = Request {
-            adm: &adm,
-            show: "counted",
-            ask,
-            key: &key,
-            channel: "web",
-            timing,
-            visitor_cap: 4,
-        };
+        let r = counted(&adm, &key, ask, timing);
         let (calls, hold) = calls_of_one_hold(&db, &r).await;
         assert!(
             calls.len() <= 3,
@@ -220,19 +225,12 @@ async fn three_statements(b: Backend) {
     // Best available on a section with free seats: no probe for the section's existence (the
     // read of its free seats answers it; the probe cost 0.2 ms a request in the seed rehearsal).
     let adm = admission(7);
-    let r = Request {
-        adm: &adm,
-        show: "counted",
-        ask: Ask::Best {
-            section: "A".into(),
-            quantity: 2,
-            allow_split: false,
-        },
-        key: "key-best",
-        channel: "web",
-        timing,
-        visitor_cap: 4,
+    let pair = || Ask::Best {
+        section: "A".into(),
+        quantity: 2,
+        allow_split: false,
     };
+    let r = counted(&adm, "key-best", pair(), timing);
     let (calls, _) = calls_of_one_hold(&db, &r).await;
     let probes = calls
         .iter()
@@ -245,30 +243,10 @@ async fn three_statements(b: Backend) {
     // rehearsal and found 86 seats in all).
     let adm = admission(8);
     let rest: Vec<String> = (3..=10).map(|n| format!("A-1-{n}")).collect();
-    let r = Request {
-        adm: &adm,
-        show: "counted",
-        ask: Ask::Seats(rest),
-        key: "key-rest",
-        channel: "web",
-        timing,
-        visitor_cap: 4,
-    };
+    let r = counted(&adm, "key-rest", Ask::Seats(rest), timing);
     calls_of_one_hold(&db, &r).await;
     let adm = admission(9);
-    let r = Request {
-        adm: &adm,
-        show: "counted",
-        ask: Ask::Best {
-            section: "A".into(),
-            quantity: 2,
-            allow_split: false,
-        },
-        key: "key-none-free",
-        channel: "web",
-        timing,
-        visitor_cap: 4,
-    };
+    let r = counted(&adm, "key-none-free", pair(), timing);
     start_counting();
     let refused = claim::create(&db, &db, None, &r, now_ms()).await;
     let calls = stop_counting();
@@ -308,18 +286,12 @@ async fn one_round_trip() {
     };
     db::seed_show(&db, &show).await.unwrap();
     let adm = admission(7);
-    let r = Request {
-        adm: &adm,
-        show: "counted",
-        ask: Ask::Seats(vec!["A-1-1".into(), "A-1-2".into()]),
-        key: "one-trip",
-        channel: "web",
-        timing: Timing {
-            hold_ttl_ms: 600_000,
-            payment_session_ms: 300_000,
-        },
-        visitor_cap: 4,
+    let timing = Timing {
+        hold_ttl_ms: 600_000,
+        payment_session_ms: 300_000,
     };
+    let seats = Ask::Seats(vec!["A-1-1".into(), "A-1-2".into()]);
+    let r = counted(&adm, "one-trip", seats, timing);
     start_counting();
     let held = onetrip::hold(&db, &r, now_ms()).await;
     COUNTING.store(false, Ordering::SeqCst);
