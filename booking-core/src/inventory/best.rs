@@ -168,7 +168,23 @@ pub enum NotTaken {
 
 /// The availability of a section with no free seat, in [`section_availability`]'s shape.
 pub fn none_free(section: &str) -> Value {
-    json!({"section": section, "free": 0, "largest_block": 0})
+    availability_of(section, &[])
+}
+
+/// `{"section","free","largest_block"}` of a section whose free seats are `free` (best first):
+/// the longest run of them side by side (same row, consecutive numbers).
+fn availability_of(section: &str, free: &[Free]) -> Value {
+    let mut largest = 0usize;
+    let mut run = 0usize;
+    for (i, s) in free.iter().enumerate() {
+        run = if i > 0 && free[i - 1].1 == s.1 && free[i - 1].2 + 1 == s.2 {
+            run + 1
+        } else {
+            1
+        };
+        largest = largest.max(run);
+    }
+    json!({"section": section, "free": free.len(), "largest_block": largest})
 }
 
 /// Finds and claims the seats; `Ok(Err(_))` when no candidate could be taken (409, and
@@ -369,17 +385,7 @@ pub async fn section_availability(
         .bind(section)
         .fetch_all(db)
         .await?;
-    let mut largest = 0usize;
-    let mut run = 0usize;
-    for (i, s) in free.iter().enumerate() {
-        run = if i > 0 && free[i - 1].1 == s.1 && free[i - 1].2 + 1 == s.2 {
-            run + 1
-        } else {
-            1
-        };
-        largest = largest.max(run);
-    }
-    Ok(json!({"section": section, "free": free.len(), "largest_block": largest}))
+    Ok(availability_of(section, &free))
 }
 
 #[cfg(test)]
