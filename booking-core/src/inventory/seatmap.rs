@@ -678,30 +678,11 @@ async fn poll(
         .bind(live.cursor)
         .fetch_all(db)
         .await?;
-    let pools = Value::Array(crate::inventory::pools::availability(db, &live.show, now_ms).await?);
-    // The next live pool hold to lapse, from the pools' own holds (`hold_pools_pool`, whose
-    // last column `lapses_at` is a lower bound of each hold's deadline, NULL once paid): per
-    // pool the first bound still ahead, and for the holds whose bound has passed (lapsed and
-    // not yet reclaimed, or moved later by the extension ladder or a B13 keep) their deadline
-    // itself. A bound earlier than the deadline only polls sooner. Walking `holds_due` up to the
-    // show's first hold with a pool part read every live seat hold before it: 1.33 ms mean over
-    // 2,127 calls in 40 s of the seed rehearsal (`pg_stat_statements`), after a `MIN` over the
-    // join had cost 2.2 ms.
-    let next_lapse: Option<i64> = sqlx::query_scalar(
-        "SELECT MIN(t) FROM (\
-         SELECT (SELECT hp.lapses_at FROM hold_pools hp WHERE hp.show_id = $1 \
-         AND hp.pool_id = p.pool_id AND hp.counted = 1 AND hp.lapses_at > $2 \
-         ORDER BY hp.lapses_at LIMIT 1) AS t FROM pools p WHERE p.show_id = $1 \
-         UNION ALL \
-         SELECT (SELECT h.expires_at FROM holds h WHERE h.id = hp.hold_id \
-         AND h.status = 'HELD' AND h.expires_at > $2) AS t \
-         FROM pools p JOIN hold_pools hp ON hp.show_id = p.show_id AND hp.pool_id = p.pool_id \
-         AND hp.counted = 1 AND hp.lapses_at <= $2 WHERE p.show_id = $1) x",
-    )
-    .bind(&live.show)
-    .bind(now_ms)
-    .fetch_one(db)
-    .await?;
+    // The pools and their next lapse in one statement: a hold lapsing after `now_ms` makes
+    // the snapshot due then (`Live::due`).
+    let (pools, next_lapse) =
+        crate::inventory::pools::availability_until(db, &live.show, now_ms).await?;
+    let pools = Value::Array(pools);
     live.pools_valid_until_ms = next_lapse.unwrap_or(i64::MAX);
     if let Some((next, ..)) = rows.first() {
         live.cursor = *next;
