@@ -56,13 +56,6 @@ const LAPSED: &str =
      AND (SELECT h.status = 'HELD' AND h.expires_at <= $3 AND h.alerted_at IS NULL \
      FROM holds h WHERE h.id = hp.hold_id)";
 
-/// [`LAPSED`] for the pool row `p` of [`availability_until`]'s read, at `$2` (epoch ms): the
-/// same rows by the same index range.
-const LAPSED_OF_P: &str =
-    "hp.show_id = p.show_id AND hp.pool_id = p.pool_id AND hp.counted = 1 AND hp.lapses_at <= $2 \
-     AND (SELECT h.status = 'HELD' AND h.expires_at <= $2 AND h.alerted_at IS NULL \
-     FROM holds h WHERE h.id = hp.hold_id)";
-
 /// Whether [`reclaim`] would free anything, read without the pool row's lock.
 async fn lapsed_exist(tx: &mut Tx<'_>, show: &str, pool: &str, now_ms: i64) -> sqlx::Result<bool> {
     let (sql, b) = lapsed_exist_sql(show, pool, now_ms);
@@ -294,58 +287,80 @@ pub async fn sell(
 
 /// Per pool of `show`: `{"id","price_cents","capacity","oversell","available"}` where
 /// `available = capacity + oversell − taken + lapsed` (expiry on read; `taken` net of the
-/// returns not folded yet, [`TAKEN`]), never negative. One statement ([`availability_until`]).
+/// returns not folded yet, [`TAKEN`]), never negative.
 pub async fn availability(db: &Db, show: &str, now_ms: i64) -> sqlx::Result<Vec<Value>> {
-    Ok(availability_until(db, show, now_ms).await?.0)
+    let mut out = Vec::new();
+    for (id, price, cap, over, taken) in pool_rows(db, show).await? {
+        let lapsed: i64 = sqlx::query_scalar(&format!(
+            "SELECT CAST(COALESCE(SUM(hp.quantity), 0) AS BIGINT) FROM hold_pools hp WHERE {LAPSED}"
+        ))
+        .bind(show)
+        .bind(&id)
+        .bind(now_ms)
+        .fetch_one(db)
+        .await?;
+        out.push(pool_json(id, price, cap, over, taken, lapsed));
+    }
+    Ok(out)
 }
 
-/// [`availability`] and, read by the same statement, when it next changes by itself: the
-/// earliest deadline after `now_ms` (epoch ms) of a live pool hold of `show` (`None`: no live
-/// hold will lapse). Per pool, the first lapse bound still ahead (`hold_pools_pool`, whose last
-/// column `lapses_at` is a lower bound of each hold's deadline, NULL once paid), and for the
-/// holds whose bound has passed (lapsed and not reclaimed yet, or moved later by the extension
-/// ladder or a B13 keep) their deadline itself, each hold read by its primary key from the
-/// range [`LAPSED`] reads (a bound earlier than the deadline only makes a reader ask sooner).
-/// The hold's state is a condition of the range's rows, as in [`LAPSED`]: written as a join,
-/// or as a condition of `MIN`'s argument only, PostgreSQL planned a sequential scan of
-/// `hold_pools` (2.5 ms at the end of a seed rehearsal, against 0.07–0.2 ms for this whole
-/// statement, `EXPLAIN ANALYZE`).
+/// [`availability`] and when it next changes by itself: the earliest deadline after `now_ms`
+/// (epoch ms) of a live pool hold of `show` (`None`: no live hold will lapse). Per pool, one
+/// statement reads its lapsed places and, by the same index range (`hold_pools_pool`, whose
+/// last column `lapses_at` is a lower bound of each hold's deadline, NULL once paid), the first
+/// lapse bound still ahead, and for the holds whose bound has passed (lapsed and not reclaimed
+/// yet, or moved later by the extension ladder or a B13 keep) their deadline itself. A bound
+/// earlier than the deadline only makes the seat map poll sooner.
 ///
-/// Issue 13: the seat map's poll asked this in three more statements (the pools, each pool's
-/// lapsed sum, the next lapse): in the seed rehearsal the next-lapse read was the booking
-/// core's costliest statement (13,173 calls, 0.60 ms each plus 0.46 ms of planning: its join
-/// of the lapsed range was planned as a sequential scan of `hold_pools`) and the lapsed sum was
-/// planned again at 52,103 of its 59,638 calls (`pg_stat_statements`).
+/// Issue 13: the seat map's poll read the next lapse in a statement of its own, the booking
+/// core's costliest in the seed rehearsal (13,173 calls, 0.60 ms each plus 0.46 ms planning,
+/// `pg_stat_statements`): its join of the passed bounds was planned as a sequential scan of
+/// `hold_pools` (2.5 ms at the end of a rehearsal, `EXPLAIN ANALYZE`). Here each passed bound's
+/// hold state is a condition on the range's rows, as in [`LAPSED`], which keeps the index.
+/// One statement for the whole show was tried and dropped: PostgreSQL planned it afresh at
+/// most calls, 1–1.8 ms each, slower than the statements it replaced.
 pub async fn availability_until(
     db: &Db,
     show: &str,
     now_ms: i64,
 ) -> sqlx::Result<(Vec<Value>, Option<i64>)> {
-    type Row = (String, i64, i64, i64, i64, i64, Option<i64>, Option<i64>);
-    let rows: Vec<Row> = sqlx::query_as(&format!(
-        "SELECT p.pool_id, p.price_cents, p.capacity, p.oversell, {TAKEN}, \
-         CAST(COALESCE((SELECT SUM(hp.quantity) FROM hold_pools hp WHERE {LAPSED_OF_P}), 0) AS BIGINT), \
-         (SELECT hp.lapses_at FROM hold_pools hp WHERE hp.show_id = p.show_id \
-         AND hp.pool_id = p.pool_id AND hp.counted = 1 AND hp.lapses_at > $2 \
-         ORDER BY hp.lapses_at LIMIT 1), \
-         (SELECT MIN((SELECT h.expires_at FROM holds h WHERE h.id = hp.hold_id)) \
-         FROM hold_pools hp WHERE hp.show_id = p.show_id AND hp.pool_id = p.pool_id \
-         AND hp.counted = 1 AND hp.lapses_at <= $2 AND (SELECT h.status = 'HELD' \
-         AND h.expires_at > $2 FROM holds h WHERE h.id = hp.hold_id)) \
-         FROM pools p WHERE p.show_id = $1 ORDER BY p.pool_id"
-    ))
-    .bind(show)
-    .bind(now_ms)
-    .fetch_all(db)
-    .await?;
-    let mut next: Option<i64> = None;
-    let mut out = Vec::with_capacity(rows.len());
-    for (id, price, cap, over, taken, lapsed, bound, kept) in rows {
-        let available = (cap + over - taken + lapsed).max(0);
-        out.push(json!({"id": id, "price_cents": price, "capacity": cap, "oversell": over, "available": available}));
+    let (mut out, mut next) = (Vec::new(), None);
+    for (id, price, cap, over, taken) in pool_rows(db, show).await? {
+        let (lapsed, bound, kept): (i64, Option<i64>, Option<i64>) = sqlx::query_as(&format!(
+            "SELECT CAST(COALESCE((SELECT SUM(hp.quantity) FROM hold_pools hp WHERE {LAPSED}), 0) AS BIGINT), \
+             (SELECT hp.lapses_at FROM hold_pools hp WHERE hp.show_id = $1 AND hp.pool_id = $2 \
+             AND hp.counted = 1 AND hp.lapses_at > $3 ORDER BY hp.lapses_at LIMIT 1), \
+             (SELECT MIN((SELECT h.expires_at FROM holds h WHERE h.id = hp.hold_id)) \
+             FROM hold_pools hp WHERE hp.show_id = $1 AND hp.pool_id = $2 AND hp.counted = 1 \
+             AND hp.lapses_at <= $3 AND (SELECT h.status = 'HELD' AND h.expires_at > $3 \
+             FROM holds h WHERE h.id = hp.hold_id))"
+        ))
+        .bind(show)
+        .bind(&id)
+        .bind(now_ms)
+        .fetch_one(db)
+        .await?;
         next = [next, bound, kept].into_iter().flatten().min();
+        out.push(pool_json(id, price, cap, over, taken, lapsed));
     }
     Ok((out, next))
+}
+
+/// The pools of `show` in id order: `(id, price_cents, capacity, oversell, taken)`.
+async fn pool_rows(db: &Db, show: &str) -> sqlx::Result<Vec<(String, i64, i64, i64, i64)>> {
+    sqlx::query_as(&format!(
+        "SELECT p.pool_id, p.price_cents, p.capacity, p.oversell, {TAKEN} FROM pools p \
+         WHERE p.show_id = $1 ORDER BY p.pool_id"
+    ))
+    .bind(show)
+    .fetch_all(db)
+    .await
+}
+
+/// One pool's entry of [`availability`].
+fn pool_json(id: String, price: i64, cap: i64, over: i64, taken: i64, lapsed: i64) -> Value {
+    let available = (cap + over - taken + lapsed).max(0);
+    json!({"id": id, "price_cents": price, "capacity": cap, "oversell": over, "available": available})
 }
 
 /// Drift per pool of `show`: `{"pool","taken","counted_rows","drift"}` (`taken` net of the
