@@ -339,6 +339,55 @@ fn now_ms() -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
+/// The hold queue's batch (`inventory::batch`): a request that lost its seats in the batch
+/// gets its 409's availability from the batch's own read, and answering it sends nothing.
+async fn queue_losers_need_no_read(b: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = db::connect(&b.fresh_url(dir.path())).await.unwrap();
+    let show = ShowConfig {
+        id: "counted".into(),
+        name: "counted".into(),
+        venue: Venue::small(10),
+    };
+    db::seed_show(&db, &show).await.unwrap();
+    let timing = Timing {
+        hold_ttl_ms: 600_000,
+        payment_session_ms: 300_000,
+    };
+    let (first, second) = (admission(20), admission(21));
+    let seats = |a: &str, b: &str| Ask::Seats(vec![a.into(), b.into()]);
+    let jobs = [
+        (
+            counted(&first, "q-1", seats("A-1-1", "A-1-2"), timing),
+            now_ms(),
+        ),
+        (
+            counted(&second, "q-2", seats("A-1-2", "A-1-3"), timing),
+            now_ms(),
+        ),
+    ];
+    let pg = matches!(b, Backend::Postgres);
+    let mut tx = db::begin_hold(&db).await.unwrap();
+    let answers = booking_core::inventory::batch::create_seats(&mut tx, pg, &jobs)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    assert!(matches!(answers[0], Ok(Ok(_))), "{b:?}: {answers:?}");
+    let Ok(Err(lost)) = &answers[1] else {
+        panic!("{b:?}: the second request lost A-1-2: {answers:?}");
+    };
+    start_counting();
+    let problem = lost.problem(&db, None, "counted", now_ms()).await.unwrap();
+    let calls = stop_counting();
+    assert_eq!(
+        (problem.status.as_u16(), &problem.extra["availability"]),
+        (409, &serde_json::json!({"A-1-2": "held", "A-1-3": "free"})),
+        "{b:?}"
+    );
+    assert!(calls.is_empty(), "{b:?} the 409 sends nothing: {calls:#?}");
+    db.close().await;
+}
+
 #[test]
 fn a_seat_or_pool_hold_is_three_statements_and_its_release_two_or_three_on_both_stores() {
     let subscriber = tracing_subscriber::registry().with(Counter);
@@ -351,4 +400,6 @@ fn a_seat_or_pool_hold_is_three_statements_and_its_release_two_or_three_on_both_
     rt.block_on(three_statements(Backend::Sqlite));
     rt.block_on(three_statements(Backend::Postgres));
     rt.block_on(one_round_trip());
+    rt.block_on(queue_losers_need_no_read(Backend::Sqlite));
+    rt.block_on(queue_losers_need_no_read(Backend::Postgres));
 }

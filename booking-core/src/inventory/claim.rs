@@ -1049,6 +1049,10 @@ pub(crate) fn answer_of(
 pub enum Lost {
     /// Some of these seats are taken.
     Seats(Vec<String>),
+    /// Some of the asked seats are taken, with each asked seat's effective status (`{seat:
+    /// status}`) as the deciding transaction read it after its guarded update: the 409's
+    /// availability needs no read of its own (the hold queue's losers, [`crate::inventory::batch`]).
+    SeatsSeen(serde_json::Map<String, Value>),
     /// The pool has fewer free units than asked.
     Pool(String),
     /// No block of the asked size is free in the section: (section, seats asked, whether
@@ -1070,7 +1074,7 @@ impl Lost {
     /// The problem kind of [`Lost::problem`], one of [`LOST_KINDS`].
     pub fn kind(&self) -> &'static str {
         LOST_KINDS[match self {
-            Lost::Seats(_) => 0,
+            Lost::Seats(_) | Lost::SeatsSeen(_) => 0,
             Lost::Pool(_) => 1,
             Lost::Section(..) => 2,
             Lost::Interval(..) => 3,
@@ -1091,6 +1095,7 @@ impl Lost {
                 Some(local) => holds::availability_local(local, show, seats, now_ms)?,
                 None => holds::availability(db, show, seats, now_ms).await?,
             }),
+            Lost::SeatsSeen(availability) => seats_unavailable(availability.clone()),
             Lost::Pool(pool) => {
                 let fresh = pools::availability(db, show, now_ms).await?;
                 let mine: Vec<Value> = fresh.into_iter().filter(|p| p["id"] == *pool).collect();

@@ -156,6 +156,27 @@ pub async fn availability(
     )
 }
 
+/// [`availability`] inside the caller's transaction (it sees the transaction's own writes).
+pub async fn availability_in(
+    tx: &mut db::Tx<'_>,
+    show: &str,
+    seats: &[String],
+    now_ms: i64,
+) -> sqlx::Result<Map<String, Value>> {
+    if seats.is_empty() {
+        return Ok(Map::new());
+    }
+    let (sql, b) = availability_sql(show, seats, now_ms);
+    Ok(
+        sqlx::query_as_with::<_, (String, String), _>(&sql, b.args())
+            .fetch_all(&mut **tx)
+            .await?
+            .into_iter()
+            .map(|(k, v)| (k, Value::from(v)))
+            .collect(),
+    )
+}
+
 /// [`availability`] on the calling thread's SQLite connection ([`db::local`]).
 pub fn availability_local(
     local: &db::local::LocalReads,

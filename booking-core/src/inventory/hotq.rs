@@ -6,8 +6,10 @@
 //! PostgreSQL a thread with its own runtime and connections, [`db::dedicated`]), which takes every waiting request (up to [`MAX_BATCH`]) and applies them in ONE transaction,
 //! each inside its own savepoint through the same [`claim::create_in`] as an unqueued hold: a
 //! refused request rolls back to its savepoint, so each is still all-or-nothing and answered on
-//! its own (201, or 409 with availability read after the commit). Holds of one show never wait
-//! on each other's row locks, and a batch of N costs one commit instead of N.
+//! its own (201, or 409 with the asked seats' statuses as the batch read them after its
+//! guarded update, [`batch`]; other refusals' availability is read after the commit). Holds of
+//! one show never wait on each other's row locks, and a batch of N costs one commit instead of
+//! N.
 //!
 //! If the batch transaction itself fails (begin/commit), every request of it is retried alone
 //! through [`claim::create`]; a request that did commit replays its stored answer by its
@@ -83,8 +85,9 @@ pub struct Job {
     pub req: Owned,
     /// Its `now`, epoch ms (taken when it arrived).
     pub now_ms: i64,
-    /// The answer: a refusal comes back as [`Lost`], and the requester's own task reads the
-    /// fresh availability for its 409, so the worker never waits on those reads.
+    /// The answer: a refusal comes back as [`Lost`]; a lost seat request carries its seats'
+    /// statuses, read once per batch pass for all of its losers ([`Lost::SeatsSeen`]), and any
+    /// other refusal's availability is read by the requester's own task, not the worker.
     pub reply: oneshot::Sender<Outcome>,
 }
 
@@ -136,7 +139,8 @@ impl HoldQueues {
     }
 
     /// Queues `r` and waits for its answer (the worker of the show is started on first use);
-    /// a refusal's fresh availability is read from `reads` (as [`claim::create`]).
+    /// a refusal's fresh availability is read from `reads` (as [`claim::create`]), unless the
+    /// batch read it already ([`Lost::SeatsSeen`]).
     pub async fn submit(
         &self,
         db: &Db,
