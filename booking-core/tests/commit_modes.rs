@@ -3,12 +3,11 @@
 //! payment (the `pending:` claim before the gateway hears of it, the payment id stored, the
 //! confirmation) commits synchronously, so a hold is durable before money moves for it. A
 //! trigger on `holds` notes the commit mode of each transaction that writes a hold row (and
-//! its `plan_cache_mode`: the hold path's statements run on generic plans). A fan's plain
-//! named-seat hold on PostgreSQL, and a fan's release of a plain seat hold, is one statement
-//! outside any `BEGIN` (`inventory::onetrip`): it sets `synchronous_commit = off` for its own implicit transaction (`set_config(…, true)`,
-//! which never outlives it: the payment steps after it commit synchronously) and keeps
-//! PostgreSQL's default `plan_cache_mode` (`auto`, which settles on the generic plan of a
-//! statement run this often: `perf` showed the planner at 0.1 % of the bench's hold phase).
+//! its `plan_cache_mode`: every statement of the booking core's sessions runs on a generic
+//! plan, `db::PG_SESSION`). A fan's plain named-seat hold on PostgreSQL, and a fan's release
+//! of a plain seat hold, is one statement outside any `BEGIN` (`inventory::onetrip`): it sets
+//! `synchronous_commit = off` for its own implicit transaction (`set_config(…, true)`, which
+//! never outlives it: the payment steps after it commit synchronously).
 
 mod support;
 
@@ -18,7 +17,7 @@ use support::{Backend, Harness};
 const HOLD_MODE: &str = "off/force_generic_plan";
 /// The same of a fan's plain named-seat hold, or its release, in one statement
 /// (`inventory::onetrip`).
-const ONE_TRIP_MODE: &str = "off/auto";
+const ONE_TRIP_MODE: &str = "off/force_generic_plan";
 
 /// `(operation, status, payment id, synchronous_commit/plan_cache_mode)` of every write of a hold row, in order.
 async fn modes(h: &Harness) -> Vec<(String, String, Option<String>, String)> {
@@ -68,6 +67,13 @@ async fn commit_modes_of_a_sale(queued: bool) {
         .await
         .unwrap();
     assert_eq!(on, "on", "the database's default");
+    // Every session of the booking core: generic plans and no JIT compiling (`db::PG_SESSION`).
+    let session: (String, String) =
+        sqlx::query_as("SELECT current_setting('plan_cache_mode'), current_setting('jit')")
+            .fetch_one(&h.state.db)
+            .await
+            .unwrap();
+    assert_eq!(session, ("force_generic_plan".into(), "off".into()));
     for sql in [
         "CREATE TABLE commit_modes (n BIGSERIAL PRIMARY KEY, op TEXT NOT NULL, \
          status TEXT NOT NULL, payment TEXT, mode TEXT NOT NULL)",
@@ -122,7 +128,7 @@ async fn commit_modes_of_a_sale(queued: bool) {
     assert!(
         payment_steps
             .iter()
-            .all(|(_, _, _, mode)| mode == "on/auto"),
+            .all(|(_, _, _, mode)| mode == "on/force_generic_plan"),
         "every payment step commits synchronously (SET LOCAL never leaks into the pooled \
          connection's next transaction): {m:?}"
     );

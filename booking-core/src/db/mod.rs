@@ -217,14 +217,44 @@ pub fn sibling_pool(db: &Db, max: u32) -> Db {
 }
 
 /// The options of a PostgreSQL pool of `max` connections: a 5 s acquire timeout (then 503),
-/// and a ping only before reusing a connection idle for a while ([`ping_if_idle`]).
+/// a ping only before reusing a connection idle for a while ([`ping_if_idle`]), generic plans
+/// for prepared statements and no JIT compiling ([`PG_SESSION`]).
 fn pg_pool(max: u32) -> AnyPoolOptions {
     AnyPoolOptions::new()
         .max_connections(max)
         .acquire_timeout(Duration::from_secs(5))
         .test_before_acquire(false)
         .before_acquire(ping_if_idle)
+        .after_connect(|conn, _| {
+            Box::pin(async move {
+                conn.execute(PG_SESSION).await?;
+                Ok(())
+            })
+        })
 }
+
+/// What every PostgreSQL connection of the booking core sets once, for its session:
+///
+/// - `plan_cache_mode = force_generic_plan`. sqlx prepares each statement once per connection;
+///   PostgreSQL plans its first five executions with their values and afterwards plans afresh
+///   whenever a plan for those values looks cheaper than the generic one, which for this
+///   service's statements (lookups by key, ranges by an index) it did at most calls of several
+///   of them: in a seed rehearsal 15.8 s of PostgreSQL's 107 s of statement time was planning
+///   (`pg_stat_statements.track_planning`), 0.05–1 ms a call, for plans no better than the
+///   generic ones. With it: 7.1 s. (It was the hold transactions' alone, `begin_hold`, for
+///   fear of the pools' lapsed-hold read, which a generic plan once drove the wrong way
+///   round; that read is now a scalar subquery per row that no plan can turn round,
+///   `inventory::pools`.)
+/// - `jit = off`. A generic plan's cost is estimated without the values, and one above
+///   `jit_above_cost` (100,000) is compiled at every execution: the seat map's change feed,
+///   estimated at 16,845 log rows for the one it reads, cost 1.9 ms a poll, 5–6 ms of it
+///   compiling (0.25 ms without; `EXPLAIN ANALYZE`). No statement of this service runs long
+///   enough for compiling to pay (PostgreSQL's documentation: JIT is for long-running,
+///   CPU-bound analytical queries).
+///
+/// One statement (`set_config`, session-wide), sent by the pool's `after_connect`.
+pub const PG_SESSION: &str = "SELECT set_config('plan_cache_mode', 'force_generic_plan', false), \
+     set_config('jit', 'off', false)";
 
 /// Begins a transaction that will write. On SQLite it begins as a writer (`BEGIN IMMEDIATE`):
 /// the write lock is taken before the first read, so a transaction that read a snapshot never
@@ -254,22 +284,15 @@ pub async fn begin_write(db: &Db) -> sqlx::Result<Tx<'static>> {
 /// that can happen after the response should happen after the response". SQLite in WAL mode
 /// with `synchronous = NORMAL` already commits without a sync: the same as [`begin_write`].
 ///
-/// Also on PostgreSQL, `plan_cache_mode = force_generic_plan` for the transaction: its
-/// statements are the hold path's key lookups and guarded updates, whose one generic plan
-/// fits every value, and PostgreSQL otherwise re-plans each execution of the data-modifying
-/// CTEs as a custom plan (13 % of PostgreSQL's samples in an earlier `perf` profile,
-/// `GetCachedPlan`: ARCHITECTURE.md, run `2d8e74c`). Reads elsewhere keep the default
-/// (`auto`), where a generic plan once drove a lapsed-hold query the wrong way round (the
-/// pools' `LAPSED_ROW`).
+/// Its statements run on generic plans, as every statement of the booking core's PostgreSQL
+/// sessions ([`PG_SESSION`]; it was set here for the hold's transaction alone until the
+/// twelfth session).
 pub async fn begin_hold(db: &Db) -> sqlx::Result<Tx<'static>> {
     match backend(db) {
         Backend::Sqlite => db.begin_with("BEGIN IMMEDIATE").await,
         Backend::Postgres => {
-            db.begin_with(
-                "BEGIN; SET LOCAL synchronous_commit = off; \
-                 SET LOCAL plan_cache_mode = force_generic_plan",
-            )
-            .await
+            db.begin_with("BEGIN; SET LOCAL synchronous_commit = off")
+                .await
         }
     }
 }

@@ -657,10 +657,12 @@ async fn poll(
     let changed = match backend {
         // The log's seats first, each then read by the seats' primary key (`LIMIT 1` keeps the
         // lateral read per seat: a generic plan, which cannot see how few rows are past the
-        // cursor, otherwise joins the show's every seat).
+        // cursor, otherwise joins the show's every seat). No `DISTINCT`: a generic plan sized
+        // its hash table for a third of the log (1.33 ms a poll against 0.07 ms, seed
+        // rehearsal); a seat logged twice is read twice and deduplicated below.
         Backend::Postgres => {
             "(SELECT s.seat_id, s.status, s.hold_expires_at FROM \
-             (SELECT DISTINCT seat_id FROM seat_changes WHERE show_id = $1 AND change_seq >= $2) ch \
+             (SELECT seat_id FROM seat_changes WHERE show_id = $1 AND change_seq >= $2) ch \
              CROSS JOIN LATERAL (SELECT seat_id, status, hold_expires_at FROM seats \
              WHERE show_id = $1 AND seat_id = ch.seat_id LIMIT 1) s)"
         }
@@ -687,10 +689,13 @@ async fn poll(
     if let Some((next, ..)) = rows.first() {
         live.cursor = *next;
     }
-    let changed: Vec<(String, String, Option<i64>)> = rows
+    let mut changed: Vec<(String, String, Option<i64>)> = rows
         .into_iter()
         .filter_map(|(_, id, st, e)| Some((id?, st?, e)))
         .collect();
+    // One snapshot's reads of a seat are alike: keep one.
+    changed.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    changed.dedup_by(|a, b| a.0 == b.0);
     let read = changed.len() as u64;
     let mut dirty = live.apply(changed);
     if pools != live.pools {
