@@ -9,12 +9,32 @@ use serde_json::{Map, Value};
 pub const ECHO_MAX: usize = 100;
 
 /// `s` cut to at most [`ECHO_MAX`] characters (with `…` when cut): problem details never echo
-/// long input.
+/// long input. Unicode's bidirectional controls in it are written out as escapes (`\u{202e}`),
+/// so an echoed name cannot reorder the text a console or a log shows around it (the
+/// "Trojan Source" trick, CVE-2021-42574; Unicode UAX #9 lists the controls).
 pub fn clip(s: &str) -> String {
-    match s.char_indices().nth(ECHO_MAX) {
+    let cut = match s.char_indices().nth(ECHO_MAX) {
         Some((i, _)) => format!("{}…", &s[..i]),
         None => s.to_owned(),
+    };
+    if !cut.chars().any(is_bidi_control) {
+        return cut;
     }
+    cut.chars()
+        .map(|c| {
+            if is_bidi_control(c) {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// Unicode's explicit bidirectional formatting characters and marks (UAX #9, table 4 and the
+/// implicit marks): ALM, LRM, RLM, LRE, RLE, PDF, LRO, RLO, LRI, RLI, FSI, PDI.
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
 }
 
 /// A problem+json response: `type`, `title`, `status`, optional `detail`, extension members,
@@ -157,6 +177,24 @@ mod tests {
         assert_eq!(b["type"], "/problems/seats-taken");
         assert_eq!(b["status"], 409);
         assert_eq!(b["availability"]["A-1-1"], "held");
+    }
+
+    #[test]
+    fn echoed_input_shows_bidi_controls_as_escapes() {
+        // A show name that would read "no show gpj.exe" reversed in a console.
+        let name = "A\u{202E}exe.jpg\u{202C}-\u{2067}x\u{2069}";
+        assert_eq!(clip(name), "A\\u{202e}exe.jpg\\u{202c}-\\u{2067}x\\u{2069}");
+        assert_eq!(
+            clip("C-6-20 é"),
+            "C-6-20 é",
+            "other text is echoed as it is"
+        );
+        let long = "\u{202E}".repeat(ECHO_MAX + 5);
+        assert_eq!(
+            clip(&long).matches("\\u{202e}").count(),
+            ECHO_MAX,
+            "cut first"
+        );
     }
 
     #[test]
