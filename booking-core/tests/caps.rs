@@ -197,6 +197,23 @@ async fn channel_picks_hold_and_payment_lifetimes(b: Backend) {
         (st, bad["type"].as_str()),
         (422, Some("/problems/unknown-channel"))
     );
+    // An `X-Channel` that is not visible ASCII names no channel: refused, not ignored for the
+    // default (newcomer review: the hold went to `web`).
+    let raw = reqwest::header::HeaderValue::from_bytes(b"app\xe9").unwrap();
+    let resp = h
+        .http
+        .post(format!("{}/api/shows/{}/holds", h.base, support::SHOW))
+        .bearer_auth(h.token("d"))
+        .header("Idempotency-Key", "k")
+        .header("X-Channel", raw)
+        .json(&json!({"seats": ["A-1-5"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 422);
+    let body: serde_json::Value = resp.json().await.unwrap();
+    assert_eq!(body["type"], "/problems/unknown-channel", "{body}");
+    assert_eq!(h.seat_status("A-1-5").await, "free");
 }
 
 /// Newcomer review: once a hold lapsed, its admission may hold again before the reconciler

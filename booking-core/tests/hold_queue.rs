@@ -21,6 +21,7 @@ on_both!(
     two_workers_batches_one_winner_per_seat,
     a_full_batch_of_four_seat_holds_wins_every_seat,
     a_queue_worker_runs_where_its_answers_do_not_wait_on_request_tasks,
+    an_outbid_request_naming_an_unknown_seat_is_422,
 );
 
 fn seat(n: usize) -> String {
@@ -389,4 +390,44 @@ async fn a_batch_the_database_does_not_answer_is_refused_whole_at_once() {
             other => panic!("an unreachable database's error, not {other:?}"),
         }
     }
+}
+
+/// Newcomer review: a request outbid in its batch (a seat of it went to an earlier request of
+/// the batch) that also names a seat that does not exist is `422 unknown-seat` naming it, as
+/// without the queue (it was a 409 whose availability left the unknown seat out); an outbid
+/// request of known seats is a 409 whose availability is exactly its seats, from the batch's
+/// own read.
+async fn an_outbid_request_naming_an_unknown_seat_is_422(b: Backend) {
+    let h = Harness::on_with(b, |c| Harness::small_venue(c, 10)).await;
+    let now = h.now_s() * 1000;
+    let jobs = vec![
+        job("first", &[1, 2], now),
+        job("known", &[2, 3], now),
+        job("unknown", &[1, 99], now),
+    ];
+    let (batch, answers): (Vec<Job>, Vec<_>) = jobs.into_iter().unzip();
+    let _ = hotq::step(&h.state.db, batch).await;
+    let mut out = Vec::new();
+    for a in answers {
+        out.push(a.await.expect("answered"));
+    }
+    assert!(
+        matches!(out[0], Ok(Ok(_))),
+        "the first request holds: {:?}",
+        out[0]
+    );
+    let Ok(Err(lost)) = &out[1] else {
+        panic!("the second request is outbid: {:?}", out[1]);
+    };
+    let p = lost.problem(&h.state.db, None, SHOW, now).await.unwrap();
+    assert_eq!(
+        (p.status.as_u16(), &p.extra["availability"]),
+        (409, &serde_json::json!({"A-1-2": "held", "A-1-3": "free"}))
+    );
+    let Err(booking_core::error::ApiError::Problem(p)) = &out[2] else {
+        panic!("an unknown seat is a 422 even when outbid: {:?}", out[2]);
+    };
+    assert_eq!((p.status.as_u16(), p.kind), (422, "unknown-seat"));
+    assert_eq!(p.extra["seats"], serde_json::json!(["A-1-99"]));
+    assert_eq!(h.seat_status("A-1-3").await, "free");
 }

@@ -7,16 +7,20 @@ use sale_common::testsupport::free_port;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-/// A chromedriver child on a free port, killed on drop.
+/// A chromedriver child on a free port, in a process group of its own, which is killed on
+/// drop: the Chromium it started is in that group too, so a test that panics before it closes
+/// its session leaves no browser behind (a newcomer's run with axe-core missing left 27).
 pub struct Driver(Child, u16);
 
 impl Driver {
     pub fn start() -> Self {
+        use std::os::unix::process::CommandExt;
         let port = free_port();
         let child = Command::new("chromedriver")
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
+            .process_group(0)
             .spawn()
             .expect("chromedriver must be installed (Debian's chromium-driver)");
         Self(child, port)
@@ -25,6 +29,13 @@ impl Driver {
 
 impl Drop for Driver {
     fn drop(&mut self) {
+        // The whole group (`kill -KILL -- -PGID`, procps' kill; the workspace forbids the
+        // unsafe call to kill(2)), then the child itself in case the group signal failed.
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.0.id())])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
         let _ = self.0.kill();
         let _ = self.0.wait();
     }

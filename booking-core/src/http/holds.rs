@@ -292,9 +292,14 @@ fn channel_of(
     headers: &HeaderMap,
     body: Option<&str>,
 ) -> ApiResult<(String, Timing)> {
-    let name = headers
-        .get("x-channel")
-        .and_then(|v| v.to_str().ok())
+    // A header that is there but not visible ASCII names no channel: refused as unknown, not
+    // ignored for the body's or the default (newcomer review).
+    let header = match headers.get("x-channel").map(|v| v.to_str()) {
+        Some(Ok(v)) => Some(v),
+        Some(Err(_)) => Some(""),
+        None => None,
+    };
+    let name = header
         .or(body)
         .unwrap_or(&state.config.default_channel)
         .to_owned();

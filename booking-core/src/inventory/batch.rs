@@ -178,11 +178,12 @@ async fn pass(
     let latest = jobs.iter().map(|(_, now)| *now).max().unwrap_or(0);
     let seen = holds::availability_in(tx, show, &asked, latest).await?;
     let known: Vec<String> = seen.keys().cloned().collect();
+    let settle = |r: &Request<'_>| match claim::unknown_seat(seats_of(r), &known) {
+        Some(p) => Err(p.into()),
+        None => lost_seen(r, &seen),
+    };
     for (i, (r, _)) in lost_at.iter().zip(&losers) {
-        done[*i] = Some(match claim::unknown_seat(seats_of(r), &known) {
-            Some(p) => Err(p.into()),
-            None => lost_seen(r, &seen),
-        });
+        done[*i] = Some(settle(r));
     }
     claim::undo(tx, pg, &losers).await?;
     let rows: Vec<(&Request<'_>, &NewHold)> =
@@ -199,9 +200,11 @@ async fn pass(
     // An outbid job lost to an earlier job that won; outbid only by jobs that lost at the
     // guard, it is left for the next pass (its seats may be free: as the next transaction).
     let won: HashSet<usize> = winners.iter().map(|(i, _)| *i).collect();
+    // An outbid job naming a seat that does not exist is a 422 too (newcomer review: two
+    // fans asking for C-3-2 and C-3-99 in one batch got 409 seats-unavailable).
     for (i, by) in outbid {
         if by.iter().any(|o| won.contains(o)) {
-            done[i] = Some(lost_seen(&jobs[i].0, &seen));
+            done[i] = Some(settle(&jobs[i].0));
         }
     }
     Ok(Pass::Commit(

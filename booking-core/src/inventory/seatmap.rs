@@ -680,8 +680,8 @@ async fn poll(
         .bind(live.cursor)
         .fetch_all(db)
         .await?;
-    // The pools and their next lapse in one statement: a hold lapsing after `now_ms` makes
-    // the snapshot due then (`Live::due`).
+    // The pools, then per pool one statement for its lapsed places and its next lapse: a hold
+    // lapsing after `now_ms` makes the snapshot due then (`Live::due`).
     let (pools, next_lapse) =
         crate::inventory::pools::availability_until(db, &live.show, now_ms).await?;
     let pools = Value::Array(pools);
