@@ -176,7 +176,7 @@ async fn pass(
     asked.sort();
     asked.dedup();
     let latest = jobs.iter().map(|(_, now)| *now).max().unwrap_or(0);
-    let seen = holds::availability_in(tx, show, &asked, latest).await?;
+    let seen = holds::availability(&mut **tx, show, &asked, latest).await?;
     let known: Vec<String> = seen.keys().cloned().collect();
     let settle = |r: &Request<'_>| match claim::unknown_seat(seats_of(r), &known) {
         Some(p) => Err(p.into()),

@@ -138,38 +138,25 @@ pub async fn view(db: &Db, h: &Hold) -> sqlx::Result<Value> {
 pub(crate) const EFFECTIVE: &str =
     "CASE WHEN status = 'held' AND hold_expires_at <= $1 THEN 'free' ELSE status END";
 
-/// Fresh effective status of the given seats.
-pub async fn availability(
-    db: &Db,
+/// Fresh effective status of the given seats, read through `on`: the pool, or a transaction
+/// (`&mut **tx`: the read then sees the transaction's own writes, as the hold queue's batch
+/// needs for its losers). No seats: no read.
+pub async fn availability<'e, E>(
+    on: E,
     show: &str,
     seats: &[String],
     now_ms: i64,
-) -> sqlx::Result<Map<String, Value>> {
-    let (sql, b) = availability_sql(show, seats, now_ms);
-    Ok(
-        sqlx::query_as_with::<_, (String, String), _>(&sql, b.args())
-            .fetch_all(db)
-            .await?
-            .into_iter()
-            .map(|(k, v)| (k, Value::from(v)))
-            .collect(),
-    )
-}
-
-/// [`availability`] inside the caller's transaction (it sees the transaction's own writes).
-pub async fn availability_in(
-    tx: &mut db::Tx<'_>,
-    show: &str,
-    seats: &[String],
-    now_ms: i64,
-) -> sqlx::Result<Map<String, Value>> {
+) -> sqlx::Result<Map<String, Value>>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
     if seats.is_empty() {
         return Ok(Map::new());
     }
     let (sql, b) = availability_sql(show, seats, now_ms);
     Ok(
         sqlx::query_as_with::<_, (String, String), _>(&sql, b.args())
-            .fetch_all(&mut **tx)
+            .fetch_all(on)
             .await?
             .into_iter()
             .map(|(k, v)| (k, Value::from(v)))
