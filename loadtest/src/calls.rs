@@ -119,12 +119,23 @@ static LIMIT: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock:
 static CHECKOUT_LIMIT: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
 
 /// Caps HTTP calls in flight across all fans (set once, before the fans start): `n` for the
-/// queue and the hold, and a separate `n / 4` (at least 16) for the checkout steps, so fans
+/// queue and the hold, and a separate [`checkout_permits`]`(n)` for the checkout steps, so fans
 /// paying for a hold never wait behind thousands of others still fighting for seats (each real
 /// fan has a browser of its own; only the load generator shares its sockets).
 pub fn set_concurrency(n: usize) {
     let _ = LIMIT.set(tokio::sync::Semaphore::new(n.max(1)));
-    let _ = CHECKOUT_LIMIT.set(tokio::sync::Semaphore::new((n / 4).max(16)));
+    let _ = CHECKOUT_LIMIT.set(tokio::sync::Semaphore::new(checkout_permits(n)));
+}
+
+/// Checkout calls in flight at most when the others may have `n`: `n / 4`, at least 16. A
+/// won hold costs four checkout calls (pay, the gateway's page, the callback, the read back).
+/// In the seed rehearsal a prompt payer took 33 s (median) from its hold to PAID, 12 s of it
+/// before its payment was created (the audit rows' times), nearly all of it waiting for a
+/// permit. `n / 2` was tried: the checkout calls' own latency doubled (pay p50 0.53 → 1.06 s,
+/// the callback 0.59 → 1.23 s) and a payment still took 33 s: the services, saturated, set the
+/// pace either way, so the permits stay where they let the seat reads and holds keep theirs.
+pub fn checkout_permits(n: usize) -> usize {
+    (n / 4).max(16)
 }
 
 async fn permit(endpoint: &str) -> Option<tokio::sync::SemaphorePermit<'static>> {

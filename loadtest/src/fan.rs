@@ -429,6 +429,7 @@ async fn book(client: &Client, target: &Target, stats: &Stats, adm: &str, out: &
                     })
                     .unwrap_or_else(|| pick.seats());
                 out.hold = Some((hold.clone(), held));
+                out.held_at_ms = Some(crate::timeline::now_ms());
                 if waited {
                     out.behaviour.checkout = crate::model::Checkout::Pay;
                 }

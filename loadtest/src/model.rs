@@ -72,6 +72,8 @@ pub struct FanOutcome {
     /// When the fan saw its turn come (ms since start): after the last status document that
     /// showed the cursor below its number, and before the first that showed it reached.
     pub turn_window_ms: Option<(u64, u64)>,
+    /// Wall time (ms since start) when the fan's hold was answered 201.
+    pub held_at_ms: Option<u64>,
     /// Wall time (ms since start) when the fan read its hold back PAID.
     pub paid_at_ms: Option<u64>,
     /// A same-key retry was sent; and whether its answers named different holds.

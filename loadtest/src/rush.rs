@@ -772,5 +772,62 @@ fn headline(
         "found_sold_out": count(&|f| f.gave_up.as_deref() == Some("sold out")),
         "behaviours": behaviours,
         "hold_calls_per_sec_during_rush": hold_busy.map(|b| b.per_sec),
+        "hold_to_paid_secs": hold_to_paid(fans),
     })
+}
+
+/// Seconds from a fan's 201 to its hold read back PAID, over the fans who press Pay at once
+/// (`Checkout::Pay`; the slow and late payers wait on purpose): `{"fans","p50","p99"}`, `null`
+/// when none paid. Four calls for the fan, each of which also waits for one of the load
+/// generator's checkout permits ([`crate::calls::checkout_permits`]), a wait the calls' own
+/// latencies leave out: this figure has it. Against the hold's and the payment's lifetimes
+/// (the seed profile's 60 and 45 s) it says how close the payments ran to their deadlines.
+pub fn hold_to_paid(fans: &[FanOutcome]) -> Option<serde_json::Value> {
+    let mut secs: Vec<f64> = fans
+        .iter()
+        .filter(|f| f.behaviour.checkout == crate::model::Checkout::Pay)
+        .filter_map(|f| Some(f.paid_at_ms?.saturating_sub(f.held_at_ms?) as f64 / 1000.0))
+        .collect();
+    if secs.is_empty() {
+        return None;
+    }
+    secs.sort_by(f64::total_cmp);
+    let at = |q: f64| secs[((secs.len() - 1) as f64 * q).round() as usize];
+    Some(serde_json::json!({"fans": secs.len(), "p50": at(0.5), "p99": at(0.99)}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Behaviour, Checkout};
+
+    fn fan(checkout: Checkout, held: Option<u64>, paid: Option<u64>) -> FanOutcome {
+        FanOutcome {
+            behaviour: Behaviour {
+                checkout,
+                ..Behaviour::default()
+            },
+            held_at_ms: held,
+            paid_at_ms: paid,
+            ..FanOutcome::default()
+        }
+    }
+
+    /// Only fans who press Pay at once count (a slow payer waits on purpose), and only those
+    /// who read their hold back PAID.
+    #[test]
+    fn hold_to_paid_counts_prompt_payers_who_paid() {
+        let fans = [
+            fan(Checkout::Pay, Some(1_000), Some(3_000)),
+            fan(Checkout::Pay, Some(1_000), Some(41_000)),
+            fan(Checkout::Pay, Some(5_000), Some(6_000)),
+            fan(Checkout::Pay, Some(5_000), None),
+            fan(Checkout::PaySlowly, Some(0), Some(90_000)),
+        ];
+        let got = hold_to_paid(&fans).expect("three paid");
+        assert_eq!(got["fans"], 3);
+        assert_eq!(got["p50"], 2.0);
+        assert_eq!(got["p99"], 40.0);
+        assert_eq!(hold_to_paid(&fans[3..]), None);
+    }
 }

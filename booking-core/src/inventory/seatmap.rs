@@ -119,9 +119,10 @@ impl Whole {
     }
 }
 
-/// A section's answer around its serialised seat array `seats` (keys sorted, as `serde_json`
-/// writes a map).
-fn section_body(show: &str, name: &str, c: &Counts, pools: &Value, seats: &[u8]) -> Bytes {
+/// What comes before and after a section's seat array in its answer (keys sorted, as
+/// `serde_json` writes a map): `{"available":…,"capacity":…,"pools":…,"seats":` and
+/// `,"section":…,"show":…}`.
+fn section_frame(show: &str, name: &str, c: &Counts, pools: &Value) -> (String, String) {
     let head = format!(
         "{{\"available\":{},\"capacity\":{},\"pools\":{pools},\"seats\":",
         c.available, c.capacity
@@ -131,7 +132,7 @@ fn section_body(show: &str, name: &str, c: &Counts, pools: &Value, seats: &[u8])
         Value::from(name),
         Value::from(show)
     );
-    Bytes::from([head.as_bytes(), seats, tail.as_bytes()].concat())
+    (head, tail)
 }
 
 /// What a read gets: the views and how old they are.
@@ -149,30 +150,85 @@ pub struct Served {
     pub unreachable: bool,
 }
 
+/// A seat's stored status (`seats.status`, whose CHECK allows these three). Kept as an enum:
+/// every poll's render compares the statuses of every seat of the show (lapsed holds, the
+/// next deadline, the sections' counts), which as strings was a `memcmp` each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Status {
+    Free,
+    Held,
+    Sold,
+}
+
+impl Status {
+    /// The stored text's status; anything else reads as sold (never offered), which the
+    /// table's CHECK rules out.
+    fn of(s: &str) -> Self {
+        match s {
+            "free" => Status::Free,
+            "held" => Status::Held,
+            _ => Status::Sold,
+        }
+    }
+
+    /// The status as a JSON string, quotes included.
+    fn json(self) -> &'static [u8] {
+        match self {
+            Status::Free => b"\"free\"",
+            Status::Held => b"\"held\"",
+            Status::Sold => b"\"sold\"",
+        }
+    }
+}
+
 /// One seat as the snapshot keeps it.
 #[derive(Debug, Clone)]
 struct Seat {
     id: String,
     section: String,
-    row: i64,
-    number: i64,
     price_cents: i64,
-    status: String,
+    status: Status,
     expires: Option<i64>,
+    /// The seat's JSON up to its status's value, `{"id":…,"number":…,"price_cents":…,"row":…,
+    /// "section":…,"status":` (keys sorted, as `serde_json` writes a map): the part of a
+    /// rendering that never changes, serialised once when the show is loaded. A rush re-renders
+    /// a section of 1,400 seats at every poll that changed one of them; building each seat as a
+    /// `serde_json::Value` map (six owned keys) cost more than everything else in the poll.
+    head: Box<str>,
 }
 
 impl Seat {
-    /// Status at `now_ms`: a hold past its deadline counts as free.
-    fn effective(&self, now_ms: i64) -> &str {
-        match self.expires {
-            Some(e) if self.status == "held" && e <= now_ms => "free",
-            _ => &self.status,
+    /// A seat loaded from the database, its [`Seat::head`] serialised.
+    fn new((id, section, row, number, price_cents, status, expires): SeatRow) -> Self {
+        let head = format!(
+            "{{\"id\":{},\"number\":{number},\"price_cents\":{price_cents},\"row\":{row},\
+             \"section\":{},\"status\":",
+            Value::from(id.as_str()),
+            Value::from(section.as_str()),
+        );
+        Seat {
+            id,
+            section,
+            price_cents,
+            status: Status::of(&status),
+            expires,
+            head: head.into_boxed_str(),
         }
     }
 
-    fn json(&self, now_ms: i64) -> Value {
-        json!({"id": self.id, "section": self.section, "row": self.row, "number": self.number,
-               "price_cents": self.price_cents, "status": self.effective(now_ms)})
+    /// Status at `now_ms`: a hold past its deadline counts as free.
+    fn effective(&self, now_ms: i64) -> Status {
+        match self.expires {
+            Some(e) if self.status == Status::Held && e <= now_ms => Status::Free,
+            _ => self.status,
+        }
+    }
+
+    /// Appends the seat's JSON object with `status` to `out`: [`Seat::head`], then the status.
+    fn write_json(&self, status: Status, out: &mut Vec<u8>) {
+        out.extend_from_slice(self.head.as_bytes());
+        out.extend_from_slice(status.json());
+        out.push(b'}');
     }
 }
 
@@ -245,6 +301,7 @@ impl Live {
         let mut dirty = BTreeSet::new();
         for (id, status, expires) in rows {
             if let Some(&i) = self.index.get(&id) {
+                let status = Status::of(&status);
                 let s = &mut self.seats[i];
                 if s.status != status || s.expires != expires {
                     (s.status, s.expires) = (status, expires);
@@ -259,7 +316,7 @@ impl Live {
     fn lapsed(&self, now_ms: i64) -> BTreeSet<String> {
         self.seats
             .iter()
-            .filter(|s| s.status == "held")
+            .filter(|s| s.status == Status::Held)
             .filter(|s| matches!(s.expires, Some(e) if e > self.render_ms && e <= now_ms))
             .map(|s| s.section.clone())
             .collect()
@@ -271,23 +328,39 @@ impl Live {
             if dirty.is_some_and(|d| !d.contains(name)) && self.sections.contains_key(name) {
                 continue;
             }
-            let seats: Vec<Value> = idx.iter().map(|i| self.seats[*i].json(now_ms)).collect();
-            let status = |st: &str| {
-                idx.iter()
-                    .filter(|i| self.seats[**i].effective(now_ms) == st)
-                    .count()
-            };
-            let prices = idx.iter().map(|i| self.seats[*i].price_cents);
-            let (min, max) = prices.fold((i64::MAX, i64::MIN), |(l, h), p| (l.min(p), h.max(p)));
-            let c = Counts {
+            // The section's figures first (they come first in its answer), then the answer
+            // written once into one buffer, the seat array a slice of it.
+            let mut c = Counts {
                 capacity: idx.len(),
-                available: status("free"),
-                held: status("held"),
-                min,
-                max,
+                min: i64::MAX,
+                max: i64::MIN,
+                ..Counts::default()
             };
-            let array = Bytes::from(serde_json::to_vec(&seats).unwrap_or_default());
-            let body = section_body(&self.show, name, &c, &self.pools, &array);
+            for seat in idx.iter().map(|i| &self.seats[*i]) {
+                match seat.effective(now_ms) {
+                    Status::Free => c.available += 1,
+                    Status::Held => c.held += 1,
+                    Status::Sold => {}
+                }
+                (c.min, c.max) = (c.min.min(seat.price_cents), c.max.max(seat.price_cents));
+            }
+            let (head, tail) = section_frame(&self.show, name, &c, &self.pools);
+            let mut body = Vec::with_capacity(head.len() + idx.len() * 96 + tail.len() + 2);
+            body.extend_from_slice(head.as_bytes());
+            let start = body.len();
+            body.push(b'[');
+            for (n, i) in idx.iter().enumerate() {
+                let seat = &self.seats[*i];
+                if n > 0 {
+                    body.push(b',');
+                }
+                seat.write_json(seat.effective(now_ms), &mut body);
+            }
+            body.push(b']');
+            let end = body.len();
+            body.extend_from_slice(tail.as_bytes());
+            let body = Bytes::from(body);
+            let array = body.slice(start..end);
             self.sections.insert(name.clone(), body);
             self.arrays.insert(name.clone(), array);
             self.counts.insert(name.clone(), c);
@@ -321,7 +394,7 @@ impl Live {
         self.valid_until_ms = self
             .seats
             .iter()
-            .filter(|s| s.status == "held")
+            .filter(|s| s.status == Status::Held)
             .filter_map(|s| s.expires.filter(|e| *e > now_ms))
             .min()
             .unwrap_or(i64::MAX);
@@ -566,20 +639,7 @@ async fn load(db: &Db, show: &str, version: u64) -> sqlx::Result<Live> {
     .bind(show)
     .fetch_all(db)
     .await?;
-    let seats: Vec<Seat> = rows
-        .into_iter()
-        .map(
-            |(id, section, row, number, price_cents, status, expires)| Seat {
-                id,
-                section,
-                row,
-                number,
-                price_cents,
-                status,
-                expires,
-            },
-        )
-        .collect();
+    let seats: Vec<Seat> = rows.into_iter().map(Seat::new).collect();
     let index = seats
         .iter()
         .enumerate()
@@ -705,4 +765,42 @@ async fn poll(
     }
     (live.polled, live.version) = (started, version);
     Ok((read, dirty))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A seat's pre-serialised JSON reads exactly as `serde_json` writes the same object
+    /// (sorted keys, escaped names), free or held, and a lapsed hold reads free.
+    #[test]
+    fn a_seats_json_is_serde_jsons_own() {
+        let row = |status: &str, expires| {
+            (
+                "Bühne \"A\"-1\u{202e}".to_owned(),
+                "Bühne \"A\"".to_owned(),
+                -3,
+                12,
+                4_500,
+                status.to_owned(),
+                expires,
+            )
+        };
+        for (status, expires, now, shown) in [
+            ("free", None, 10, "free"),
+            ("held", Some(20), 10, "held"),
+            ("held", Some(20), 20, "free"),
+            ("sold", None, 10, "sold"),
+        ] {
+            let seat = Seat::new(row(status, expires));
+            let mut out = Vec::new();
+            seat.write_json(seat.effective(now), &mut out);
+            let want = serde_json::to_vec(&json!({
+                "id": seat.id, "section": seat.section, "row": -3, "number": 12,
+                "price_cents": 4_500, "status": shown,
+            }))
+            .expect("json");
+            assert_eq!(String::from_utf8(out), String::from_utf8(want));
+        }
+    }
 }
