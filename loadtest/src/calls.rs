@@ -127,15 +127,18 @@ pub fn set_concurrency(n: usize) {
     let _ = CHECKOUT_LIMIT.set(tokio::sync::Semaphore::new(checkout_permits(n)));
 }
 
-/// Checkout calls in flight at most when the others may have `n`: `n / 4`, at least 16. A
-/// won hold costs four checkout calls (pay, the gateway's page, the callback, the read back).
-/// In the seed rehearsal a prompt payer took 33 s (median) from its hold to PAID, 12 s of it
-/// before its payment was created (the audit rows' times), nearly all of it waiting for a
-/// permit. `n / 2` was tried: the checkout calls' own latency doubled (pay p50 0.53 → 1.06 s,
-/// the callback 0.59 → 1.23 s) and a payment still took 33 s: the services, saturated, set the
-/// pace either way, so the permits stay where they let the seat reads and holds keep theirs.
+/// Checkout calls in flight at most when the others may have `n`: `n / 2`, at least 16. A won
+/// hold costs four checkout calls (pay, the gateway's page, the callback, the read back), and
+/// a permit's wait is left out of the calls' latencies. With `n / 4` (192 of the seed profile's
+/// 768) prompt payers took 47 and 64 s (median, `hold_to_paid_secs`) from their hold to PAID in
+/// two seed rehearsals, of a 60 s hold: 17 s of it before their payment was created and 32 s
+/// to the callback's confirmation (the audit rows' times), nearly all of it waiting for a
+/// permit; in one run of eight the payments fell behind the windows altogether (16,466 holds
+/// expired with their payment started, 1,600 seats unsold at the end). With `n / 2`: 33 s
+/// (9 s + 16 s in the audit), while the checkout calls' own latency doubled (pay p50 0.53 →
+/// 1.06 s): the wait moved from the generator, where no figure showed it, to the services.
 pub fn checkout_permits(n: usize) -> usize {
-    (n / 4).max(16)
+    (n / 2).max(16)
 }
 
 async fn permit(endpoint: &str) -> Option<tokio::sync::SemaphorePermit<'static>> {

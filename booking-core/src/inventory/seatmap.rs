@@ -15,8 +15,9 @@
 //!   rebuild); pools (a few rows per show) are re-read with each poll.
 //! - **Polls** run at most every [`POLL_INTERVAL`] of real time per show and process, or at once
 //!   after a seat write in this process ([`touch`]: a fan reading after its own hold sees it),
-//!   one at a time per show; while one runs, others are answered from the current snapshot if
-//!   its last poll is younger than [`MAX_STALE`].
+//!   one at a time per show and at least [`MIN_POLL_GAP`] apart; while one runs (or waits out
+//!   the gap), others are answered from the current snapshot if its last poll is younger than
+//!   [`MAX_STALE`].
 //! - **Time-based expiry.** A seat's effective status is computed at render time with the
 //!   request's `now` (the injected clock): a hold past its deadline shows free with no write and
 //!   no poll. The views are rendered again when `now` passes the earliest deadline in them.
@@ -40,6 +41,12 @@ use crate::db::{self, Backend, Db};
 /// Real time between two polls of the change feed for one show (250 ms): a change made by
 /// another node shows on this node's map within it (plus the poll's own time).
 pub const POLL_INTERVAL: Duration = Duration::from_millis(250);
+/// Real time from one poll of a show's feed to the next at least (20 ms), however often this
+/// process writes seats. In the seed rehearsal every hold touched the version, so a poll
+/// started as soon as the last ended: 190 polls a second of one show, three statements and a
+/// rendering of the changed sections each, a twelfth of PostgreSQL's statements. A reader
+/// whose write is newer than the last poll waits out the rest of the gap for its own poll.
+pub const MIN_POLL_GAP: Duration = Duration::from_millis(20);
 /// While another request polls a show's feed, the current snapshot is served if its last poll
 /// is younger than this (2 s).
 pub const MAX_STALE: Duration = Duration::from_secs(2);
@@ -519,6 +526,16 @@ impl SeatMaps {
         if recently_failed {
             let live = slot.live.lock().expect("seat map").take();
             return stale(&slot, live, sqlx::Error::PoolTimedOut, now_ms, None);
+        }
+        // At most one poll per MIN_POLL_GAP: this poller waits out the rest of it (readers
+        // meanwhile get the young snapshot, as during a poll), and its poll then sees every
+        // write made until it starts, its own reader's included.
+        let since = {
+            let g = slot.live.lock().expect("seat map");
+            g.as_ref().map(|l| l.polled.elapsed())
+        };
+        if let Some(wait) = since.and_then(|s| MIN_POLL_GAP.checked_sub(s)) {
+            tokio::time::sleep(wait).await;
         }
         let version = VERSION.load(Ordering::Acquire);
         let live = slot.live.lock().expect("seat map").take();
