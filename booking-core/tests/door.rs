@@ -210,3 +210,36 @@ async fn session_sets_httponly_cookie_and_cookie_authenticates() {
         .unwrap();
     assert_eq!(bad.status(), 401);
 }
+
+/// A request with two `Authorization` headers carries no credentials the door accepts, even
+/// when both are valid tokens: 401 `admission-required` naming the headers (the first was
+/// used, and a proxy checking the other would have passed a token nobody verified).
+#[tokio::test]
+async fn two_authorization_headers_are_refused() {
+    let h = Harness::start().await;
+    let (good, other) = (h.token("v1"), h.token("v2"));
+    let one = h
+        .http
+        .get(format!("{}/api/me", h.base))
+        .bearer_auth(&good)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(one.status(), 200);
+    let two = h
+        .http
+        .get(format!("{}/api/me", h.base))
+        .header("authorization", format!("Bearer {good}"))
+        .header("authorization", format!("Bearer {other}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(two.status(), 401);
+    assert_eq!(two.headers()["content-type"], "application/problem+json");
+    let p: serde_json::Value = two.json().await.unwrap();
+    assert_eq!(p["type"], "/problems/admission-required");
+    assert!(p["detail"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("more than one Authorization header"));
+}

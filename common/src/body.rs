@@ -144,10 +144,16 @@ pub fn rejection(status: StatusCode, text: &str) -> Problem {
 }
 
 /// Whether the request says its body is JSON: `application/json` or `application/*+json`
-/// (RFC 6839 §3.1), parameters ignored, case-insensitive.
+/// (RFC 6839 §3.1), parameters ignored, case-insensitive; in ONE `Content-Type` header. Two
+/// are not a JSON body: the field is a singleton (RFC 9110 §5.3, §8.3) and a proxy that reads
+/// the other one would see a different request (newcomer review: `application/json` beside
+/// `text/plain` was accepted).
 fn json_content_type(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::CONTENT_TYPE)
+    let mut types = headers.get_all(header::CONTENT_TYPE).iter();
+    let (Some(only), None) = (types.next(), types.next()) else {
+        return false;
+    };
+    Some(only)
         .and_then(|v| v.to_str().ok())
         .map(|v| {
             v.split(';')
@@ -221,6 +227,23 @@ mod tests {
     struct Holder {
         #[serde(default, deserialize_with = "object_member")]
         inner: Option<Inner>,
+    }
+
+    #[test]
+    fn one_content_type_says_json_two_do_not() {
+        let mut h = HeaderMap::new();
+        assert!(!json_content_type(&h));
+        h.insert(
+            header::CONTENT_TYPE,
+            "application/json; charset=utf-8".parse().unwrap(),
+        );
+        assert!(json_content_type(&h));
+        h.append(header::CONTENT_TYPE, "text/plain".parse().unwrap());
+        assert!(!json_content_type(&h));
+        let mut twice = HeaderMap::new();
+        twice.append(header::CONTENT_TYPE, "application/json".parse().unwrap());
+        twice.append(header::CONTENT_TYPE, "application/json".parse().unwrap());
+        assert!(!json_content_type(&twice));
     }
 
     #[test]

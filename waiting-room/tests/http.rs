@@ -211,6 +211,31 @@ async fn forged_or_expired_join_tokens_get_401() {
     );
 }
 
+/// Two `Authorization` headers are refused even when the first is the fan's own good token.
+#[tokio::test]
+async fn two_authorization_headers_get_401() {
+    let app = app(T0).await;
+    let (_, _, j) = call(&app, "POST", "/api/events/demo/join", None).await;
+    let token = j["join_token"].as_str().expect("token").to_owned();
+    let (s, _, _) = call(&app, "GET", "/api/events/demo/position", Some(&token)).await;
+    assert_eq!(s, StatusCode::OK);
+    let req = Request::builder()
+        .method("GET")
+        .uri("/api/events/demo/position")
+        .header(header::AUTHORIZATION, format!("Bearer {token}"))
+        .header(header::AUTHORIZATION, "Bearer someone-else")
+        .body(Body::empty())
+        .expect("req");
+    let resp = app.router.clone().oneshot(req).await.expect("call");
+    assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
+    let bytes = axum::body::to_bytes(resp.into_body(), 1 << 20)
+        .await
+        .expect("body");
+    let p: Value = serde_json::from_slice(&bytes).expect("problem");
+    assert_eq!(p["type"], "/problems/invalid-join-token");
+    assert_eq!(p["detail"], "more than one Authorization header");
+}
+
 #[tokio::test]
 async fn jwks_has_one_okp_ed25519_key() {
     let app = app(T0).await;

@@ -382,24 +382,32 @@ pub async fn refresh_loop(verifier: SharedVerifier, every: Duration) {
 pub type SharedVerifier = Arc<Verifier>;
 
 /// The admission token of a request: `Authorization: Bearer` first, else the `admission` cookie.
-pub fn token_from_headers(headers: &axum::http::HeaderMap) -> Option<String> {
+/// Errors as [`token_from_headers_or_cookie`].
+pub fn token_from_headers(headers: &axum::http::HeaderMap) -> Result<String, DoorError> {
     token_from_headers_or_cookie(headers, "admission")
 }
 
 /// `Authorization: Bearer` first, else the cookie named `cookie` (the edge gate's
-/// `gate_admission` on a guarded origin).
+/// `gate_admission` on a guarded origin). Errors: [`DoorError::Missing`] without either;
+/// [`DoorError::Invalid`] for more than one `Authorization` header, whichever would win (a
+/// request carries one set of credentials, RFC 9110 §11.6.2; a proxy that checked the other
+/// one would have let through a token nobody checked: newcomer review, the first was used).
 pub fn token_from_headers_or_cookie(
     headers: &axum::http::HeaderMap,
     cookie: &str,
-) -> Option<String> {
-    if let Some(v) = headers
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-    {
+) -> Result<String, DoorError> {
+    let mut auth = headers.get_all(axum::http::header::AUTHORIZATION).iter();
+    let first = auth.next();
+    if auth.next().is_some() {
+        return Err(DoorError::Invalid(
+            "more than one Authorization header".into(),
+        ));
+    }
+    if let Some(v) = first.and_then(|v| v.to_str().ok()) {
         // The scheme is case-insensitive (RFC 9110 §11.1): `Bearer`, `bearer`, `BEARER`.
         if let Some((scheme, t)) = v.split_once(' ') {
             if scheme.eq_ignore_ascii_case("bearer") {
-                return Some(t.trim().to_owned());
+                return Ok(t.trim().to_owned());
             }
         }
     }
@@ -411,4 +419,5 @@ pub fn token_from_headers_or_cookie(
         .filter_map(|kv| kv.trim().split_once('='))
         .find(|(k, _)| *k == cookie)
         .map(|(_, v)| v.to_owned())
+        .ok_or(DoorError::Missing)
 }

@@ -33,8 +33,7 @@ pub async fn fan(
     headers: &HeaderMap,
     show: Option<&str>,
 ) -> ApiResult<Admission> {
-    let token = token_from_headers(headers)
-        .ok_or_else(|| admission_required(state, &DoorError::Missing))?;
+    let token = token_from_headers(headers).map_err(|e| admission_required(state, &e))?;
     let adm = state
         .verifier
         .verify(&token, show)

@@ -89,7 +89,7 @@ pub async fn check(
 ) -> ApiResult<StatusCode> {
     let verifier = gate(&state, &audience)?;
     let token = token_from_headers_or_cookie(&headers, GATE_COOKIE)
-        .ok_or_else(|| admission_required(&state, &DoorError::Missing))?;
+        .map_err(|e| admission_required(&state, &e))?;
     verifier
         .verify(&token, None)
         .await

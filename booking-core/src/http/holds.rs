@@ -49,8 +49,7 @@ async fn hold_of_fan(state: &AppState, headers: &HeaderMap, id: &str) -> ApiResu
 /// The admission a call on one hold comes with, and whether its token is past its `exp` (see
 /// [`hold_of_fan`]); 401 `admission-required` without a valid one.
 async fn hold_admission(state: &AppState, headers: &HeaderMap) -> ApiResult<(Admission, bool)> {
-    let token = token_from_headers(headers)
-        .ok_or_else(|| admission_required(state, &DoorError::Missing))?;
+    let token = token_from_headers(headers).map_err(|e| admission_required(state, &e))?;
     state
         .verifier
         .verify_for_hold(&token)

@@ -299,15 +299,25 @@ impl AppState {
     }
 
     /// Verifies the `Authorization: Bearer` join token, before any store call. `Ok(None)` when
-    /// the header is absent.
+    /// the header is absent; 401 `invalid-join-token` when it is sent more than once (a request
+    /// carries one set of credentials, RFC 9110 §11.6.2: the first was used, whatever a proxy
+    /// in front had checked).
     pub fn join_identity(
         &self,
         headers: &HeaderMap,
         event: &EventId,
     ) -> Result<Option<VisitorId>, Problem> {
-        let Some(value) = headers.get(header::AUTHORIZATION) else {
+        let mut auth = headers.get_all(header::AUTHORIZATION).iter();
+        let Some(value) = auth.next() else {
             return Ok(None);
         };
+        if auth.next().is_some() {
+            crate::telemetry::rejected_token("join", "malformed");
+            return Err(Problem::unauthorized(
+                "invalid-join-token",
+                "more than one Authorization header",
+            ));
+        }
         let token = value
             .to_str()
             .ok()
