@@ -25,11 +25,7 @@ pub(crate) fn operator(who: &str) -> ApiResult<&str> {
 }
 
 pub(crate) fn admin(state: &AppState, headers: &HeaderMap) -> ApiResult<()> {
-    let given = headers
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or("");
+    let given = sale_common::secret::bearer(headers);
     let ok: bool = given
         .as_bytes()
         .ct_eq(state.config.admin_token.expose().as_bytes())

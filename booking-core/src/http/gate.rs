@@ -24,7 +24,7 @@ use sale_common::Problem;
 use serde::Deserialize;
 
 use super::fan::admission_required;
-use crate::door::{token_from_headers_or_cookie, DoorError, Verifier};
+use crate::door::{token_from_headers_or_cookie, Verifier};
 use crate::error::{rejection, ApiResult};
 use crate::state::AppState;
 

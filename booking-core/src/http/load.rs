@@ -41,11 +41,7 @@ pub async fn measure(State(state): State<AppState>, req: Request, next: Next) ->
 
 /// The service token (the waiting room's) or the admin token, as a bearer.
 fn service_or_admin(state: &AppState, headers: &HeaderMap) -> ApiResult<()> {
-    let given = headers
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or("");
+    let given = sale_common::secret::bearer(headers);
     let is = |secret: &str| -> bool { given.as_bytes().ct_eq(secret.as_bytes()).into() };
     let service = state
         .config

@@ -9,7 +9,7 @@ use crate::domain::{AuditEntry, EventId, EventMeta, EventState};
 use crate::http::openapi::ProblemDoc;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, Request, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::{get, post};
@@ -66,12 +66,7 @@ pub(crate) async fn require_admin(
     req: Request,
     next: Next,
 ) -> Response {
-    let given = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or("");
+    let given = sale_common::secret::bearer(req.headers());
     if !token_matches(given, st.0.config.admin_token.expose()) {
         return axum::response::IntoResponse::into_response(Problem::unauthorized(
             "admin-token-required",

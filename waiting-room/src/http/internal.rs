@@ -14,7 +14,7 @@ use crate::domain::{EventState, SessionEnd, SessionRef};
 use crate::http::openapi::ProblemDoc;
 use crate::store::StoreError;
 use axum::extract::{Path, Request, State};
-use axum::http::{header, StatusCode};
+use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -41,12 +41,7 @@ async fn require_service(State(st): State<AppState>, req: Request, next: Next) -
     let Some(expected) = st.0.config.service_token.as_ref() else {
         return Problem::not_found("the internal API is not configured").into_response();
     };
-    let given = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or("");
+    let given = sale_common::secret::bearer(req.headers());
     if !token_matches(given, expected.expose()) {
         return Problem::unauthorized(
             "service-token-required",
