@@ -284,10 +284,10 @@ async fn three_statements(b: Backend) {
     // statement for its lapsed places and its next lapse (`pools::availability_until`; the
     // next lapse was a statement of its own).
     let maps = booking_core::inventory::seatmap::SeatMaps::default();
-    maps.get(&db, "counted", now_ms()).await.unwrap();
+    maps.get(&db, "counted", now_ms(), None).await.unwrap();
     booking_core::inventory::seatmap::touch();
     start_counting();
-    let served = maps.get(&db, "counted", now_ms()).await;
+    let served = maps.get(&db, "counted", now_ms(), None).await;
     let calls = stop_counting();
     assert!(served.is_ok(), "{b:?}: {served:?}");
     assert_eq!(

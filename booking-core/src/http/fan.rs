@@ -174,11 +174,12 @@ pub(super) fn strict_query(
 pub async fn seats(
     State(state): State<AppState>,
     Path(show): Path<String>,
+    headers: HeaderMap,
     q: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> ApiResult<Response> {
     known_show(&state, &show)?;
     let q = strict_query(q, &["section"])?;
-    let served = snapshot(&state, &show).await?;
+    let served = snapshot(&state, &show, &headers).await?;
     let views = &served.views;
     let body = match q.get("section") {
         None => views.whole(),
@@ -192,8 +193,14 @@ pub async fn seats(
 
 /// The seat map's snapshot of `show`, polled from the change feed; while the database does not
 /// answer (the outage gate is down, or this request's poll failed, which trips it) the last
-/// snapshot, its age growing, and without one `503` at once (README "Store outages").
-async fn snapshot(state: &AppState, show: &str) -> ApiResult<crate::inventory::seatmap::Served> {
+/// snapshot, its age growing, and without one `503` at once (README "Store outages"). A fan
+/// that sends its admission token (bearer or cookie) and has just held or released through this
+/// process reads its own write ([`crate::inventory::seatmap::SeatMaps::wrote`]).
+async fn snapshot(
+    state: &AppState,
+    show: &str,
+    headers: &HeaderMap,
+) -> ApiResult<crate::inventory::seatmap::Served> {
     let now = state.clock.now_ms();
     if state.outage.is_down() {
         return state
@@ -201,11 +208,30 @@ async fn snapshot(state: &AppState, show: &str) -> ApiResult<crate::inventory::s
             .last(show, now)
             .ok_or_else(|| super::db_not_answering().into());
     }
-    let served = state.seatmaps.get(&state.feed, show, now).await?;
+    let reader = token_from_headers(headers).ok();
+    let served = state
+        .seatmaps
+        .get(&state.feed, show, now, reader.as_deref())
+        .await?;
     if served.unreachable {
         state.outage.trip();
     }
     Ok(served)
+}
+
+/// Notes a fan's write for its next map read (read-your-writes): after a hold or a release
+/// that answered 2xx, the token it came with ([`crate::inventory::seatmap::SeatMaps::wrote`]).
+pub async fn notes_map_write(
+    State(state): State<AppState>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let token = token_from_headers(req.headers()).ok();
+    let resp = next.run(req).await;
+    if let (true, Some(t)) = (resp.status().is_success(), token) {
+        state.seatmaps.wrote(&t);
+    }
+    resp
 }
 
 /// `Content-Type` and `Seat-Map-Age-Ms`: how old the snapshot is (real time since the poll of
@@ -242,11 +268,12 @@ pub const SEAT_MAP_AGE: &str = "seat-map-age-ms";
 pub async fn sections(
     State(state): State<AppState>,
     Path(show): Path<String>,
+    headers: HeaderMap,
     q: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> ApiResult<Response> {
     known_show(&state, &show)?;
     strict_query(q, &[])?;
-    let served = snapshot(&state, &show).await?;
+    let served = snapshot(&state, &show, &headers).await?;
     Ok((map_headers(&served), served.views.overview.clone()).into_response())
 }
 

@@ -48,7 +48,13 @@ pub fn router(state: AppState) -> Router {
         .route("/api/leave", post(fan::leave))
         .route("/api/shows/{show}/seats", get(fan::seats))
         .route("/api/shows/{show}/sections", get(fan::sections))
-        .route("/api/shows/{show}/holds", post(holds::create_hold))
+        .route(
+            "/api/shows/{show}/holds",
+            post(holds::create_hold).layer(axum::middleware::from_fn_with_state(
+                state.clone(),
+                fan::notes_map_write,
+            )),
+        )
         .route("/api/shows/{show}/resources/{kind}", get(resources::free))
         .route("/api/shows/{show}/venue", get(venue::venue))
         .route(
@@ -57,7 +63,10 @@ pub fn router(state: AppState) -> Router {
         )
         .route(
             "/api/holds/{hold}",
-            get(holds::get_hold).delete(holds::delete_hold),
+            get(holds::get_hold).delete(axum::handler::Handler::layer(
+                holds::delete_hold,
+                axum::middleware::from_fn_with_state(state.clone(), fan::notes_map_write),
+            )),
         )
         .route("/api/holds/{hold}/pay", post(holds::pay))
         .route("/payment/callback", get(fan::callback))
