@@ -507,7 +507,9 @@ async fn prepare(args: &RushArgs) -> anyhow::Result<Prepared> {
         if doc["state"] != "prequeue" {
             stack.shutdown().await;
             anyhow::bail!(
-                "event {:?} already exists in this store (state {}): use a fresh Redis or another --event",
+                "event {:?} is already {} at its first status read: either this store holds it from an \
+                 earlier run (use a fresh Redis or another --event), or the services took longer \
+                 than --opens-in to start (give it more)",
                 args.event,
                 doc["state"]
             );
