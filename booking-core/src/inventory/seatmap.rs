@@ -14,7 +14,8 @@
 //!   SQLite's feed is never pruned). Each changed seat's row is applied to the snapshot (not a
 //!   rebuild); pools (a few rows per show) are re-read with each poll.
 //! - **Polls** run at most every [`POLL_INTERVAL`] of real time per show and process, or at once
-//!   after a seat write in this process ([`touch`]: a fan reading after its own hold sees it),
+//!   after a seat write in this process ([`touch`]), so a fan reading after its own hold sees it
+//!   (with its token, also while another request polls: [`SeatMaps::wrote`]),
 //!   one at a time per show and at least [`MIN_POLL_GAP`] apart; while one runs (or waits out
 //!   the gap), others are answered from the current snapshot if its last poll is younger than
 //!   [`MAX_STALE`].
