@@ -416,7 +416,7 @@ pub struct SeatMaps {
     shows: Mutex<HashMap<String, Arc<Slot>>>,
     /// When each fan (by a hash of its admission token) last wrote seats through this process
     /// ([`SeatMaps::wrote`]): its next read gets no snapshot polled before that.
-    writes: Mutex<HashMap<u64, Instant>>,
+    writes: Mutex<Writes>,
     loads: AtomicU64,
     polls: AtomicU64,
     seats_polled: AtomicU64,
@@ -496,20 +496,23 @@ impl SeatMaps {
     /// begun after now, even while another request polls (the others get the young snapshot).
     /// A newcomer review found a fan's own hold missing from its next read in 34 of 100 tries
     /// with 50 other readers: it was served the snapshot of a poll begun before its write.
-    /// Entries older than [`MAX_STALE`] are dropped (no snapshot that old is served young).
+    /// Notes live in two generations of [`MAX_STALE`] each (no snapshot older is served young):
+    /// the older one is dropped whole when the newer one is that old, so a note costs one insert
+    /// (pruning a map of every fan's note at each write halved `loadtest bench`'s pool holds).
     pub fn wrote(&self, reader: &str) {
         let mut w = self.writes.lock().expect("seat map writes");
-        if w.len() >= 4096 {
-            w.retain(|_, at| at.elapsed() < MAX_STALE);
+        if w.since.elapsed() >= MAX_STALE {
+            w.before = std::mem::take(&mut w.now);
+            w.since = Instant::now();
         }
-        w.insert(reader_key(reader), Instant::now());
+        w.now.insert(reader_key(reader), Instant::now());
     }
 
     /// When `reader` last wrote ([`SeatMaps::wrote`]), if it did lately.
     fn written_at(&self, reader: Option<&str>) -> Option<Instant> {
-        let reader = reader?;
+        let key = reader_key(reader?);
         let w = self.writes.lock().expect("seat map writes");
-        w.get(&reader_key(reader)).copied()
+        w.now.get(&key).or_else(|| w.before.get(&key)).copied()
     }
 
     fn slot(&self, show: &str) -> Arc<Slot> {
@@ -632,6 +635,25 @@ impl SeatMaps {
         }
         *slot.live.lock().expect("seat map") = Some(live);
         served.ok_or_else(|| sqlx::Error::Protocol("seat map not rendered".into()))
+    }
+}
+
+/// Fans' notes of their writes ([`SeatMaps::wrote`]): since `since`, in `now`; before, in
+/// `before` (one generation, dropped whole).
+#[derive(Debug)]
+struct Writes {
+    since: Instant,
+    now: HashMap<u64, Instant>,
+    before: HashMap<u64, Instant>,
+}
+
+impl Default for Writes {
+    fn default() -> Self {
+        Self {
+            since: Instant::now(),
+            now: HashMap::new(),
+            before: HashMap::new(),
+        }
     }
 }
 
