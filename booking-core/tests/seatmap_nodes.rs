@@ -22,12 +22,18 @@ fn deadline() -> Duration {
 
 /// `A-1-1`'s status on the node at `base`, and the map's age (ms) from its header.
 async fn seat_on(h: &Harness, base: &str) -> (String, u64) {
-    let r = h
+    seat_read(h, base, None).await
+}
+
+/// [`seat_on`] as the fan holding `token` reads it (its admission token sent as a bearer).
+async fn seat_read(h: &Harness, base: &str, token: Option<&str>) -> (String, u64) {
+    let mut req = h
         .http
-        .get(format!("{base}/api/shows/{SHOW}/seats?section=A"))
-        .send()
-        .await
-        .unwrap();
+        .get(format!("{base}/api/shows/{SHOW}/seats?section=A"));
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    let r = req.send().await.unwrap();
     assert_eq!(r.status(), 200);
     let age: u64 = r.headers()["seat-map-age-ms"]
         .to_str()
@@ -150,22 +156,7 @@ async fn a_seat_map_poll_never_waits_behind_the_holds_for_a_connection() {
 
 /// `A-1-1`'s status in `?section=A` as the fan holding `token` reads it.
 async fn seat_as(h: &Harness, token: Option<&str>) -> String {
-    let mut req = h
-        .http
-        .get(format!("{}/api/shows/{SHOW}/seats?section=A", h.base));
-    if let Some(t) = token {
-        req = req.bearer_auth(t);
-    }
-    let v: Value = req.send().await.unwrap().json().await.unwrap();
-    v["seats"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["id"] == "A-1-1")
-        .unwrap()["status"]
-        .as_str()
-        .unwrap()
-        .to_owned()
+    seat_read(h, &h.base, token).await.0
 }
 
 /// Read-your-writes under concurrent readers (newcomer review: with 50 other readers, a fan's
