@@ -132,8 +132,8 @@ pub fn set_concurrency(n: usize) {
 /// a permit's wait is left out of the calls' latencies. With `n / 4` (192 of the seed profile's
 /// 768) prompt payers took 47 and 64 s (median, `hold_to_paid_secs`) from their hold to PAID in
 /// two seed rehearsals, of a 60 s hold: 17 s of it before their payment was created and 32 s
-/// to the callback's confirmation (the audit rows' times), nearly all of it waiting for a
-/// permit; in one run of eight the payments fell behind the windows altogether (16,466 holds
+/// to the callback's confirmation (the audit rows' times), while each call took about
+/// 0.5 s (the wait for a permit itself was not measured apart); in one run of eight the payments fell behind the windows altogether (16,466 holds
 /// expired with their payment started, 1,600 seats unsold at the end). With `n / 2`: 33 s
 /// (9 s + 16 s in the audit), while the checkout calls' own latency doubled (pay p50 0.53 →
 /// 1.06 s): the wait moved from the generator, where no figure showed it, to the services.

@@ -46,8 +46,9 @@ pub const POLL_INTERVAL: Duration = Duration::from_millis(250);
 /// process writes seats. In the seed rehearsal every hold touched the version, so a poll
 /// started as soon as the last one ended, three statements and a rendering of the changed
 /// sections each: the pools' read (once per poll, and in pool holds) ran 56,849 times in one
-/// run, 31,758 with this gap, the feed itself 9,098 times (about 35 a second in the rush). A
-/// reader whose write is newer than the last poll waits out the rest of the gap for its own.
+/// run, 31,758 with this gap, the feed itself 9,098 times (about 35 a second in the rush). Only
+/// the reader that polls waits out the rest of the gap; the others get the young snapshot, or,
+/// when they wrote since it was polled ([`SeatMaps::wrote`]), wait for that poll.
 pub const MIN_POLL_GAP: Duration = Duration::from_millis(20);
 /// While another request polls a show's feed, the current snapshot is served if its last poll
 /// is younger than this (2 s).
