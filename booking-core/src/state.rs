@@ -76,6 +76,9 @@ pub struct Shared {
     pub refusals: Arc<refusals::Refusals>,
     /// Fans' releases applied in batches on SQLite ([`releases`]).
     pub releases: Arc<releases::Releases>,
+    /// Fans' releases of their own plain seat holds on PostgreSQL, in batches
+    /// ([`releases::OwnReleases`]).
+    pub own_releases: Arc<releases::OwnReleases>,
     /// SQLite's writer thread (a SQLite file only): the plain holds, releases and refusals
     /// ([`db::writer`], `inventory::fast`).
     pub writer: Option<Arc<db::writer::Writer>>,
@@ -147,6 +150,7 @@ impl AppState {
             in_flight: Arc::default(),
             refusals: Arc::new(refusals::Refusals::new(writer.clone())),
             releases: Arc::new(releases::Releases::new(writer.clone())),
+            own_releases: Arc::default(),
             writer,
             local_reads,
         })))

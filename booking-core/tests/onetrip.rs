@@ -521,3 +521,125 @@ async fn a_second_tabs_hold_racing_the_release_that_ends_the_session_is_refused(
     }
     db.close().await;
 }
+
+fn own(hold: &str, adm: &Admission, visitor: &str) -> onetrip::OwnRelease {
+    onetrip::OwnRelease {
+        release: release_of(hold, adm, ""),
+        visitor: visitor.to_owned(),
+    }
+}
+
+/// Fans' releases of their own plain holds applied together in one statement
+/// (`onetrip::release_own_many`, the PostgreSQL group commit of `DELETE /api/holds/{id}`):
+/// each answer and each trace is what that release alone writes. Three fans' holds are
+/// released with every trace (the hold, its seats, its slots, its audit row, its session's end
+/// and one notice with the body a release alone writes); the same hold asked twice in one
+/// batch is released once (one audit row, one notice); a stranger's release of a hold, and a
+/// release under a payment started meanwhile, write nothing and answer false.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_of_fans_releases_writes_what_each_release_alone_writes() {
+    let db = seeded().await;
+    let fans: Vec<Admission> = (1..=3).map(|n| admission(&format!("batch-{n}"))).collect();
+    let mut holds = Vec::new();
+    for (n, adm) in fans.iter().enumerate() {
+        let ids = [format!("A-1-{}", 2 * n + 1), format!("A-1-{}", 2 * n + 2)];
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+        holds.push(held(&db, adm, "k", &ids).await);
+    }
+    let payer = admission("batch-payer");
+    let paying = held(&db, &payer, "k", &["A-1-7"]).await;
+    sqlx::query("UPDATE holds SET payment_id = 'pending:x' WHERE id = $1")
+        .bind(&paying)
+        .execute(&db)
+        .await
+        .unwrap();
+    let victim = admission("batch-victim");
+    let victims = held(&db, &victim, "k", &["A-1-8"]).await;
+    let stranger = admission("batch-stranger");
+    let as_stranger = onetrip::OwnRelease {
+        release: Release {
+            jti: victim.jti.clone(),
+            ..release_of(&victims, &stranger, "")
+        },
+        visitor: stranger.sub.clone(),
+    };
+    let batch = [
+        own(&holds[0], &fans[0], &fans[0].sub),
+        own(&holds[1], &fans[1], &fans[1].sub),
+        own(&holds[1], &fans[1], &fans[1].sub),
+        as_stranger,
+        own(&paying, &payer, &payer.sub),
+        own(&holds[2], &fans[2], &fans[2].sub),
+    ];
+    let refs: Vec<&onetrip::OwnRelease> = batch.iter().collect();
+    let answers = onetrip::release_own_many(&db, &refs).await.unwrap();
+    assert_eq!(answers, [true, true, true, false, false, true]);
+    for (hold, adm) in holds.iter().zip(&fans) {
+        assert_eq!(released_traces(&db, hold, adm).await, [1, 0, 0, 1, 1, 1]);
+        let body: String = sqlx::query_scalar(
+            "SELECT payload FROM outbox WHERE kind = 'session-end' AND ref_id = $1",
+        )
+        .bind(&adm.jti)
+        .fetch_one(&db)
+        .await
+        .unwrap();
+        let alone = booking_core::outbox::notify::session_end_payload(SHOW, &adm.jti);
+        assert_eq!(body, alone.to_string());
+    }
+    assert_eq!(
+        released_traces(&db, &paying, &payer).await,
+        [0, 1, 2, 0, 0, 0]
+    );
+    assert_eq!(
+        released_traces(&db, &victims, &victim).await,
+        [0, 1, 2, 0, 0, 0]
+    );
+    assert_eq!(free_seats(&db).await, 8);
+    // The same batch again: every hold is RELEASED or guarded, nothing more is written.
+    let again = onetrip::release_own_many(&db, &refs).await.unwrap();
+    assert_eq!(again, [false; 6]);
+    assert_eq!(
+        released_traces(&db, &holds[1], &fans[1]).await,
+        [1, 0, 0, 1, 1, 1]
+    );
+    db.close().await;
+}
+
+/// Two holds of one admission released in one batch (the first lapsed, not yet swept, and the
+/// hold the admission made after it): the session ends once, with one notice, and the
+/// admission's slot is closed, as when the two are released one after the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_holds_of_one_admission_released_together_end_its_session_once() {
+    let db = seeded().await;
+    let adm = admission("twice");
+    let first = held(&db, &adm, "k1", &["A-1-1"]).await;
+    let later = now_ms() + TIMING.hold_ttl_ms + 1_000;
+    let second = match onetrip::hold(&db, &request(&adm, "k2", seats(&["A-1-2"])), later)
+        .await
+        .unwrap()
+    {
+        OneTrip::Held(a) => a.body["hold_id"].as_str().unwrap().to_owned(),
+        other => panic!("held after the first lapsed, not {other:?}"),
+    };
+    let at = |hold: &str| onetrip::OwnRelease {
+        release: Release {
+            now_ms: later + 1,
+            ..release_of(hold, &adm, "")
+        },
+        visitor: adm.sub.clone(),
+    };
+    let batch = [at(&first), at(&second)];
+    let refs: Vec<&onetrip::OwnRelease> = batch.iter().collect();
+    assert_eq!(
+        onetrip::release_own_many(&db, &refs).await.unwrap(),
+        [true, true]
+    );
+    for hold in [&first, &second] {
+        assert_eq!(released_traces(&db, hold, &adm).await, [1, 0, 0, 1, 1, 1]);
+    }
+    let closed = "SELECT COUNT(*) FROM hold_slots WHERE scope = 'jti' AND owner = $1 \
+                  AND live_until = 9223372036854775807";
+    assert_eq!(count(&db, closed, &adm.jti).await, 1);
+    assert_eq!(free_seats(&db).await, 10);
+    db.close().await;
+}

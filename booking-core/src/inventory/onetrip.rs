@@ -40,6 +40,11 @@
 //! its row. A hold with places of a pool or an interval, or a show with fans on its
 //! waitlist (whose offers the full release makes), fails that update's guard: nothing is
 //! written and the caller runs the full release ([`crate::inventory::releases::alone`]).
+//! Fans' releases arrive at the releases' group commit ([`crate::inventory::releases::OwnReleases`]),
+//! which applies every one waiting in one such statement ([`release_own_many`]): one row per
+//! hold through the same guards and writes, the seats of all of them locked in (show, seat)
+//! order. Run on a worker with connections of its own, a release no longer waits for a pool
+//! connection behind the hot show's hold requests.
 //!
 //! Layer: inventory (uses `db`).
 
@@ -256,6 +261,117 @@ pub(crate) fn release_sql(r: &Release, visitor: Option<&str>) -> (String, db::Bi
     let sql = format!(
         "WITH {} SELECT (SELECT COUNT(*) FROM h), set_config('synchronous_commit', 'off', true)",
         with.join(", ")
+    );
+    (sql, b)
+}
+
+/// One fan's release for [`release_own_many`]: what [`release_own`] takes.
+#[derive(Debug, Clone)]
+pub struct OwnRelease {
+    /// The release, as the fan's admission says it (show, `jti`, no payment).
+    pub release: Release,
+    /// The visitor the hold must be of.
+    pub visitor: String,
+}
+
+/// Fans' releases of plain seat holds, many in ONE statement on PostgreSQL's pool `db` (the
+/// releases' group commit, [`crate::inventory::releases::OwnBatch`]): each answer is what
+/// [`release_own`] would have answered for that release alone, true when its hold was released
+/// (committed), false when its guard failed and nothing of it was written (the caller then
+/// decides it as after [`release_own`]). The seats of every released hold are locked in
+/// (show, seat) order, the order holds lock them in, so a batch and a hold never wait on each
+/// other in a cycle. `Err`: the database's, deadlocks and serialization failures included (the
+/// caller then releases each alone).
+pub async fn release_own_many(db: &Db, items: &[&OwnRelease]) -> sqlx::Result<Vec<bool>> {
+    let (sql, b) = release_own_many_sql(items);
+    let released: Vec<(String, String)> = sqlx::query_as_with(&sql, b.args()).fetch_all(db).await?;
+    let released: std::collections::HashSet<&str> =
+        released.iter().map(|(id, _)| id.as_str()).collect();
+    if !released.is_empty() {
+        seatmap::touch();
+    }
+    Ok(items
+        .iter()
+        .map(|o| {
+            let r = &o.release;
+            let done = released.contains(r.hold_id.as_str());
+            if done {
+                holds::count_release(&r.show, Actor::Api, Ended::Released);
+            }
+            done
+        })
+        .collect())
+}
+
+/// The statement of [`release_own_many`] and its values: [`release_sql`]'s writes with one row
+/// per hold (a hold asked twice is released once), the session-end check of an admission
+/// counting none of the batch's holds as live (two holds of one admission released together
+/// end its session, as one after the other would). Its rows: the released holds' ids, each
+/// with `set_config`'s answer.
+pub(crate) fn release_own_many_sql(items: &[&OwnRelease]) -> (String, db::Binds) {
+    let mut b = db::Binds::default();
+    let mut seen = std::collections::HashSet::new();
+    let mut rows = Vec::with_capacity(items.len());
+    for o in items {
+        let r = &o.release;
+        if !seen.insert(r.hold_id.as_str()) {
+            continue;
+        }
+        let payload = crate::outbox::notify::session_end_payload(&r.show, &r.jti).to_string();
+        rows.push(format!(
+            "({}, {}, {}, {}, {}, {}, {}, {})",
+            b.push(r.hold_id.clone()),
+            b.push(r.show.clone()),
+            b.push(r.jti.clone()),
+            b.push(o.visitor.clone()),
+            b.push(r.payment.clone()),
+            b.push(r.now_ms),
+            b.push(r.reason.clone()),
+            b.push(payload),
+        ));
+    }
+    let end = b.push(Ended::Released.as_str());
+    let (jti_scope, kind, action, actor) = (
+        b.push(crate::outbox::notify::ADMISSION_SCOPE),
+        b.push(crate::outbox::notify::SESSION_END),
+        b.push(Ended::Released.as_str()),
+        b.push(Actor::Api.as_str()),
+    );
+    let closed = crate::outbox::notify::SLOT_CLOSED;
+    let sql = format!(
+        "WITH v (hold, show, jti, visitor, payment, at, reason, payload) AS (VALUES {rows}), \
+         h AS (UPDATE holds SET status = 'RELEASED', ended_as = {end}, released_at = v.at FROM v \
+         WHERE holds.id = v.hold AND holds.status = 'HELD' \
+         AND COALESCE(holds.payment_id, '') = v.payment AND holds.show_id = v.show \
+         AND holds.admission_jti = v.jti AND holds.visitor_id = v.visitor \
+         AND NOT EXISTS (SELECT 1 FROM waitlist w WHERE w.show_id = v.show AND w.status = 'waiting') \
+         AND NOT EXISTS (SELECT 1 FROM hold_pools p WHERE p.hold_id = v.hold) \
+         AND NOT EXISTS (SELECT 1 FROM hold_resources x WHERE x.hold_id = v.hold) \
+         RETURNING holds.id, holds.show_id, holds.admission_jti AS jti, v.at, v.reason, v.payload), \
+         l AS (SELECT s.show_id, s.seat_id, s.hold_id FROM seats s \
+         JOIN hold_seats hs ON hs.show_id = s.show_id AND hs.seat_id = s.seat_id AND hs.hold_id = s.hold_id \
+         JOIN h ON h.id = hs.hold_id WHERE s.status = 'held' \
+         ORDER BY s.show_id, s.seat_id FOR UPDATE OF s), \
+         e AS (SELECT h.id, h.show_id, h.jti, h.at, h.payload FROM h WHERE NOT EXISTS (SELECT 1 FROM hold_slots o \
+         WHERE o.scope = {jti_scope} AND o.owner = h.jti AND o.live_until > h.at \
+         AND o.hold_id NOT IN (SELECT id FROM h))), \
+         w0 AS (UPDATE seats SET status = 'free', hold_id = NULL, hold_expires_at = NULL FROM l \
+         WHERE seats.show_id = l.show_id AND seats.seat_id = l.seat_id \
+         AND seats.hold_id = l.hold_id AND seats.status = 'held'), \
+         w1 AS (UPDATE hold_slots SET live_until = CASE WHEN scope = {jti_scope} \
+         AND hold_id IN (SELECT id FROM e) THEN {closed} ELSE 0 END \
+         WHERE hold_id IN (SELECT id FROM h)), \
+         w2 AS (INSERT INTO admissions_ended (jti, at) SELECT DISTINCT ON (jti) jti, at FROM e \
+         ON CONFLICT (jti) DO NOTHING), \
+         w3 AS (INSERT INTO outbox (ref_id, kind, show_id, payload, created_at) \
+         SELECT DISTINCT ON (jti) jti, {kind}, show_id, payload, at FROM e \
+         ON CONFLICT (ref_id, kind) DO NOTHING), \
+         w4 AS (INSERT INTO audit (at, show_id, hold_id, action, actor, reason) \
+         SELECT at, show_id, id, {action}, {actor}, reason FROM h), \
+         w5 AS (UPDATE waitlist SET status = 'lapsed' WHERE hold_id IN (SELECT id FROM h) \
+         AND status = 'offered') \
+         SELECT h.id, set_config('synchronous_commit', 'off', true) FROM h",
+        rows = rows.join(", "),
     );
     (sql, b)
 }

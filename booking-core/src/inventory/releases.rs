@@ -16,16 +16,21 @@
 //! answers only after its release is committed. If the batch fails (an error in any release, or
 //! the commit), the transaction is rolled back whole and each caller releases alone, as before.
 //!
-//! PostgreSQL keeps one transaction per release: its pool has many connections, and one
-//! transaction locking the seats of many holds could deadlock with holds that lock seats in
-//! seat order (case B05).
+//! On PostgreSQL a fan's release of its own plain seat hold (no read of the hold first,
+//! [`onetrip::release_own`]) goes to [`OwnReleases`], the same group commit: every release
+//! waiting is applied in ONE statement ([`onetrip::release_own_many`]), which locks the seats
+//! of all of them in (show, seat) order, the order every hold locks seats in, so a batch never
+//! deadlocks with holds (case B05). Any other release on PostgreSQL is one transaction of its
+//! own.
 
 use futures::future::BoxFuture;
 
 use crate::db::{self, Actor, Backend, Db};
 use crate::inventory::fast::{self, Fast};
+use crate::inventory::group::Group;
 use crate::inventory::group::{OrWriter, Work};
 use crate::inventory::holds::{self, Ended};
+use crate::inventory::onetrip::{self, OwnRelease};
 
 /// Releases applied in one transaction at most.
 pub const MAX_BATCH: usize = 128;
@@ -128,4 +133,39 @@ async fn one(tx: &mut db::Tx<'_>, pg: bool, r: &Release) -> sqlx::Result<bool> {
         r.now_ms,
     )
     .await
+}
+
+/// Fans' releases of their own plain seat holds on PostgreSQL, many in one statement
+/// ([`onetrip::release_own_many`]); each answer is whether that hold was released.
+#[derive(Debug)]
+pub struct OwnBatch;
+
+impl Work for OwnBatch {
+    type Item = OwnRelease;
+    type Answer = bool;
+    const METRIC: &'static str = "bc_own_release_batch_size";
+    const MAX: usize = MAX_BATCH;
+    fn apply<'a>(
+        db: &'a Db,
+        batch: &'a [&'a OwnRelease],
+    ) -> BoxFuture<'a, sqlx::Result<Vec<bool>>> {
+        Box::pin(onetrip::release_own_many(db, batch))
+    }
+}
+
+/// The group commit of fans' releases of their own plain seat holds on PostgreSQL.
+pub type OwnReleases = Group<OwnBatch>;
+
+impl Group<OwnBatch> {
+    /// Releases `r` (the fan's own plain seat hold, as its admission says: see
+    /// [`onetrip::release_own`]) in a batch with whatever other such releases are waiting, and
+    /// returns once it is committed: true when released, false when its guard failed and
+    /// nothing was written. When the batch fails (a deadlock or serialization failure among
+    /// them), `r` runs alone. Errors: the database's, from running alone.
+    pub async fn release(&self, db: &Db, r: OwnRelease) -> sqlx::Result<bool> {
+        if let Some(released) = self.submit(db, r.clone()).await {
+            return Ok(released);
+        }
+        onetrip::release_own(db, &r.release, &r.visitor).await
+    }
 }

@@ -126,11 +126,17 @@ fn session_end_when_sql(
             j,
             SESSION_END,
             s,
-            &json!({"event": show, "jti": jti}),
+            &session_end_payload(show, jti),
             at,
             condition,
         ),
     ]
+}
+
+/// The body of a `session-end` notice to the waiting room: the event and the admission's
+/// `jti`, `{"event": …, "jti": …}`.
+pub fn session_end_payload(show: &str, jti: &str) -> Value {
+    json!({"event": show, "jti": jti})
 }
 
 /// The `hold_slots` scope of an admission's slot (one live hold per admission), kept here so

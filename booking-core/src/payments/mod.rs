@@ -540,7 +540,8 @@ pub(crate) async fn paid_on_void(
 }
 
 /// The fan's release of hold `id` on PostgreSQL with no read of the hold first
-/// ([`crate::inventory::onetrip::release_own`]): `Some` (the answer [`release_by_fan`] gives a
+/// ([`crate::inventory::onetrip::release_own`], in a batch with the other fans' releases
+/// waiting: [`crate::inventory::releases::OwnReleases`]): `Some` (the answer [`release_by_fan`] gives a
 /// released hold) when `id` is a plain seat hold of `adm`'s visitor, made under `adm`, HELD
 /// with no payment, and the one statement released it; `None` (nothing written) otherwise, or
 /// on SQLite: the caller reads the hold and runs [`release_by_fan`].
@@ -560,7 +561,11 @@ pub async fn release_own_plain(
         reason: FAN_RELEASE.to_owned(),
         now_ms: state.clock.now_ms(),
     };
-    let released = crate::inventory::onetrip::release_own(&state.db, &release, &adm.sub).await?;
+    let own = crate::inventory::onetrip::OwnRelease {
+        release,
+        visitor: adm.sub.clone(),
+    };
+    let released = state.own_releases.release(&state.db, own).await?;
     Ok(released.then(|| released_answer(id)))
 }
 
