@@ -36,7 +36,7 @@ impl std::ops::Deref for AppState {
 }
 
 /// What [`AppState`] shares, field by field.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Shared {
     /// Validated configuration.
     pub config: Arc<Config>,
@@ -59,6 +59,9 @@ pub struct Shared {
     /// Reads that may trail a concurrent write by one commit (seat maps, hold views): extra
     /// SQLite reader connections, or `db` itself ([`db::connect_reads`]).
     pub reads: db::Db,
+    /// The pool of a fan's checkout steps, on PostgreSQL its own ([`db::connect_checkout`]);
+    /// [`AppState::checkout`] is this state with it as `db`.
+    pub checkout_db: db::Db,
     /// The pool the seat maps poll their change feed with: on PostgreSQL a small pool of its
     /// own, so a poll never queues behind the fans' holds; else `reads`
     /// ([`db::connect_feed`]).
@@ -96,6 +99,7 @@ impl AppState {
         let db = db::connect(&config.database_url).await?;
         let reads = db::connect_reads(&config.database_url, &db).await?;
         let feed = db::connect_feed(&config.database_url, &reads).await?;
+        let checkout_db = db::connect_checkout(&config.database_url, &db)?;
         for show in &config.shows {
             db::seed_show(&db, show).await?;
         }
@@ -115,8 +119,10 @@ impl AppState {
             .iter()
             .map(|aud| (aud.clone(), door(aud)))
             .collect();
+        // The gateway's access token is read and stored on the checkout's pool: a payment
+        // never waits for it behind the rush's holds.
         let tokens = Arc::new(TokenStore::new(
-            db.clone(),
+            checkout_db.clone(),
             config.clock.clone(),
             &config.gateway_url,
             &config.gateway_client_id,
@@ -144,6 +150,7 @@ impl AppState {
             limiter: Arc::new(caps::RateLimiter::default()),
             reads,
             feed,
+            checkout_db,
             seatmaps: Arc::default(),
             outage,
             hold_queues,
@@ -154,6 +161,22 @@ impl AppState {
             writer,
             local_reads,
         })))
+    }
+
+    /// This state for a fan's checkout step (reading the hold, paying, the gateway's callback
+    /// and webhook, cancelling): on PostgreSQL its `db` (and `reads`, the same pool there) is
+    /// [`Shared::checkout_db`], so the step never queues for a connection behind the rush's
+    /// hold requests; else this state. A copy of the shared fields (reference counts), made
+    /// per checkout request.
+    pub fn checkout(&self) -> AppState {
+        if db::backend(&self.db) != db::Backend::Postgres {
+            return self.clone();
+        }
+        AppState(Arc::new(Shared {
+            db: self.checkout_db.clone(),
+            reads: self.checkout_db.clone(),
+            ..(*self.0).clone()
+        }))
     }
 
     /// The outbox worker over this state's database, configuration, gateway and clock.

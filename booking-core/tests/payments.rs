@@ -429,3 +429,31 @@ async fn claim_payment(h: &Harness, hold: &str) {
     .rows_affected();
     assert_eq!(n, 1);
 }
+
+/// A fan's checkout on PostgreSQL has connections of its own (`AppState::checkout`,
+/// `db::connect_checkout`): with every connection of the shared pool taken and kept (what the
+/// rush's hold requests do), the fan who won a hold still reads it, pays, comes back through
+/// the gateway's callback to a booked seat and reads it PAID. On the shared pool the first
+/// read waited out the pool's 5 s acquire timeout and answered 503.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checkout_steps_do_not_queue_behind_the_shared_pool() {
+    let h = Harness::on(Backend::Postgres).await;
+    let t = h.token("winner");
+    let (st, b) = h.hold(&t, "k", &["A-1-1"]).await;
+    assert_eq!(st, 201, "{b}");
+    let hold = b["hold_id"].as_str().unwrap().to_owned();
+    let mut taken = Vec::new();
+    for _ in 0..booking_core::db::PG_POOL {
+        taken.push(h.state.db.acquire().await.unwrap());
+    }
+    let view = h.hold_view("winner", &hold).await;
+    assert_eq!(view["status"], "HELD", "{view}");
+    let (_, back) = h.approve(&t, &hold).await;
+    let r = h.http.get(back).send().await.unwrap();
+    let to = r.headers()["location"].to_str().unwrap().to_owned();
+    assert!(to.starts_with("/confirmation.html"), "{to}");
+    let view = h.hold_view("winner", &hold).await;
+    assert_eq!(view["status"], "PAID", "{view}");
+    assert!(view["booking_id"].is_string(), "{view}");
+    drop(taken);
+}

@@ -154,6 +154,10 @@ pub fn ping_if_idle(
 /// than about 4 × cores only add lock waits and context switches on a hot show (issue 7).
 pub const PG_POOL: u32 = 10;
 
+/// PostgreSQL connections per process for a fan's checkout ([`connect_checkout`]): reading
+/// the hold, paying, the gateway's callback and webhook, cancelling.
+pub const PG_CHECKOUT_POOL: u32 = 4;
+
 /// PostgreSQL connections per process for the seat maps' polls of their change feed
 /// ([`connect_feed`]). Polls run one at a time per show, so two serve a hot show and a second
 /// one without either waiting for the other.
@@ -205,6 +209,21 @@ pub async fn connect_feed(url: &str, reads: &Db) -> anyhow::Result<Db> {
         return Ok(reads.clone());
     }
     Ok(pg_pool(PG_FEED_POOL).connect(url).await?)
+}
+
+/// The pool a fan's checkout uses (`AppState::checkout`): reading the hold, paying, the
+/// gateway's callback and webhook, cancelling. On PostgreSQL a pool of its own,
+/// [`PG_CHECKOUT_POOL`] connections, opened lazily: on the shared pool ([`PG_POOL`]) every
+/// checkout step queued for a connection behind the rush's hold requests, most of them lost
+/// (the seed rehearsal r27: 292,267 hold calls, 93 % of them 409s; reading a hold, three
+/// statements, took 1.26 s at the median and a payment's callback 1.11 s, while the hold's
+/// 60 s ran), so a fan who had won a seat waited behind those who had not. On SQLite, `db`
+/// itself (one writer).
+pub fn connect_checkout(url: &str, db: &Db) -> anyhow::Result<Db> {
+    if Backend::of_url(url)? != Backend::Postgres {
+        return Ok(db.clone());
+    }
+    Ok(sibling_pool(db, PG_CHECKOUT_POOL))
 }
 
 /// A pool of `max` connections to the PostgreSQL server and database of `db`, with

@@ -323,6 +323,7 @@ pub async fn callback(
     State(state): State<AppState>,
     q: Result<Query<HashMap<String, String>>, QueryRejection>,
 ) -> ApiResult<Response> {
+    let state = state.checkout();
     let Query(q) = q.map_err(|r| rejection(r.status(), "query", &r.body_text()))?;
     let (Some(pid), Some(sig)) = (q.get("paymentID"), q.get("signature")) else {
         return Err(Problem::bad_request("paymentID and signature are required").into());

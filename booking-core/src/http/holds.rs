@@ -710,6 +710,7 @@ pub async fn get_hold(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> ApiResult<Json<Value>> {
+    let state = state.checkout();
     let h = hold_of_fan(&state, &headers, &id).await?;
     let mut v = holds::view(&state.db, &h).await?;
     if let Ok(show) = super::resources::show_config(&state, &h.show_id) {
@@ -760,6 +761,7 @@ pub async fn pay(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> ApiResult<Json<Value>> {
+    let state = state.checkout();
     let h = hold_of_fan(&state, &headers, &id).await?;
     // No body, or an empty JSON object (what most HTTP clients send for "no fields"): the
     // current payment; `{"replaces"}`: a new attempt.
@@ -796,6 +798,7 @@ pub async fn delete_hold(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> ApiResult<Json<Value>> {
+    let state = state.checkout();
     let (adm, expired) = hold_admission(&state, &headers).await?;
     if let Some(done) = payments::release_own_plain(&state, &adm, &id).await? {
         return Ok(Json(done));

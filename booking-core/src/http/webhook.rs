@@ -33,6 +33,7 @@ pub async fn receive(
     headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult<Json<Value>> {
+    let state = state.checkout();
     let header = headers.get(webhook::HEADER).and_then(|v| v.to_str().ok());
     let keys: Vec<&[u8]> = state
         .config
