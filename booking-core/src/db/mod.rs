@@ -155,8 +155,9 @@ pub fn ping_if_idle(
 pub const PG_POOL: u32 = 10;
 
 /// PostgreSQL connections per process for a fan's checkout ([`connect_checkout`]): reading
-/// the hold, paying, the gateway's callback and webhook, cancelling.
-pub const PG_CHECKOUT_POOL: u32 = 4;
+/// the hold, paying, the gateway's callback and webhook, cancelling. As many as the requests'
+/// pool: with 4 the checkout steps queued on them in the seed rehearsal (r28).
+pub const PG_CHECKOUT_POOL: u32 = 10;
 
 /// PostgreSQL connections per process for the seat maps' polls of their change feed
 /// ([`connect_feed`]). Polls run one at a time per show, so two serve a hot show and a second
@@ -213,12 +214,16 @@ pub async fn connect_feed(url: &str, reads: &Db) -> anyhow::Result<Db> {
 
 /// The pool a fan's checkout uses (`AppState::checkout`): reading the hold, paying, the
 /// gateway's callback and webhook, cancelling. On PostgreSQL a pool of its own,
-/// [`PG_CHECKOUT_POOL`] connections, opened lazily: on the shared pool ([`PG_POOL`]) every
-/// checkout step queued for a connection behind the rush's hold requests, most of them lost
-/// (the seed rehearsal r27: 292,267 hold calls, 93 % of them 409s; reading a hold, three
-/// statements, took 1.26 s at the median and a payment's callback 1.11 s, while the hold's
-/// 60 s ran), so a fan who had won a seat waited behind those who had not. On SQLite, `db`
-/// itself (one writer).
+/// [`PG_CHECKOUT_POOL`] connections, opened lazily, so a fan who won a seat is never refused
+/// for want of a connection that the rush's hold requests (most of them lost) all hold: with
+/// every connection of the shared pool ([`PG_POOL`]) taken, a checkout step waited out the
+/// acquire timeout (5 s) and answered 503 while the hold's time ran (test
+/// `payments::checkout_steps_do_not_queue_behind_the_shared_pool`). It does not make a step
+/// faster under load: in seed rehearsals the checkout calls' medians stayed about 1 s (r27 on
+/// the shared pool: reading a hold 1.26 s, the callback 1.11 s; r29 with 10 connections of
+/// their own: 1.60 s and 1.25 s), set by the services' saturated CPU; with 4 connections (r28)
+/// the steps queued on this pool and fans took 61 s from hold to PAID against 33–37 s. On
+/// SQLite, `db` itself (one writer).
 pub fn connect_checkout(url: &str, db: &Db) -> anyhow::Result<Db> {
     if Backend::of_url(url)? != Backend::Postgres {
         return Ok(db.clone());
