@@ -59,9 +59,11 @@ pub struct Shared {
     /// Reads that may trail a concurrent write by one commit (seat maps, hold views): extra
     /// SQLite reader connections, or `db` itself ([`db::connect_reads`]).
     pub reads: db::Db,
-    /// The pool of a fan's checkout steps, on PostgreSQL its own ([`db::connect_checkout`]);
-    /// [`AppState::checkout`] is this state with it as `db`.
+    /// The pool of the gateway's access token, on PostgreSQL its own
+    /// ([`db::connect_checkout`]): a payment never waits for its token behind the rush's holds.
     pub checkout_db: db::Db,
+    /// The thread fans' checkout steps run on, with a pool of its own ([`AppState::on_checkout`]).
+    pub checkout_runner: Arc<db::dedicated::Runner>,
     /// The pool the seat maps poll their change feed with: on PostgreSQL a small pool of its
     /// own, so a poll never queues behind the fans' holds; else `reads`
     /// ([`db::connect_feed`]).
@@ -151,6 +153,7 @@ impl AppState {
             reads,
             feed,
             checkout_db,
+            checkout_runner: Arc::new(db::dedicated::Runner::new("checkout", db::PG_CHECKOUT_POOL)),
             seatmaps: Arc::default(),
             outage,
             hold_queues,
@@ -163,20 +166,36 @@ impl AppState {
         })))
     }
 
-    /// This state for a fan's checkout step (reading the hold, paying, the gateway's callback
-    /// and webhook, cancelling): on PostgreSQL its `db` (and `reads`, the same pool there) is
-    /// [`Shared::checkout_db`], so the step never queues for a connection behind the rush's
-    /// hold requests; else this state. A copy of the shared fields (reference counts), made
-    /// per checkout request.
-    pub fn checkout(&self) -> AppState {
-        if db::backend(&self.db) != db::Backend::Postgres {
-            return self.clone();
-        }
-        AppState(Arc::new(Shared {
-            db: self.checkout_db.clone(),
-            reads: self.checkout_db.clone(),
-            ..(*self.0).clone()
-        }))
+    /// Runs a fan's checkout step (reading the hold, paying, the gateway's callback and
+    /// webhook, cancelling): on PostgreSQL on the checkout's thread
+    /// ([`db::dedicated::Runner`]), given this state with the thread's own pool as `db` and
+    /// `reads`; else here, given this state. So a step waits between its round trips only
+    /// behind other checkout steps, never for a turn behind every hold request of the shared
+    /// runtime or for a connection they all hold. `step`'s answer, or a 500 when the step
+    /// panicked or the thread is gone.
+    pub async fn on_checkout<T, F, Fut>(&self, step: F) -> crate::error::ApiResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(AppState) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = crate::error::ApiResult<T>> + Send + 'static,
+    {
+        let me = self.clone();
+        let ran = self
+            .checkout_runner
+            .run(&self.db, move |pool| {
+                let state = if db::backend(&me.db) == db::Backend::Postgres {
+                    AppState(Arc::new(Shared {
+                        db: pool.clone(),
+                        reads: pool,
+                        ..(*me.0).clone()
+                    }))
+                } else {
+                    me
+                };
+                step(state)
+            })
+            .await;
+        ran.unwrap_or_else(|| Err(anyhow::anyhow!("the checkout step did not finish").into()))
     }
 
     /// The outbox worker over this state's database, configuration, gateway and clock.

@@ -58,3 +58,66 @@ where
         tracing::error!(error = %e, name, "a worker's thread did not start; its callers work alone");
     }
 }
+
+/// Work handed to a [`Runner`]: given the runner's pool, the future to run there.
+type Job = Box<dyn FnOnce(Db) -> futures::future::BoxFuture<'static, ()> + Send>;
+
+/// Request work run on a thread of its own with a pool of its own (started on first use by
+/// [`spawn`]; on SQLite, inline): each piece of work is a task of that thread's runtime, so
+/// between its round trips it waits only behind the other work of the runner, not behind
+/// every ready request of the shared runtime. Used for fans' checkout steps
+/// (`AppState::on_checkout`).
+#[derive(Debug)]
+pub struct Runner {
+    name: &'static str,
+    connections: u32,
+    inbox: std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedSender<Job>>>,
+}
+
+impl Runner {
+    /// A runner named `name` (its thread's name) with a pool of `connections`.
+    pub const fn new(name: &'static str, connections: u32) -> Self {
+        Self {
+            name,
+            connections,
+            inbox: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// Runs `work` on the runner's thread with its pool (on SQLite: here, with `db`) and
+    /// returns its output; `None` when the runner's thread is gone or `work` panicked there.
+    pub async fn run<T, F, Fut>(&self, db: &Db, work: F) -> Option<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(Db) -> Fut + Send + 'static,
+        Fut: Future<Output = T> + Send + 'static,
+    {
+        if db::backend(db) != Backend::Postgres {
+            return Some(work(db.clone()).await);
+        }
+        let (done, answer) = tokio::sync::oneshot::channel();
+        let job: Job = Box::new(move |pool| {
+            Box::pin(async move {
+                let _ = done.send(work(pool).await);
+            })
+        });
+        let inbox = {
+            let mut slot = self.inbox.lock().expect("runner inbox");
+            match slot.as_ref().filter(|t| !t.is_closed()) {
+                Some(t) => t.clone(),
+                None => {
+                    let (t, mut rx) = tokio::sync::mpsc::unbounded_channel::<Job>();
+                    spawn(db, self.name, self.connections, move |pool| async move {
+                        while let Some(job) = rx.recv().await {
+                            tokio::spawn(job(pool.clone()));
+                        }
+                    });
+                    *slot = Some(t.clone());
+                    t
+                }
+            }
+        };
+        inbox.send(job).ok()?;
+        answer.await.ok()
+    }
+}

@@ -323,14 +323,20 @@ pub async fn callback(
     State(state): State<AppState>,
     q: Result<Query<HashMap<String, String>>, QueryRejection>,
 ) -> ApiResult<Response> {
-    let state = state.checkout();
-    let Query(q) = q.map_err(|r| rejection(r.status(), "query", &r.body_text()))?;
-    let (Some(pid), Some(sig)) = (q.get("paymentID"), q.get("signature")) else {
-        return Err(Problem::bad_request("paymentID and signature are required").into());
-    };
-    let to = match payments::callback(&state, pid, sig).await? {
-        CallbackOutcome::Confirmed(hold) => format!("/confirmation.html?hold={hold}"),
-        CallbackOutcome::Back { show, hold } => format!("/book.html?show={show}&hold={hold}"),
-    };
-    Ok(Redirect::to(&to).into_response())
+    state
+        .clone()
+        .on_checkout(move |state| async move {
+            let Query(q) = q.map_err(|r| rejection(r.status(), "query", &r.body_text()))?;
+            let (Some(pid), Some(sig)) = (q.get("paymentID"), q.get("signature")) else {
+                return Err(Problem::bad_request("paymentID and signature are required").into());
+            };
+            let to = match payments::callback(&state, pid, sig).await? {
+                CallbackOutcome::Confirmed(hold) => format!("/confirmation.html?hold={hold}"),
+                CallbackOutcome::Back { show, hold } => {
+                    format!("/book.html?show={show}&hold={hold}")
+                }
+            };
+            Ok(Redirect::to(&to).into_response())
+        })
+        .await
 }

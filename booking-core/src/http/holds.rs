@@ -710,18 +710,22 @@ pub async fn get_hold(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> ApiResult<Json<Value>> {
-    let state = state.checkout();
-    let h = hold_of_fan(&state, &headers, &id).await?;
-    let mut v = holds::view(&state.db, &h).await?;
-    if let Ok(show) = super::resources::show_config(&state, &h.show_id) {
-        v["currency"] = show.venue.currency.clone().into();
-        super::resources::localise_interval(&mut v, &show.venue.time_zone);
-    }
-    v["pay_by"] = (payments::pay_by_ms(&state.config, &h) / 1000).into();
-    if let Some(a) = payments::attempts::view(&state.db, &h).await? {
-        v["payment"] = a;
-    }
-    Ok(Json(v))
+    state
+        .clone()
+        .on_checkout(move |state| async move {
+            let h = hold_of_fan(&state, &headers, &id).await?;
+            let mut v = holds::view(&state.db, &h).await?;
+            if let Ok(show) = super::resources::show_config(&state, &h.show_id) {
+                v["currency"] = show.venue.currency.clone().into();
+                super::resources::localise_interval(&mut v, &show.venue.time_zone);
+            }
+            v["pay_by"] = (payments::pay_by_ms(&state.config, &h) / 1000).into();
+            if let Some(a) = payments::attempts::view(&state.db, &h).await? {
+                v["payment"] = a;
+            }
+            Ok(Json(v))
+        })
+        .await
 }
 
 /// Optional body of `POST /api/holds/{hold}/pay`: pay again after a cancelled or failed payment.
@@ -761,21 +765,25 @@ pub async fn pay(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> ApiResult<Json<Value>> {
-    let state = state.checkout();
-    let h = hold_of_fan(&state, &headers, &id).await?;
-    // No body, or an empty JSON object (what most HTTP clients send for "no fields"): the
-    // current payment; `{"replaces"}`: a new attempt.
-    let again = match sale_common::body::optional::<PayBody>(&body)? {
-        None | Some(PayBody { replaces: None }) => {
-            return Ok(Json(payments::start(&state, &h).await?));
-        }
-        Some(PayBody {
-            replaces: Some(again),
-        }) => again,
-    };
-    Ok(Json(
-        payments::attempts::pay_again(&state, &h, &again).await?,
-    ))
+    state
+        .clone()
+        .on_checkout(move |state| async move {
+            let h = hold_of_fan(&state, &headers, &id).await?;
+            // No body, or an empty JSON object (what most HTTP clients send for "no fields"): the
+            // current payment; `{"replaces"}`: a new attempt.
+            let again = match sale_common::body::optional::<PayBody>(&body)? {
+                None | Some(PayBody { replaces: None }) => {
+                    return Ok(Json(payments::start(&state, &h).await?));
+                }
+                Some(PayBody {
+                    replaces: Some(again),
+                }) => again,
+            };
+            Ok(Json(
+                payments::attempts::pay_again(&state, &h, &again).await?,
+            ))
+        })
+        .await
 }
 
 /// `DELETE /api/holds/{hold}`.
@@ -798,11 +806,15 @@ pub async fn delete_hold(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> ApiResult<Json<Value>> {
-    let state = state.checkout();
-    let (adm, expired) = hold_admission(&state, &headers).await?;
-    if let Some(done) = payments::release_own_plain(&state, &adm, &id).await? {
-        return Ok(Json(done));
-    }
-    let h = own_hold_of(&state, &adm, expired, &id).await?;
-    Ok(Json(payments::release_by_fan(&state, &h).await?))
+    state
+        .clone()
+        .on_checkout(move |state| async move {
+            let (adm, expired) = hold_admission(&state, &headers).await?;
+            if let Some(done) = payments::release_own_plain(&state, &adm, &id).await? {
+                return Ok(Json(done));
+            }
+            let h = own_hold_of(&state, &adm, expired, &id).await?;
+            Ok(Json(payments::release_by_fan(&state, &h).await?))
+        })
+        .await
 }

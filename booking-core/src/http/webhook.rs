@@ -33,46 +33,50 @@ pub async fn receive(
     headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult<Json<Value>> {
-    let state = state.checkout();
-    let header = headers.get(webhook::HEADER).and_then(|v| v.to_str().ok());
-    let keys: Vec<&[u8]> = state
-        .config
-        .webhook_secrets
-        .iter()
-        .map(|s| s.expose().as_bytes())
-        .collect();
-    let now_s = state.clock.now_ms().div_euclid(1000);
-    if let Err(e) = webhook::verify(
-        header,
-        &body,
-        &keys,
-        now_s,
-        state.config.webhook_tolerance_secs,
-    ) {
-        tracing::warn!(reason = %e, "webhook refused");
-        let status = if e == Refused::Malformed {
-            StatusCode::BAD_REQUEST
-        } else {
-            StatusCode::UNAUTHORIZED
-        };
-        return Err(Problem::new(status, "bad-webhook", "Webhook refused")
-            .detail(e.to_string())
-            .into());
-    }
-    let result = match webhook::handle(&state, &body).await? {
-        Handled::Unreadable => "unreadable".to_owned(),
-        Handled::UnknownPayment => "unknown-payment".to_owned(),
-        Handled::Deferred => "deferred".to_owned(),
-        Handled::Mismatch => "mismatch".to_owned(),
-        Handled::Noted(s) => format!("noted-{s:?}").to_lowercase(),
-        Handled::Confirmed(c) => format!("{c:?}")
-            .split('(')
-            .next()
-            .unwrap_or("")
-            .to_lowercase(),
-        Handled::Duplicate => "duplicate".to_owned(),
-        Handled::Cancelled => "cancelled".to_owned(),
-        Handled::Unchanged => "unchanged".to_owned(),
-    };
-    Ok(Json(json!({"received": true, "result": result})))
+    state
+        .clone()
+        .on_checkout(move |state| async move {
+            let header = headers.get(webhook::HEADER).and_then(|v| v.to_str().ok());
+            let keys: Vec<&[u8]> = state
+                .config
+                .webhook_secrets
+                .iter()
+                .map(|s| s.expose().as_bytes())
+                .collect();
+            let now_s = state.clock.now_ms().div_euclid(1000);
+            if let Err(e) = webhook::verify(
+                header,
+                &body,
+                &keys,
+                now_s,
+                state.config.webhook_tolerance_secs,
+            ) {
+                tracing::warn!(reason = %e, "webhook refused");
+                let status = if e == Refused::Malformed {
+                    StatusCode::BAD_REQUEST
+                } else {
+                    StatusCode::UNAUTHORIZED
+                };
+                return Err(Problem::new(status, "bad-webhook", "Webhook refused")
+                    .detail(e.to_string())
+                    .into());
+            }
+            let result = match webhook::handle(&state, &body).await? {
+                Handled::Unreadable => "unreadable".to_owned(),
+                Handled::UnknownPayment => "unknown-payment".to_owned(),
+                Handled::Deferred => "deferred".to_owned(),
+                Handled::Mismatch => "mismatch".to_owned(),
+                Handled::Noted(s) => format!("noted-{s:?}").to_lowercase(),
+                Handled::Confirmed(c) => format!("{c:?}")
+                    .split('(')
+                    .next()
+                    .unwrap_or("")
+                    .to_lowercase(),
+                Handled::Duplicate => "duplicate".to_owned(),
+                Handled::Cancelled => "cancelled".to_owned(),
+                Handled::Unchanged => "unchanged".to_owned(),
+            };
+            Ok(Json(json!({"received": true, "result": result})))
+        })
+        .await
 }
