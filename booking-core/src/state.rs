@@ -60,8 +60,8 @@ pub struct Shared {
     /// SQLite reader connections, or `db` itself ([`db::connect_reads`]).
     pub reads: db::Db,
     /// The pool of the gateway's access token, on PostgreSQL its own
-    /// ([`db::connect_checkout`]): a payment never waits for its token behind the rush's holds.
-    pub checkout_db: db::Db,
+    /// ([`db::connect_tokens`]): a payment never waits for its token behind the rush's holds.
+    pub token_db: db::Db,
     /// The thread fans' checkout steps run on, with a pool of its own ([`AppState::on_checkout`]).
     pub checkout_runner: Arc<db::dedicated::Runner>,
     /// The pool the seat maps poll their change feed with: on PostgreSQL a small pool of its
@@ -101,7 +101,7 @@ impl AppState {
         let db = db::connect(&config.database_url).await?;
         let reads = db::connect_reads(&config.database_url, &db).await?;
         let feed = db::connect_feed(&config.database_url, &reads).await?;
-        let checkout_db = db::connect_checkout(&config.database_url, &db)?;
+        let token_db = db::connect_tokens(&config.database_url, &db)?;
         for show in &config.shows {
             db::seed_show(&db, show).await?;
         }
@@ -121,10 +121,8 @@ impl AppState {
             .iter()
             .map(|aud| (aud.clone(), door(aud)))
             .collect();
-        // The gateway's access token is read and stored on the checkout's pool: a payment
-        // never waits for it behind the rush's holds.
         let tokens = Arc::new(TokenStore::new(
-            checkout_db.clone(),
+            token_db.clone(),
             config.clock.clone(),
             &config.gateway_url,
             &config.gateway_client_id,
@@ -152,7 +150,7 @@ impl AppState {
             limiter: Arc::new(caps::RateLimiter::default()),
             reads,
             feed,
-            checkout_db,
+            token_db,
             checkout_runner: Arc::new(db::dedicated::Runner::new("checkout", db::PG_CHECKOUT_POOL)),
             seatmaps: Arc::default(),
             outage,

@@ -430,8 +430,9 @@ async fn claim_payment(h: &Harness, hold: &str) {
     assert_eq!(n, 1);
 }
 
-/// A fan's checkout on PostgreSQL has connections of its own (`AppState::checkout`,
-/// `db::connect_checkout`): with every connection of the shared pool taken and kept (what the
+/// A fan's checkout on PostgreSQL has connections of its own (`AppState::on_checkout`: a
+/// thread and a pool of their own; the gateway's token on `db::connect_tokens`'s pool): with
+/// every connection of the shared pool taken and kept (what the
 /// rush's hold requests do), the fan who won a hold still reads it, pays, comes back through
 /// the gateway's callback to a booked seat and reads it PAID. On the shared pool the first
 /// read waited out the pool's 5 s acquire timeout and answered 503.

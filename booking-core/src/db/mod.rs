@@ -154,10 +154,14 @@ pub fn ping_if_idle(
 /// than about 4 × cores only add lock waits and context switches on a hot show (issue 7).
 pub const PG_POOL: u32 = 10;
 
-/// PostgreSQL connections per process for a fan's checkout ([`connect_checkout`]): reading
-/// the hold, paying, the gateway's callback and webhook, cancelling. As many as the requests'
-/// pool: with 4 the checkout steps queued on them in the seed rehearsal (r28).
+/// PostgreSQL connections per process for fans' checkout steps, on their thread
+/// (`AppState::on_checkout`): reading the hold, paying, the gateway's callback and webhook,
+/// cancelling. As many as the requests' pool: with 4 (then still on the shared runtime) the
+/// steps queued for them in the seed rehearsal (r28: 61 s from hold to PAID against 33–37 s).
 pub const PG_CHECKOUT_POOL: u32 = 10;
+
+/// PostgreSQL connections per process for the gateway's access token ([`connect_tokens`]).
+pub const PG_TOKEN_POOL: u32 = 2;
 
 /// PostgreSQL connections per process for the seat maps' polls of their change feed
 /// ([`connect_feed`]). Polls run one at a time per show, so two serve a hot show and a second
@@ -212,23 +216,15 @@ pub async fn connect_feed(url: &str, reads: &Db) -> anyhow::Result<Db> {
     Ok(pg_pool(PG_FEED_POOL).connect(url).await?)
 }
 
-/// The pool a fan's checkout uses (`AppState::checkout`): reading the hold, paying, the
-/// gateway's callback and webhook, cancelling. On PostgreSQL a pool of its own,
-/// [`PG_CHECKOUT_POOL`] connections, opened lazily, so a fan who won a seat is never refused
-/// for want of a connection that the rush's hold requests (most of them lost) all hold: with
-/// every connection of the shared pool ([`PG_POOL`]) taken, a checkout step waited out the
-/// acquire timeout (5 s) and answered 503 while the hold's time ran (test
-/// `payments::checkout_steps_do_not_queue_behind_the_shared_pool`). It does not make a step
-/// faster under load: in seed rehearsals the checkout calls' medians stayed about 1 s (r27 on
-/// the shared pool: reading a hold 1.26 s, the callback 1.11 s; r29 with 10 connections of
-/// their own: 1.60 s and 1.25 s), set by the services' saturated CPU; with 4 connections (r28)
-/// the steps queued on this pool and fans took 61 s from hold to PAID against 33–37 s. On
-/// SQLite, `db` itself (one writer).
-pub fn connect_checkout(url: &str, db: &Db) -> anyhow::Result<Db> {
+/// The pool of the gateway's access token (`gateway::TokenStore`, read and stored at a
+/// payment's first call): on PostgreSQL a pool of its own, [`PG_TOKEN_POOL`] connections,
+/// opened lazily, so a payment never waits for its token behind the rush's hold requests on
+/// the shared pool ([`PG_POOL`]); on SQLite, `db` itself (one writer).
+pub fn connect_tokens(url: &str, db: &Db) -> anyhow::Result<Db> {
     if Backend::of_url(url)? != Backend::Postgres {
         return Ok(db.clone());
     }
-    Ok(sibling_pool(db, PG_CHECKOUT_POOL))
+    Ok(sibling_pool(db, PG_TOKEN_POOL))
 }
 
 /// A pool of `max` connections to the PostgreSQL server and database of `db`, with
