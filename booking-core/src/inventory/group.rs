@@ -1,9 +1,12 @@
 //! Group commit for a per-process worker (issue 13): callers hand their item to one worker
 //! (on PostgreSQL on a thread of its own, [`crate::db::dedicated`]), which takes every item waiting (up to [`Work::MAX`]) and applies them in one call of
 //! [`Work::apply`] (one statement or one transaction), then answers each caller. Used by the
-//! refused keys ([`crate::inventory::refusals`]) and fans' releases on SQLite
+//! refused keys ([`crate::inventory::refusals`]) and fans' releases
 //! ([`crate::inventory::releases`]). A caller is answered only after its batch is committed; if
-//! the batch fails, every caller of it gets `None` and does its own work alone.
+//! the batch fails, every caller of it gets `None` and does its own work alone, unless the
+//! database did not answer: then every caller gets that error at once (a 503), as the hold
+//! queue's callers do (newcomer review: with PostgreSQL hung, a fan's release waited out the
+//! batch's 5 s acquire timeout, then 5 s more alone, 10–15 s in all).
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -35,10 +38,20 @@ pub trait Work: Send + Sync + 'static {
 /// Items waiting before callers wait too (back-pressure).
 pub const QUEUE_DEPTH: usize = 4096;
 
-/// One item and where its answer goes (`None`: the batch failed).
+/// How a batch ended for one of its items.
+enum Ended<A> {
+    /// Committed: the item's answer.
+    Done(A),
+    /// The batch failed: the caller works alone.
+    Failed,
+    /// The database did not answer (`error::is_unreachable`): the caller answers that.
+    Unreachable(sqlx::Error),
+}
+
+/// One item and where its answer goes.
 struct Job<W: Work> {
     item: W::Item,
-    done: oneshot::Sender<Option<W::Answer>>,
+    done: oneshot::Sender<Ended<W::Answer>>,
 }
 
 /// The worker's inbox (started on first use, restarted if it stopped) and its figures.
@@ -71,7 +84,9 @@ impl<W: Work> std::fmt::Debug for Group<W> {
 impl<W: Work> Group<W> {
     /// Hands `item` to the worker on `db` and waits until its batch is committed: its answer,
     /// or `None` when the batch failed or the worker is gone (the caller then works alone).
-    pub async fn submit(&self, db: &Db, item: W::Item) -> Option<W::Answer> {
+    /// Errors: the database did not answer the batch (`error::is_unreachable`; the caller
+    /// answers 503 at once rather than wait again alone).
+    pub async fn submit(&self, db: &Db, item: W::Item) -> sqlx::Result<Option<W::Answer>> {
         let tx = inbox(&self.inbox, QUEUE_DEPTH, |rx| {
             let batches = self.batches.clone();
             crate::db::dedicated::spawn(
@@ -84,11 +99,15 @@ impl<W: Work> Group<W> {
         let (done, answer) = oneshot::channel();
         self.pending.fetch_add(1, Ordering::Relaxed);
         let out = match tx.send(Job { item, done }).await {
-            Ok(()) => answer.await.ok().flatten(),
-            Err(_) => None,
+            Ok(()) => answer.await.unwrap_or(Ended::Failed),
+            Err(_) => Ended::Failed,
         };
         self.pending.fetch_sub(1, Ordering::Relaxed);
-        out
+        match out {
+            Ended::Done(a) => Ok(Some(a)),
+            Ended::Failed => Ok(None),
+            Ended::Unreachable(e) => Err(e),
+        }
     }
 
     /// Items handed to [`Group::submit`] whose callers have not been answered yet (queued, or
@@ -108,14 +127,21 @@ async fn run<W: Work>(db: Db, mut rx: mpsc::Receiver<Job<W>>, batches: Arc<Atomi
     while let Some(batch) = hotq::next_batch(&mut rx, W::MAX).await {
         metrics::histogram!(W::METRIC).record(batch.len() as f64);
         let items: Vec<&W::Item> = batch.iter().map(|j| &j.item).collect();
-        let answers: Vec<Option<W::Answer>> = match W::apply(&db, &items).await {
+        let answers: Vec<Ended<W::Answer>> = match W::apply(&db, &items).await {
             Ok(answers) => {
                 batches.fetch_add(1, Ordering::Relaxed);
-                answers.into_iter().map(Some).collect()
+                answers.into_iter().map(Ended::Done).collect()
+            }
+            Err(e) if crate::error::is_unreachable(&e) => {
+                tracing::warn!(error = %e, work = W::METRIC, items = items.len(), "batch: the database did not answer");
+                batch
+                    .iter()
+                    .map(|_| Ended::Unreachable(hotq::same_failure(&e)))
+                    .collect()
             }
             Err(e) => {
                 tracing::warn!(error = %e, work = W::METRIC, items = items.len(), "batch failed; each caller alone");
-                batch.iter().map(|_| None).collect()
+                batch.iter().map(|_| Ended::Failed).collect()
             }
         };
         for (job, answer) in batch.into_iter().zip(answers) {
@@ -176,5 +202,50 @@ impl<W: Work> OrWriter<W> {
         self.writer
             .as_ref()
             .map_or_else(|| self.batches.batches(), |w| w.batches())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A batch that always fails: the database not answering (`UNREACHABLE`), or otherwise.
+    struct Failing<const UNREACHABLE: bool>;
+
+    static CALLS: AtomicUsize = AtomicUsize::new(0);
+
+    impl<const UNREACHABLE: bool> Work for Failing<UNREACHABLE> {
+        type Item = u32;
+        type Answer = u32;
+        const METRIC: &'static str = "bc_test_batch_size";
+        const MAX: usize = 8;
+        fn apply<'a>(_: &'a Db, _: &'a [&'a u32]) -> BoxFuture<'a, sqlx::Result<Vec<u32>>> {
+            CALLS.fetch_add(1, Ordering::Relaxed);
+            Box::pin(async move {
+                Err(if UNREACHABLE {
+                    sqlx::Error::PoolTimedOut
+                } else {
+                    sqlx::Error::Protocol("a batch that fails".into())
+                })
+            })
+        }
+    }
+
+    /// Newcomer review: with PostgreSQL hung, a fan's release waited out its batch's acquire
+    /// timeout, then again alone. A batch the database did not answer hands its callers that
+    /// error (they answer 503 at once); any other failure hands them `None` (each works
+    /// alone, as before).
+    #[tokio::test]
+    async fn a_batch_the_database_did_not_answer_is_an_error_not_a_retry() {
+        let db = crate::db::connect("sqlite::memory:").await.unwrap();
+        let hung: Group<Failing<true>> = Group::default();
+        let answer = hung.submit(&db, 1).await;
+        assert!(
+            matches!(answer, Err(sqlx::Error::PoolTimedOut)),
+            "{answer:?}"
+        );
+        let failed: Group<Failing<false>> = Group::default();
+        assert!(matches!(failed.submit(&db, 2).await, Ok(None)));
+        assert_eq!(CALLS.load(Ordering::Relaxed), 2);
     }
 }

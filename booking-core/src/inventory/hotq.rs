@@ -301,7 +301,7 @@ pub async fn step(db: &Db, batch: Vec<Job>) -> Stepped {
 /// An unreachable database's error again, for each request of a batch (`sqlx::Error` is not
 /// `Clone`): a pool timeout as itself, a refused or lost connection as a lost connection with
 /// the same message; both answer `503` + `Retry-After` marked `error::DbUnreachable`.
-fn same_failure(e: &sqlx::Error) -> sqlx::Error {
+pub(crate) fn same_failure(e: &sqlx::Error) -> sqlx::Error {
     match e {
         sqlx::Error::PoolTimedOut => sqlx::Error::PoolTimedOut,
         other => sqlx::Error::Io(std::io::Error::new(

@@ -47,13 +47,14 @@ impl OrWriter<Store> {
     /// Stores `row` on `db` in a batch with whatever other refusals are waiting; returns once
     /// it is committed: true when the key's stored row is this request's, false when another
     /// request (another body) stored the key first, whose answer is 422
-    /// ([`claim::key_reused`]). Errors: the database's, from storing the row alone after the
+    /// ([`claim::key_reused`]). Errors: the database's: the batch's when it did not answer (no
+    /// second wait alone), else from storing the row alone after the
     /// batch failed (or the writer's, for its batch).
     pub async fn record(&self, db: &Db, row: Refused) -> sqlx::Result<bool> {
         if let Some(w) = &self.writer {
             return fast::refuse(w, row).await;
         }
-        if let Some(ours) = self.batches.submit(db, row.clone()).await {
+        if let Some(ours) = self.batches.submit(db, row.clone()).await? {
             return Ok(ours);
         }
         claim::record_refusal(db, &row.visitor, &row.key, &row.hash, row.now_ms).await

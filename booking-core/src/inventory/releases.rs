@@ -86,7 +86,8 @@ impl OrWriter<Apply> {
     /// [`crate::inventory::onetrip::release`]) and returns once it is committed: true when the hold was released,
     /// false when its guard failed (not `HELD`, or its payment changed) and nothing was
     /// written. A release the writer leaves to the sqlx path (a waitlist to offer, an interval
-    /// to free: [`fast::release`]) runs alone. Errors: the database's, from releasing alone
+    /// to free: [`fast::release`]) runs alone. Errors: the database's (the batch's when it did not
+    /// answer), from releasing alone
     /// after a batch failed (or the writer's, for its batch).
     pub async fn release(&self, db: &Db, r: Release) -> sqlx::Result<bool> {
         if db::backend(db) == Backend::Postgres {
@@ -101,7 +102,7 @@ impl OrWriter<Apply> {
                 Fast::Other => alone(db, &r).await,
             };
         }
-        match self.batches.submit(db, r.clone()).await {
+        match self.batches.submit(db, r.clone()).await? {
             Some(released) => Ok(released),
             None => alone(db, &r).await,
         }
@@ -161,9 +162,10 @@ impl Group<OwnBatch> {
     /// [`onetrip::release_own`]) in a batch with whatever other such releases are waiting, and
     /// returns once it is committed: true when released, false when its guard failed and
     /// nothing was written. When the batch fails (a deadlock or serialization failure among
-    /// them), `r` runs alone. Errors: the database's, from running alone.
+    /// them), `r` runs alone. Errors: the database's: the batch's when it did not answer (no second
+    /// wait alone: a 503 at once), else from running alone.
     pub async fn release(&self, db: &Db, r: OwnRelease) -> sqlx::Result<bool> {
-        if let Some(released) = self.submit(db, r.clone()).await {
+        if let Some(released) = self.submit(db, r.clone()).await? {
             return Ok(released);
         }
         onetrip::release_own(db, &r.release, &r.visitor).await
