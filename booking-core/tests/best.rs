@@ -664,22 +664,7 @@ async fn a_party_waits_for_the_last_pair_rather_than_refuse_it() {
     );
     let party =
         tokio::spawn(async move { best_pg(&pool, &show, 2, false, "last", now, true).await });
-    loop {
-        if party.is_finished() {
-            break;
-        }
-        let waiting: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' \
-             AND datname = current_database()",
-        )
-        .fetch_one(&db)
-        .await
-        .unwrap();
-        if waiting > 0 {
-            break;
-        }
-        tokio::task::yield_now().await;
-    }
+    support::until_lock_wait(&db, || party.is_finished()).await;
     look.rollback().await.unwrap();
     let got = party.await.unwrap();
     assert_eq!(

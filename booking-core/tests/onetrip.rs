@@ -485,19 +485,7 @@ async fn a_second_tabs_hold_racing_the_release_that_ends_the_session_is_refused(
             }
         });
         // The second tab's hold waits on the slot row the release changed.
-        loop {
-            let waiting: i64 = sqlx::query_scalar(
-                "SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' \
-                 AND datname = current_database()",
-            )
-            .fetch_one(&db)
-            .await
-            .unwrap();
-            if waiting > 0 {
-                break;
-            }
-            tokio::task::yield_now().await;
-        }
+        support::until_lock_wait(&db, || false).await;
         release.commit().await.unwrap();
         let answer = second_tab.await.unwrap();
         // One statement: undone (the full path then answers admission-ended); full path: 409.

@@ -290,12 +290,14 @@ pub async fn release_own_many(db: &Db, items: &[&OwnRelease]) -> sqlx::Result<Ve
     if !released.is_empty() {
         seatmap::touch();
     }
+    // Counted once per hold released, though the batch may ask for one twice.
+    let mut counted = std::collections::HashSet::new();
     Ok(items
         .iter()
         .map(|o| {
             let r = &o.release;
             let done = released.contains(r.hold_id.as_str());
-            if done {
+            if done && counted.insert(r.hold_id.as_str()) {
                 holds::count_release(&r.show, Actor::Api, Ended::Released);
             }
             done

@@ -518,3 +518,22 @@ pub async fn analyse(db: &booking_core::db::Db, sql: &str) -> Analysed {
         dropped,
     }
 }
+
+/// Polls until a session of `db`'s database waits for a row lock (`pg_stat_activity`), or
+/// `done()` says what it waits for finished without waiting; no sleep, only a yield between
+/// reads.
+pub async fn until_lock_wait(db: &booking_core::db::Db, done: impl Fn() -> bool) {
+    while !done() {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' \
+             AND datname = current_database()",
+        )
+        .fetch_one(db)
+        .await
+        .unwrap();
+        if waiting > 0 {
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
+}
