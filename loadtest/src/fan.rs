@@ -5,7 +5,7 @@
 
 use crate::calls::{call, call_uncapped, jwt_claims, retry_after};
 use crate::model::{FanOutcome, SharedDoc, Target};
-use crate::picks::Map;
+use crate::picks::Maps;
 use crate::stats::Stats;
 use rand::seq::SliceRandom;
 use rand::Rng;
@@ -339,19 +339,16 @@ async fn book(client: &Client, target: &Target, stats: &Stats, adm: &str, out: &
         attempt += 1;
         // The overview first (small), then only the chosen section's seats: a fan never holds
         // a whole 20,000-seat map, and no map stays alive across the hold and payment below.
-        let overview_body = match crate::calls::call_bytes(
-            stats,
-            "sections",
-            client.get(format!("{bc}/api/shows/{ev}/sections")),
-        )
-        .await
-        {
-            Ok((s, body, _)) if s.is_success() => body,
-            _ => continue,
-        };
-        let Some(overview) = Map::parse(&overview_body) else {
+        let overview_url = format!("{bc}/api/shows/{ev}/sections");
+        let overview_body =
+            match crate::calls::call_bytes(stats, "sections", client.get(&overview_url)).await {
+                Ok((s, body, _)) if s.is_success() => body,
+                _ => continue,
+            };
+        let Some(overview_read) = Maps::shared().read(&overview_url, overview_body) else {
             continue;
         };
+        let overview = overview_read.map();
         // A party that cannot sit together shrinks rather than leaving (and after two 409s,
         // takes any single seat).
         let n = if attempt > 2 { 1 } else { want };
@@ -359,27 +356,20 @@ async fn book(client: &Client, target: &Target, stats: &Stats, adm: &str, out: &
             crate::model::Kind::Seats => overview.section_to_open(),
             _ => None,
         };
-        let section_body = match section {
-            Some(sec) => match crate::calls::call_bytes(
-                stats,
-                "seatmap",
-                client.get(format!("{bc}/api/shows/{ev}/seats?section={sec}")),
-            )
-            .await
-            {
-                Ok((s, body, _)) if s.is_success() => Some(body),
-                _ => continue,
-            },
+        let section_map = match section {
+            Some(sec) => {
+                let url = format!("{bc}/api/shows/{ev}/seats?section={sec}");
+                match crate::calls::call_bytes(stats, "seatmap", client.get(&url)).await {
+                    Ok((s, body, _)) if s.is_success() => match Maps::shared().read(&url, body) {
+                        Some(m) => Some(m),
+                        None => continue,
+                    },
+                    _ => continue,
+                }
+            }
             None => None,
         };
-        let section_map = match &section_body {
-            Some(body) => match Map::parse(body) {
-                Some(m) => Some(m),
-                None => continue,
-            },
-            None => None,
-        };
-        let choices = section_map.as_ref().unwrap_or(&overview).choices();
+        let choices = section_map.as_ref().map_or(overview, |m| m.map()).choices();
         let picked = choices.choose(kind, n, attempt);
         let alternatives: Vec<_> = match picked {
             Some(_) => (0..4)
@@ -390,8 +380,7 @@ async fn book(client: &Client, target: &Target, stats: &Stats, adm: &str, out: &
         let held = overview.any_held();
         // No map stays alive across the pause, the hold and the payment below.
         drop(choices);
-        drop((section_map, overview));
-        drop((section_body, overview_body));
+        drop((section_map, overview_read));
         let Some(pick) = picked else {
             if Instant::now() < patience && held {
                 // Held seats lapse and are sold again: look again a little later (every 2-5 s,

@@ -9,6 +9,8 @@ use rand::Rng;
 use serde_json::{json, Value};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// One hold request's ask.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,6 +133,42 @@ impl<'a> Map<'a> {
         serde_json::from_str(std::str::from_utf8(body).ok()?).ok()
     }
 
+    /// This map with every borrowed string copied: a map that outlives its answer's bytes
+    /// ([`Maps`]).
+    fn into_owned(self) -> Map<'static> {
+        let own = |c: Cow<'a, str>| Cow::Owned(c.into_owned());
+        Map {
+            seats: self
+                .seats
+                .into_iter()
+                .map(|s| MapSeat {
+                    id: own(s.id),
+                    section: own(s.section),
+                    row: s.row,
+                    number: s.number,
+                    status: own(s.status),
+                })
+                .collect(),
+            sections: self.sections.map(|secs| {
+                secs.into_iter()
+                    .map(|s| MapSection {
+                        id: own(s.id),
+                        available: s.available,
+                        held: s.held,
+                    })
+                    .collect()
+            }),
+            pools: self
+                .pools
+                .into_iter()
+                .map(|p| MapPool {
+                    id: own(p.id),
+                    available: p.available,
+                })
+                .collect(),
+        }
+    }
+
     /// Free seats per section: the overview's `available`, else counted from the seats.
     fn free_by_section(&self) -> BTreeMap<&str, usize> {
         let mut out = BTreeMap::new();
@@ -177,6 +215,74 @@ impl<'a> Map<'a> {
             map: self,
             rows: Rows::of(self),
         }
+    }
+}
+
+/// The maps the fans read, each parsed once per distinct answer: the last answer of each URL
+/// kept with its parsed map, and an answer byte for byte the same as the kept one (the booking
+/// core serves one serialised body per snapshot and section, `booking-core` `seatmap::Views`)
+/// reuses that map instead of parsing it again. Each fan still fetches every map it reads (the
+/// services' work is unchanged) and picks from exactly what it was sent; only the load
+/// generator's own repeated parsing goes. In the seed rehearsal (`rush --profile seed`) the
+/// generator's runtime took two thirds of the process's CPU samples (the services' runtime a
+/// quarter), mostly `serde_json` reading 125 kB section maps: 40,000 fans with one browser each
+/// are played by two CPUs that the services being measured share.
+#[derive(Debug, Default)]
+pub struct Maps {
+    last: std::sync::Mutex<std::collections::HashMap<String, Arc<ReadMap>>>,
+    parsed: AtomicU64,
+    reused: AtomicU64,
+}
+
+/// A map answer's bytes and the map read from them.
+#[derive(Debug)]
+pub struct ReadMap {
+    body: bytes::Bytes,
+    map: Map<'static>,
+}
+
+impl ReadMap {
+    /// The map.
+    pub fn map(&self) -> &Map<'static> {
+        &self.map
+    }
+}
+
+impl Maps {
+    /// The process's one cache (every fan of a run, every run's URLs apart).
+    pub fn shared() -> &'static Maps {
+        static MAPS: std::sync::OnceLock<Maps> = std::sync::OnceLock::new();
+        MAPS.get_or_init(Maps::default)
+    }
+
+    /// The map of `body`, the answer of `url`: the kept one when `body` equals the last
+    /// answer kept for `url`, else parsed ([`Map::parse`]) and kept. `None` when `body` is not
+    /// a map.
+    pub fn read(&self, url: &str, body: bytes::Bytes) -> Option<Arc<ReadMap>> {
+        let kept = self.lock().get(url).cloned();
+        if let Some(k) = kept.filter(|k| k.body == body) {
+            self.reused.fetch_add(1, Ordering::Relaxed);
+            return Some(k);
+        }
+        let map = Map::parse(&body)?.into_owned();
+        self.parsed.fetch_add(1, Ordering::Relaxed);
+        let read = Arc::new(ReadMap { body, map });
+        self.lock().insert(url.to_owned(), read.clone());
+        Some(read)
+    }
+
+    /// `(parsed, reused)`: answers read, and answers that were the same bytes as the kept one.
+    pub fn counts(&self) -> (u64, u64) {
+        (
+            self.parsed.load(Ordering::Relaxed),
+            self.reused.load(Ordering::Relaxed),
+        )
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Arc<ReadMap>>> {
+        self.last
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -479,6 +585,43 @@ mod tests {
         let bytes = serde_json::to_vec(map).unwrap();
         let map = Map::parse(&bytes).expect("a map");
         map.choices().choose(kind, n, 1)
+    }
+
+    /// An answer the same bytes as the last one kept for its URL is not parsed again; a changed
+    /// answer is, and the fan picks from what it was sent (the seat sold in between is not
+    /// picked); another URL keeps its own; a body that is not a map is no map.
+    #[test]
+    fn a_map_is_parsed_once_per_distinct_answer() {
+        let maps = Maps::default();
+        let first = bytes::Bytes::from(serde_json::to_vec(&map()).unwrap());
+        let a = maps.read("u", first.clone()).expect("a map");
+        let b = maps.read("u", first.clone()).expect("a map");
+        assert!(Arc::ptr_eq(&a, &b));
+        assert_eq!(maps.counts(), (1, 1));
+        let mut sold = map();
+        sold["seats"][0]["status"] = json!("sold");
+        let changed = bytes::Bytes::from(serde_json::to_vec(&sold).unwrap());
+        let c = maps.read("u", changed).expect("a map");
+        assert!(!Arc::ptr_eq(&a, &c));
+        // No seat free in the changed answer: the fan falls back to the pool.
+        assert_eq!(
+            c.map().choices().choose(Kind::Seats, 1, 1),
+            Some(Pick::Pool {
+                pool: "FLOOR".into(),
+                quantity: 1
+            })
+        );
+        assert_eq!(
+            a.map().choices().choose(Kind::Seats, 1, 1),
+            Some(Pick::Seats(vec!["A-1-1".into()]))
+        );
+        let other = maps.read("v", first).expect("a map");
+        assert!(!Arc::ptr_eq(&a, &other));
+        assert_eq!(maps.counts(), (3, 1));
+        assert!(maps
+            .read("u", bytes::Bytes::from_static(b"<html>"))
+            .is_none());
+        assert_eq!(maps.counts(), (3, 1));
     }
 
     #[test]

@@ -273,6 +273,12 @@ pub async fn run(args: RushArgs) -> anyhow::Result<bool> {
         None => None,
     };
     let wall = started.elapsed();
+    let (parsed, reused) = crate::picks::Maps::shared().counts();
+    println!(
+        "seat maps and overviews read by the fans: {} answers, {parsed} parsed, {reused} the \
+         same bytes as the last one parsed for their URL (picks::Maps)",
+        parsed + reused
+    );
     // The schedule may outlast the fans: let it finish before anything is read back.
     let chaos_report = match chaos {
         Some(task) => {
