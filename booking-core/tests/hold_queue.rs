@@ -22,7 +22,13 @@ on_both!(
     a_full_batch_of_four_seat_holds_wins_every_seat,
     a_queue_worker_runs_where_its_answers_do_not_wait_on_request_tasks,
     an_outbid_request_naming_an_unknown_seat_is_422,
+    a_batch_seats_best_available_parties_in_the_best_blocks_left,
 );
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_best_party_whose_block_a_writer_outside_the_queue_took_runs_alone_postgres() {
+    a_best_party_whose_block_a_writer_outside_the_queue_took_runs_alone().await
+}
 
 fn seat(n: usize) -> String {
     format!("A-1-{n}")
@@ -32,6 +38,27 @@ fn seat(n: usize) -> String {
 fn job(fan: &str, seats: &[usize], now_ms: i64) -> (Job, oneshot::Receiver<Outcome>) {
     let mut ids: Vec<String> = seats.iter().map(|n| seat(*n)).collect();
     ids.sort();
+    job_asking(fan, Ask::Seats(ids), now_ms)
+}
+
+/// A queued best-available request of fan `fan`: `quantity` seats of `section`.
+fn best(
+    fan: &str,
+    section: &str,
+    quantity: u32,
+    allow_split: bool,
+    now_ms: i64,
+) -> (Job, oneshot::Receiver<Outcome>) {
+    let ask = Ask::Best {
+        section: section.into(),
+        quantity,
+        allow_split,
+    };
+    job_asking(fan, ask, now_ms)
+}
+
+/// A queued request of fan `fan` asking `ask`, and where its answer arrives.
+fn job_asking(fan: &str, ask: Ask, now_ms: i64) -> (Job, oneshot::Receiver<Outcome>) {
     let adm = Admission {
         iss: "waiting-room".into(),
         aud: "booking-core".into(),
@@ -46,7 +73,7 @@ fn job(fan: &str, seats: &[usize], now_ms: i64) -> (Job, oneshot::Receiver<Outco
     let req = Owned {
         adm,
         show: SHOW.into(),
-        ask: Ask::Seats(ids),
+        ask,
         key: format!("key-{fan}"),
         channel: "web".into(),
         timing: Timing {
@@ -283,7 +310,7 @@ async fn a_full_batch_of_four_seat_holds_wins_every_seat(b: Backend) {
         .await
         .expect("one set-based transaction");
     tx.commit().await.unwrap();
-    assert!(got.iter().all(|a| matches!(a, Ok(Ok(_)))), "{got:?}");
+    assert!(got.iter().all(|a| matches!(a, Some(Ok(Ok(_))))), "{got:?}");
     let held = holders_per_seat(&h).await;
     assert_eq!(held.len(), n * 4);
     assert!(held.iter().all(|(_, k)| *k == 1));
@@ -430,4 +457,122 @@ async fn an_outbid_request_naming_an_unknown_seat_is_422(b: Backend) {
     assert_eq!((p.status.as_u16(), p.kind), (422, "unknown-seat"));
     assert_eq!(p.extra["seats"], serde_json::json!(["A-1-99"]));
     assert_eq!(h.seat_status("A-1-3").await, "free");
+}
+
+/// The held seats of an answer (`None`: not a 201), or the problem kind of a refusal.
+fn seats_or_kind(out: &Outcome) -> Result<Vec<String>, String> {
+    match out {
+        Ok(Ok(held)) if held.status == 201 => {
+            Ok(serde_json::from_value(held.body["seats"].clone()).unwrap())
+        }
+        Ok(Err(lost)) => Err(lost.kind().to_owned()),
+        Err(booking_core::error::ApiError::Problem(p)) => Err(p.kind.to_owned()),
+        other => panic!("unexpected answer {other:?}"),
+    }
+}
+
+/// Best available in a queued batch (issue 13 item 4): each party, after the batch's named
+/// seats, takes the best block of its section that no request of the batch asked for and no
+/// hold holds, side by side unless it accepts seats apart; a party with none left is `409
+/// no-seats-together` (its key refused, no slot kept), an unknown section `422`; every seat
+/// ends in one live hold. The answers are what the same parties alone would get one after
+/// another in that order.
+async fn a_batch_seats_best_available_parties_in_the_best_blocks_left(b: Backend) {
+    let h = Harness::on_with(b, |c| Harness::small_venue(c, 10)).await;
+    let now = h.now_s() * 1000;
+    for (fan, s) in [("early5", "A-1-5"), ("early8", "A-1-8")] {
+        let (st, _) = h.hold(&h.token(fan), &format!("k-{fan}"), &[s]).await;
+        assert_eq!(st, 201);
+    }
+    // Free: 1 2 3 4 . 6 7 . 9 10
+    let jobs = vec![
+        best("p", "A", 2, false, now),
+        job("x", &[1, 2], now),
+        best("q", "A", 3, false, now),
+        best("r", "A", 3, true, now),
+        best("s", "A", 2, false, now),
+        best("t", "Z", 2, false, now),
+    ];
+    let (batch, answers): (Vec<Job>, Vec<_>) = jobs.into_iter().unzip();
+    let _ = hotq::step(&h.state.db, batch).await;
+    let mut got = Vec::new();
+    for a in answers {
+        got.push(seats_or_kind(&a.await.expect("answered")));
+    }
+    let seats = |v: &[usize]| Ok(v.iter().map(|n| seat(*n)).collect::<Vec<_>>());
+    let refused = |k: &str| Err(k.to_owned());
+    assert_eq!(
+        got,
+        vec![
+            seats(&[3, 4]),
+            seats(&[1, 2]),
+            refused("no-seats-together"),
+            seats(&[6, 7, 9]),
+            refused("no-seats-together"),
+            refused("unknown-section"),
+        ],
+        "{b:?}"
+    );
+    let held = holders_per_seat(&h).await;
+    // Every seat but A-1-10 (left after `s` was refused), each in one live hold.
+    let want: Vec<(String, i64)> = (1..=9).map(|n| (seat(n), 1)).collect();
+    assert_eq!(held, want, "{b:?}");
+    for fan in ["q", "s"] {
+        let keys: Vec<i64> =
+            sqlx::query_scalar("SELECT status FROM idempotency WHERE visitor_id = $1")
+                .bind(fan)
+                .fetch_all(&h.state.db)
+                .await
+                .unwrap();
+        assert_eq!(keys, vec![409], "{b:?} {fan}");
+        let slots = h
+            .count(
+                "SELECT COUNT(*) FROM hold_slots WHERE owner = $1 AND live_until > 0",
+                &format!("jti-{fan}"),
+            )
+            .await;
+        assert_eq!(slots, 0, "{b:?} {fan}");
+    }
+    let r: String = sqlx::query_scalar("SELECT id FROM holds WHERE visitor_id = 'r'")
+        .fetch_one(&h.state.db)
+        .await
+        .unwrap();
+    let audit = h
+        .count(
+            "SELECT COUNT(*) FROM audit WHERE hold_id = $1 AND action = 'held'",
+            &r,
+        )
+        .await;
+    assert_eq!(audit, 1, "{b:?}: one audit row for the party's hold");
+}
+
+/// A best-available party's block chosen from the batch's read, taken by a writer outside the
+/// queue before the batch's guarded update (here a transaction that marks A-1-1 sold and
+/// commits while the update waits for its lock): the guard refuses the block, and the party
+/// then runs alone and holds the best block left, rather than a 409 with seats free beside it.
+async fn a_best_party_whose_block_a_writer_outside_the_queue_took_runs_alone() {
+    let h = Harness::on_with(Backend::Postgres, |c| Harness::small_venue(c, 6)).await;
+    let now = h.now_s() * 1000;
+    let db = h.state.db.clone();
+    let mut outside = db.begin().await.unwrap();
+    sqlx::query("UPDATE seats SET status = 'sold' WHERE seat_id = 'A-1-1'")
+        .execute(&mut *outside)
+        .await
+        .unwrap();
+    let (job, answer) = best("p", "A", 2, false, now);
+    let worker = {
+        let db = db.clone();
+        tokio::spawn(async move { hotq::step(&db, vec![job]).await })
+    };
+    support::until_lock_wait(&db, || worker.is_finished()).await;
+    outside.commit().await.unwrap();
+    let stepped = worker.await.unwrap();
+    assert_eq!(
+        seats_or_kind(&answer.await.expect("answered")),
+        Ok(vec![seat(2), seat(3)])
+    );
+    assert_eq!(stepped.in_batch, 1);
+    assert_eq!(h.seat_status("A-1-1").await, "sold");
+    let held = holders_per_seat(&h).await;
+    assert_eq!(held, vec![(seat(2), 1), (seat(3), 1)]);
 }

@@ -384,9 +384,12 @@ async fn queue_losers_need_no_read(b: Backend) {
     ];
     let pg = matches!(b, Backend::Postgres);
     let mut tx = db::begin_hold(&db).await.unwrap();
-    let answers = booking_core::inventory::batch::create_seats(&mut tx, pg, &jobs)
+    let answers: Vec<_> = booking_core::inventory::batch::create_seats(&mut tx, pg, &jobs)
         .await
-        .unwrap();
+        .unwrap()
+        .into_iter()
+        .map(|a| a.expect("settled in the batch"))
+        .collect();
     tx.commit().await.unwrap();
     assert!(matches!(answers[0], Ok(Ok(_))), "{b:?}: {answers:?}");
     let Ok(Err(lost)) = &answers[1] else {

@@ -496,8 +496,8 @@ impl Owned<'_> {
             return Err(self.seats_taken(availability).await);
         }
         let kind = ask.kind();
-        // The queue's batches are for seats and pools (a pool-only ask always goes there,
-        // `HoldQueues::routes`). On a SQLite file the writer thread is the queue already (one
+        // The queue's batches are for named seats, best available and pools (a pool-only ask
+        // always goes there, `HoldQueues::routes`). On a SQLite file the writer thread is the queue already (one
         // thread applies every hold waiting in one transaction, `db::writer`): a queued show's
         // holds go there too.
         let queued = state.writer.is_none() && state.hold_queues.routes(show, &ask);

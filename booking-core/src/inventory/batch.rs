@@ -26,27 +26,41 @@ use crate::db::Tx;
 use crate::error::ApiResult;
 use crate::inventory::claim::{self, Ask, Begun, HoldAnswer, Lost, NewHold, Prepared, Request};
 use crate::inventory::holds::{self, SeatAsk};
-use crate::inventory::pools;
+use crate::inventory::{best, pools};
 
 /// A request's answer: held, refused with what was lost, or a problem/error.
 pub type Answer = ApiResult<Result<HoldAnswer, Lost>>;
 
-/// Applies `jobs` (each a named-seat request of one show and its `now`, epoch ms) in `tx`, in
-/// order. One answer per job. `Err` only when the transaction itself failed (the caller
-/// retries each request alone).
+/// What a pass settled for a request: its answer, or `None` when the request is to run alone
+/// (a best-available party that lost a seat it chose at the guard: see [`create_seats`]).
+type Settled = Option<Answer>;
+
+/// Applies `jobs` (each a named-seat or best-available request of one show and its `now`,
+/// epoch ms) in `tx`, in order. Per job: `Some(answer)`, or `None` when the job is to run
+/// alone ([`claim::create_in`], the caller's): a best-available party whose chosen seats the
+/// guarded update refused (a writer outside the queue took one between the batch's read and
+/// its update). `Err` only when the transaction itself failed (the caller retries each
+/// request alone).
+///
+/// Best available in the batch (issue 13 item 4; in the seed rehearsal a third of the hot
+/// show's hold requests, each a concurrent transaction of several locking reads that skip
+/// each other's seats): each asked section's free seats are read once for the pass
+/// ([`best::section_free`]), and each party, after every named-seat request of the pass (a
+/// valid order for requests that were in flight together), takes the best block nobody of the
+/// pass took ([`best::pick`]), then the one guarded update decides it with the named seats.
 pub async fn create_seats(
     tx: &mut Tx<'_>,
     pg: bool,
     jobs: &[(Request<'_>, i64)],
-) -> sqlx::Result<Vec<Answer>> {
-    let mut done: Vec<Option<Answer>> = jobs.iter().map(|_| None).collect();
+) -> sqlx::Result<Vec<Option<Answer>>> {
+    let mut done: Vec<Option<Settled>> = jobs.iter().map(|_| None).collect();
     loop {
         let mut sp = sqlx::Acquire::begin(&mut **tx).await?;
         match pass(&mut sp, pg, jobs, &mut done).await? {
             Pass::Commit(held) => {
                 sp.commit().await?;
                 for (i, answer) in held {
-                    done[i] = Some(Ok(Ok(answer)));
+                    done[i] = Some(Some(Ok(Ok(answer))));
                 }
                 // A visitor's second request is left for another pass.
                 if done.iter().all(Option::is_some) {
@@ -69,13 +83,60 @@ enum Pass {
     Again,
 }
 
+/// A best-available request's ask, `None` for any other.
+fn best_of<'a>(r: &'a Request<'_>) -> Option<best::Want<'a>> {
+    match &r.ask {
+        Ask::Best {
+            section,
+            quantity,
+            allow_split,
+        } => Some(best::Want {
+            section,
+            quantity: *quantity as usize,
+            allow_split: *allow_split,
+        }),
+        _ => None,
+    }
+}
+
 /// One pass over the jobs not settled yet (see the module's doc).
 async fn pass(
     tx: &mut Tx<'_>,
     pg: bool,
     jobs: &[(Request<'_>, i64)],
-    done: &mut [Option<Answer>],
+    done: &mut [Option<Settled>],
 ) -> sqlx::Result<Pass> {
+    let Some(show) = jobs.first().map(|(r, _)| r.show) else {
+        return Ok(Pass::Commit(Vec::new()));
+    };
+    // The free seats of each section a best-available job asks for, read once for the pass
+    // as of its earliest `now` (a hold lapsing later in the batch counts as held). A section
+    // without seats is a 422 before anything is written, as a party alone answers.
+    let earliest = jobs.iter().map(|(_, now)| *now).min().unwrap_or(0);
+    let mut sections: HashMap<&str, Vec<best::Free>> = HashMap::new();
+    for (i, (r, _)) in jobs.iter().enumerate() {
+        let Some(want) = best_of(r).filter(|_| done[i].is_none()) else {
+            continue;
+        };
+        if !sections.contains_key(want.section) {
+            match best::section_free(tx, show, want.section, earliest).await? {
+                Some(free) => {
+                    sections.insert(want.section, free);
+                }
+                None => {
+                    let p = claim::unprocessable("unknown-section", "Unknown section")
+                        .with("section", crate::error::clip(want.section));
+                    for (j, (o, _)) in jobs.iter().enumerate() {
+                        if done[j].is_none()
+                            && best_of(o).is_some_and(|w| w.section == want.section)
+                        {
+                            done[j] = Some(Some(Err(p.clone().into())));
+                        }
+                    }
+                }
+            }
+        }
+    }
     // First in batch order takes a seat; a later job asking for one is lost (settled now: its
     // seat goes to the earlier job, or the pass is run again without that one), and never
     // prepared, so it writes nothing.
@@ -113,22 +174,57 @@ async fn pass(
             Ok(Begun::Ready(p)) => ready.push((*i, p)),
             // A replay wrote nothing but kept seats out of this pass's order; a refusal wrote
             // its key or a slot. Either way: settled, and the pass runs again without it.
-            Ok(Begun::Replay(a)) => (done[*i], refused) = (Some(Ok(Ok(a))), true),
-            Err(e) => (done[*i], refused) = (Some(Err(e)), true),
+            Ok(Begun::Replay(a)) => (done[*i], refused) = (Some(Some(Ok(Ok(a)))), true),
+            Err(e) => (done[*i], refused) = (Some(Some(Err(e))), true),
         }
     }
     if refused {
         return Ok(Pass::Again);
     }
-    let Some(show) = jobs.first().map(|(r, _)| r.show) else {
-        return Ok(Pass::Commit(Vec::new()));
+    // Each best-available party, in batch order after the named seats, takes the best block
+    // no job of the pass asked for; a party with none left is refused here (its key and
+    // slots undone below, as a loser at the guard).
+    let mut chosen: HashMap<usize, Vec<String>> = HashMap::new();
+    let mut losers: Vec<(&Request<'_>, &Prepared)> = Vec::new();
+    for (i, p) in &ready {
+        let r = &jobs[*i].0;
+        let Some(want) = best_of(r) else { continue };
+        let free = sections.get(want.section).map_or(&[][..], Vec::as_slice);
+        match best::pick(free, &want, |s| owner.contains_key(s)) {
+            Some(at) => {
+                let mut ids: Vec<String> = at.iter().map(|&k| free[k].0.clone()).collect();
+                ids.sort();
+                owner.extend(at.iter().map(|&k| (free[k].0.as_str(), *i)));
+                chosen.insert(*i, ids);
+            }
+            None => {
+                let why = best::not_taken(free);
+                let lost = Lost::Section(
+                    want.section.to_owned(),
+                    want.quantity,
+                    want.allow_split,
+                    why,
+                );
+                done[*i] = Some(Some(Ok(Err(lost))));
+                losers.push((r, p));
+            }
+        }
+    }
+    let asking: Vec<&(usize, Prepared)> = ready
+        .iter()
+        .filter(|(i, _)| best_of(&jobs[*i].0).is_none() || chosen.contains_key(i))
+        .collect();
+    let asked = |i: &usize| -> &[String] {
+        chosen
+            .get(i)
+            .map_or_else(|| seats_of(&jobs[*i].0), Vec::as_slice)
     };
-    let asks: Vec<SeatAsk<'_>> = ready
+    let asks: Vec<SeatAsk<'_>> = asking
         .iter()
         .map(|(i, p)| SeatAsk {
             hold_id: &p.hold_id,
             expires_at: p.expires_at,
-            seats: seats_of(&jobs[*i].0),
+            seats: asked(i),
             now_ms: jobs[*i].1,
         })
         .collect();
@@ -138,20 +234,25 @@ async fn pass(
         let e = amount.entry(t.hold_id.as_str()).or_default();
         (e.0, e.1) = (e.0 + 1, e.1 + t.price_cents);
     }
-    let (mut winners, mut losers, mut lost_at, mut again) =
-        (Vec::new(), Vec::new(), Vec::new(), false);
-    for (i, p) in &ready {
+    let (mut winners, mut lost_at, mut again) = (Vec::new(), Vec::new(), false);
+    let mut guard_losers: Vec<(&Request<'_>, &Prepared)> = Vec::new();
+    for (i, p) in asking {
         let (r, now) = &jobs[*i];
-        let seats = seats_of(r);
+        let seats = asked(i);
+        let best = chosen.contains_key(i);
         match amount.get(p.hold_id.as_str()) {
             Some((n, cents)) if *n == seats.len() => {
                 winners.push((*i, NewHold::of(r, p, seats.to_vec(), *cents, *now)));
             }
+            // The seats a best-available party chose from the pass's read were taken by a
+            // writer outside the queue: it runs alone, where its own tries decide (its key
+            // and slots go with the rollback).
+            _ if best => (done[*i], again) = (Some(None), true),
             // Nothing of it was written (all or nothing): settled here, its key and slots undone.
-            Some(_) => (done[*i], again) = (Some(lost(r)), true),
+            Some(_) => (done[*i], again) = (Some(Some(lost(r))), true),
             None => {
-                done[*i] = Some(lost(r));
-                losers.push((r, p));
+                done[*i] = Some(Some(lost(r)));
+                guard_losers.push((r, p));
                 lost_at.push(*i);
             }
         }
@@ -182,16 +283,17 @@ async fn pass(
         Some(p) => Err(p.into()),
         None => lost_seen(r, &seen),
     };
-    for (i, (r, _)) in lost_at.iter().zip(&losers) {
-        done[*i] = Some(settle(r));
+    for (i, (r, _)) in lost_at.iter().zip(&guard_losers) {
+        done[*i] = Some(Some(settle(r)));
     }
+    losers.extend(guard_losers);
     claim::undo(tx, pg, &losers).await?;
     let rows: Vec<(&Request<'_>, &NewHold)> =
         winners.iter().map(|(i, h)| (&jobs[*i].0, h)).collect();
     let stored = claim::write_holds(tx, pg, &rows).await?;
     for ((i, _), ok) in winners.iter().zip(&stored) {
         if !ok {
-            (done[*i], again) = (Some(Err(claim::concurrent_request().into())), true);
+            (done[*i], again) = (Some(Some(Err(claim::concurrent_request().into()))), true);
         }
     }
     if again {
@@ -204,7 +306,7 @@ async fn pass(
     // fans asking for C-3-2 and C-3-99 in one batch got 409 seats-unavailable).
     for (i, by) in outbid {
         if by.iter().any(|o| won.contains(o)) {
-            done[i] = Some(settle(&jobs[i].0));
+            done[i] = Some(Some(settle(&jobs[i].0)));
         }
     }
     Ok(Pass::Commit(

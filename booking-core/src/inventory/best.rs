@@ -55,7 +55,7 @@ pub struct Want<'a> {
 }
 
 /// A free seat: id, row, number, price (cents).
-type Free = (String, i64, i64, i64);
+pub(crate) type Free = (String, i64, i64, i64);
 
 /// A section's free seats (`$2` show, `$3` section; a hold lapsed by `$1`, epoch ms, counts
 /// free), best first, as [`Free`] rows. Served by the partial index `seats_unsold` (migration
@@ -413,6 +413,59 @@ async fn reread(
     Ok((free, candidates, whole, 0))
 }
 
+/// Every free seat of `section` (best first) for a batch of the per-show hold queue, whose
+/// parties then take their blocks from it in memory ([`pick`]); `None` when the section has no
+/// seat at all (a 422, as [`take`] answers). One read for the batch, where each party alone
+/// reads at least once and locks at least once ([`take`]).
+pub(crate) async fn section_free(
+    tx: &mut Tx<'_>,
+    show: &str,
+    section: &str,
+    now_ms: i64,
+) -> sqlx::Result<Option<Vec<Free>>> {
+    let free = free_seats(tx, show, section, now_ms, None).await?;
+    if free.is_empty() && !section_known(tx, show, section).await? {
+        return Ok(None);
+    }
+    Ok(Some(free))
+}
+
+/// The seats [`take`] would choose for `want` from `free` (best first) when the seats for which
+/// `taken` says yes are gone: the best block of `want.quantity` side by side, else, for a party
+/// that accepts seats apart, the best free seats apart; `None` when neither is there. Indexes
+/// into `free`.
+pub(crate) fn pick(
+    free: &[Free],
+    want: &Want<'_>,
+    taken: impl Fn(&str) -> bool,
+) -> Option<Vec<usize>> {
+    let open: Vec<usize> = (0..free.len()).filter(|&i| !taken(&free[i].0)).collect();
+    let mut run: Vec<usize> = Vec::new();
+    for &i in &open {
+        let extends = run
+            .last()
+            .is_some_and(|&j| free[j].1 == free[i].1 && free[j].2 + 1 == free[i].2);
+        if !extends {
+            run.clear();
+        }
+        run.push(i);
+        if run.len() >= want.quantity {
+            return Some(run[run.len() - want.quantity..].to_vec());
+        }
+    }
+    (want.allow_split && open.len() >= want.quantity).then(|| open[..want.quantity].to_vec())
+}
+
+/// Why a party found nothing in `free`, its section's free seats as its batch read them: none
+/// free at all, or no block.
+pub(crate) fn not_taken(free: &[Free]) -> NotTaken {
+    if free.is_empty() {
+        NotTaken::NoneFree
+    } else {
+        NotTaken::NoBlock
+    }
+}
+
 /// Whether `section` of `show` has seats: one index probe (`seats_layout`), asked only when
 /// the read of its free seats found none (counting its seats cost 0.8 ms a request in the seed
 /// rehearsal, 10,346 calls; the probe before every read 0.2 ms, 29,247 calls,
@@ -451,6 +504,29 @@ mod tests {
 
     fn seat(row: i64, n: i64) -> Free {
         (format!("A-{row}-{n}"), row, n, 100)
+    }
+
+    /// A batch's pick is the first block [`blocks`] finds once the taken seats are gone, and
+    /// seats apart only for a party that accepts them.
+    #[test]
+    fn a_batch_picks_the_best_block_left() {
+        let free = vec![seat(1, 1), seat(1, 2), seat(1, 4), seat(2, 1), seat(2, 2)];
+        let want = |quantity, allow_split| Want {
+            section: "A",
+            quantity,
+            allow_split,
+        };
+        assert_eq!(pick(&free, &want(2, false), |_| false), Some(vec![0, 1]));
+        assert_eq!(
+            pick(&free, &want(2, false), |s| s == "A-1-2"),
+            Some(vec![3, 4])
+        );
+        let gone = |s: &str| s == "A-1-2" || s == "A-2-1";
+        assert_eq!(pick(&free, &want(2, false), gone), None);
+        assert_eq!(pick(&free, &want(2, true), gone), Some(vec![0, 2]));
+        assert_eq!(pick(&free, &want(4, true), gone), None);
+        assert_eq!(not_taken(&free), NotTaken::NoBlock);
+        assert_eq!(not_taken(&[]), NotTaken::NoneFree);
     }
 
     #[test]

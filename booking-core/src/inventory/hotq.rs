@@ -128,8 +128,8 @@ impl HoldQueues {
 
     /// Whether a hold of `show` asking for `ask` goes through the queue (the caller's store
     /// has no writer thread of its own: on a SQLite file that thread is the queue already).
-    /// Named seats and pool places only, and of those: every ask of a show switched on, and a
-    /// pool-only ask always. A pool is one counter row that every hold of it updates; through
+    /// Named seats, best available and pool places only ([`Ask::queueable`]), and of those:
+    /// every ask of a show switched on, and a pool-only ask always. A pool is one counter row that every hold of it updates; through
     /// concurrent transactions each waits for the row's lock held to the last one's commit
     /// (`loadtest bench` on PostgreSQL: 1,836 pool holds/s with 4.5 lock waits on average),
     /// while the queue takes a whole batch of places in one update (4,183/s in the same run):
@@ -327,7 +327,7 @@ async fn apply(db: &Db, batch: &[Job]) -> sqlx::Result<Vec<Outcome>> {
             .filter(|i| pick(&batch[*i].req.ask))
             .collect()
     };
-    let seat_jobs = of(&|a| matches!(a, Ask::Seats(_)));
+    let seat_jobs = of(&|a| matches!(a, Ask::Seats(_) | Ask::Best { .. }));
     let pool_jobs = of(&|a| matches!(a, Ask::Pool { .. }));
     let requests = |idx: &[usize]| -> Vec<(Request<'_>, i64)> {
         idx.iter()
@@ -339,9 +339,9 @@ async fn apply(db: &Db, batch: &[Job]) -> sqlx::Result<Vec<Outcome>> {
         .iter()
         .zip(batch::create_seats(&mut tx, pg, &requests(&seat_jobs)).await?)
     {
-        out[*i] = Some(answer);
+        out[*i] = answer;
     }
-    // Best available (and any other kind) before the pools: a pool's row stays locked from
+    // A best-available party the batch sent to run alone (and any other kind) before the pools: a pool's row stays locked from
     // its guarded update to the commit, so the pools go last.
     let other: Vec<usize> = (0..batch.len())
         .filter(|i| out[*i].is_none() && !pool_jobs.contains(i))
