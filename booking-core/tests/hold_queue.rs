@@ -23,6 +23,7 @@ on_both!(
     a_queue_worker_runs_where_its_answers_do_not_wait_on_request_tasks,
     an_outbid_request_naming_an_unknown_seat_is_422,
     a_batch_seats_best_available_parties_in_the_best_blocks_left,
+    a_batch_reads_the_whole_section_when_the_best_seats_hold_no_block,
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -575,4 +576,26 @@ async fn a_best_party_whose_block_a_writer_outside_the_queue_took_runs_alone() {
     assert_eq!(h.seat_status("A-1-1").await, "sold");
     let held = holders_per_seat(&h).await;
     assert_eq!(held, vec![(seat(2), 1), (seat(3), 1)]);
+}
+
+/// A batch reads a section's best `best::PREFIX` free seats first; a party that finds no block
+/// in them is seated from the whole section, read once then, as a party alone would be: here
+/// the first 256 free seats are every other seat (A-1-2 … A-1-512), and the first pair free is
+/// A-1-512/513, its second seat past them.
+async fn a_batch_reads_the_whole_section_when_the_best_seats_hold_no_block(b: Backend) {
+    let h = Harness::on_with(b, |c| Harness::small_venue(c, 600)).await;
+    let now = h.now_s() * 1000;
+    let odd: Vec<String> = (1..=511).step_by(2).map(seat).collect();
+    for s in &odd {
+        sqlx::query("UPDATE seats SET status = 'sold' WHERE seat_id = $1")
+            .bind(s)
+            .execute(&h.state.db)
+            .await
+            .unwrap();
+    }
+    let (batch, answers): (Vec<Job>, Vec<_>) =
+        vec![best("p", "A", 2, false, now)].into_iter().unzip();
+    let _ = hotq::step(&h.state.db, batch).await;
+    let got = seats_or_kind(&answers.into_iter().next().unwrap().await.expect("answered"));
+    assert_eq!(got, Ok(vec![seat(512), seat(513)]), "{b:?}");
 }

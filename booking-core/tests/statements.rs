@@ -21,7 +21,7 @@ use std::sync::Mutex;
 
 use booking_core::db::Actor;
 use booking_core::door::Admission;
-use booking_core::inventory::claim::{self, Ask, Request, Timing};
+use booking_core::inventory::claim::{self, Ask, Lost, Request, Timing};
 use booking_core::inventory::holds::{self, Ended};
 use booking_core::inventory::onetrip::{self, OneTrip};
 use booking_core::{db, PoolSpec, ShowConfig, Venue};
@@ -421,4 +421,75 @@ fn a_seat_or_pool_hold_is_three_statements_and_its_release_two_or_three_on_both_
     rt.block_on(one_round_trip());
     rt.block_on(queue_losers_need_no_read(Backend::Sqlite));
     rt.block_on(queue_losers_need_no_read(Backend::Postgres));
+    rt.block_on(a_sold_out_pools_batch_is_refused_together(Backend::Sqlite));
+    rt.block_on(a_sold_out_pools_batch_is_refused_together(
+        Backend::Postgres,
+    ));
+}
+
+/// The hold queue's batch of pool requests on a pool with no place left: every request is
+/// `409 pool-unavailable` from the batch's own statements, a few for the whole batch. Each ran
+/// alone once (a savepoint and its statements apiece) while the show's other holds waited.
+async fn a_sold_out_pools_batch_is_refused_together(b: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = db::connect(&b.fresh_url(dir.path())).await.unwrap();
+    let mut venue = Venue::small(10);
+    venue.pools.push(PoolSpec {
+        id: "FLOOR".into(),
+        price_cents: 3_000,
+        capacity: 1,
+    });
+    let show = ShowConfig {
+        id: "counted".into(),
+        name: "counted".into(),
+        venue,
+    };
+    db::seed_show(&db, &show).await.unwrap();
+    let timing = Timing {
+        hold_ttl_ms: 600_000,
+        payment_session_ms: 300_000,
+    };
+    let floor = |quantity| Ask::Pool {
+        pool: "FLOOR".into(),
+        quantity,
+    };
+    let pg = matches!(b, Backend::Postgres);
+    let first = admission(30);
+    let mut tx = db::begin_hold(&db).await.unwrap();
+    let took = booking_core::inventory::batch::create_pools(
+        &mut tx,
+        pg,
+        &[(counted(&first, "p-first", floor(1), timing), now_ms())],
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    assert!(matches!(took[0], Some(Ok(Ok(_)))), "{b:?}: {took:?}");
+    let fans: Vec<Admission> = (31..51).map(admission).collect();
+    let keys: Vec<String> = (0..fans.len()).map(|i| format!("p-{i}")).collect();
+    let jobs: Vec<(Request<'_>, i64)> = fans
+        .iter()
+        .zip(&keys)
+        .enumerate()
+        .map(|(i, (a, k))| (counted(a, k, floor(1 + (i % 2) as u32), timing), now_ms()))
+        .collect();
+    let mut tx = db::begin_hold(&db).await.unwrap();
+    start_counting();
+    let answers = booking_core::inventory::batch::create_pools(&mut tx, pg, &jobs)
+        .await
+        .unwrap();
+    let calls = stop_counting();
+    tx.commit().await.unwrap();
+    for a in &answers {
+        assert!(
+            matches!(a, Some(Ok(Err(Lost::Pool(p)))) if p == "FLOOR"),
+            "{b:?}: {answers:?}"
+        );
+    }
+    assert!(
+        calls.len() <= 12,
+        "{b:?}: {} statements for 20 refusals: {calls:#?}",
+        calls.len()
+    );
+    db.close().await;
 }

@@ -54,11 +54,15 @@ pub async fn create_seats(
     jobs: &[(Request<'_>, i64)],
 ) -> sqlx::Result<Vec<Option<Answer>>> {
     let mut done: Vec<Option<Settled>> = jobs.iter().map(|_| None).collect();
+    // The sections' reads outlive a pass that rolled back (it wrote nothing), not one that
+    // committed.
+    let mut sections = Sections::new();
     loop {
         let mut sp = sqlx::Acquire::begin(&mut **tx).await?;
-        match pass(&mut sp, pg, jobs, &mut done).await? {
+        match pass(&mut sp, pg, jobs, &mut done, &mut sections).await? {
             Pass::Commit(held) => {
                 sp.commit().await?;
+                sections.clear();
                 for (i, answer) in held {
                     done[i] = Some(Some(Ok(Ok(answer))));
                 }
@@ -83,6 +87,10 @@ enum Pass {
     Again,
 }
 
+/// The free seats of each section the batch's best-available requests ask for, best first,
+/// and whether they are all of the section's (else its best [`best::PREFIX`]).
+type Sections = HashMap<String, (Vec<best::Free>, bool)>;
+
 /// A best-available request's ask, `None` for any other.
 fn best_of<'a>(r: &'a Request<'_>) -> Option<best::Want<'a>> {
     match &r.ask {
@@ -105,23 +113,25 @@ async fn pass(
     pg: bool,
     jobs: &[(Request<'_>, i64)],
     done: &mut [Option<Settled>],
+    sections: &mut Sections,
 ) -> sqlx::Result<Pass> {
     let Some(show) = jobs.first().map(|(r, _)| r.show) else {
         return Ok(Pass::Commit(Vec::new()));
     };
-    // The free seats of each section a best-available job asks for, read once for the pass
-    // as of its earliest `now` (a hold lapsing later in the batch counts as held). A section
-    // without seats is a 422 before anything is written, as a party alone answers.
+    // The best free seats of each section a best-available job asks for, read once for the
+    // pass as of its earliest `now` (a hold lapsing later in the batch counts as held), the
+    // whole section only when a party finds nothing in them. A section without seats is a 422
+    // before anything is written, as a party alone answers.
     let earliest = jobs.iter().map(|(_, now)| *now).min().unwrap_or(0);
-    let mut sections: HashMap<&str, Vec<best::Free>> = HashMap::new();
     for (i, (r, _)) in jobs.iter().enumerate() {
         let Some(want) = best_of(r).filter(|_| done[i].is_none()) else {
             continue;
         };
         if !sections.contains_key(want.section) {
-            match best::section_free(tx, show, want.section, earliest).await? {
+            match best::section_free(tx, show, want.section, earliest, false).await? {
                 Some(free) => {
-                    sections.insert(want.section, free);
+                    let whole = free.len() < best::PREFIX;
+                    sections.insert(want.section.to_owned(), (free, whole));
                 }
                 None => {
                     let p = claim::unprocessable("unknown-section", "Unknown section")
@@ -186,15 +196,29 @@ async fn pass(
     // slots undone below, as a loser at the guard).
     let mut chosen: HashMap<usize, Vec<String>> = HashMap::new();
     let mut losers: Vec<(&Request<'_>, &Prepared)> = Vec::new();
+    // Seats asked or chosen so far in this pass (owned: the sections' reads may grow below).
+    let mut claimed: HashSet<String> = owner.keys().map(|s| s.to_string()).collect();
     for (i, p) in &ready {
         let r = &jobs[*i].0;
         let Some(want) = best_of(r) else { continue };
-        let free = sections.get(want.section).map_or(&[][..], Vec::as_slice);
-        match best::pick(free, &want, |s| owner.contains_key(s)) {
+        let mut at = sections
+            .get(want.section)
+            .and_then(|(free, _)| best::pick(free, &want, |s| claimed.contains(s)));
+        if at.is_none() && sections.get(want.section).is_some_and(|(_, whole)| !whole) {
+            // Nothing in the best seats read: the whole section, once for the batch.
+            if let Some(free) = best::section_free(tx, show, want.section, earliest, true).await? {
+                at = best::pick(&free, &want, |s| claimed.contains(s));
+                sections.insert(want.section.to_owned(), (free, true));
+            }
+        }
+        let free = sections
+            .get(want.section)
+            .map_or(&[][..], |(f, _)| f.as_slice());
+        match at {
             Some(at) => {
                 let mut ids: Vec<String> = at.iter().map(|&k| free[k].0.clone()).collect();
                 ids.sort();
-                owner.extend(at.iter().map(|&k| (free[k].0.as_str(), *i)));
+                claimed.extend(ids.iter().cloned());
                 chosen.insert(*i, ids);
             }
             None => {
@@ -345,9 +369,10 @@ fn seats_of<'a>(r: &'a Request<'_>) -> &'a [String] {
 /// pass, the keys and cap slots of every job in one round trip ([`claim::prepare_many`]), the
 /// winners' rows in one round trip ([`claim::write_holds`]), then ONE guarded counter update
 /// per pool for the sum of its jobs' places ([`pools::claim`], last, as in a single hold), so
-/// the pool row is locked once per batch instead of once per hold. Per job: `Some(answer)`, or
-/// `None` when its pool had fewer places left than the batch's sum (the caller runs those jobs
-/// one by one, where the guarded update decides each). Each pass runs in a savepoint, as
+/// the pool row is locked once per batch instead of once per hold. Per job: `Some(answer)`
+/// (`409 pool-unavailable` for all of a pool's jobs when not even the smallest ask fits), or
+/// `None` when its pool had fewer places left than the batch's sum but some fit (the caller
+/// runs those jobs one by one, where the guarded update decides each). Each pass runs in a savepoint, as
 /// [`create_seats`]'s. `Err` only when the transaction itself failed.
 pub async fn create_pools(
     tx: &mut Tx<'_>,
@@ -443,9 +468,20 @@ async fn pool_pass(
     let now = ready.iter().map(|(i, _)| jobs[*i].1).min().unwrap_or(0);
     for (pool, total, members) in &per_pool {
         if !pools::claim(tx, pg, show, pool, *total, now).await? {
-            // Fewer places left than the batch's sum: each of these jobs alone decides.
+            // Fewer places left than the batch's sum. When not even the smallest ask fits (a
+            // sold-out pool, most of the time), every one of them is refused here; else each
+            // alone decides. (Each ran alone, a savepoint and several round trips apiece, while
+            // the show's other holds waited: in the seed rehearsal, after the 2,000-place pool
+            // sold out, every batch's pool requests did.) The pass is rolled back either way.
+            let least = members
+                .iter()
+                .filter_map(|i| jobs[*i].0.ask.pool())
+                .map(|(_, q)| i64::from(q))
+                .min()
+                .unwrap_or(*total);
+            let none_fit = least == *total || !pools::claim(tx, pg, show, pool, least, now).await?;
             for i in members {
-                done[*i] = Some(None);
+                done[*i] = Some(none_fit.then(|| Ok(Err(Lost::Pool((*pool).to_owned())))));
             }
             again = true;
         }
