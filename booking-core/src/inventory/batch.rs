@@ -26,7 +26,7 @@ use crate::db::Tx;
 use crate::error::ApiResult;
 use crate::inventory::claim::{self, Ask, Begun, HoldAnswer, Lost, NewHold, Prepared, Request};
 use crate::inventory::holds::{self, SeatAsk};
-use crate::inventory::{best, pools};
+use crate::inventory::{best, hotq, pools};
 
 /// A request's answer: held, refused with what was lost, or a problem/error.
 pub type Answer = ApiResult<Result<HoldAnswer, Lost>>;
@@ -128,7 +128,8 @@ async fn pass(
             continue;
         };
         if !sections.contains_key(want.section) {
-            match best::section_free(tx, show, want.section, earliest, false).await? {
+            let read = best::section_free(tx, show, want.section, earliest, false);
+            match hotq::timed("sections", read).await? {
                 Some(free) => {
                     let whole = free.len() < best::PREFIX;
                     sections.insert(want.section.to_owned(), (free, whole));
@@ -178,7 +179,7 @@ async fn pass(
     let mut refused = false;
     for (i, begun) in claiming
         .iter()
-        .zip(claim::prepare_many(tx, pg, &reqs).await?)
+        .zip(hotq::timed("prepare", claim::prepare_many(tx, pg, &reqs)).await?)
     {
         match begun {
             Ok(Begun::Ready(p)) => ready.push((*i, p)),
@@ -252,7 +253,7 @@ async fn pass(
             now_ms: jobs[*i].1,
         })
         .collect();
-    let taken = holds::claim_many(tx, pg, show, &asks).await?;
+    let taken = hotq::timed("claim", holds::claim_many(tx, pg, show, &asks)).await?;
     let mut amount: HashMap<&str, (usize, i64)> = HashMap::new();
     for t in &taken {
         let e = amount.entry(t.hold_id.as_str()).or_default();
@@ -314,7 +315,7 @@ async fn pass(
     claim::undo(tx, pg, &losers).await?;
     let rows: Vec<(&Request<'_>, &NewHold)> =
         winners.iter().map(|(i, h)| (&jobs[*i].0, h)).collect();
-    let stored = claim::write_holds(tx, pg, &rows).await?;
+    let stored = hotq::timed("write", claim::write_holds(tx, pg, &rows)).await?;
     for ((i, _), ok) in winners.iter().zip(&stored) {
         if !ok {
             (done[*i], again) = (Some(Some(Err(claim::concurrent_request().into()))), true);

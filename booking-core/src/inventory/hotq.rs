@@ -321,7 +321,7 @@ pub type Outcome = ApiResult<Result<HoldAnswer, Lost>>;
 /// those whose sum did not fit one by one; one commit.
 async fn apply(db: &Db, batch: &[Job]) -> sqlx::Result<Vec<Outcome>> {
     let pg = db::backend(db) == Backend::Postgres;
-    let mut tx = db::begin_hold(db).await?;
+    let mut tx = timed("begin", db::begin_hold(db)).await?;
     let of = |pick: &dyn Fn(&Ask) -> bool| -> Vec<usize> {
         (0..batch.len())
             .filter(|i| pick(&batch[*i].req.ask))
@@ -335,10 +335,13 @@ async fn apply(db: &Db, batch: &[Job]) -> sqlx::Result<Vec<Outcome>> {
             .collect()
     };
     let mut out: Vec<Option<Outcome>> = batch.iter().map(|_| None).collect();
-    for (i, answer) in seat_jobs
-        .iter()
-        .zip(batch::create_seats(&mut tx, pg, &requests(&seat_jobs)).await?)
-    {
+    for (i, answer) in seat_jobs.iter().zip(
+        timed(
+            "seats",
+            batch::create_seats(&mut tx, pg, &requests(&seat_jobs)),
+        )
+        .await?,
+    ) {
         out[*i] = answer;
     }
     // A best-available party the batch sent to run alone (and any other kind) before the pools: a pool's row stays locked from
@@ -346,11 +349,14 @@ async fn apply(db: &Db, batch: &[Job]) -> sqlx::Result<Vec<Outcome>> {
     let other: Vec<usize> = (0..batch.len())
         .filter(|i| out[*i].is_none() && !pool_jobs.contains(i))
         .collect();
-    one_by_one(&mut tx, pg, batch, &other, &mut out).await?;
-    for (i, answer) in pool_jobs
-        .iter()
-        .zip(batch::create_pools(&mut tx, pg, &requests(&pool_jobs)).await?)
-    {
+    timed("alone", one_by_one(&mut tx, pg, batch, &other, &mut out)).await?;
+    for (i, answer) in pool_jobs.iter().zip(
+        timed(
+            "pools",
+            batch::create_pools(&mut tx, pg, &requests(&pool_jobs)),
+        )
+        .await?,
+    ) {
         out[*i] = answer;
     }
     // Pool requests the batch's sum did not fit: each alone decides.
@@ -359,7 +365,11 @@ async fn apply(db: &Db, batch: &[Job]) -> sqlx::Result<Vec<Outcome>> {
         .copied()
         .filter(|i| out[*i].is_none())
         .collect();
-    one_by_one(&mut tx, pg, batch, &left, &mut out).await?;
+    timed(
+        "pools_alone",
+        one_by_one(&mut tx, pg, batch, &left, &mut out),
+    )
+    .await?;
     // Every lost request's key recorded as refused in the batch's transaction, one statement
     // for the batch (a loser at the guard already is: no-op); the handler records none.
     let lost: Vec<(Request<'_>, i64)> = batch
@@ -369,9 +379,20 @@ async fn apply(db: &Db, batch: &[Job]) -> sqlx::Result<Vec<Outcome>> {
         .map(|(j, _)| (j.req.request(), j.now_ms))
         .collect();
     let lost: Vec<(&Request<'_>, i64)> = lost.iter().map(|(r, now)| (r, *now)).collect();
-    claim::record_refusals(&mut *tx, &lost).await?;
-    tx.commit().await?;
+    timed("refusals", claim::record_refusals(&mut *tx, &lost)).await?;
+    timed("commit", tx.commit()).await?;
     Ok(out.into_iter().flatten().collect())
+}
+
+/// Awaits `work`, one part of a batch, and records how long it took in
+/// `bc_hold_queue_part_seconds{part}` (where a batch's time goes: the seats' set-based pass,
+/// the pools', requests run alone, the commit, …).
+pub(crate) async fn timed<T>(part: &'static str, work: impl std::future::Future<Output = T>) -> T {
+    let started = std::time::Instant::now();
+    let out = work.await;
+    metrics::histogram!("bc_hold_queue_part_seconds", "part" => part)
+        .record(started.elapsed().as_secs_f64());
+    out
 }
 
 /// Runs the jobs `idx` of `batch` one by one in `tx`, each in its own savepoint through
