@@ -140,14 +140,16 @@ fn counted<'a>(adm: &'a Admission, key: &'a str, ask: Ask, timing: Timing) -> Re
     }
 }
 
-async fn three_statements(b: Backend) {
+/// A fresh database of backend `b` with the show "counted": 10 seats and a `FLOOR` pool of
+/// `floor` places at 2,500 cents.
+async fn counted_show(b: Backend, floor: u32) -> (tempfile::TempDir, db::Db) {
     let dir = tempfile::tempdir().unwrap();
     let db = db::connect(&b.fresh_url(dir.path())).await.unwrap();
     let mut venue = Venue::small(10);
     venue.pools.push(PoolSpec {
         id: "FLOOR".into(),
         price_cents: 2_500,
-        capacity: 1_000,
+        capacity: floor,
     });
     let show = ShowConfig {
         id: "counted".into(),
@@ -155,6 +157,11 @@ async fn three_statements(b: Backend) {
         venue,
     };
     db::seed_show(&db, &show).await.unwrap();
+    (dir, db)
+}
+
+async fn three_statements(b: Backend) {
+    let (_dir, db) = counted_show(b, 1_000).await;
     let timing = Timing {
         hold_ttl_ms: 600_000,
         payment_session_ms: 300_000,
@@ -431,20 +438,7 @@ fn a_seat_or_pool_hold_is_three_statements_and_its_release_two_or_three_on_both_
 /// `409 pool-unavailable` from the batch's own statements, a few for the whole batch. Each ran
 /// alone once (a savepoint and its statements apiece) while the show's other holds waited.
 async fn a_sold_out_pools_batch_is_refused_together(b: Backend) {
-    let dir = tempfile::tempdir().unwrap();
-    let db = db::connect(&b.fresh_url(dir.path())).await.unwrap();
-    let mut venue = Venue::small(10);
-    venue.pools.push(PoolSpec {
-        id: "FLOOR".into(),
-        price_cents: 3_000,
-        capacity: 1,
-    });
-    let show = ShowConfig {
-        id: "counted".into(),
-        name: "counted".into(),
-        venue,
-    };
-    db::seed_show(&db, &show).await.unwrap();
+    let (_dir, db) = counted_show(b, 1).await;
     let timing = Timing {
         hold_ttl_ms: 600_000,
         payment_session_ms: 300_000,
