@@ -476,8 +476,8 @@ fn seats_or_kind(out: &Outcome) -> Result<Vec<String>, String> {
 /// seats, takes the best block of its section that no request of the batch asked for and no
 /// hold holds, side by side unless it accepts seats apart; a party with none left is `409
 /// no-seats-together` (its key refused, no slot kept), an unknown section `422`; every seat
-/// ends in one live hold. The answers are what the same parties alone would get one after
-/// another in that order.
+/// ends in one live hold. The expected answers are worked out by hand from best available's
+/// rule, the named seats first, then the parties in batch order.
 async fn a_batch_seats_best_available_parties_in_the_best_blocks_left(b: Backend) {
     let h = Harness::on_with(b, |c| Harness::small_venue(c, 10)).await;
     let now = h.now_s() * 1000;

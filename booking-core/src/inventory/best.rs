@@ -96,21 +96,26 @@ async fn free_seats(
 
 /// Candidate blocks of `n` adjacent free seats (same row, consecutive numbers), best first.
 pub fn blocks(free: &[Free], n: usize) -> Vec<Vec<usize>> {
-    let mut out = Vec::new();
+    blocks_among(free, 0..free.len(), n).collect()
+}
+
+/// [`blocks`] of the seats `among` (indexes into `free`, best first) only, lazily.
+fn blocks_among<'f>(
+    free: &'f [Free],
+    among: impl IntoIterator<Item = usize> + 'f,
+    n: usize,
+) -> impl Iterator<Item = Vec<usize>> + 'f {
     let mut run: Vec<usize> = Vec::new();
-    for (i, s) in free.iter().enumerate() {
+    among.into_iter().filter_map(move |i| {
         let extends = run
             .last()
-            .is_some_and(|&j| free[j].1 == s.1 && free[j].2 + 1 == s.2);
+            .is_some_and(|&j| free[j].1 == free[i].1 && free[j].2 + 1 == free[i].2);
         if !extends {
             run.clear();
         }
         run.push(i);
-        if run.len() >= n {
-            out.push(run[run.len() - n..].to_vec());
-        }
-    }
-    out
+        (run.len() >= n).then(|| run[run.len() - n..].to_vec())
+    })
 }
 
 /// Locks the seats of `ids` that are still free and that no other transaction is taking
@@ -445,18 +450,8 @@ pub(crate) fn pick(
     taken: impl Fn(&str) -> bool,
 ) -> Option<Vec<usize>> {
     let open: Vec<usize> = (0..free.len()).filter(|&i| !taken(&free[i].0)).collect();
-    let mut run: Vec<usize> = Vec::new();
-    for &i in &open {
-        let extends = run
-            .last()
-            .is_some_and(|&j| free[j].1 == free[i].1 && free[j].2 + 1 == free[i].2);
-        if !extends {
-            run.clear();
-        }
-        run.push(i);
-        if run.len() >= want.quantity {
-            return Some(run[run.len() - want.quantity..].to_vec());
-        }
+    if let Some(block) = blocks_among(free, open.iter().copied(), want.quantity).next() {
+        return Some(block);
     }
     (want.allow_split && open.len() >= want.quantity).then(|| open[..want.quantity].to_vec())
 }
