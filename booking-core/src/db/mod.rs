@@ -338,6 +338,27 @@ pub fn params(first: usize, n: usize) -> String {
         .join(", ")
 }
 
+/// Rows built at run time as ONE subquery, `SELECT column1 AS a, column2 AS b, … FROM (VALUES
+/// (…), (…)) AS v`, its columns named `names` (each of `rows` a parenthesised tuple of as many
+/// values). Both stores name a `VALUES` list's columns `column1`, `column2`, …, and neither caps
+/// its rows (SQLite caps a compound `SELECT` at 500 terms). Not `SELECT … UNION ALL SELECT …`:
+/// PostgreSQL plans each branch of a union as a subquery of its own, and a hold-queue batch's
+/// cap slots (256 rows for 128 holds) took 39 ms to plan that way, 2.3 ms as one `VALUES`
+/// (`EXPLAIN (SUMMARY ON)` on this machine; `pg_stat_statements` in the seed rehearsal: 9.0 s
+/// of planning for the batch's key-and-slot statement, in the queue's worker).
+pub fn values_as(names: &[&str], rows: &[String]) -> String {
+    let cols: Vec<String> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| format!("column{} AS {n}", i + 1))
+        .collect();
+    format!(
+        "SELECT {} FROM (VALUES {}) AS v",
+        cols.join(", "),
+        rows.join(", ")
+    )
+}
+
 /// Parameters of a statement built at run time (multi-row `VALUES`, a batch's rows): each
 /// [`Binds::push`] binds a value and returns its placeholder (`$1`, `$2`, …), so the SQL text and
 /// the bound values cannot drift apart. The values are kept as [`Val`]s, so the same statement

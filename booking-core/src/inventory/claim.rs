@@ -555,7 +555,7 @@ pub async fn undo(
         .iter()
         .map(|(r, _)| {
             format!(
-                "SELECT {} AS v, {} AS k",
+                "({}, {})",
                 b.push(r.adm.sub.clone()),
                 b.push(r.key.to_owned())
             )
@@ -568,7 +568,7 @@ pub async fn undo(
     let refuse = format!(
         "UPDATE idempotency SET status = {refused} FROM ({}) AS w \
          WHERE idempotency.visitor_id = w.v AND idempotency.key = w.k AND idempotency.status = {in_flight}",
-        keys.join(" UNION ALL ")
+        db::values_as(&["v", "k"], &keys)
     );
     let sql = if pg {
         format!("WITH s AS ({slots}) {refuse}")
@@ -650,7 +650,7 @@ pub(crate) fn write_parts(
             b.push(h.reason.clone())
         ));
         key_rows.push(format!(
-            "SELECT {} AS v, {} AS k, {} AS body",
+            "({}, {}, {})",
             b.push(r.adm.sub.clone()),
             b.push(r.key.to_owned()),
             b.push(h.body_text())
@@ -677,7 +677,7 @@ pub(crate) fn write_parts(
         keys: format!(
             "UPDATE idempotency SET status = 201, body = w.body FROM ({}) AS w \
              WHERE idempotency.visitor_id = w.v AND idempotency.key = w.k AND idempotency.status = {in_flight}",
-            key_rows.join(" UNION ALL ")
+            db::values_as(&["v", "k", "body"], &key_rows)
         ),
     }
 }
@@ -953,9 +953,15 @@ pub(crate) fn keys_and_slots_sql(
         "'s', scope, owner"
     };
     let slots_sql = caps::first_slots_sql(&mut b, slots, now_ms, &key_taken, returning);
-    let pools: Vec<String> = reqs
+    // Each pool once: a batch's pool requests mostly ask for the same few pools.
+    let mut asked: Vec<(&str, &str)> = reqs
         .iter()
         .filter_map(|(r, _)| r.ask.pool().map(|(pool, _)| (r.show, pool)))
+        .collect();
+    asked.sort_unstable();
+    asked.dedup();
+    let pools: Vec<String> = asked
+        .into_iter()
         .map(|(show, pool)| {
             format!(
                 "(show_id = {} AND pool_id = {})",
