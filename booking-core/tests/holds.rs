@@ -344,3 +344,28 @@ async fn the_seat_change_log_is_pruned_after_its_keep_time() {
             .unwrap();
     assert_eq!(left, vec!["A-1-2".to_owned()]);
 }
+
+/// The booking core times every request by its route, as the server sees it
+/// (`bc_request_seconds{route, method}`, `bc_requests_total{route, class}`): the seed rehearsal's
+/// fans measure the seat map's latency on a machine they share with the servers, and only the
+/// server's own histogram tells its time from theirs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_route_is_timed_as_the_server_sees_it() {
+    let h = Harness::start().await;
+    let (status, _) = h.hold(&h.token("fan-timed"), "timed-1", &["A-1-1"]).await;
+    assert_eq!(status, 201);
+    let m = h.metrics().await;
+    let line = |prefix: &str, label: &str| {
+        m.lines()
+            .find(|l| {
+                l.starts_with(prefix)
+                    && l.contains("route=\"/api/shows/{show}/holds\"")
+                    && l.contains(label)
+            })
+            .unwrap_or_else(|| panic!("no {prefix} {label} for the hold route in\n{m}"))
+            .to_owned()
+    };
+    let count = |l: String| -> f64 { l.rsplit(' ').next().unwrap().parse().unwrap() };
+    assert!(count(line("bc_request_seconds_count", "method=\"POST\"")) >= 1.0);
+    assert!(count(line("bc_requests_total", "class=\"ok\"")) >= 1.0);
+}

@@ -14,6 +14,7 @@ pub mod localtime;
 pub mod plots;
 pub mod problem;
 pub mod prometheus;
+pub mod routes;
 pub mod secret;
 pub mod shutdown;
 pub mod testsupport;

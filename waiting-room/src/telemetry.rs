@@ -6,14 +6,13 @@
 //! answers 503 rather than an empty page.
 
 use crate::domain::Figures;
-use axum::extract::{MatchedPath, Request};
-use axum::http::{header, Method, StatusCode};
+use axum::extract::Request;
+use axum::http::header;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use metrics_exporter_prometheus::PrometheusHandle;
 use std::collections::HashMap;
-use std::sync::{Arc, OnceLock, RwLock};
-use std::time::Instant;
+use std::sync::{OnceLock, RwLock};
 
 /// The process-wide Prometheus handle, shared with the booking core when both run in one
 /// process (`sale_common::prometheus`).
@@ -54,99 +53,11 @@ pub async fn metrics() -> Response {
     }
 }
 
-/// The metric handles of one (method, route): registered once, then recorded without a
-/// registry lookup or label allocation per request.
-struct RouteMetrics {
-    latency: metrics::Histogram,
-    ok: metrics::Counter,
-    client_error: metrics::Counter,
-    server_error: metrics::Counter,
-    unavailable: metrics::Counter,
-}
-
-impl RouteMetrics {
-    fn new(method: &Method, route: &str) -> Self {
-        let r = route.to_owned();
-        let c = |class: &'static str| metrics::counter!("wr_requests_total", "route" => r.clone(), "class" => class);
-        Self {
-            latency: metrics::histogram!("wr_request_seconds", "route" => r.clone(),
-                "method" => method.to_string()),
-            ok: c("ok"),
-            client_error: c("client_error"),
-            server_error: c("server_error"),
-            unavailable: metrics::counter!("wr_unavailable_total", "route" => r.clone()),
-        }
-    }
-}
-
-type RouteTable = RwLock<HashMap<Method, HashMap<String, Arc<RouteMetrics>>>>;
-
-/// Handles per method and matched route (bounded: routes are the router's, plus `other`).
-static ROUTES: OnceLock<RouteTable> = OnceLock::new();
-
-fn route_metrics(method: &Method, route: &str) -> Arc<RouteMetrics> {
-    let table = ROUTES.get_or_init(Default::default);
-    if let Some(m) = table
-        .read()
-        .ok()
-        .and_then(|t| t.get(method).and_then(|r| r.get(route)).cloned())
-    {
-        return m;
-    }
-    let mut t = match table.write() {
-        Ok(t) => t,
-        Err(p) => p.into_inner(),
-    };
-    t.entry(method.clone())
-        .or_default()
-        .entry(route.to_owned())
-        .or_insert_with(|| Arc::new(RouteMetrics::new(method, route)))
-        .clone()
-}
-
-/// Counts one request in `wr_http_in_flight` (what a drain waits for, case W13) until dropped,
-/// also when the client goes away and the handler is cancelled.
-struct InFlight(metrics::Gauge);
-
-impl InFlight {
-    fn enter() -> Self {
-        let g = metrics::gauge!("wr_http_in_flight");
-        g.increment(1.0);
-        Self(g)
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.0.decrement(1.0);
-    }
-}
-
-/// Middleware: request counts and latency histogram per matched route and status class. The
-/// handles are cached per (method, route) (measured: the per-request `histogram!`/`counter!`
-/// lookups with owned labels were a visible share of a `/healthz` answer).
+/// Middleware: request counts and latency histogram per matched route and status class
+/// (`wr_request_seconds`, `wr_requests_total`, `wr_unavailable_total`, `wr_http_in_flight`:
+/// [`sale_common::routes`]).
 pub async fn track(req: Request, next: Next) -> Response {
-    let m = route_metrics(
-        req.method(),
-        req.extensions()
-            .get::<MatchedPath>()
-            .map_or("other", |p| p.as_str()),
-    );
-    let start = Instant::now();
-    let in_flight = InFlight::enter();
-    let resp = next.run(req).await;
-    drop(in_flight);
-    let status = resp.status();
-    m.latency.record(start.elapsed().as_secs_f64());
-    if status == StatusCode::SERVICE_UNAVAILABLE {
-        m.unavailable.increment(1);
-    }
-    match status.as_u16() {
-        s if s < 400 => m.ok.increment(1),
-        s if s < 500 => m.client_error.increment(1),
-        _ => m.server_error.increment(1),
-    }
-    resp
+    sale_common::routes::track(axum::extract::State("wr"), req, next).await
 }
 
 /// What the status document derived from the figures (its `queue_length`, `admitted_per_sec`

@@ -144,6 +144,11 @@ pub fn router(state: AppState) -> Router {
         state.clone(),
         load::measure,
     ))
+    // Per-route latency as the server sees it (`bc_request_seconds{route, method}`, …).
+    .layer(axum::middleware::from_fn_with_state(
+        "bc",
+        sale_common::routes::track,
+    ))
     .with_state(state)
 }
 
