@@ -64,6 +64,8 @@ pub struct Shared {
     pub token_db: db::Db,
     /// The thread fans' checkout steps run on, with a pool of its own ([`AppState::on_checkout`]).
     pub checkout_runner: Arc<db::dedicated::Runner>,
+    /// The thread fans' hold requests run on, with a pool of its own ([`AppState::on_holds`]).
+    pub holds_runner: Arc<db::dedicated::Runner>,
     /// The pool the seat maps poll their change feed with: on PostgreSQL a small pool of its
     /// own, so a poll never queues behind the fans' holds; else `reads`
     /// ([`db::connect_feed`]).
@@ -152,6 +154,7 @@ impl AppState {
             feed,
             token_db,
             checkout_runner: Arc::new(db::dedicated::Runner::new("checkout", db::PG_CHECKOUT_POOL)),
+            holds_runner: Arc::new(db::dedicated::Runner::new("holds", db::PG_HOLDS_POOL)),
             seatmaps: Arc::default(),
             outage,
             hold_queues,
@@ -177,9 +180,37 @@ impl AppState {
         F: FnOnce(AppState) -> Fut + Send + 'static,
         Fut: std::future::Future<Output = crate::error::ApiResult<T>> + Send + 'static,
     {
+        let ran = self.on(&self.checkout_runner, step).await;
+        ran.unwrap_or_else(|| Err(anyhow::anyhow!("the checkout step did not finish").into()))
+    }
+
+    /// Runs a fan's hold request (`POST /api/shows/{show}/holds`) as [`AppState::on_checkout`]
+    /// runs a checkout step, on the holds' thread with its own pool ([`db::PG_HOLDS_POOL`]
+    /// connections). In the seed rehearsal a hold's read before its transaction (one statement
+    /// of about 30 µs at the database) took 115 ms on average and more than 100 ms for 41 % of
+    /// the holds on the shared runtime (`bc_hold_phase_seconds{phase="preread"}`), behind the
+    /// 4,000 seat-map and section reads a second it also runs; a 500 when the request panicked
+    /// or the thread is gone.
+    pub async fn on_holds<T, F, Fut>(&self, request: F) -> crate::error::ApiResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(AppState) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = crate::error::ApiResult<T>> + Send + 'static,
+    {
+        let ran = self.on(&self.holds_runner, request).await;
+        ran.unwrap_or_else(|| Err(anyhow::anyhow!("the hold request did not finish").into()))
+    }
+
+    /// Runs `work` on `runner` given this state with the runner's pool as `db` and `reads` (on
+    /// PostgreSQL; else here, given this state); `None` when it panicked or the thread is gone.
+    async fn on<T, F, Fut>(&self, runner: &db::dedicated::Runner, work: F) -> Option<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(AppState) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = T> + Send + 'static,
+    {
         let me = self.clone();
-        let ran = self
-            .checkout_runner
+        runner
             .run(&self.db, move |pool| {
                 let state = if db::backend(&me.db) == db::Backend::Postgres {
                     AppState(Arc::new(Shared {
@@ -190,10 +221,9 @@ impl AppState {
                 } else {
                     me
                 };
-                step(state)
+                work(state)
             })
-            .await;
-        ran.unwrap_or_else(|| Err(anyhow::anyhow!("the checkout step did not finish").into()))
+            .await
     }
 
     /// The outbox worker over this state's database, configuration, gateway and clock.

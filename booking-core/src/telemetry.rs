@@ -47,6 +47,18 @@ pub fn hold_created(show: &str, kind: &'static str) {
         .increment(1);
 }
 
+/// Awaits `work`, one phase of a hold request (`door`, `preread`, `in_flight`, `queue`,
+/// `one_trip`, `transaction`, `refusal`), and records how long it took, **seconds**, in
+/// `bc_hold_phase_seconds{phase}`: where a hold's time goes at the server, beside the route's
+/// whole time (`bc_request_seconds`).
+pub async fn hold_phase<T>(phase: &'static str, work: impl std::future::Future<Output = T>) -> T {
+    let started = std::time::Instant::now();
+    let out = work.await;
+    metrics::histogram!("bc_hold_phase_seconds", "phase" => phase)
+        .record(started.elapsed().as_secs_f64());
+    out
+}
+
 /// A hold was refused with `status` and problem `reason`; 409s also count as conflicts.
 pub fn hold_refused(show: &str, status: u16, reason: &str) {
     let (show, reason) = (show.to_owned(), reason.to_owned());

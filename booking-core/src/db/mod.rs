@@ -160,6 +160,12 @@ pub const PG_POOL: u32 = 10;
 /// steps queued for them in the seed rehearsal (r28: 61 s from hold to PAID against 33–37 s).
 pub const PG_CHECKOUT_POOL: u32 = 10;
 
+/// PostgreSQL connections per process for fans' hold requests, on their thread
+/// (`AppState::on_holds`): the read before a hold, a hold in one round trip or in a
+/// transaction, a refusal's availability read (a queued show's holds are applied by its hold
+/// queue's worker, with connections of its own).
+pub const PG_HOLDS_POOL: u32 = 8;
+
 /// PostgreSQL connections per process for the gateway's access token ([`connect_tokens`]).
 pub const PG_TOKEN_POOL: u32 = 2;
 

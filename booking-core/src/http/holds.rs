@@ -349,8 +349,21 @@ pub async fn create_hold(
     headers: HeaderMap,
     body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
 ) -> ApiResult<Response> {
+    state
+        .clone()
+        .on_holds(move |state| create_hold_here(state, show, headers, body))
+        .await
+}
+
+/// [`create_hold`] on the holds' thread ([`AppState::on_holds`]).
+async fn create_hold_here(
+    state: AppState,
+    show: String,
+    headers: HeaderMap,
+    body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
+) -> ApiResult<Response> {
     known_show(&state, &show)?;
-    let adm = fan(&state, &headers, Some(&show)).await?;
+    let adm = telemetry::hold_phase("door", fan(&state, &headers, Some(&show))).await?;
     let key = idempotency_key(&headers)?;
     let body: HoldBody = sale_common::body::object(&headers, body)?;
     let (channel, timing) = channel_of(&state, &headers, body.channel.as_deref())?;
@@ -376,16 +389,19 @@ pub async fn create_hold(
     let (owner, taken, key_read, plain) = loop {
         let (mut taken, mut plain, key_read) = (None, false, waited || !asked_seats.is_empty());
         if key_read {
-            let seen = preread::read(
-                &state.reads,
-                state.local_reads.as_ref(),
-                &adm.sub,
-                &adm.jti,
-                &key,
-                &hash,
-                &show,
-                asked_seats,
-                now,
+            let seen = telemetry::hold_phase(
+                "preread",
+                preread::read(
+                    &state.reads,
+                    state.local_reads.as_ref(),
+                    &adm.sub,
+                    &adm.jti,
+                    &key,
+                    &hash,
+                    &show,
+                    asked_seats,
+                    now,
+                ),
             )
             .await?;
             if let Some(a) = seen.answer {
@@ -396,18 +412,20 @@ pub async fn create_hold(
         }
         match state.in_flight.enter(&adm.sub, &key) {
             Entry::Owner(owner) => break (owner, taken, key_read, plain),
-            Entry::Wait(rx) => match inflight::wait(rx, IN_FLIGHT_WAIT).await {
-                None => return Err(claim::concurrent_request().into()),
-                Some(Some(done)) if done.hash == hash => {
-                    telemetry::replay(&show);
-                    return match &done.answer {
-                        Ok((status, body)) => Ok((*status, Json(body.clone())).into_response()),
-                        Err(p) => Err(p.clone().into()),
-                    };
+            Entry::Wait(rx) => {
+                match telemetry::hold_phase("in_flight", inflight::wait(rx, IN_FLIGHT_WAIT)).await {
+                    None => return Err(claim::concurrent_request().into()),
+                    Some(Some(done)) if done.hash == hash => {
+                        telemetry::replay(&show);
+                        return match &done.answer {
+                            Ok((status, body)) => Ok((*status, Json(body.clone())).into_response()),
+                            Err(p) => Err(p.clone().into()),
+                        };
+                    }
+                    // The owner failed unexpectedly, or its body was another: read, or run.
+                    Some(_) => waited = true,
                 }
-                // The owner failed unexpectedly, or its body was another: read, or run.
-                Some(_) => waited = true,
-            },
+            }
         }
     };
     let owned = Owned {
@@ -511,21 +529,27 @@ impl Owned<'_> {
             visitor_cap: state.config.max_holds_per_visitor,
         };
         let created = if queued {
-            state
-                .hold_queues
-                .submit(&state.db, &state.reads, &req, now)
-                .await
-        } else if let Some(decided) = self.one_trip(&req, plain).await {
+            telemetry::hold_phase(
+                "queue",
+                state.hold_queues.submit(&state.db, &state.reads, &req, now),
+            )
+            .await
+        } else if let Some(decided) =
+            telemetry::hold_phase("one_trip", self.one_trip(&req, plain)).await
+        {
             decided
         } else {
-            crate::inventory::fast::create(
-                state.writer.as_deref(),
-                state.local_reads.as_ref(),
-                &state.db,
-                &state.reads,
-                Some(&state.refusals),
-                &req,
-                now,
+            telemetry::hold_phase(
+                "transaction",
+                crate::inventory::fast::create(
+                    state.writer.as_deref(),
+                    state.local_reads.as_ref(),
+                    &state.db,
+                    &state.reads,
+                    Some(&state.refusals),
+                    &req,
+                    now,
+                ),
             )
             .await
         };
@@ -555,7 +579,9 @@ impl Owned<'_> {
                     // Remember the refused request's hash: the key cannot be reused for another
                     // (a lost hold's key was recorded where it lost).
                     let row = claim::Refused::of(&adm.sub, key, hash, now);
-                    if !state.refusals.record(&state.db, row).await? {
+                    if !telemetry::hold_phase("refusal", state.refusals.record(&state.db, row))
+                        .await?
+                    {
                         return Err(claim::key_reused().into());
                     }
                 }
@@ -630,7 +656,9 @@ impl Owned<'_> {
     /// stored the key first; the database's error when the record failed.
     async fn seats_taken(&self, availability: serde_json::Map<String, Value>) -> ApiError {
         let row = claim::Refused::of(&self.adm.sub, self.key, self.hash, self.now);
-        match self.state.refusals.record(&self.state.db, row).await {
+        match telemetry::hold_phase("refusal", self.state.refusals.record(&self.state.db, row))
+            .await
+        {
             Ok(true) => claim::seats_unavailable(availability).into(),
             Ok(false) => claim::key_reused().into(),
             Err(e) => e.into(),
