@@ -187,10 +187,11 @@ impl AppState {
     /// Runs a fan's hold request (`POST /api/shows/{show}/holds`) as [`AppState::on_checkout`]
     /// runs a checkout step, on the holds' thread with its own pool ([`db::PG_HOLDS_POOL`]
     /// connections). In the seed rehearsal a hold's read before its transaction (one statement
-    /// of about 30 µs at the database) took 115 ms on average and more than 100 ms for 41 % of
-    /// the holds on the shared runtime (`bc_hold_phase_seconds{phase="preread"}`), behind the
-    /// 4,000 seat-map and section reads a second it also runs; a 500 when the request panicked
-    /// or the thread is gone.
+    /// of about 30 µs at the database) took 67 ms on average, more than 100 ms for 22 % of the
+    /// holds and 480 ms at the 99th percentile on the shared runtime
+    /// (`bc_hold_phase_seconds{phase="preread"}`, r52), behind the 4,000 seat-map and section
+    /// reads a second it also runs; here 6.5–18 ms, p99 92–226 ms (r53–r55). A 500 when the
+    /// request panicked or the thread is gone.
     pub async fn on_holds<T, F, Fut>(&self, request: F) -> crate::error::ApiResult<T>
     where
         T: Send + 'static,
