@@ -24,6 +24,7 @@ on_both!(
     an_outbid_request_naming_an_unknown_seat_is_422,
     a_batch_seats_best_available_parties_in_the_best_blocks_left,
     a_batch_reads_the_whole_section_when_the_best_seats_hold_no_block,
+    an_outbid_request_of_an_ended_admission_is_refused_as_ended,
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -620,4 +621,38 @@ async fn a_seeded_show_has_statistics_before_its_first_hold() {
     .await
     .unwrap();
     assert_eq!(analysed.0, 600.0, "{analysed:?}");
+}
+
+/// An outbid request of an admission whose session ended is refused `admission-ended`, as its
+/// own transaction refuses it without the queue (the session is checked before the seats), not
+/// `seats-unavailable` (a newcomer review: 2–7 of 20 such requests with the queue on).
+async fn an_outbid_request_of_an_ended_admission_is_refused_as_ended(b: Backend) {
+    let h = Harness::on_with(b, |c| Harness::small_venue(c, 10)).await;
+    let now = h.now_s() * 1000;
+    sqlx::query("INSERT INTO admissions_ended (jti, at) VALUES ($1, $2)")
+        .bind("jti-left")
+        .bind(now)
+        .execute(&h.state.db)
+        .await
+        .unwrap();
+    let jobs = vec![
+        job("first", &[1], now),
+        job("left", &[1], now),
+        job("other", &[1, 2], now),
+    ];
+    let (batch, answers): (Vec<Job>, Vec<_>) = jobs.into_iter().unzip();
+    let _ = hotq::step(&h.state.db, batch).await;
+    let mut out = Vec::new();
+    for a in answers {
+        out.push(seats_or_kind(&a.await.expect("answered")));
+    }
+    assert_eq!(
+        out,
+        vec![
+            Ok(vec![seat(1)]),
+            Err("admission-ended".to_owned()),
+            Err("seats-unavailable".to_owned()),
+        ]
+    );
+    assert_eq!(holders_per_seat(&h).await, vec![(seat(1), 1)]);
 }

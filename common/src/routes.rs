@@ -31,7 +31,7 @@ impl RouteMetrics {
         let c = |class: &'static str| metrics::counter!(total.clone(), "route" => r.clone(), "class" => class);
         Self {
             latency: metrics::histogram!(format!("{prefix}_request_seconds"),
-                "route" => r.clone(), "method" => method.to_string()),
+                "route" => r.clone(), "method" => method_label(method)),
             ok: c("ok"),
             client_error: c("client_error"),
             server_error: c("server_error"),
@@ -40,15 +40,34 @@ impl RouteMetrics {
     }
 }
 
-type Key = (&'static str, Method, String);
+/// A method as a label: one of RFC 9110's methods (and `PATCH`), else `other`. Any client can
+/// send a method of its own making, and each new label value is a new series kept until the
+/// process ends (a newcomer review: 2,000 made-up methods grew `/metrics` from 72 kB to 2.5 MB).
+pub fn method_label(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::HEAD => "HEAD",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::CONNECT => "CONNECT",
+        Method::OPTIONS => "OPTIONS",
+        Method::TRACE => "TRACE",
+        Method::PATCH => "PATCH",
+        _ => "other",
+    }
+}
+
+type Key = (&'static str, &'static str, String);
 type RouteTable = RwLock<HashMap<Key, Arc<RouteMetrics>>>;
 
-/// Handles per prefix, method and matched route (bounded: routes are the routers', plus `other`).
+/// Handles per prefix, method and matched route (bounded: routes are the routers', plus `other`;
+/// methods are [`method_label`]'s).
 static ROUTES: OnceLock<RouteTable> = OnceLock::new();
 
 fn route_metrics(prefix: &'static str, method: &Method, route: &str) -> Arc<RouteMetrics> {
     let table = ROUTES.get_or_init(Default::default);
-    let key = (prefix, method.clone(), route.to_owned());
+    let key = (prefix, method_label(method), route.to_owned());
     if let Some(m) = table.read().ok().and_then(|t| t.get(&key).cloned()) {
         return m;
     }
@@ -104,4 +123,19 @@ pub async fn track(State(prefix): State<&'static str>, req: Request, next: Next)
         _ => m.server_error.increment(1),
     }
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::method_label;
+    use axum::http::Method;
+
+    /// A made-up method is labelled `other`: the series stay bounded whatever clients send.
+    #[test]
+    fn a_method_of_the_clients_making_is_labelled_other() {
+        assert_eq!(method_label(&Method::POST), "POST");
+        assert_eq!(method_label(&Method::PATCH), "PATCH");
+        let made_up = Method::from_bytes(b"QWERTY").expect("a token");
+        assert_eq!(method_label(&made_up), "other");
+    }
 }
