@@ -180,8 +180,8 @@ impl AppState {
         F: FnOnce(AppState) -> Fut + Send + 'static,
         Fut: std::future::Future<Output = crate::error::ApiResult<T>> + Send + 'static,
     {
-        let ran = self.on(&self.checkout_runner, step).await;
-        ran.unwrap_or_else(|| Err(anyhow::anyhow!("the checkout step did not finish").into()))
+        self.on(&self.checkout_runner, "the checkout step", step)
+            .await
     }
 
     /// Runs a fan's hold request (`POST /api/shows/{show}/holds`) as [`AppState::on_checkout`]
@@ -198,20 +198,26 @@ impl AppState {
         F: FnOnce(AppState) -> Fut + Send + 'static,
         Fut: std::future::Future<Output = crate::error::ApiResult<T>> + Send + 'static,
     {
-        let ran = self.on(&self.holds_runner, request).await;
-        ran.unwrap_or_else(|| Err(anyhow::anyhow!("the hold request did not finish").into()))
+        self.on(&self.holds_runner, "the hold request", request)
+            .await
     }
 
     /// Runs `work` on `runner` given this state with the runner's pool as `db` and `reads` (on
-    /// PostgreSQL; else here, given this state); `None` when it panicked or the thread is gone.
-    async fn on<T, F, Fut>(&self, runner: &db::dedicated::Runner, work: F) -> Option<T>
+    /// PostgreSQL; else here, given this state): its answer, or a 500 saying `what` did not
+    /// finish when it panicked or the thread is gone.
+    async fn on<T, F, Fut>(
+        &self,
+        runner: &db::dedicated::Runner,
+        what: &str,
+        work: F,
+    ) -> crate::error::ApiResult<T>
     where
         T: Send + 'static,
         F: FnOnce(AppState) -> Fut + Send + 'static,
-        Fut: std::future::Future<Output = T> + Send + 'static,
+        Fut: std::future::Future<Output = crate::error::ApiResult<T>> + Send + 'static,
     {
         let me = self.clone();
-        runner
+        let ran = runner
             .run(&self.db, move |pool| {
                 let state = if db::backend(&me.db) == db::Backend::Postgres {
                     AppState(Arc::new(Shared {
@@ -224,7 +230,8 @@ impl AppState {
                 };
                 work(state)
             })
-            .await
+            .await;
+        ran.unwrap_or_else(|| Err(anyhow::anyhow!("{what} did not finish").into()))
     }
 
     /// The outbox worker over this state's database, configuration, gateway and clock.

@@ -47,16 +47,26 @@ pub fn hold_created(show: &str, kind: &'static str) {
         .increment(1);
 }
 
-/// Awaits `work`, one phase of a hold request (`door`, `preread`, `in_flight`, `queue`,
-/// `one_trip`, `transaction`, `refusal`), and records how long it took, **seconds**, in
-/// `bc_hold_phase_seconds{phase}`: where a hold's time goes at the server, beside the route's
-/// whole time (`bc_request_seconds`).
-pub async fn hold_phase<T>(phase: &'static str, work: impl std::future::Future<Output = T>) -> T {
+/// Awaits `work` and records how long it took, **seconds**, in the histogram `metric`
+/// labelled `key = label` (a hold's phase, a hold-queue batch's part).
+pub async fn timed<T>(
+    metric: &'static str,
+    key: &'static str,
+    label: &'static str,
+    work: impl std::future::Future<Output = T>,
+) -> T {
     let started = std::time::Instant::now();
     let out = work.await;
-    metrics::histogram!("bc_hold_phase_seconds", "phase" => phase)
-        .record(started.elapsed().as_secs_f64());
+    metrics::histogram!(metric, key => label).record(started.elapsed().as_secs_f64());
     out
+}
+
+/// Awaits `work`, one phase of a hold request (`door`, `preread`, `in_flight`, `queue`,
+/// `one_trip`, `transaction`, `refusal`), timed in `bc_hold_phase_seconds{phase}` ([`timed`]):
+/// where a hold's time goes at the server, beside the route's whole time
+/// (`bc_request_seconds`).
+pub async fn hold_phase<T>(phase: &'static str, work: impl std::future::Future<Output = T>) -> T {
+    timed("bc_hold_phase_seconds", "phase", phase, work).await
 }
 
 /// A hold was refused with `status` and problem `reason`; 409s also count as conflicts.

@@ -94,18 +94,30 @@ async fn step(
     db: &booking_core::db::Db,
     jobs: Vec<(Job, oneshot::Receiver<Outcome>)>,
 ) -> Vec<Option<Vec<String>>> {
-    let (batch, answers): (Vec<Job>, Vec<_>) = jobs.into_iter().unzip();
-    let _ = hotq::step(db, batch).await;
-    let mut out = Vec::new();
-    for a in answers {
-        out.push(match a.await.expect("answered") {
+    outcomes(db, jobs)
+        .await
+        .into_iter()
+        .map(|answer| match answer {
             Ok(Ok(held)) => {
                 assert_eq!(held.status, 201, "{:?}", held.body);
                 Some(serde_json::from_value(held.body["seats"].clone()).unwrap())
             }
             Ok(Err(Lost::Seats(_) | Lost::SeatsSeen(_))) => None,
             other => panic!("unexpected answer {other:?}"),
-        });
+        })
+        .collect()
+}
+
+/// Runs one batch through the worker's step; every answer, in batch order.
+async fn outcomes(
+    db: &booking_core::db::Db,
+    jobs: Vec<(Job, oneshot::Receiver<Outcome>)>,
+) -> Vec<Outcome> {
+    let (batch, answers): (Vec<Job>, Vec<_>) = jobs.into_iter().unzip();
+    let _ = hotq::step(db, batch).await;
+    let mut out = Vec::new();
+    for a in answers {
+        out.push(a.await.expect("answered"));
     }
     out
 }
@@ -434,12 +446,7 @@ async fn an_outbid_request_naming_an_unknown_seat_is_422(b: Backend) {
         job("known", &[2, 3], now),
         job("unknown", &[1, 99], now),
     ];
-    let (batch, answers): (Vec<Job>, Vec<_>) = jobs.into_iter().unzip();
-    let _ = hotq::step(&h.state.db, batch).await;
-    let mut out = Vec::new();
-    for a in answers {
-        out.push(a.await.expect("answered"));
-    }
+    let out = outcomes(&h.state.db, jobs).await;
     assert!(
         matches!(out[0], Ok(Ok(_))),
         "the first request holds: {:?}",
@@ -495,12 +502,11 @@ async fn a_batch_seats_best_available_parties_in_the_best_blocks_left(b: Backend
         best("s", "A", 2, false, now),
         best("t", "Z", 2, false, now),
     ];
-    let (batch, answers): (Vec<Job>, Vec<_>) = jobs.into_iter().unzip();
-    let _ = hotq::step(&h.state.db, batch).await;
-    let mut got = Vec::new();
-    for a in answers {
-        got.push(seats_or_kind(&a.await.expect("answered")));
-    }
+    let got: Vec<_> = outcomes(&h.state.db, jobs)
+        .await
+        .iter()
+        .map(seats_or_kind)
+        .collect();
     let seats = |v: &[usize]| Ok(v.iter().map(|n| seat(*n)).collect::<Vec<_>>());
     let refused = |k: &str| Err(k.to_owned());
     assert_eq!(
@@ -640,12 +646,11 @@ async fn an_outbid_request_of_an_ended_admission_is_refused_as_ended(b: Backend)
         job("left", &[1], now),
         job("other", &[1, 2], now),
     ];
-    let (batch, answers): (Vec<Job>, Vec<_>) = jobs.into_iter().unzip();
-    let _ = hotq::step(&h.state.db, batch).await;
-    let mut out = Vec::new();
-    for a in answers {
-        out.push(seats_or_kind(&a.await.expect("answered")));
-    }
+    let out: Vec<_> = outcomes(&h.state.db, jobs)
+        .await
+        .iter()
+        .map(seats_or_kind)
+        .collect();
     assert_eq!(
         out,
         vec![

@@ -58,17 +58,21 @@ pub fn method_label(method: &Method) -> &'static str {
     }
 }
 
-type Key = (&'static str, &'static str, String);
-type RouteTable = RwLock<HashMap<Key, Arc<RouteMetrics>>>;
+/// Handles per (prefix, method label), then per matched route: looked up by the route as
+/// borrowed, so an answered request allocates nothing here (bounded: routes are the routers',
+/// plus `other`; methods are [`method_label`]'s).
+type RouteTable = RwLock<HashMap<(&'static str, &'static str), HashMap<String, Arc<RouteMetrics>>>>;
 
-/// Handles per prefix, method and matched route (bounded: routes are the routers', plus `other`;
-/// methods are [`method_label`]'s).
 static ROUTES: OnceLock<RouteTable> = OnceLock::new();
 
 fn route_metrics(prefix: &'static str, method: &Method, route: &str) -> Arc<RouteMetrics> {
     let table = ROUTES.get_or_init(Default::default);
-    let key = (prefix, method_label(method), route.to_owned());
-    if let Some(m) = table.read().ok().and_then(|t| t.get(&key).cloned()) {
+    let key = (prefix, method_label(method));
+    if let Some(m) = table
+        .read()
+        .ok()
+        .and_then(|t| t.get(&key).and_then(|r| r.get(route)).cloned())
+    {
         return m;
     }
     let mut t = match table.write() {
@@ -76,6 +80,8 @@ fn route_metrics(prefix: &'static str, method: &Method, route: &str) -> Arc<Rout
         Err(p) => p.into_inner(),
     };
     t.entry(key)
+        .or_default()
+        .entry(route.to_owned())
         .or_insert_with(|| Arc::new(RouteMetrics::new(prefix, method, route)))
         .clone()
 }

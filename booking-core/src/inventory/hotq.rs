@@ -388,11 +388,7 @@ async fn apply(db: &Db, batch: &[Job]) -> sqlx::Result<Vec<Outcome>> {
 /// `bc_hold_queue_part_seconds{part}` (where a batch's time goes: the seats' set-based pass,
 /// the pools', requests run alone, the commit, …).
 pub(crate) async fn timed<T>(part: &'static str, work: impl std::future::Future<Output = T>) -> T {
-    let started = std::time::Instant::now();
-    let out = work.await;
-    metrics::histogram!("bc_hold_queue_part_seconds", "part" => part)
-        .record(started.elapsed().as_secs_f64());
-    out
+    crate::telemetry::timed("bc_hold_queue_part_seconds", "part", part, work).await
 }
 
 /// Runs the jobs `idx` of `batch` one by one in `tx`, each in its own savepoint through
