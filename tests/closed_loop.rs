@@ -196,10 +196,12 @@ async fn the_admit_rate_follows_a_booking_core_slowed_mid_sale() {
             pg.psql_in(&db, &pulse.repeat(4));
         }
     });
-    // Until a cut takes the rate below where it was: an interval in which the stalled holds
-    // finished too few for a p99 still reads as healthy and raises the rate once more (CI:
-    // 6.3 → 8.6 → 10.9, then the first cut to 7.63), so the first cut alone may not get there
-    // (the 8 s of slowness leave several more intervals that cut).
+    // Until a cut takes the rate below where it was. Once an interval read as healthy while
+    // the stalled holds finished too few for a p99 (CI: 6.3 → 8.6 → 10.9, then the first cut
+    // to 7.63); the holds still running now count at their age (`hold_running_counts`), and
+    // the first read here cut at once (6.3 → 4.41, "13 holds still running"). A read in the
+    // lock's first second may still see no hold over the threshold and raise: the 8 s of
+    // slowness leave several more intervals that cut.
     let seen = until(
         &c,
         &wr,

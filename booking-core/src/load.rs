@@ -6,7 +6,9 @@
 //!
 //! Layer: the bottom one, imports nothing from the crate.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 /// Upper bounds of the hold-latency buckets, **milliseconds** (the last bucket, `+Inf`, is
 /// implied: `counts` has one more entry than this).
@@ -64,6 +66,29 @@ pub struct Load {
     pub requests: AtomicU64,
     /// Fan calls answered 5xx (503 included: an overloaded core sheds load with it).
     pub server_errors: AtomicU64,
+    /// Hold requests still running: when each started (epoch ms of the service's clock), by a
+    /// number of its own.
+    running: Mutex<BTreeMap<u64, i64>>,
+    /// The next running hold's number.
+    next_running: AtomicU64,
+}
+
+/// A hold request counted as running in [`Load`] until this is dropped (answered, or given up
+/// by its client: hyper drops the request's future).
+#[derive(Debug)]
+pub struct Running<'a> {
+    load: &'a Load,
+    id: u64,
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.load
+            .running
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&self.id);
+    }
 }
 
 pub use sale_common::load::{LoadDoc, PoolFigures, ShowStock};
@@ -86,12 +111,45 @@ impl Load {
         }
     }
 
-    /// The document, with this node's id, its pool and its shows' stock.
-    pub fn doc(&self, node: &str, pool: PoolFigures, shows: Vec<ShowStock>) -> LoadDoc {
+    /// Counts a hold request as running from `started_ms` (epoch ms of the service's clock,
+    /// `AppState::clock`, so tests can move it) until the guard is dropped.
+    pub fn running_hold(&self, started_ms: i64) -> Running<'_> {
+        let id = self.next_running.fetch_add(1, Ordering::Relaxed);
+        self.running
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(id, started_ms);
+        Running { load: self, id }
+    }
+
+    /// The hold requests running at `now_ms` (epoch ms), by how long they have run so far,
+    /// cumulative in the buckets of [`BOUNDS_MS`] (as [`Histogram::cumulative`]).
+    pub fn running_cumulative(&self, now_ms: i64) -> Vec<u64> {
+        let ages = Histogram::default();
+        for started in self
+            .running
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .values()
+        {
+            ages.record(u64::try_from(now_ms.saturating_sub(*started)).unwrap_or(0));
+        }
+        ages.cumulative()
+    }
+
+    /// The document at `now_ms` (epoch ms), with this node's id, its pool and its shows' stock.
+    pub fn doc(
+        &self,
+        node: &str,
+        now_ms: i64,
+        pool: PoolFigures,
+        shows: Vec<ShowStock>,
+    ) -> LoadDoc {
         LoadDoc {
             node: node.to_owned(),
             hold_bounds_ms: BOUNDS_MS.iter().map(|&b| Some(b)).chain([None]).collect(),
             hold_counts: self.holds.cumulative(),
+            hold_running_counts: self.running_cumulative(now_ms),
             requests: self.requests.load(Ordering::Relaxed),
             server_errors: self.server_errors.load(Ordering::Relaxed),
             pool,
@@ -116,5 +174,21 @@ mod tests {
         assert_eq!(&c[..3], &[2, 4, 4]);
         assert_eq!(c[7], 5);
         assert_eq!(*c.last().unwrap(), 6);
+    }
+
+    #[test]
+    fn a_running_hold_counts_by_its_age_until_it_ends() {
+        let load = Load::default();
+        let t0 = 1_800_000_000_000;
+        let slow = load.running_hold(t0);
+        let fast = load.running_hold(t0 + 1_990);
+        let at = t0 + 2_000;
+        let c = load.running_cumulative(at);
+        // 10 ms so far: the ≤ 10 ms bucket; 2,000 ms: the ≤ 2,500 ms one.
+        assert_eq!((c[0], c[1], c[7], c[8]), (0, 1, 1, 2));
+        drop(slow);
+        assert_eq!(*load.running_cumulative(at).last().unwrap(), 1);
+        drop(fast);
+        assert_eq!(*load.running_cumulative(at).last().unwrap(), 0);
     }
 }

@@ -369,3 +369,62 @@ async fn each_route_is_timed_as_the_server_sees_it() {
     assert!(count(line("bc_request_seconds_count", "method=\"POST\"")) >= 1.0);
     assert!(count(line("bc_requests_total", "class=\"ok\"")) >= 1.0);
 }
+
+/// The closed loop's view of a stalled core (CI: a locked seats table read as healthy and the
+/// admit rate went up): a hold request waiting on a lock counts in `GET /internal/load`'s
+/// `hold_running_counts` at the age it has reached by the service's clock, and leaves them when
+/// it is answered (its latency then in `hold_counts`). A test session locks the caps table
+/// against writes, which the hold's one statement writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_waiting_on_a_lock_is_reported_running() {
+    let h = Harness::on(Backend::Postgres).await;
+    let load = || async {
+        let doc: serde_json::Value = h
+            .http
+            .get(format!("{}/internal/load", h.base))
+            .bearer_auth(support::ADMIN)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let counts = |k: &str| -> Vec<u64> {
+            serde_json::from_value(doc[k].clone()).unwrap_or_else(|e| panic!("{k}: {e} in {doc}"))
+        };
+        (counts("hold_counts"), counts("hold_running_counts"))
+    };
+    let (finished_before, running) = load().await;
+    assert_eq!(running.last(), Some(&0), "nothing runs yet: {running:?}");
+    let mut lock = booking_core::db::begin_write(&h.state.db).await.unwrap();
+    sqlx::query("LOCK TABLE hold_slots IN EXCLUSIVE MODE")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    let fan = h.token("fan-stuck");
+    let stuck = h.hold(&fan, "stuck-1", &["A-1-1"]);
+    let watch = async {
+        // Until the request is in (it waits for the lock from then on).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while load().await.1.last() != Some(&1) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the hold never showed running"
+            );
+            tokio::task::yield_now().await;
+        }
+        h.clock.advance_ms(2_000);
+        let (_, running) = load().await;
+        // Bounds 5, 10, 25, 50, 100, 250, 500, 1000, 2500, …: over 1 s, within 2.5 s.
+        assert_eq!((running[7], running[8]), (0, 1), "{running:?}");
+        lock.rollback().await.unwrap();
+    };
+    let ((status, body), ()) = tokio::join!(stuck, watch);
+    assert_eq!(status, 201, "held once the lock went: {body}");
+    let (finished, running) = load().await;
+    assert_eq!(running.last(), Some(&0), "{running:?}");
+    assert_eq!(
+        finished.last().unwrap() - finished_before.last().unwrap(),
+        1
+    );
+}

@@ -13,6 +13,13 @@ pub struct LoadDoc {
     pub hold_bounds_ms: Vec<Option<u64>>,
     /// Cumulative hold counts per bucket, since `node` started.
     pub hold_counts: Vec<u64>,
+    /// Hold requests still running at the read, by how long they have run so far, in the
+    /// buckets of `hold_bounds_ms`, cumulative (`[≤ 5 ms, ≤ 10 ms, …, all]`; empty from a
+    /// booking core that does not send it). Not a counter since start: a snapshot. A stalled
+    /// booking core (a lock, a hung database) finishes few holds, so the finished ones alone
+    /// read as healthy; its running holds show the stall.
+    #[serde(default)]
+    pub hold_running_counts: Vec<u64>,
     /// Fan calls answered since start.
     pub requests: u64,
     /// Of them, 5xx.

@@ -10,6 +10,13 @@
 //! histogram buckets merged across nodes, never averaged p99s). When any node cannot be read, or
 //! a node restarted (a new `node` id: no baseline yet), the rate is **held** as it is.
 //!
+//! The holds still running at each read (`hold_running_counts`, by how long they have run)
+//! count in the p99 at the age they reached: a booking core that stalls (a lock on the seats, a
+//! hung database) finishes few holds, all of them quick, and by the finished ones alone it read
+//! as healthy and got more fans (CI, `closed_loop::the_admit_rate_follows_a_booking_core_slowed_mid_sale`:
+//! 6.3 → 8.6 → 10.9 a second during the stall). With too few holds for a p99 and one running
+//! past `hold_p99_ms`, the rate is held, not raised.
+//!
 //! The rule is additive increase, multiplicative decrease (TCP's congestion control, RFC 5681
 //! §3.1, applied to admissions): overloaded → × `decrease` (default 0.7); healthy → +
 //! `(max − min) / 10`; in between (figures missing, too few holds to read a p99 from while the
@@ -122,6 +129,10 @@ pub struct Interval {
     pub bounds_ms: Vec<Option<u64>>,
     /// Hold requests per bucket in the interval, cumulative, summed over nodes.
     pub hold_counts: Vec<u64>,
+    /// Hold requests still running at the interval's end, by how long they had run, in the
+    /// same buckets, cumulative, summed over nodes (`LoadDoc::hold_running_counts`; empty when
+    /// no node sent them).
+    pub running_counts: Vec<u64>,
     /// Fan calls answered in the interval.
     pub requests: u64,
     /// Of them, 5xx.
@@ -130,15 +141,45 @@ pub struct Interval {
 
 impl Interval {
     /// The p99 of the merged hold latencies as its bucket's upper bound: `Some(Some(ms))`, or
-    /// `Some(None)` for the +Inf bucket; `None` when there were fewer than `min` holds.
+    /// `Some(None)` for the +Inf bucket; `None` when there were fewer than `min` holds. The
+    /// holds still running count at the age they had reached (a lower bound of their
+    /// latency): a booking core that stalled mid-interval finishes few holds, and those it
+    /// finished were quick.
     pub fn hold_p99_bound(&self, min: u64) -> Option<Option<u64>> {
-        let total = *self.hold_counts.last()?;
+        let counts = self.finished_and_running();
+        let total = *counts.last()?;
         if total < min.max(1) {
             return None;
         }
         let want = (total as f64 * 0.99).ceil() as u64;
-        let i = self.hold_counts.iter().position(|&c| c >= want)?;
+        let i = counts.iter().position(|&c| c >= want)?;
         Some(self.bounds_ms.get(i).copied().flatten())
+    }
+
+    /// [`Interval::hold_counts`] plus [`Interval::running_counts`], bucket by bucket.
+    fn finished_and_running(&self) -> Vec<u64> {
+        let mut counts = self.hold_counts.clone();
+        if self.running_counts.len() == counts.len() {
+            for (c, r) in counts.iter_mut().zip(&self.running_counts) {
+                *c += r;
+            }
+        }
+        counts
+    }
+
+    /// Hold requests still running at the interval's end, and the lower bound (ms) of the
+    /// bucket of the longest-running one: it has run longer than that. `None` when none runs.
+    pub fn oldest_running(&self) -> Option<(u64, u64)> {
+        let total = *self.running_counts.last()?;
+        if total == 0 {
+            return None;
+        }
+        let i = self.running_counts.iter().position(|&c| c >= total)?;
+        let over = match i.checked_sub(1) {
+            Some(prev) => self.bounds_ms.get(prev).copied().flatten().unwrap_or(0),
+            None => 0,
+        };
+        Some((total, over))
     }
 }
 
@@ -160,8 +201,13 @@ pub fn judge(cfg: &ClosedLoop, i: &Interval) -> Verdict {
     if let Some(bound) = p99 {
         // A bucket bound above the threshold: the p99 is past it (bounds are upper bounds).
         if bound.is_none_or(|ms| ms > cfg.hold_p99_ms) {
+            let running = i.oldest_running().map_or(String::new(), |(n, over)| {
+                format!(
+                    " ({n} holds still running counted at their age, the oldest over {over} ms)"
+                )
+            });
             return Verdict::Overloaded(format!(
-                "hold p99 {} above {} ms",
+                "hold p99 {} above {} ms{running}",
                 fmt(bound),
                 cfg.hold_p99_ms
             ));
@@ -187,6 +233,19 @@ pub fn judge(cfg: &ClosedLoop, i: &Interval) -> Verdict {
             i.server_errors,
             i.requests
         )),
+        // Too few holds to read a p99 from, and one still running past the threshold: the
+        // booking core may be stalled (a lock, a hung database), not idle. Not raised.
+        None if i
+            .oldest_running()
+            .is_some_and(|(_, over)| over >= cfg.hold_p99_ms) =>
+        {
+            let (running, over) = i.oldest_running().unwrap_or_default();
+            Verdict::Hold(format!(
+                "{} holds finished (too few for a p99), {running} still running, one for over \
+                 {over} ms",
+                i.hold_counts.last().copied().unwrap_or(0),
+            ))
+        }
         None if i.requests > 0 => Verdict::Healthy(format!(
             "{} holds (too few for a p99), 5xx {} of {}",
             i.hold_counts.last().copied().unwrap_or(0),
@@ -247,6 +306,15 @@ impl Baselines {
                         }
                     } else {
                         why.get_or_insert(format!("{url} uses other buckets"));
+                    }
+                    if doc.hold_running_counts.len() == out.bounds_ms.len()
+                        && out.bounds_ms == doc.hold_bounds_ms
+                    {
+                        out.running_counts.resize(out.bounds_ms.len(), 0);
+                        for (sum, r) in out.running_counts.iter_mut().zip(&doc.hold_running_counts)
+                        {
+                            *sum += r;
+                        }
                     }
                     out.requests += doc.requests.saturating_sub(prev.requests);
                     out.server_errors += doc.server_errors.saturating_sub(prev.server_errors);
@@ -486,6 +554,7 @@ mod tests {
             node: node.into(),
             hold_bounds_ms: vec![Some(100), Some(500), Some(1000), None],
             hold_counts: counts.to_vec(),
+            hold_running_counts: Vec::new(),
             requests,
             server_errors: errors,
             pool: PoolFigures {
@@ -534,6 +603,75 @@ mod tests {
         let _ = b.merge(vec![("a".into(), Some(doc("A", [5; 4], 5, 0)))]);
         let restarted = b.merge(vec![("a".into(), Some(doc("A2", [1; 4], 1, 0)))]);
         assert!(restarted.is_err(), "{restarted:?}");
+    }
+
+    #[test]
+    fn a_stalled_booking_core_is_not_read_as_healthy() {
+        let c = cfg();
+        let bounds = vec![Some(100), Some(500), Some(1000), None];
+        // Three quick holds finished; fans' other calls answered: healthy by those alone.
+        let quick = Interval {
+            bounds_ms: bounds.clone(),
+            hold_counts: vec![3, 3, 3, 3],
+            requests: 400,
+            ..Interval::default()
+        };
+        assert!(matches!(judge(&c, &quick), Verdict::Healthy(_)));
+        // The same, with 4 holds running for over 1 s: too few for a p99, so held, not raised.
+        let stalled = Interval {
+            running_counts: vec![0, 0, 0, 4],
+            ..quick.clone()
+        };
+        let v = judge(&c, &stalled);
+        assert!(
+            matches!(&v, Verdict::Hold(r) if r.contains("4 still running, one for over 1000 ms")),
+            "{v:?}"
+        );
+        assert_eq!(next_rate(&c, 10.0, &v), 10.0);
+        // Running holds younger than the threshold say nothing against the rate.
+        let young = Interval {
+            running_counts: vec![2, 4, 4, 4],
+            ..quick.clone()
+        };
+        assert!(matches!(judge(&c, &young), Verdict::Healthy(_)));
+        // Enough of them for a p99: they count at their age, and the rate is cut.
+        let piled = Interval {
+            running_counts: vec![0, 0, 30, 30],
+            ..quick
+        };
+        assert_eq!(piled.hold_p99_bound(c.min_samples), Some(Some(1000)));
+        assert!(
+            matches!(judge(&c, &piled), Verdict::Overloaded(r) if r.contains("30 holds still running"))
+        );
+    }
+
+    #[test]
+    fn running_holds_are_summed_across_nodes() {
+        let mut b = Baselines::default();
+        let with_running = |node: &str, counts, running: [u64; 4]| LoadDoc {
+            hold_running_counts: running.to_vec(),
+            ..doc(node, counts, 10, 0)
+        };
+        let _ = b.merge(vec![
+            ("a".into(), Some(with_running("A", [0; 4], [0; 4]))),
+            ("b".into(), Some(doc("B", [0; 4], 0, 0))),
+        ]);
+        let i = b
+            .merge(vec![
+                ("a".into(), Some(with_running("A", [1; 4], [0, 1, 2, 2]))),
+                ("b".into(), Some(with_running("B", [1; 4], [0, 0, 0, 3]))),
+            ])
+            .expect("merged");
+        assert_eq!(i.running_counts, vec![0, 1, 2, 5]);
+        assert_eq!(i.oldest_running(), Some((5, 1000)));
+        // A node that sends no running holds (an older booking core) adds none.
+        let i = b
+            .merge(vec![
+                ("a".into(), Some(doc("A", [2; 4], 20, 0))),
+                ("b".into(), Some(with_running("B", [2; 4], [1, 1, 1, 1]))),
+            ])
+            .expect("merged");
+        assert_eq!(i.running_counts, vec![1, 1, 1, 1]);
     }
 
     #[test]

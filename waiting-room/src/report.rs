@@ -634,6 +634,7 @@ mod tests {
             node: node.into(),
             hold_bounds_ms: vec![Some(100), Some(1000), None],
             hold_counts: holds.to_vec(),
+            hold_running_counts: Vec::new(),
             requests: holds[2] * 2,
             server_errors: 0,
             pool: PoolFigures {

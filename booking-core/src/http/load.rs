@@ -1,6 +1,6 @@
 //! `GET /internal/load` (the figures the waiting room's closed loop follows, [`crate::load`])
-//! and the middleware that measures them: every `/api/…` answer counted, 5xx apart, and the
-//! latency of every hold request.
+//! and the middleware that measures them: every `/api/…` answer counted, 5xx apart, the
+//! latency of every hold request, and the hold requests still running.
 
 use std::time::Instant;
 
@@ -33,7 +33,9 @@ pub async fn measure(State(state): State<AppState>, req: Request, next: Next) ->
     }
     let hold = is_hold(req.method(), path);
     let start = Instant::now();
+    let running = hold.then(|| state.load.running_hold(state.clock.now_ms()));
     let resp = next.run(req).await;
+    drop(running);
     let ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
     state.load.answered(resp.status().as_u16(), hold, ms);
     resp
@@ -66,7 +68,7 @@ fn service_or_admin(state: &AppState, headers: &HeaderMap) -> ApiResult<()> {
     tag = "admin",
     summary = "Load figures for the waiting room's closed loop (cumulative since start)",
     responses(
-        (status = 200, description = "{node, hold_bounds_ms, hold_counts, requests, server_errors, pool: {size, idle, max}, shows: [{show, free, held, sold, bookings, ended: {expired, released, failed}}]}", body = Object),
+        (status = 200, description = "{node, hold_bounds_ms, hold_counts, hold_running_counts, requests, server_errors, pool: {size, idle, max}, shows: [{show, free, held, sold, bookings, ended: {expired, released, failed}}]}", body = Object),
         (status = 401, description = "`service-token-required`", body = super::openapi::ProblemDoc),
     ),
     security(("admin_token" = [])),
@@ -85,7 +87,9 @@ pub async fn load(State(state): State<AppState>, headers: HeaderMap) -> ApiResul
         idle: u32::try_from(state.db.num_idle()).unwrap_or(0).min(size),
         max: state.db.options().get_max_connections(),
     };
-    Ok(Json(state.load.doc(&state.node_id, pool, shows)))
+    // The running holds' ages at the answer (the stock reads above may have waited on a lock).
+    let at = state.clock.now_ms();
+    Ok(Json(state.load.doc(&state.node_id, at, pool, shows)))
 }
 
 #[cfg(test)]
