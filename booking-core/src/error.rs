@@ -38,6 +38,18 @@ impl IntoResponse for ApiError {
                     1,
                 ))
             }
+            ApiError::Db(sqlx::Error::Database(e)) if e.code().as_deref() == Some("55P03") => {
+                // A row or table lock not granted within the session's `lock_timeout` (the
+                // hold requests' connections, `db::HOLDS_SESSION`): the statement wrote
+                // nothing. Not an outage: the gate stays open.
+                tracing::warn!(error = %e, "a lock wait timed out; client asked to retry");
+                Problem::unavailable(
+                    "another transaction holds a lock this request waits for (its seats, its \
+                     key); try again",
+                    1,
+                )
+                .into_response()
+            }
             ApiError::Db(sqlx::Error::Database(e)) if retryable(e.code().as_deref()) => {
                 // PostgreSQL serialization failure (40001) or deadlock (40P01): nothing was
                 // committed; the client may simply retry.

@@ -154,7 +154,11 @@ impl AppState {
             feed,
             token_db,
             checkout_runner: Arc::new(db::dedicated::Runner::new("checkout", db::PG_CHECKOUT_POOL)),
-            holds_runner: Arc::new(db::dedicated::Runner::new("holds", db::PG_HOLDS_POOL)),
+            holds_runner: Arc::new(db::dedicated::Runner::with_session(
+                "holds",
+                db::PG_HOLDS_POOL,
+                db::HOLDS_SESSION,
+            )),
             seatmaps: Arc::default(),
             outage,
             hold_queues,

@@ -428,3 +428,58 @@ async fn a_hold_waiting_on_a_lock_is_reported_running() {
         1
     );
 }
+
+/// A transaction that keeps a seat locked does not take the node down with it (newcomer
+/// review: one holding seat locks for 25 s left every connection of the holds' pool waiting
+/// behind it; every other hold then waited out the pool's 5 s acquire timeout, answered 503,
+/// and those timeouts tripped the outage gate). A test session locks seat A-1-1 for as long as
+/// the test runs; 12 fans ask for it at once, more than the holds' pool has connections. A
+/// hold's lock wait ends after the session's `lock_timeout` (`db::HOLDS_SESSION`): each of the
+/// 12 gets `503` + `Retry-After` with nothing written, another fan's hold of a free seat is
+/// granted while the lock is still held, and the outage gate never trips. Once the lock goes,
+/// the same request with the same key is granted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seat_locked_for_long_costs_its_holds_a_retry_not_the_node() {
+    let h = Harness::on(Backend::Postgres).await;
+    let mut lock = booking_core::db::begin_write(&h.state.db).await.unwrap();
+    sqlx::query("SELECT seat_id FROM seats WHERE seat_id = 'A-1-1' FOR UPDATE")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    let fans: Vec<String> = (0..12).map(|i| h.token(&format!("locked-{i}"))).collect();
+    let ask = |token: &String, key: String| {
+        h.http
+            .post(format!("{}/api/shows/{SHOW}/holds", h.base))
+            .bearer_auth(token)
+            .header("Idempotency-Key", key)
+            .json(&json!({"seats": ["A-1-1"]}))
+            .send()
+    };
+    let waiting = futures::future::join_all(
+        fans.iter()
+            .enumerate()
+            .map(|(i, t)| ask(t, format!("locked-{i}"))),
+    );
+    let other = async {
+        let (status, body) = h.hold(&h.token("elsewhere"), "free-seat", &["A-1-5"]).await;
+        assert!(!h.state.outage.is_down(), "the outage gate tripped");
+        (status, body)
+    };
+    let (answers, (status, body)) = tokio::join!(waiting, other);
+    assert_eq!(
+        status, 201,
+        "a free seat is held while A-1-1 is locked: {body}"
+    );
+    for r in answers {
+        let r = r.unwrap();
+        assert_eq!(r.status(), 503);
+        assert_eq!(r.headers()["retry-after"], "1");
+        let body: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(body["type"], "/problems/unavailable", "{body}");
+    }
+    assert!(!h.state.outage.is_down(), "the outage gate tripped");
+    assert_eq!(h.seat_status("A-1-1").await, "free");
+    lock.rollback().await.unwrap();
+    let (status, held) = h.hold(&fans[0], "locked-0", &["A-1-1"]).await;
+    assert_eq!(status, 201, "nothing was written under the key: {held}");
+}

@@ -29,6 +29,16 @@ where
     F: FnOnce(Db) -> Fut + Send + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
+    spawn_with(db, name, connections, "", work);
+}
+
+/// [`spawn`] whose pool's connections also run `session` (SQL, `""` for none) once each
+/// ([`db::sibling_pool_with`]).
+pub fn spawn_with<F, Fut>(db: &Db, name: &str, connections: u32, session: &'static str, work: F)
+where
+    F: FnOnce(Db) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
     if db::backend(db) != Backend::Postgres {
         tokio::spawn(work(db.clone()));
         return;
@@ -48,7 +58,7 @@ where
                 }
             };
             rt.block_on(async move {
-                let own = db::sibling_pool(&db, connections);
+                let own = db::sibling_pool_with(&db, connections, session);
                 drop(db);
                 work(own.clone()).await;
                 own.close().await;
@@ -71,15 +81,23 @@ type Job = Box<dyn FnOnce(Db) -> futures::future::BoxFuture<'static, ()> + Send>
 pub struct Runner {
     name: &'static str,
     connections: u32,
+    /// SQL each of the pool's connections runs once (`""`: nothing beyond `db::PG_SESSION`).
+    session: &'static str,
     inbox: std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedSender<Job>>>,
 }
 
 impl Runner {
     /// A runner named `name` (its thread's name) with a pool of `connections`.
     pub const fn new(name: &'static str, connections: u32) -> Self {
+        Self::with_session(name, connections, "")
+    }
+
+    /// [`Runner::new`] whose connections also run `session` once each (on PostgreSQL).
+    pub const fn with_session(name: &'static str, connections: u32, session: &'static str) -> Self {
         Self {
             name,
             connections,
+            session,
             inbox: std::sync::Mutex::new(None),
         }
     }
@@ -107,11 +125,17 @@ impl Runner {
                 Some(t) => t.clone(),
                 None => {
                     let (t, mut rx) = tokio::sync::mpsc::unbounded_channel::<Job>();
-                    spawn(db, self.name, self.connections, move |pool| async move {
-                        while let Some(job) = rx.recv().await {
-                            tokio::spawn(job(pool.clone()));
-                        }
-                    });
+                    spawn_with(
+                        db,
+                        self.name,
+                        self.connections,
+                        self.session,
+                        move |pool| async move {
+                            while let Some(job) = rx.recv().await {
+                                tokio::spawn(job(pool.clone()));
+                            }
+                        },
+                    );
                     *slot = Some(t.clone());
                     t
                 }
