@@ -379,16 +379,7 @@ async fn each_route_is_timed_as_the_server_sees_it() {
 async fn a_hold_waiting_on_a_lock_is_reported_running() {
     let h = Harness::on(Backend::Postgres).await;
     let load = || async {
-        let doc: serde_json::Value = h
-            .http
-            .get(format!("{}/internal/load", h.base))
-            .bearer_auth(support::ADMIN)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let doc = h.admin_get("/internal/load").await;
         let counts = |k: &str| -> Vec<u64> {
             serde_json::from_value(doc[k].clone()).unwrap_or_else(|e| panic!("{k}: {e} in {doc}"))
         };

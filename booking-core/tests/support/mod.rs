@@ -291,8 +291,13 @@ impl Harness {
     }
 
     pub async fn stats(&self) -> Value {
+        self.admin_get(&format!("/admin/shows/{SHOW}/stats")).await
+    }
+
+    /// `GET {path}` with the admin token: the JSON answer.
+    pub async fn admin_get(&self, path: &str) -> Value {
         self.http
-            .get(format!("{}/admin/shows/{SHOW}/stats", self.base))
+            .get(format!("{}{path}", self.base))
             .bearer_auth(ADMIN)
             .send()
             .await
