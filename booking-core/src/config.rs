@@ -171,6 +171,11 @@ pub struct Config {
     /// Hold creations per admission per minute, at most (seed 001: "rate-limit hold
     /// creation"; default 10, burst the same). 0 disables the limit.
     pub hold_rate_per_min: u32,
+    /// Longest a hold request waits for another transaction's locks (its seats, its caps' and
+    /// keys' rows) on PostgreSQL, **milliseconds** (default 1000; 0: no limit): the hold
+    /// requests' connections set it as their `lock_timeout` (`db::holds_session`). A hold
+    /// that waits longer is answered `503` + `Retry-After: 1` with nothing written.
+    pub hold_lock_wait_ms: u64,
     /// Bearer token of the waiting room's internal API (`/internal/events/{event}/…`), the same
     /// secret as the waiting room's `service_token`. `None`: the waiting room is not told when
     /// sessions end or the show sells out (the outbox marks those messages done unsent).
@@ -235,6 +240,7 @@ impl Config {
             max_seats_per_hold: 4,
             max_holds_per_visitor: 2,
             hold_rate_per_min: 10,
+            hold_lock_wait_ms: 1000,
             service_token: None,
             shows: vec![ShowConfig {
                 id: show_id.into(),

@@ -73,15 +73,19 @@ pub struct Load {
     next_running: AtomicU64,
 }
 
-/// A hold request counted as running in [`Load`] until this is dropped (answered, or given up
-/// by its client: hyper drops the request's future).
+/// A hold request counted as running in [`Load`] until this is dropped. The measuring
+/// middleware holds one, and hands a clone (`Arc`) to the request through its extensions: the
+/// hold's work on the holds' thread keeps it (`http::holds::create_hold`), so a request whose
+/// client gave up (hyper drops the request's future, not the work it handed over) still counts
+/// while its statement runs (a newcomer review: 32 abandoned holds waiting on a locked seat
+/// showed as 1).
 #[derive(Debug)]
-pub struct Running<'a> {
-    load: &'a Load,
+pub struct Running {
+    load: std::sync::Arc<Load>,
     id: u64,
 }
 
-impl Drop for Running<'_> {
+impl Drop for Running {
     fn drop(&mut self) {
         self.load
             .running
@@ -113,13 +117,16 @@ impl Load {
 
     /// Counts a hold request as running from `started_ms` (epoch ms of the service's clock,
     /// `AppState::clock`, so tests can move it) until the guard is dropped.
-    pub fn running_hold(&self, started_ms: i64) -> Running<'_> {
+    pub fn running_hold(self: &std::sync::Arc<Self>, started_ms: i64) -> Running {
         let id = self.next_running.fetch_add(1, Ordering::Relaxed);
         self.running
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .insert(id, started_ms);
-        Running { load: self, id }
+        Running {
+            load: self.clone(),
+            id,
+        }
     }
 
     /// The hold requests running at `now_ms` (epoch ms), by how long they have run so far,
@@ -178,7 +185,7 @@ mod tests {
 
     #[test]
     fn a_running_hold_counts_by_its_age_until_it_ends() {
-        let load = Load::default();
+        let load = std::sync::Arc::new(Load::default());
         let t0 = 1_800_000_000_000;
         let slow = load.running_hold(t0);
         let fast = load.running_hold(t0 + 1_990);

@@ -140,6 +140,7 @@ impl AppState {
             _ => (None, None),
         };
         let outage = Arc::new(db::outage::Outage::new(&config.database_url));
+        let holds_session = db::holds_session(config.hold_lock_wait_ms);
         Ok(Self(Arc::new(Shared {
             clock: config.clock.clone(),
             config: Arc::new(config),
@@ -157,7 +158,7 @@ impl AppState {
             holds_runner: Arc::new(db::dedicated::Runner::with_session(
                 "holds",
                 db::PG_HOLDS_POOL,
-                db::HOLDS_SESSION,
+                holds_session,
             )),
             seatmaps: Arc::default(),
             outage,

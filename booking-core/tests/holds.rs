@@ -474,3 +474,57 @@ async fn a_seat_locked_for_long_costs_its_holds_a_retry_not_the_node() {
     let (status, held) = h.hold(&fans[0], "locked-0", &["A-1-1"]).await;
     assert_eq!(status, 201, "nothing was written under the key: {held}");
 }
+
+/// A hold request whose client gives up while its work waits on a lock stays counted as
+/// running until that work ends (a newcomer review: 32 abandoned holds waiting on a locked
+/// seat showed as 1, and the closed loop read the stalled core as healthy). No lock wait limit
+/// here (`hold_lock_wait_ms` 0), so the work waits as long as the test keeps the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_whose_client_gave_up_counts_as_running_until_its_work_ends() {
+    let h = Harness::on_with(Backend::Postgres, |c| c.hold_lock_wait_ms = 0).await;
+    let running = || async {
+        let doc = h.admin_get("/internal/load").await;
+        doc["hold_running_counts"]
+            .as_array()
+            .and_then(|a| a.last())
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or_else(|| panic!("no running counts in {doc}"))
+    };
+    let mut lock = booking_core::db::begin_write(&h.state.db).await.unwrap();
+    sqlx::query("LOCK TABLE hold_slots IN EXCLUSIVE MODE")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    let gave_up = h
+        .http
+        .post(format!("{}/api/shows/{SHOW}/holds", h.base))
+        .bearer_auth(h.token("fan-gone"))
+        .header("Idempotency-Key", "gone-1")
+        .timeout(std::time::Duration::from_millis(300))
+        .json(&json!({"seats": ["A-1-1"]}))
+        .send()
+        .await;
+    assert!(gave_up.is_err_and(|e| e.is_timeout()), "the client gives up first");
+    // Until the server has dropped the request (its in-flight gauge down to the scrape's own).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let m = h.metrics().await;
+        let in_flight: f64 = m
+            .lines()
+            .find_map(|l| l.strip_prefix("bc_http_in_flight "))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(f64::MAX);
+        if in_flight <= 1.0 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the request was never dropped");
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(running().await, 1, "its work still waits on the lock");
+    lock.rollback().await.unwrap();
+    while running().await != 0 {
+        assert!(std::time::Instant::now() < deadline, "the work never ended");
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(h.seat_status("A-1-1").await, "held", "the work went on and held the seat");
+}

@@ -57,6 +57,7 @@ pub struct ConfigFile {
     pub max_seats_per_hold: usize,
     pub max_holds_per_visitor: u32,
     pub hold_rate_per_min: u32,
+    pub hold_lock_wait_ms: u64,
     #[serde(deserialize_with = "secret")]
     pub service_token: Option<Secret>,
     pub shows: Vec<ShowFile>,
@@ -137,6 +138,7 @@ impl Default for ConfigFile {
             max_seats_per_hold: d.max_seats_per_hold,
             max_holds_per_visitor: d.max_holds_per_visitor,
             hold_rate_per_min: d.hold_rate_per_min,
+            hold_lock_wait_ms: d.hold_lock_wait_ms,
             service_token: None,
             shows: Vec::new(),
             queued_shows: Vec::new(),
@@ -235,6 +237,7 @@ impl ConfigFile {
             max_seats_per_hold: self.max_seats_per_hold,
             max_holds_per_visitor: self.max_holds_per_visitor,
             hold_rate_per_min: self.hold_rate_per_min,
+            hold_lock_wait_ms: self.hold_lock_wait_ms,
             service_token: self.service_token,
             shows,
             queued_shows: self.queued_shows,

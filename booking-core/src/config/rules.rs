@@ -187,6 +187,9 @@ impl Config {
         if self.max_holds_per_visitor == 0 {
             p.push("max_holds_per_visitor: at least 1".into());
         }
+        if self.hold_lock_wait_ms > 60_000 {
+            p.push("hold_lock_wait_ms: at most 60000 (0: no limit)".into());
+        }
     }
 
     fn shows_rules(&self, p: &mut Vec<String>) {

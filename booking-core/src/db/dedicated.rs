@@ -29,13 +29,18 @@ where
     F: FnOnce(Db) -> Fut + Send + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    spawn_with(db, name, connections, "", work);
+    spawn_with(db, name, connections, std::sync::Arc::from(""), work);
 }
 
 /// [`spawn`] whose pool's connections also run `session` (SQL, `""` for none) once each
 /// ([`db::sibling_pool_with`]).
-pub fn spawn_with<F, Fut>(db: &Db, name: &str, connections: u32, session: &'static str, work: F)
-where
+pub fn spawn_with<F, Fut>(
+    db: &Db,
+    name: &str,
+    connections: u32,
+    session: std::sync::Arc<str>,
+    work: F,
+) where
     F: FnOnce(Db) -> Fut + Send + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
@@ -82,22 +87,22 @@ pub struct Runner {
     name: &'static str,
     connections: u32,
     /// SQL each of the pool's connections runs once (`""`: nothing beyond `db::PG_SESSION`).
-    session: &'static str,
+    session: std::sync::Arc<str>,
     inbox: std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedSender<Job>>>,
 }
 
 impl Runner {
     /// A runner named `name` (its thread's name) with a pool of `connections`.
-    pub const fn new(name: &'static str, connections: u32) -> Self {
-        Self::with_session(name, connections, "")
+    pub fn new(name: &'static str, connections: u32) -> Self {
+        Self::with_session(name, connections, String::new())
     }
 
     /// [`Runner::new`] whose connections also run `session` once each (on PostgreSQL).
-    pub const fn with_session(name: &'static str, connections: u32, session: &'static str) -> Self {
+    pub fn with_session(name: &'static str, connections: u32, session: String) -> Self {
         Self {
             name,
             connections,
-            session,
+            session: session.into(),
             inbox: std::sync::Mutex::new(None),
         }
     }
@@ -129,7 +134,7 @@ impl Runner {
                         db,
                         self.name,
                         self.connections,
-                        self.session,
+                        self.session.clone(),
                         move |pool| async move {
                             while let Some(job) = rx.recv().await {
                                 tokio::spawn(job(pool.clone()));

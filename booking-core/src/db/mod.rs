@@ -21,6 +21,7 @@ pub mod outage;
 pub mod single;
 pub mod writer;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::any::AnyPoolOptions;
@@ -239,12 +240,12 @@ pub fn connect_tokens(url: &str, db: &Db) -> anyhow::Result<Db> {
 /// then driven by that runtime rather than by the shared one. Call it inside the runtime that
 /// will use it (the pool's upkeep task starts there).
 pub fn sibling_pool(db: &Db, max: u32) -> Db {
-    sibling_pool_with(db, max, "")
+    sibling_pool_with(db, max, Arc::from(""))
 }
 
 /// [`sibling_pool`] whose connections also run `session` (SQL, `""` for none) once each,
-/// after [`PG_SESSION`]: the hold requests' pool sets [`HOLDS_SESSION`].
-pub fn sibling_pool_with(db: &Db, max: u32, session: &'static str) -> Db {
+/// after [`PG_SESSION`]: the hold requests' pool sets [`holds_session`].
+pub fn sibling_pool_with(db: &Db, max: u32, session: Arc<str>) -> Db {
     pg_pool_with(max, session).connect_lazy_with((*db.connect_options()).clone())
 }
 
@@ -252,21 +253,22 @@ pub fn sibling_pool_with(db: &Db, max: u32, session: &'static str) -> Db {
 /// a ping only before reusing a connection idle for a while ([`ping_if_idle`]), generic plans
 /// for prepared statements and no JIT compiling ([`PG_SESSION`]).
 fn pg_pool(max: u32) -> AnyPoolOptions {
-    pg_pool_with(max, "")
+    pg_pool_with(max, Arc::from(""))
 }
 
 /// [`pg_pool`] whose connections also run `session` once each (`""`: nothing more).
-fn pg_pool_with(max: u32, session: &'static str) -> AnyPoolOptions {
+fn pg_pool_with(max: u32, session: Arc<str>) -> AnyPoolOptions {
     AnyPoolOptions::new()
         .max_connections(max)
         .acquire_timeout(Duration::from_secs(5))
         .test_before_acquire(false)
         .before_acquire(ping_if_idle)
         .after_connect(move |conn, _| {
+            let session = session.clone();
             Box::pin(async move {
                 conn.execute(PG_SESSION).await?;
                 if !session.is_empty() {
-                    conn.execute(session).await?;
+                    conn.execute(&*session).await?;
                 }
                 Ok(())
             })
@@ -274,15 +276,21 @@ fn pg_pool_with(max: u32, session: &'static str) -> AnyPoolOptions {
 }
 
 /// What the hold requests' connections ([`PG_HOLDS_POOL`], `AppState::on_holds`) set once for
-/// their session: `lock_timeout = '1s'`. A hold waits for another transaction's locks on its
-/// seats (or its caps' and keys' rows) at most 1 s, then its statement fails with SQLSTATE
-/// 55P03, which is answered `503` + `Retry-After: 1` with nothing written
+/// their session: `lock_timeout` = `wait_ms` (`Config::hold_lock_wait_ms`, default 1000; 0:
+/// nothing set, no limit). A hold waits for another transaction's locks on its seats (or its
+/// caps' and keys' rows) at most that long, then its statement fails with SQLSTATE 55P03, which is answered `503` + `Retry-After: 1` with nothing written
 /// (`error::ApiError`), and its connection goes back to the pool. Without it, a transaction
 /// that held seat locks for 25 s (a newcomer review) left every connection of the pool waiting
 /// behind it: every other hold of the node waited out the pool's 5 s acquire timeout, and
 /// those timeouts tripped the outage gate. A hold's own lock waits last milliseconds (another
 /// hold's statement, a batch of the hold queue); 1 s is far above them.
-pub const HOLDS_SESSION: &str = "SET lock_timeout = '1s'";
+pub fn holds_session(wait_ms: u64) -> String {
+    if wait_ms == 0 {
+        String::new()
+    } else {
+        format!("SET lock_timeout = '{wait_ms}ms'")
+    }
+}
 
 /// What every PostgreSQL connection of the booking core sets once, for its session:
 ///

@@ -346,12 +346,17 @@ fn channel_of(
 pub async fn create_hold(
     State(state): State<AppState>,
     Path(show): Path<String>,
+    running: Option<axum::Extension<super::load::RunningHold>>,
     headers: HeaderMap,
     body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
 ) -> ApiResult<Response> {
     state
         .clone()
-        .on_holds(move |state| create_hold_here(state, show, headers, body))
+        .on_holds(move |state| async move {
+            // Counted as running until the work ends, whether or not its client waits for it.
+            let _running = running;
+            create_hold_here(state, show, headers, body).await
+        })
         .await
 }
 

@@ -2,6 +2,7 @@
 //! and the middleware that measures them: every `/api/…` answer counted, 5xx apart, the
 //! latency of every hold request, and the hold requests still running.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use axum::extract::{Request, State};
@@ -25,6 +26,11 @@ fn is_hold(method: &Method, path: &str) -> bool {
             .is_some_and(|(show, tail)| !show.is_empty() && tail == "holds")
 }
 
+/// A hold request's place among the running ones ([`crate::load::Running`]), in its
+/// extensions: whoever carries the request's work further keeps a clone.
+#[derive(Debug, Clone)]
+pub struct RunningHold(pub Arc<crate::load::Running>);
+
 /// Measures fan calls (`/api/…`) into `state.load`.
 pub async fn measure(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let path = req.uri().path();
@@ -33,7 +39,11 @@ pub async fn measure(State(state): State<AppState>, req: Request, next: Next) ->
     }
     let hold = is_hold(req.method(), path);
     let start = Instant::now();
-    let running = hold.then(|| state.load.running_hold(state.clock.now_ms()));
+    let mut req = req;
+    let running = hold.then(|| Arc::new(state.load.running_hold(state.clock.now_ms())));
+    if let Some(r) = &running {
+        req.extensions_mut().insert(RunningHold(r.clone()));
+    }
     let resp = next.run(req).await;
     drop(running);
     let ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
