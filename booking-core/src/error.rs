@@ -38,17 +38,12 @@ impl IntoResponse for ApiError {
                     1,
                 ))
             }
-            ApiError::Db(sqlx::Error::Database(e)) if e.code().as_deref() == Some("55P03") => {
+            ApiError::Db(sqlx::Error::Database(e)) if is_lock_wait(&*e) => {
                 // A row or table lock not granted within the session's `lock_timeout` (the
                 // hold requests' connections, `db::holds_session`): the statement wrote
                 // nothing. Not an outage: the gate stays open.
                 tracing::warn!(error = %e, "a lock wait timed out; client asked to retry");
-                Problem::unavailable(
-                    "another transaction holds a lock this request waits for (its seats, its \
-                     key); try again",
-                    1,
-                )
-                .into_response()
+                lock_wait().into_response()
             }
             ApiError::Db(sqlx::Error::Database(e)) if retryable(e.code().as_deref()) => {
                 // PostgreSQL serialization failure (40001) or deadlock (40P01): nothing was
@@ -107,6 +102,20 @@ impl IntoResponse for ApiError {
             }
         }
     }
+}
+
+/// Whether a database error is a lock not granted within `lock_timeout` (SQLSTATE 55P03).
+pub fn is_lock_wait(e: &(dyn sqlx::error::DatabaseError + 'static)) -> bool {
+    e.code().as_deref() == Some("55P03")
+}
+
+/// `503` + `Retry-After: 1`: another transaction holds a lock the request waited for past the
+/// limit (`Config::hold_lock_wait_ms`), nothing written.
+pub fn lock_wait() -> Problem {
+    Problem::unavailable(
+        "another transaction holds a lock this request waits for (its seats, its key); try again",
+        1,
+    )
 }
 
 /// A response extension: this 503 came from a database that did not answer (the pool timed

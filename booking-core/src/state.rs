@@ -79,6 +79,9 @@ pub struct Shared {
     pub hold_queues: Arc<hotq::HoldQueues>,
     /// Hold requests in flight here, by visitor and `Idempotency-Key` ([`inflight`]).
     pub in_flight: Arc<inflight::InFlight>,
+    /// The seats a one-statement hold is running for in this process
+    /// ([`crate::inventory::seatgate`]).
+    pub seat_gates: Arc<crate::inventory::seatgate::SeatGates>,
     /// Refused keys stored in batches ([`refusals`]).
     pub refusals: Arc<refusals::Refusals>,
     /// Fans' releases applied in batches on SQLite ([`releases`]).
@@ -164,6 +167,7 @@ impl AppState {
             outage,
             hold_queues,
             in_flight: Arc::default(),
+            seat_gates: Arc::default(),
             refusals: Arc::new(refusals::Refusals::new(writer.clone())),
             releases: Arc::new(releases::Releases::new(writer.clone())),
             own_releases: Arc::default(),

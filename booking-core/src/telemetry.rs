@@ -61,7 +61,7 @@ pub async fn timed<T>(
     out
 }
 
-/// Awaits `work`, one phase of a hold request (`door`, `preread`, `in_flight`, `queue`,
+/// Awaits `work`, one phase of a hold request (`door`, `preread`, `in_flight`, `seat_gate`, `queue`,
 /// `one_trip`, `transaction`, `refusal`), timed in `bc_hold_phase_seconds{phase}` ([`timed`]):
 /// where a hold's time goes at the server, beside the route's whole time
 /// (`bc_request_seconds`).

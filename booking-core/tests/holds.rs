@@ -421,14 +421,16 @@ async fn a_hold_waiting_on_a_lock_is_reported_running() {
 }
 
 /// A transaction that keeps a seat locked does not take the node down with it (newcomer
-/// review: one holding seat locks for 25 s left every connection of the holds' pool waiting
+/// reviews: one holding seat locks for 25 s left every connection of the holds' pool waiting
 /// behind it; every other hold then waited out the pool's 5 s acquire timeout, answered 503,
-/// and those timeouts tripped the outage gate). A test session locks seat A-1-1 for as long as
-/// the test runs; 12 fans ask for it at once, more than the holds' pool has connections. A
-/// hold's lock wait ends after the session's `lock_timeout` (`db::HOLDS_SESSION`): each of the
-/// 12 gets `503` + `Retry-After` with nothing written, another fan's hold of a free seat is
-/// granted while the lock is still held, and the outage gate never trips. Once the lock goes,
-/// the same request with the same key is granted.
+/// and those timeouts tripped the outage gate; with a lock wait limit alone, 50 requests for
+/// the locked seat still took the 8 connections in turns of a second each, and 25 holds of
+/// free seats sent with them all got 503 after 6 s). A test session locks seat A-1-1 for as
+/// long as the test runs; 50 fans ask for it at once and 10 others for free seats. One
+/// statement at a time runs for a seat in the process (`inventory::seatgate`): it ends at the
+/// lock wait limit (`hold_lock_wait_ms`, 1 s), and it and the 49 that waited for it in memory
+/// get `503` + `Retry-After` with nothing written; the 10 free seats are held meanwhile and the
+/// outage gate never trips. Once the lock goes, the same request with the same key is granted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_seat_locked_for_long_costs_its_holds_a_retry_not_the_node() {
     let h = Harness::on(Backend::Postgres).await;
@@ -437,7 +439,7 @@ async fn a_seat_locked_for_long_costs_its_holds_a_retry_not_the_node() {
         .execute(&mut *lock)
         .await
         .unwrap();
-    let fans: Vec<String> = (0..12).map(|i| h.token(&format!("locked-{i}"))).collect();
+    let fans: Vec<String> = (0..50).map(|i| h.token(&format!("locked-{i}"))).collect();
     let ask = |token: &String, key: String| {
         h.http
             .post(format!("{}/api/shows/{SHOW}/holds", h.base))
@@ -451,16 +453,23 @@ async fn a_seat_locked_for_long_costs_its_holds_a_retry_not_the_node() {
             .enumerate()
             .map(|(i, t)| ask(t, format!("locked-{i}"))),
     );
-    let other = async {
-        let (status, body) = h.hold(&h.token("elsewhere"), "free-seat", &["A-1-5"]).await;
+    let others: Vec<String> = (0..10)
+        .map(|i| h.token(&format!("elsewhere-{i}")))
+        .collect();
+    let h = &h;
+    let elsewhere = futures::future::join_all(others.iter().enumerate().map(|(i, t)| async move {
+        let seat = format!("A-2-{}", i + 1);
+        let (status, body) = h.hold(t, &format!("free-{i}"), &[seat.as_str()]).await;
         assert!(!h.state.outage.is_down(), "the outage gate tripped");
         (status, body)
-    };
-    let (answers, (status, body)) = tokio::join!(waiting, other);
-    assert_eq!(
-        status, 201,
-        "a free seat is held while A-1-1 is locked: {body}"
-    );
+    }));
+    let (answers, held) = tokio::join!(waiting, elsewhere);
+    for (status, body) in held {
+        assert_eq!(
+            status, 201,
+            "a free seat is held while A-1-1 is locked: {body}"
+        );
+    }
     for r in answers {
         let r = r.unwrap();
         assert_eq!(r.status(), 503);
@@ -504,7 +513,10 @@ async fn a_hold_whose_client_gave_up_counts_as_running_until_its_work_ends() {
         .json(&json!({"seats": ["A-1-1"]}))
         .send()
         .await;
-    assert!(gave_up.is_err_and(|e| e.is_timeout()), "the client gives up first");
+    assert!(
+        gave_up.is_err_and(|e| e.is_timeout()),
+        "the client gives up first"
+    );
     // Until the server has dropped the request (its in-flight gauge down to the scrape's own).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     loop {
@@ -517,7 +529,10 @@ async fn a_hold_whose_client_gave_up_counts_as_running_until_its_work_ends() {
         if in_flight <= 1.0 {
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "the request was never dropped");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the request was never dropped"
+        );
         tokio::task::yield_now().await;
     }
     assert_eq!(running().await, 1, "its work still waits on the lock");
@@ -526,5 +541,9 @@ async fn a_hold_whose_client_gave_up_counts_as_running_until_its_work_ends() {
         assert!(std::time::Instant::now() < deadline, "the work never ended");
         tokio::task::yield_now().await;
     }
-    assert_eq!(h.seat_status("A-1-1").await, "held", "the work went on and held the seat");
+    assert_eq!(
+        h.seat_status("A-1-1").await,
+        "held",
+        "the work went on and held the seat"
+    );
 }

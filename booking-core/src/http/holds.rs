@@ -21,6 +21,7 @@ use crate::inventory::holds::{self, Hold};
 use crate::inventory::inflight::{self, Entry};
 use crate::inventory::onetrip::{self, OneTrip};
 use crate::inventory::preread::{self, Seen};
+use crate::inventory::seatgate::{self, Ended, Turn};
 use crate::payments;
 use crate::state::AppState;
 use crate::telemetry;
@@ -450,6 +451,10 @@ async fn create_hold_here(
     Ok((status, Json(body)).into_response())
 }
 
+/// Turns at the seat gates a plain named-seat hold takes at most, its own statements and the
+/// waits for others' together (`inventory::seatgate`); then the full path decides.
+const GATE_TURNS: usize = 16;
+
 /// One-round-trip attempts of a plain named-seat hold on PostgreSQL while the read after each
 /// loss sees every asked seat free again (`Owned::one_trip`: their holder let go between the
 /// statement and the read, as the bench's fans release each 201 at once); then the full path
@@ -615,12 +620,47 @@ impl Owned<'_> {
         if !plain || state.writer.is_some() || db::backend(&state.db) != Backend::Postgres {
             return None;
         }
-        for _ in 0..ONE_TRIPS {
-            match onetrip::hold(&state.db, req, self.now).await {
-                Ok(OneTrip::Held(answer)) => return Some(Ok(answer)),
-                Ok(OneTrip::Other) => return None,
-                Err(e) => return Some(Err(e.into())),
-                Ok(OneTrip::Lost) => {}
+        let (mut tries, mut turns) = (0, 0);
+        while tries < ONE_TRIPS && turns < GATE_TURNS {
+            turns += 1;
+            // One statement at a time per seat in this process (`inventory::seatgate`): a
+            // request for a seat another request's statement is running for waits here, not
+            // on the row's lock with a connection of the pool, and then reads again.
+            match state.seat_gates.enter(self.show, seats) {
+                Turn::Mine(pass) => {
+                    tries += 1;
+                    let tried = onetrip::hold(&state.db, req, self.now).await;
+                    let lock_wait = matches!(&tried, Err(sqlx::Error::Database(e)) if crate::error::is_lock_wait(&**e));
+                    pass.finish(if lock_wait {
+                        Ended::LockWait
+                    } else {
+                        Ended::Done
+                    });
+                    match tried {
+                        Ok(OneTrip::Held(answer)) => return Some(Ok(answer)),
+                        Ok(OneTrip::Other) => return None,
+                        Err(e) => return Some(Err(e.into())),
+                        Ok(OneTrip::Lost) => {}
+                    }
+                }
+                Turn::Wait(rx) => {
+                    let waited =
+                        telemetry::hold_phase("seat_gate", seatgate::wait(rx, IN_FLIGHT_WAIT))
+                            .await;
+                    match waited {
+                        Some(Ended::Done) => {}
+                        Some(Ended::LockWait) => {
+                            return Some(Err(crate::error::lock_wait().into()))
+                        }
+                        None => {
+                            return Some(Err(Problem::unavailable(
+                                "another request for these seats is still running; try again",
+                                1,
+                            )
+                            .into()))
+                        }
+                    }
+                }
             }
             // A new snapshot: another node's identical request may have stored its 201 while
             // the statement waited on the seats' locks (case B12).

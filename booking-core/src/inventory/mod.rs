@@ -13,7 +13,8 @@
 //! - [`fast`]: the plain hold, release and refusal on SQLite's writer thread (`db::writer`),
 //!   the rest left to the sqlx path;
 //! - [`onetrip`]: the plain named-seat hold on PostgreSQL as one statement (one round trip),
-//!   the rest left to the full path;
+//!   the rest left to the full path; [`seatgate`]: one such statement at a time per seat in
+//!   the process (the others wait in memory, not on the row's lock);
 //! - [`group`]: group commit for a per-process worker (every item waiting in one commit);
 //! - [`refusals`]: refused keys stored in batches (one insert for every refusal waiting);
 //! - [`releases`]: fans' releases on SQLite applied in batches (one transaction for every
@@ -48,6 +49,7 @@ pub mod preread;
 pub mod refusals;
 pub mod releases;
 pub mod resources;
+pub mod seatgate;
 pub mod seatmap;
 pub mod stock;
 pub mod waitlist;
