@@ -89,8 +89,9 @@ pub struct StackOptions {
     pub report_sample_secs: u64,
     /// What the waiting page says the fan waits for (default: nothing but the opening).
     pub about: EventAbout,
-    /// Worker threads of a tokio runtime of the services' own; 0 (the default): the services
-    /// run on the caller's runtime. A load generator in the same process (`loadtest bench`,
+    /// Worker threads of each service's own tokio runtime (one runtime per service, as each
+    /// would have in its own process); 0 (the default): the services run on the caller's
+    /// runtime. A load generator in the same process (`loadtest bench`,
     /// `loadtest rush --spawn`) gives them their own threads, as their own processes would
     /// have: on one runtime every service task waits in the same run queues as the
     /// generator's thousands of fan tasks, and the figures measure that queue.
@@ -205,36 +206,51 @@ pub struct Stack {
     _runtime: ServiceRuntime,
 }
 
-/// The services' own runtime ([`StackOptions::service_threads`]), if any. Shut down in the
-/// background when the stack goes: a runtime may not be dropped inside another one's task.
+/// The services' own runtimes ([`StackOptions::service_threads`]), if any: one per service,
+/// named after it (`gateway-sim`, `waiting-room`, `booking-core`), each with that many worker
+/// threads, as each service's own process would have. One runtime shared by the three (until
+/// the seventeenth session) gave all of them together the threads one process has: under a
+/// rush on a 2-CPU machine, the waiting room's joins and polls and the booking core's seat-map
+/// reads queued behind each other on two threads that the database's processes and the fans
+/// outnumbered. Shut down in the background when the stack goes: a runtime may not be dropped
+/// inside another one's task.
 #[derive(Debug, Default)]
-struct ServiceRuntime(Option<tokio::runtime::Runtime>);
+struct ServiceRuntime(Vec<tokio::runtime::Runtime>);
 
 impl Drop for ServiceRuntime {
     fn drop(&mut self) {
-        if let Some(rt) = self.0.take() {
+        for rt in self.0.drain(..) {
             rt.shutdown_background();
         }
     }
 }
 
+/// The services of a stack, in the order of [`ServiceRuntime`]'s runtimes.
+const SERVICES: [&str; 3] = ["gateway-sim", "waiting-room", "booking-core"];
+
 impl ServiceRuntime {
     fn new(threads: usize) -> anyhow::Result<Self> {
         if threads == 0 {
-            return Ok(Self(None));
+            return Ok(Self(Vec::new()));
         }
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(threads)
-            .thread_name("service")
-            .enable_all()
-            .build()?;
-        Ok(Self(Some(rt)))
+        let runtimes = SERVICES
+            .iter()
+            .map(|name| {
+                tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(threads)
+                    .thread_name(*name)
+                    .enable_all()
+                    .build()
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self(runtimes))
     }
 
-    /// Runs `serve(listener)` on this runtime (the listener moved to it first), or on the
-    /// caller's.
+    /// Runs `serve(listener)` on the runtime of `service` (one of [`SERVICES`]; the listener
+    /// moved to it first), or on the caller's.
     fn serve<F, Fut>(
         &self,
+        service: &str,
         l: TcpListener,
         serve: F,
     ) -> anyhow::Result<JoinHandle<anyhow::Result<()>>>
@@ -242,7 +258,8 @@ impl ServiceRuntime {
         F: FnOnce(TcpListener) -> Fut + Send + 'static,
         Fut: std::future::Future<Output = anyhow::Result<()>> + Send + 'static,
     {
-        let Some(rt) = &self.0 else {
+        let at = SERVICES.iter().position(|s| *s == service);
+        let Some(rt) = at.and_then(|i| self.0.get(i)) else {
             return Ok(tokio::spawn(serve(l)));
         };
         let l = l.into_std()?;
@@ -413,14 +430,20 @@ pub async fn start(opts: StackOptions) -> anyhow::Result<Stack> {
     let mut tasks = Vec::new();
     let (tx, stop) = stopper();
     stops.push(tx);
-    tasks.push(runtime.serve(gw_l, move |l| gateway_sim::serve(l, gw_cfg, stop))?);
+    tasks.push(runtime.serve("gateway-sim", gw_l, move |l| {
+        gateway_sim::serve(l, gw_cfg, stop)
+    })?);
     let (tx, stop) = stopper();
     stops.push(tx);
-    tasks.push(runtime.serve(wr_l, move |l| waiting_room::serve(l, wr_cfg, stop))?);
+    tasks.push(runtime.serve("waiting-room", wr_l, move |l| {
+        waiting_room::serve(l, wr_cfg, stop)
+    })?);
     let (tx, stop) = stopper();
     stops.push(tx);
     let mail_dir = bc_cfg.mail_dir.clone();
-    tasks.push(runtime.serve(bc_l, move |l| booking_core::serve(l, bc_cfg, stop))?);
+    tasks.push(runtime.serve("booking-core", bc_l, move |l| {
+        booking_core::serve(l, bc_cfg, stop)
+    })?);
     let mut stack = Stack {
         waiting_room_url: wr_url,
         booking_url: bc_url,

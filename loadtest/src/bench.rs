@@ -23,7 +23,7 @@ use std::time::Duration;
 /// `bench` flags.
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
-    /// Worker threads of the spawned services' own runtime (0: they share the load
+    /// Worker threads of each spawned service's own runtime (0: they share the load
     /// generator's; default: one per CPU, as their own processes would have).
     #[arg(long)]
     pub service_threads: Option<usize>,

@@ -61,7 +61,7 @@ mod rush;
 mod timeline;
 mod wait_range;
 
-/// Worker threads of the spawned services' own runtime: `asked`, else one per CPU (`0`: the
+/// Worker threads of each spawned service's own runtime: `asked`, else one per CPU (`0`: the
 /// services share the load generator's runtime, as before `--service-threads`).
 pub fn service_threads(asked: Option<usize>) -> usize {
     asked.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, usize::from))

@@ -15,7 +15,7 @@ pub struct RushArgs {
     /// Start the services in this process on random ports (embedded defaults, or `--redis`).
     #[arg(long)]
     spawn: bool,
-    /// Worker threads of the spawned services' own runtime (with `--spawn`; 0: they share
+    /// Worker threads of each spawned service's own runtime (with `--spawn`; 0: they share
     /// the fans' runtime; default: one per CPU, as their own processes would have).
     #[arg(long)]
     service_threads: Option<usize>,
