@@ -204,35 +204,5 @@ pub async fn method_not_allowed(method: axum::http::Method) -> Problem {
     ))
 }
 
-/// Safety net for every answer: an error status whose body is not JSON (an extractor's or a
-/// layer's plain-text rejection) becomes a problem with the same status and no echoed text.
-pub async fn problems_only(resp: Response) -> Response {
-    let status = resp.status();
-    if !(status.is_client_error() || status.is_server_error()) {
-        return resp;
-    }
-    let json = resp
-        .headers()
-        .get(axum::http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|ct| ct.contains("json"));
-    if json {
-        return resp;
-    }
-    let p = match status {
-        StatusCode::NOT_FOUND => Problem::not_found("no such resource"),
-        StatusCode::METHOD_NOT_ALLOWED => {
-            Problem::new(status, "method-not-allowed", "Method not allowed")
-        }
-        StatusCode::PAYLOAD_TOO_LARGE => rejection(status, "body", ""),
-        s if s.is_server_error() => Problem::new(s, "internal", "Internal server error"),
-        s => Problem::new(s, "bad-request", "Bad request"),
-    };
-    let mut out = p.into_response();
-    for name in [axum::http::header::ALLOW, axum::http::header::RETRY_AFTER] {
-        if let Some(v) = resp.headers().get(&name) {
-            out.headers_mut().insert(name, v.clone());
-        }
-    }
-    out
-}
+/// Safety net for every answer: [`sale_common::problem::problems_only`].
+pub use sale_common::problem::problems_only;

@@ -165,6 +165,41 @@ impl From<axum::extract::rejection::QueryRejection> for Problem {
     }
 }
 
+/// Safety net for every answer, as a `map_response` layer: an error status whose body is not
+/// JSON (an extractor's or a layer's plain-text rejection, axum's `Invalid URL: Invalid UTF-8`
+/// for a path parameter among them) becomes a problem with the same status and no echoed text;
+/// `Allow` and `Retry-After` are kept. API.md: every error body is problem+json.
+pub async fn problems_only(resp: Response) -> Response {
+    let status = resp.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return resp;
+    }
+    let json = resp
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.contains("json"));
+    if json {
+        return resp;
+    }
+    let p = match status {
+        StatusCode::NOT_FOUND => Problem::not_found("no such resource"),
+        StatusCode::METHOD_NOT_ALLOWED => {
+            Problem::new(status, "method-not-allowed", "Method not allowed")
+        }
+        StatusCode::PAYLOAD_TOO_LARGE => crate::body::rejection(status, ""),
+        s if s.is_server_error() => Problem::new(s, "internal", "Internal server error"),
+        s => Problem::new(s, "bad-request", "Bad request"),
+    };
+    let mut out = p.into_response();
+    for name in [axum::http::header::ALLOW, axum::http::header::RETRY_AFTER] {
+        if let Some(v) = resp.headers().get(&name) {
+            out.headers_mut().insert(name, v.clone());
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

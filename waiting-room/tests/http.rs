@@ -394,3 +394,26 @@ async fn case_w03_spoofed_forwarded_for_shares_the_peer_bucket() {
         "one key for the peer: throttled after the burst of 5"
     );
 }
+
+/// Newcomer review: a path parameter that is not UTF-8 (`%FF`) was answered by axum's
+/// `400 text/plain` "Invalid URL: Invalid UTF-8 in `event`", not problem+json as API.md says
+/// every error body is (the booking core answered it as a problem already). Now the waiting
+/// room's answers pass the same safety net (`sale_common::problem::problems_only`).
+#[tokio::test]
+async fn a_path_that_is_not_utf8_is_a_problem() {
+    let a = app(T0).await;
+    for (method, uri) in [
+        ("POST", "/api/events/%FF/join"),
+        ("GET", "/status/%FF.json"),
+        ("GET", "/api/events/%FF/position"),
+    ] {
+        let (status, headers, body) = call(&a, method, uri, None).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{method} {uri}: {body}");
+        assert_eq!(
+            headers[header::CONTENT_TYPE],
+            "application/problem+json",
+            "{method} {uri}"
+        );
+        assert_eq!(body["status"], 400, "{body}");
+    }
+}
