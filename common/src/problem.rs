@@ -32,8 +32,9 @@ pub fn clip(s: &str) -> String {
 }
 
 /// Unicode's explicit bidirectional formatting characters and marks (UAX #9, table 4 and the
-/// implicit marks): ALM, LRM, RLM, LRE, RLE, PDF, LRO, RLO, LRI, RLI, FSI, PDI.
-fn is_bidi_control(c: char) -> bool {
+/// implicit marks): ALM, LRM, RLM, LRE, RLE, PDF, LRO, RLO, LRI, RLI, FSI, PDI. Text shown to
+/// others that holds one can read in another order than it was written (CVE-2021-42574).
+pub fn is_bidi_control(c: char) -> bool {
     matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
 }
 

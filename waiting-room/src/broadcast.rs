@@ -38,8 +38,10 @@ pub enum BroadcastError {
         /// Characters given.
         chars: usize,
     },
-    /// One language's text holds control characters (other than line breaks).
-    #[error("the {lang} text holds control characters")]
+    /// One language's text holds control characters (other than line breaks) or Unicode's
+    /// bidirectional formatting characters (`sale_common::problem::is_bidi_control`: a
+    /// message every fan sees must read as it was written; newcomer review).
+    #[error("the {lang} text holds control or bidirectional formatting characters")]
     Control {
         /// Language code.
         lang: &'static str,
@@ -67,7 +69,9 @@ fn text(lang: &'static str, s: Option<String>) -> Result<Option<String>, Broadca
     if chars > BROADCAST_MAX_CHARS {
         return Err(BroadcastError::TooLong { lang, chars });
     }
-    if s.chars().any(|c| c.is_control() && c != '\n') {
+    if s.chars()
+        .any(|c| (c.is_control() && c != '\n') || sale_common::problem::is_bidi_control(c))
+    {
         return Err(BroadcastError::Control { lang });
     }
     Ok(Some(s))
@@ -115,6 +119,11 @@ mod tests {
             Err(BroadcastError::Control { lang: "en" })
         );
         assert!(Broadcast::new(Some("line one\nline two".into()), None, 0).is_ok());
+        // A right-to-left override turns what fans read around (newcomer review: accepted).
+        assert_eq!(
+            Broadcast::new(None, Some("a\u{202e}b".into()), 0),
+            Err(BroadcastError::Control { lang: "fr" })
+        );
         // A textarea's CRLF is a line break (newcomer review: it was refused as a control).
         let crlf = Broadcast::new(Some("line one\r\nline two".into()), None, 0).expect("crlf");
         assert_eq!(crlf.en.as_deref(), Some("line one\nline two"));

@@ -62,7 +62,7 @@ async fn apply(
     request_body = SetBroadcast,
     responses(
         (status = 200, description = "figures, with the message under `broadcast`", body = Object),
-        (status = 422, description = "no language, too long, control characters or unknown field", body = ProblemDoc),
+        (status = 422, description = "no language, too long, control or bidirectional formatting characters or unknown field", body = ProblemDoc),
         (status = 400, description = "invalid X-Operator", body = ProblemDoc),
         (status = 401, body = ProblemDoc),
         (status = 404, description = "no such event", body = ProblemDoc),
