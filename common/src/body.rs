@@ -137,8 +137,7 @@ fn plain(text: &str) -> String {
 /// else `invalid-body` with `text` clipped.
 pub fn rejection(status: StatusCode, text: &str) -> Problem {
     if status == StatusCode::PAYLOAD_TOO_LARGE {
-        return Problem::new(status, "payload-too-large", "Request body too large")
-            .detail("the request body is over the size limit");
+        return Problem::payload_too_large();
     }
     Problem::new(status, "invalid-body", "Invalid request body").detail(clip(text))
 }

@@ -105,6 +105,15 @@ impl Problem {
         .detail(detail)
         .retry_after(retry_after_secs)
     }
+    /// 413 `payload-too-large`: the request body is over the size limit.
+    pub fn payload_too_large() -> Self {
+        Self::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload-too-large",
+            "Request body too large",
+        )
+        .detail("the request body is over the size limit")
+    }
     /// 500; the cause must already have been logged by the caller. Never echoes the cause.
     pub fn internal() -> Self {
         Self::new(
@@ -188,7 +197,7 @@ pub async fn problems_only(resp: Response) -> Response {
         StatusCode::METHOD_NOT_ALLOWED => {
             Problem::new(status, "method-not-allowed", "Method not allowed")
         }
-        StatusCode::PAYLOAD_TOO_LARGE => crate::body::rejection(status, ""),
+        StatusCode::PAYLOAD_TOO_LARGE => Problem::payload_too_large(),
         s if s.is_server_error() => Problem::new(s, "internal", "Internal server error"),
         s => Problem::new(s, "bad-request", "Bad request"),
     };
