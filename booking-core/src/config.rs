@@ -173,9 +173,20 @@ pub struct Config {
     pub hold_rate_per_min: u32,
     /// Longest a hold request waits for another transaction's locks (its seats, its caps' and
     /// keys' rows) on PostgreSQL, **milliseconds** (default 1000; 0: no limit): the hold
-    /// requests' connections set it as their `lock_timeout` (`db::holds_session`). A hold
+    /// requests' connections set it as their `lock_timeout` (`db::lock_wait_session`). A hold
     /// that waits longer is answered `503` + `Retry-After: 1` with nothing written.
     pub hold_lock_wait_ms: u64,
+    /// Longest a fan's checkout step (paying, the gateway's callback and webhook, releasing a
+    /// hold, reading it) waits for another transaction's locks on PostgreSQL,
+    /// **milliseconds** (default 2000, at most 5000; 0: no limit): the checkout's connections set it as
+    /// their `lock_timeout` (`db::lock_wait_session`). A step that waits longer is answered
+    /// `503` + `Retry-After: 1` with its transaction rolled back (a newcomer review: a release
+    /// of a hold whose row another session kept locked waited out the 15 s request limit,
+    /// `db::outage::REQUEST_WITHIN`, and that cut-off tripped the outage gate for every
+    /// request of the node). Above a hold's limit: a step is rarer and worth more than a hold;
+    /// at most 5 s, as each of a step's statements may wait this long and a step also calls the
+    /// gateway (`gateway_timeout`), all within the 15 s limit.
+    pub checkout_lock_wait_ms: u64,
     /// Bearer token of the waiting room's internal API (`/internal/events/{event}/…`), the same
     /// secret as the waiting room's `service_token`. `None`: the waiting room is not told when
     /// sessions end or the show sells out (the outbox marks those messages done unsent).
@@ -241,6 +252,7 @@ impl Config {
             max_holds_per_visitor: 2,
             hold_rate_per_min: 10,
             hold_lock_wait_ms: 1000,
+            checkout_lock_wait_ms: 2000,
             service_token: None,
             shows: vec![ShowConfig {
                 id: show_id.into(),

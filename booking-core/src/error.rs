@@ -40,7 +40,7 @@ impl IntoResponse for ApiError {
             }
             ApiError::Db(sqlx::Error::Database(e)) if is_lock_wait(&*e) => {
                 // A row or table lock not granted within the session's `lock_timeout` (the
-                // hold requests' connections, `db::holds_session`): the statement wrote
+                // hold requests' connections, `db::lock_wait_session`): the statement wrote
                 // nothing. Not an outage: the gate stays open.
                 tracing::warn!(error = %e, "a lock wait timed out; client asked to retry");
                 lock_wait().into_response()

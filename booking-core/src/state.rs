@@ -134,7 +134,9 @@ impl AppState {
             config.gateway_client_secret.clone(),
         ));
         let gateway = Gateway::new(&config.gateway_url, config.gateway_timeout, tokens);
-        let hold_queues = Arc::new(hotq::HoldQueues::new(&config.queued_shows));
+        let holds_session = db::lock_wait_session(config.hold_lock_wait_ms);
+        let checkout_session = db::lock_wait_session(config.checkout_lock_wait_ms);
+        let hold_queues = Arc::new(hotq::HoldQueues::new(&config.queued_shows, &holds_session));
         let (writer, local_reads) = match db::single::sqlite_file(&config.database_url) {
             Some(file) if db::is_sqlite_file(&config.database_url) => (
                 Some(Arc::new(db::writer::Writer::open(&file, db.clone())?)),
@@ -143,7 +145,6 @@ impl AppState {
             _ => (None, None),
         };
         let outage = Arc::new(db::outage::Outage::new(&config.database_url));
-        let holds_session = db::holds_session(config.hold_lock_wait_ms);
         Ok(Self(Arc::new(Shared {
             clock: config.clock.clone(),
             config: Arc::new(config),
@@ -157,7 +158,11 @@ impl AppState {
             reads,
             feed,
             token_db,
-            checkout_runner: Arc::new(db::dedicated::Runner::new("checkout", db::PG_CHECKOUT_POOL)),
+            checkout_runner: Arc::new(db::dedicated::Runner::with_session(
+                "checkout",
+                db::PG_CHECKOUT_POOL,
+                checkout_session.clone(),
+            )),
             holds_runner: Arc::new(db::dedicated::Runner::with_session(
                 "holds",
                 db::PG_HOLDS_POOL,
@@ -170,7 +175,7 @@ impl AppState {
             seat_gates: Arc::default(),
             refusals: Arc::new(refusals::Refusals::new(writer.clone())),
             releases: Arc::new(releases::Releases::new(writer.clone())),
-            own_releases: Arc::default(),
+            own_releases: Arc::new(releases::OwnReleases::with_session(&checkout_session)),
             writer,
             local_reads,
         })))

@@ -10,7 +10,7 @@ mod support;
 use std::sync::Arc;
 
 use booking_core::door::Admission;
-use booking_core::inventory::claim::{Ask, Lost, Timing};
+use booking_core::inventory::claim::{self, Ask, Lost, Timing};
 use booking_core::inventory::hotq::{self, Job, Outcome, Owned};
 use support::{Backend, Harness, SHOW};
 use tokio::sync::{oneshot, Barrier};
@@ -25,11 +25,59 @@ on_both!(
     a_batch_seats_best_available_parties_in_the_best_blocks_left,
     a_batch_reads_the_whole_section_when_the_best_seats_hold_no_block,
     an_outbid_request_of_an_ended_admission_is_refused_as_ended,
+    an_unknown_section_is_refused_in_a_batch_as_alone,
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_best_party_whose_block_a_writer_outside_the_queue_took_runs_alone_postgres() {
     a_best_party_whose_block_a_writer_outside_the_queue_took_runs_alone().await
+}
+
+/// A seat locked by a transaction outside the queue is skipped by a batch, not waited for
+/// (newcomer review: a seat kept locked in a session stalled every batch of a queued show
+/// behind it; the batch was cut at 15 s, the outage gate tripped, and the batch committed
+/// afterwards, so the fan's new key met `hold-exists`). A test session locks A-1-1; one batch
+/// asks for A-1-1 + A-1-2, for A-1-3, and for A-1-2 again. The first is not decided
+/// (`Lost::Locked`: its requester runs it alone) with nothing of it written, and the others
+/// hold at once, the third taking A-1-2 once the first is out of the pass. Red without
+/// `SKIP LOCKED`: the step waits on the lock, which the test keeps until the step returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seat_locked_outside_the_batch_is_handed_back_not_waited_for_postgres() {
+    let h = Harness::on_with(Backend::Postgres, |c| Harness::small_venue(c, 10)).await;
+    let now = h.now_s() * 1000;
+    let mut lock = booking_core::db::begin_write(&h.state.db).await.unwrap();
+    sqlx::query("SELECT seat_id FROM seats WHERE seat_id = 'A-1-1' FOR UPDATE")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    let jobs = vec![
+        job("locked", &[1, 2], now),
+        job("free", &[3], now),
+        job("after", &[2], now),
+    ];
+    let out = tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        outcomes(&h.state.db, jobs),
+    )
+    .await
+    .expect("the batch waited on the locked seat");
+    assert!(matches!(out[0], Ok(Err(Lost::Locked))), "{:?}", out[0]);
+    assert_eq!(seats_or_kind(&out[1]), Ok(vec![seat(3)]));
+    assert_eq!(seats_or_kind(&out[2]), Ok(vec![seat(2)]));
+    let (keys,): (i64,) =
+        sqlx::query_as("SELECT CAST(COUNT(*) AS BIGINT) FROM idempotency WHERE key = 'key-locked'")
+            .fetch_one(&h.state.db)
+            .await
+            .unwrap();
+    assert_eq!(keys, 0, "nothing of the undecided request was written");
+    lock.rollback().await.unwrap();
+    assert_eq!(h.seat_status("A-1-1").await, "free");
+    let out = outcomes(&h.state.db, vec![job("locked", &[1], now)]).await;
+    assert_eq!(
+        seats_or_kind(&out[0]),
+        Ok(vec![seat(1)]),
+        "its key holds once the lock went"
+    );
 }
 
 fn seat(n: usize) -> String {
@@ -88,21 +136,34 @@ fn job_asking(fan: &str, ask: Ask, now_ms: i64) -> (Job, oneshot::Receiver<Outco
     (Job { req, now_ms, reply }, rx)
 }
 
-/// Runs one batch through the worker's step; the answers in batch order: `Some(seats)` held,
-/// `None` lost its seats (409).
+/// Runs one batch through the worker's step, and each request it handed back
+/// ([`Lost::Locked`]: a seat locked outside the batch, another node's worker's) alone, as the
+/// service does; the answers in batch order: `Some(seats)` held, `None` lost its seats (409).
 async fn step(
     db: &booking_core::db::Db,
     jobs: Vec<(Job, oneshot::Receiver<Outcome>)>,
 ) -> Vec<Option<Vec<String>>> {
-    outcomes(db, jobs)
-        .await
-        .into_iter()
+    let asked: Vec<(Owned, i64)> = jobs
+        .iter()
+        .map(|(j, _)| (j.req.clone(), j.now_ms))
+        .collect();
+    let mut out = outcomes(db, jobs).await;
+    for (o, (req, now)) in out.iter_mut().zip(&asked) {
+        if matches!(o, Ok(Err(Lost::Locked))) {
+            *o = claim::create(db, db, None, &req.request(), *now)
+                .await
+                .map(Ok);
+        }
+    }
+    out.into_iter()
         .map(|answer| match answer {
             Ok(Ok(held)) => {
                 assert_eq!(held.status, 201, "{:?}", held.body);
                 Some(serde_json::from_value(held.body["seats"].clone()).unwrap())
             }
             Ok(Err(Lost::Seats(_) | Lost::SeatsSeen(_))) => None,
+            // Lost when run alone.
+            Err(booking_core::error::ApiError::Problem(p)) if p.kind == "seats-unavailable" => None,
             other => panic!("unexpected answer {other:?}"),
         })
         .collect()
@@ -660,4 +721,37 @@ async fn an_outbid_request_of_an_ended_admission_is_refused_as_ended(b: Backend)
         ]
     );
     assert_eq!(holders_per_seat(&h).await, vec![(seat(1), 1)]);
+}
+
+/// A best-available request naming a section that does not exist is answered in a batch as
+/// its own transaction answers it: `admission-ended` for an admission whose session ended (the
+/// session is checked before the seats), else `422 unknown-section` (a newcomer review: with
+/// the queue the ended admission got the 422, without it the 409).
+async fn an_unknown_section_is_refused_in_a_batch_as_alone(b: Backend) {
+    let h = Harness::on_with(b, |c| Harness::small_venue(c, 10)).await;
+    let now = h.now_s() * 1000;
+    sqlx::query("INSERT INTO admissions_ended (jti, at) VALUES ($1, $2)")
+        .bind("jti-left")
+        .bind(now)
+        .execute(&h.state.db)
+        .await
+        .unwrap();
+    let jobs = vec![
+        best("left", "NOWHERE", 2, false, now),
+        best("lost", "NOWHERE", 2, false, now),
+        best("found", "A", 2, false, now),
+    ];
+    let out: Vec<_> = outcomes(&h.state.db, jobs)
+        .await
+        .iter()
+        .map(|o| seats_or_kind(o).map(|s| s.len()))
+        .collect();
+    assert_eq!(
+        out,
+        vec![
+            Err("admission-ended".to_owned()),
+            Err("unknown-section".to_owned()),
+            Ok(2),
+        ]
+    );
 }

@@ -433,7 +433,24 @@ async fn a_hold_waiting_on_a_lock_is_reported_running() {
 /// outage gate never trips. Once the lock goes, the same request with the same key is granted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_seat_locked_for_long_costs_its_holds_a_retry_not_the_node() {
-    let h = Harness::on(Backend::Postgres).await;
+    a_seat_locked_for_long_costs_a_retry(false).await
+}
+
+/// The same through the show's hold queue (newcomer review: a seat kept locked stalled every
+/// batch of the queued show; cut at 15 s, the gate tripped). A batch skips the locked seat and
+/// hands its requests back to run alone, as above; the free seats' requests hold in the batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seat_locked_for_long_costs_its_queued_holds_a_retry_not_the_show() {
+    a_seat_locked_for_long_costs_a_retry(true).await
+}
+
+async fn a_seat_locked_for_long_costs_a_retry(queued: bool) {
+    let h = Harness::on_with(Backend::Postgres, |c| {
+        if queued {
+            c.queued_shows = vec![SHOW.into()];
+        }
+    })
+    .await;
     let mut lock = booking_core::db::begin_write(&h.state.db).await.unwrap();
     sqlx::query("SELECT seat_id FROM seats WHERE seat_id = 'A-1-1' FOR UPDATE")
         .execute(&mut *lock)
@@ -482,6 +499,93 @@ async fn a_seat_locked_for_long_costs_its_holds_a_retry_not_the_node() {
     lock.rollback().await.unwrap();
     let (status, held) = h.hold(&fans[0], "locked-0", &["A-1-1"]).await;
     assert_eq!(status, 201, "nothing was written under the key: {held}");
+}
+
+/// A queued show's batch that waits on a lock past the limit hands its requests back to run
+/// alone (newcomer review: the worker had no lock wait limit, so one transaction keeping a row
+/// locked stalled every batch of the show, and its requests waited out the gate's 15 s). A
+/// test session locks the cap slots' table, which every hold writes; 12 fans ask for 12 free
+/// seats: the batch gives up after the limit (`hold_lock_wait_ms`, 1 s), each request alone
+/// waits the limit once more and is answered `503` + `Retry-After` with nothing written; the
+/// gate never trips, and once the lock goes the same keys hold. Red without the worker's
+/// limit: the batch waits for as long as the lock is kept (the 30 s bound fails it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_batch_waiting_on_a_lock_hands_its_holds_back() {
+    let h = Harness::on_with(Backend::Postgres, |c| c.queued_shows = vec![SHOW.into()]).await;
+    let mut lock = booking_core::db::begin_write(&h.state.db).await.unwrap();
+    sqlx::query("LOCK TABLE hold_slots IN EXCLUSIVE MODE")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    let fans: Vec<String> = (0..12).map(|i| h.token(&format!("slots-{i}"))).collect();
+    let seat = |i: usize| format!("A-2-{}", i + 1);
+    let ask = |i: usize| {
+        h.http
+            .post(format!("{}/api/shows/{SHOW}/holds", h.base))
+            .bearer_auth(&fans[i])
+            .header("Idempotency-Key", format!("slots-{i}"))
+            .json(&json!({"seats": [seat(i)]}))
+            .send()
+    };
+    let answers = tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        futures::future::join_all((0..fans.len()).map(ask)),
+    )
+    .await
+    .expect("the queue's batch waited on the lock");
+    for r in answers {
+        let r = r.unwrap();
+        assert_eq!(r.status(), 503);
+        assert_eq!(r.headers()["retry-after"], "1");
+    }
+    assert!(!h.state.outage.is_down(), "the outage gate tripped");
+    assert_eq!(h.seat_status(&seat(0)).await, "free");
+    lock.rollback().await.unwrap();
+    for (i, fan) in fans.iter().enumerate() {
+        let (status, held) = h
+            .hold(fan, &format!("slots-{i}"), &[seat(i).as_str()])
+            .await;
+        assert_eq!(status, 201, "nothing was written under the key: {held}");
+    }
+}
+
+/// A checkout step waits for another transaction's lock at most `checkout_lock_wait_ms`
+/// (newcomer review: a release of a hold whose row a session kept locked waited out the 15 s
+/// request limit, and that cut-off tripped the outage gate for every request of the node). A
+/// test session locks a live hold's row; the fan's release is answered `503` + `Retry-After`
+/// after the limit, the hold stays HELD and the gate open; once the lock goes, the same
+/// release is applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checkout_step_waiting_on_a_lock_is_a_retry_not_an_outage() {
+    let h = Harness::on_with(Backend::Postgres, |c| c.checkout_lock_wait_ms = 300).await;
+    let fan = "fan-release";
+    let (status, hold) = h.hold(&h.token(fan), "release-1", &["A-1-1"]).await;
+    assert_eq!(status, 201, "{hold}");
+    let mut lock = booking_core::db::begin_write(&h.state.db).await.unwrap();
+    sqlx::query("SELECT id FROM holds WHERE id = $1 FOR UPDATE")
+        .bind(hold["hold_id"].as_str().unwrap())
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    let release = || {
+        h.http
+            .delete(format!(
+                "{}/api/holds/{}",
+                h.base,
+                hold["hold_id"].as_str().unwrap()
+            ))
+            .bearer_auth(h.token(fan))
+            .send()
+    };
+    let r = release().await.unwrap();
+    assert_eq!(r.status(), 503);
+    assert_eq!(r.headers()["retry-after"], "1");
+    assert!(!h.state.outage.is_down(), "the outage gate tripped");
+    assert_eq!(h.seat_status("A-1-1").await, "held", "nothing was released");
+    lock.rollback().await.unwrap();
+    let r = release().await.unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    assert_eq!(h.seat_status("A-1-1").await, "free");
 }
 
 /// A hold request whose client gives up while its work waits on a lock stays counted as

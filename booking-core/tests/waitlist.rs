@@ -87,6 +87,12 @@ async fn released_seat_goes_to_the_waitlist_and_lapses_to_the_next_fan(b: Backen
     assert_ne!(ec["hold_id"].as_str().unwrap(), offer);
     assert_eq!(h.stats().await["held"], 1);
     assert!(h.metrics().await.contains("bc_waitlist_offers_total"));
+    // C pays the offer: the entry says so (newcomer review: it still said `offered`).
+    let (_, back) = h.approve(&c, ec["hold_id"].as_str().unwrap()).await;
+    h.http.get(back).send().await.unwrap();
+    let ec = entry(&h, &c).await;
+    assert_eq!(ec["status"], "booked", "{ec}");
+    assert_eq!(entry(&h, &bb).await["status"], "lapsed");
 }
 
 /// Ninth session's newcomer review: a waitlist join racing a release left the fan waiting with

@@ -58,6 +58,7 @@ pub struct ConfigFile {
     pub max_holds_per_visitor: u32,
     pub hold_rate_per_min: u32,
     pub hold_lock_wait_ms: u64,
+    pub checkout_lock_wait_ms: u64,
     #[serde(deserialize_with = "secret")]
     pub service_token: Option<Secret>,
     pub shows: Vec<ShowFile>,
@@ -139,6 +140,7 @@ impl Default for ConfigFile {
             max_holds_per_visitor: d.max_holds_per_visitor,
             hold_rate_per_min: d.hold_rate_per_min,
             hold_lock_wait_ms: d.hold_lock_wait_ms,
+            checkout_lock_wait_ms: d.checkout_lock_wait_ms,
             service_token: None,
             shows: Vec::new(),
             queued_shows: Vec::new(),
@@ -238,6 +240,7 @@ impl ConfigFile {
             max_holds_per_visitor: self.max_holds_per_visitor,
             hold_rate_per_min: self.hold_rate_per_min,
             hold_lock_wait_ms: self.hold_lock_wait_ms,
+            checkout_lock_wait_ms: self.checkout_lock_wait_ms,
             service_token: self.service_token,
             shows,
             queued_shows: self.queued_shows,

@@ -190,6 +190,11 @@ impl Config {
         if self.hold_lock_wait_ms > 60_000 {
             p.push("hold_lock_wait_ms: at most 60000 (0: no limit)".into());
         }
+        if self.checkout_lock_wait_ms > 5_000 {
+            // Each statement of a step may wait this long, and a step also calls the gateway:
+            // it must be answered before the request limit cuts it off and trips the gate.
+            p.push("checkout_lock_wait_ms: at most 5000 (0: no limit)".into());
+        }
     }
 
     fn shows_rules(&self, p: &mut Vec<String>) {

@@ -244,7 +244,7 @@ pub fn sibling_pool(db: &Db, max: u32) -> Db {
 }
 
 /// [`sibling_pool`] whose connections also run `session` (SQL, `""` for none) once each,
-/// after [`PG_SESSION`]: the hold requests' pool sets [`holds_session`].
+/// after [`PG_SESSION`]: the hold requests' pool sets [`lock_wait_session`].
 pub fn sibling_pool_with(db: &Db, max: u32, session: Arc<str>) -> Db {
     pg_pool_with(max, session).connect_lazy_with((*db.connect_options()).clone())
 }
@@ -275,16 +275,19 @@ fn pg_pool_with(max: u32, session: Arc<str>) -> AnyPoolOptions {
         })
 }
 
-/// What the hold requests' connections ([`PG_HOLDS_POOL`], `AppState::on_holds`) set once for
-/// their session: `lock_timeout` = `wait_ms` (`Config::hold_lock_wait_ms`, default 1000; 0:
-/// nothing set, no limit). A hold waits for another transaction's locks on its seats (or its
-/// caps' and keys' rows) at most that long, then its statement fails with SQLSTATE 55P03, which is answered `503` + `Retry-After: 1` with nothing written
+/// What a pool's connections set once for their session to bound lock waits: `lock_timeout`
+/// = `wait_ms` (0: nothing set, no limit). The hold requests' pool ([`PG_HOLDS_POOL`],
+/// `AppState::on_holds`) and the hold queue's workers use `Config::hold_lock_wait_ms` (default
+/// 1000), the checkout's pool (`AppState::on_checkout`) `Config::checkout_lock_wait_ms`
+/// (default 2000). A statement waits for another transaction's locks (a hold's seats, its
+/// caps' and keys' rows, a hold's own row) at most that long, then fails with SQLSTATE 55P03,
+/// which is answered `503` + `Retry-After: 1` with the transaction rolled back
 /// (`error::ApiError`), and its connection goes back to the pool. Without it, a transaction
 /// that held seat locks for 25 s (a newcomer review) left every connection of the pool waiting
 /// behind it: every other hold of the node waited out the pool's 5 s acquire timeout, and
 /// those timeouts tripped the outage gate. A hold's own lock waits last milliseconds (another
 /// hold's statement, a batch of the hold queue); 1 s is far above them.
-pub fn holds_session(wait_ms: u64) -> String {
+pub fn lock_wait_session(wait_ms: u64) -> String {
     if wait_ms == 0 {
         String::new()
     } else {

@@ -538,12 +538,19 @@ impl Owned<'_> {
             timing,
             visitor_cap: state.config.max_holds_per_visitor,
         };
-        let created = if queued {
+        // Not decided by the queue (a row it needed was locked outside its batch, or its
+        // worker stopped): run alone, as an unqueued hold.
+        let from_queue = if queued {
             telemetry::hold_phase(
                 "queue",
                 state.hold_queues.submit(&state.db, &state.reads, &req, now),
             )
             .await
+        } else {
+            None
+        };
+        let created = if let Some(decided) = from_queue {
+            decided
         } else if let Some(decided) =
             telemetry::hold_phase("one_trip", self.one_trip(&req, plain)).await
         {

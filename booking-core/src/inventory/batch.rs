@@ -120,8 +120,10 @@ async fn pass(
     };
     // The best free seats of each section a best-available job asks for, read once for the
     // pass as of its earliest `now` (a hold lapsing later in the batch counts as held), the
-    // whole section only when a party finds nothing in them. A section without seats is a 422
-    // before anything is written, as a party alone answers.
+    // whole section only when a party finds nothing in them. A party asking for a section
+    // without seats runs alone, which answers it exactly as without the queue: the session and
+    // caps first (`admission-ended`, …), then `422 unknown-section` (a newcomer review: an
+    // ended admission got the 422 in a batch, the 409 alone). Bad input: rare, and alone cheap.
     let earliest = jobs.iter().map(|(_, now)| *now).min().unwrap_or(0);
     for (i, (r, _)) in jobs.iter().enumerate() {
         let Some(want) = best_of(r).filter(|_| done[i].is_none()) else {
@@ -135,13 +137,11 @@ async fn pass(
                     sections.insert(want.section.to_owned(), (free, whole));
                 }
                 None => {
-                    let p = claim::unprocessable("unknown-section", "Unknown section")
-                        .with("section", crate::error::clip(want.section));
                     for (j, (o, _)) in jobs.iter().enumerate() {
                         if done[j].is_none()
                             && best_of(o).is_some_and(|w| w.section == want.section)
                         {
-                            done[j] = Some(Some(Err(p.clone().into())));
+                            done[j] = Some(None);
                         }
                     }
                 }
@@ -253,7 +253,8 @@ async fn pass(
             now_ms: jobs[*i].1,
         })
         .collect();
-    let taken = hotq::timed("claim", holds::claim_many(tx, pg, show, &asks)).await?;
+    // On PostgreSQL a seat locked outside the batch is skipped, not waited for (see below).
+    let taken = hotq::timed("claim", holds::claim_many(tx, pg, show, &asks, pg)).await?;
     let mut amount: HashMap<&str, (usize, i64)> = HashMap::new();
     for t in &taken {
         let e = amount.entry(t.hold_id.as_str()).or_default();
@@ -303,6 +304,23 @@ async fn pass(
     asked.dedup();
     let latest = jobs.iter().map(|(_, now)| *now).max().unwrap_or(0);
     let seen = holds::availability(&mut **tx, show, &asked, latest).await?;
+    // A loser at the guard whose seats all read free lost to a lock, not to a holder (the
+    // guarded update skips locked seats on PostgreSQL): not decided, nothing of it kept (the
+    // pass runs again without it), and its requester runs it alone, where it waits for the
+    // lock as long as an unqueued hold would.
+    let mut locked = false;
+    for i in lost_at.iter().filter(|_| pg) {
+        let seats = seats_of(&jobs[*i].0);
+        if seats
+            .iter()
+            .all(|s| seen.get(s).and_then(|v| v.as_str()) == Some("free"))
+        {
+            (done[*i], locked) = (Some(Some(Ok(Err(Lost::Locked)))), true);
+        }
+    }
+    if locked {
+        return Ok(Pass::Again);
+    }
     let known: Vec<String> = seen.keys().cloned().collect();
     let settle = |r: &Request<'_>| match claim::unknown_seat(seats_of(r), &known) {
         Some(p) => Err(p.into()),

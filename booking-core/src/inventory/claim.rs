@@ -1070,6 +1070,12 @@ pub enum Lost {
     Section(String, usize, bool, best::NotTaken),
     /// The interval overlaps a live claim of the resource: (kind, resource).
     Interval(String, String),
+    /// Not decided: a row the request needs was locked by a transaction outside the hold
+    /// queue's batch, which skipped it rather than wait (its seats, `FOR UPDATE SKIP LOCKED`,
+    /// or any lock past the worker's `lock_timeout`). Nothing of it was written; the requester
+    /// runs it alone, where it waits for the lock like an unqueued hold
+    /// ([`crate::inventory::hotq::HoldQueues::submit`]). Never answered to a fan as such.
+    Locked,
 }
 
 /// 409 `seats-unavailable` with the asked seats' fresh effective statuses (`{seat: status}`).
@@ -1080,13 +1086,15 @@ pub fn seats_unavailable(availability: serde_json::Map<String, Value>) -> Proble
 }
 
 impl Lost {
-    /// The problem kind of [`Lost::problem`], one of [`LOST_KINDS`].
+    /// The problem kind of [`Lost::problem`]: one of [`LOST_KINDS`], or `seats-locked` for
+    /// [`Lost::Locked`] (not a refusal).
     pub fn kind(&self) -> &'static str {
         LOST_KINDS[match self {
             Lost::Seats(_) | Lost::SeatsSeen(_) => 0,
             Lost::Pool(_) => 1,
             Lost::Section(..) => 2,
             Lost::Interval(..) => 3,
+            Lost::Locked => return "seats-locked",
         }]
     }
 
@@ -1134,6 +1142,8 @@ impl Lost {
             Lost::Interval(..) => conflict(self.kind(), "Interval taken").detail(
                 "the resource is held or booked for part of this interval; nothing was held",
             ),
+            // Its requester runs it alone; were it answered, it is a lock wait.
+            Lost::Locked => crate::error::lock_wait(),
         })
     }
 }

@@ -59,15 +59,13 @@ pub struct Group<W: Work> {
     inbox: Mutex<Option<mpsc::Sender<Job<W>>>>,
     batches: Arc<AtomicU64>,
     pending: AtomicUsize,
+    /// SQL the worker's connections run once (`""`: none), [`Group::with_session`].
+    session: Arc<str>,
 }
 
 impl<W: Work> Default for Group<W> {
     fn default() -> Self {
-        Self {
-            inbox: Mutex::new(None),
-            batches: Arc::default(),
-            pending: AtomicUsize::new(0),
-        }
+        Self::with_session("")
     }
 }
 
@@ -82,6 +80,18 @@ impl<W: Work> std::fmt::Debug for Group<W> {
 }
 
 impl<W: Work> Group<W> {
+    /// A group commit whose worker's connections (PostgreSQL) run `session` once each: a
+    /// [`crate::db::lock_wait_session`], so a batch waits for a row another transaction keeps
+    /// locked at most that long, then fails and its callers work alone.
+    pub fn with_session(session: &str) -> Self {
+        Self {
+            inbox: Mutex::new(None),
+            batches: Arc::default(),
+            pending: AtomicUsize::new(0),
+            session: Arc::from(session),
+        }
+    }
+
     /// Hands `item` to the worker on `db` and waits until its batch is committed: its answer,
     /// or `None` when the batch failed or the worker is gone (the caller then works alone).
     /// Errors: the database did not answer the batch (`error::is_unreachable`; the caller
@@ -89,10 +99,11 @@ impl<W: Work> Group<W> {
     pub async fn submit(&self, db: &Db, item: W::Item) -> sqlx::Result<Option<W::Answer>> {
         let tx = inbox(&self.inbox, QUEUE_DEPTH, |rx| {
             let batches = self.batches.clone();
-            crate::db::dedicated::spawn(
+            crate::db::dedicated::spawn_with(
                 db,
                 W::METRIC,
                 crate::db::dedicated::CONNECTIONS,
+                self.session.clone(),
                 move |db| run::<W>(db, rx, batches),
             );
         });

@@ -255,7 +255,7 @@ pub async fn claim(
         seats,
         now_ms,
     };
-    let got = claim_many(tx, pg, show, &[ask]).await?;
+    let got = claim_many(tx, pg, show, &[ask], false).await?;
     Ok(got.into_iter().map(|g| g.price_cents).collect())
 }
 
@@ -299,14 +299,23 @@ pub struct Taken {
 /// a hold-queue batch, which holds an earlier pass's locks, deadlock with releases). The guard
 /// in the update's `WHERE` still decides each row. SQLite has one writer
 /// (`BEGIN IMMEDIATE`): nothing to lock.
+///
+/// With `skip_locked` (the hold queue's batches), a seat another transaction has locked is
+/// skipped (`FOR UPDATE SKIP LOCKED`) rather than waited for, and an ask with such a seat
+/// loses here like one with a taken seat: a batch of a whole show's holds never waits on one
+/// seat's lock (a newcomer review: a seat kept locked in a session stalled every batch of a
+/// queued show behind it). The caller tells the two apart by a read of the seats afterwards:
+/// a loser whose seats all read free lost to a lock, not to a holder.
 pub async fn claim_many(
     tx: &mut db::Tx<'_>,
     pg: bool,
     show: &str,
     asks: &[SeatAsk<'_>],
+    skip_locked: bool,
 ) -> sqlx::Result<Vec<Taken>> {
     crate::inventory::seatmap::touch();
-    let Some((sql, b)) = claim_many_sql(pg, show, asks) else {
+    let mut b = db::Binds::default();
+    let Some(sql) = claim_many_into(&mut b, pg, show, asks, skip_locked) else {
         return Ok(Vec::new());
     };
     sqlx::query_as_with(&sql, b.args())
@@ -318,17 +327,18 @@ pub async fn claim_many(
 /// Also run by SQLite's writer thread ([`crate::inventory::fast`]).
 pub fn claim_many_sql(pg: bool, show: &str, asks: &[SeatAsk<'_>]) -> Option<(String, db::Binds)> {
     let mut b = db::Binds::default();
-    claim_many_into(&mut b, pg, show, asks).map(|sql| (sql, b))
+    claim_many_into(&mut b, pg, show, asks, false).map(|sql| (sql, b))
 }
 
 /// The SQL of [`claim_many`], its values bound into `b` (which may hold a larger statement's
 /// values already: the one-round-trip hold on PostgreSQL, [`crate::inventory::onetrip`], nests
-/// it as a data-modifying CTE); `None` when no seat is asked.
+/// it as a data-modifying CTE); `None` when no seat is asked. `skip_locked`: see [`claim_many`].
 pub(crate) fn claim_many_into(
     b: &mut db::Binds,
     pg: bool,
     show: &str,
     asks: &[SeatAsk<'_>],
+    skip_locked: bool,
 ) -> Option<String> {
     let show_p = b.push(show.to_owned());
     let mut rows = Vec::new();
@@ -363,12 +373,13 @@ pub(crate) fn claim_many_into(
              l AS MATERIALIZED (SELECT seat_id, status, hold_expires_at FROM seats \
              WHERE show_id = {show_p} AND seat_id IN (SELECT seat FROM w) \
              AND (status = 'free' OR (status = 'held' AND hold_expires_at <= {latest})) \
-             ORDER BY seat_id FOR UPDATE), \
+             ORDER BY seat_id FOR UPDATE{skip}), \
              bad AS (SELECT DISTINCT w.hold FROM w LEFT JOIN l ON l.seat_id = w.seat \
              WHERE l.seat_id IS NULL OR NOT {}) \
              UPDATE seats {set} FROM w WHERE seats.show_id = {show_p} AND seats.seat_id = w.seat \
              AND w.hold NOT IN (SELECT hold FROM bad) AND {guard} {back}",
-            free("l")
+            free("l"),
+            skip = if skip_locked { " SKIP LOCKED" } else { "" },
         )
     } else {
         format!(

@@ -22,7 +22,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::db::{self, Backend, Db};
 use crate::door::Admission;
-use crate::error::ApiResult;
+use crate::error::{ApiError, ApiResult};
 use crate::inventory::batch;
 use crate::inventory::claim::{self, Ask, HoldAnswer, Lost, Request, Timing};
 
@@ -96,12 +96,18 @@ pub struct Job {
 pub struct HoldQueues {
     enabled: RwLock<HashSet<String>>,
     inboxes: Mutex<HashMap<String, mpsc::Sender<Job>>>,
+    /// SQL each worker connection runs once ([`start`]); empty for none.
+    session: String,
 }
 
 impl HoldQueues {
-    /// Queues with `shows` switched on.
-    pub fn new(shows: &[String]) -> Self {
-        let q = Self::default();
+    /// Queues with `shows` switched on, whose workers' connections run `session` (SQL, `""`
+    /// for none: the hold requests' [`db::lock_wait_session`]).
+    pub fn new(shows: &[String], session: &str) -> Self {
+        let q = Self {
+            session: session.to_owned(),
+            ..Self::default()
+        };
         for s in shows {
             q.set(s, true);
         }
@@ -140,19 +146,21 @@ impl HoldQueues {
 
     /// Queues `r` and waits for its answer (the worker of the show is started on first use);
     /// a refusal's fresh availability is read from `reads` (as [`claim::create`]), unless the
-    /// batch read it already ([`Lost::SeatsSeen`]).
+    /// batch read it already ([`Lost::SeatsSeen`]). `None`: not decided, the caller runs `r`
+    /// alone, as an unqueued hold: a row it needs was locked outside the batch
+    /// ([`Lost::Locked`]), or the show's worker has stopped.
     pub async fn submit(
         &self,
         db: &Db,
         reads: &Db,
         r: &Request<'_>,
         now_ms: i64,
-    ) -> ApiResult<HoldAnswer> {
+    ) -> Option<ApiResult<HoldAnswer>> {
         let tx = {
             let mut m = self.inboxes.lock().expect("hold queue inboxes");
             let alive = m.get(r.show).filter(|t| !t.is_closed()).cloned();
             alive.unwrap_or_else(|| {
-                let t = start(db);
+                let t = start(db, &self.session);
                 m.insert(r.show.to_owned(), t.clone());
                 t
             })
@@ -164,18 +172,25 @@ impl HoldQueues {
             reply,
         };
         let queued = std::time::Instant::now();
-        if let Err(mpsc::error::SendError(job)) = tx.send(job).await {
-            return claim::create(db, reads, None, &job.req.request(), now_ms).await;
+        if tx.send(job).await.is_err() {
+            return None;
         }
         let answer = answer.await;
         // From queueing to the answer (waiting for earlier batches, then its own).
         metrics::histogram!("bc_hold_queue_seconds").record(queued.elapsed().as_secs_f64());
-        match answer {
+        Some(match answer {
             Ok(Ok(Ok(a))) => Ok(a),
-            Ok(Ok(Err(lost))) => Err(lost.problem(reads, None, r.show, now_ms).await?.into()),
+            Ok(Ok(Err(Lost::Locked))) => {
+                metrics::counter!("bc_hold_queue_handed_back_total").increment(1);
+                return None;
+            }
+            Ok(Ok(Err(lost))) => match lost.problem(reads, None, r.show, now_ms).await {
+                Ok(p) => Err(p.into()),
+                Err(e) => Err(e.into()),
+            },
             Ok(Err(e)) => Err(e),
             Err(_) => Err(anyhow::anyhow!("hold queue worker stopped").into()),
-        }
+        })
     }
 }
 
@@ -184,12 +199,17 @@ impl HoldQueues {
 /// show waits for it, and a batch is about ten round trips one after another; in the seed
 /// rehearsal its batches took 0.25–0.5 s as a task of the shared runtime, 2.5 ms (median) on
 /// its own thread).
-fn start(db: &Db) -> mpsc::Sender<Job> {
+///
+/// Its connections run `session` (the hold requests' [`db::lock_wait_session`], their
+/// `lock_timeout`): a batch waits for a row locked outside it at most that long, then its
+/// requests run alone ([`step`]).
+fn start(db: &Db, session: &str) -> mpsc::Sender<Job> {
     let (t, rx) = mpsc::channel(QUEUE_DEPTH);
-    db::dedicated::spawn(
+    db::dedicated::spawn_with(
         db,
         "hold-queue",
         db::dedicated::CONNECTIONS,
+        std::sync::Arc::from(session),
         move |db| async move {
             let _ = run(db, rx).await;
         },
@@ -250,6 +270,9 @@ pub struct Stepped {
     pub alone: usize,
     /// Answered with the batch's own failure: the database did not answer.
     pub unreachable: usize,
+    /// Handed back to their requesters to run alone ([`Lost::Locked`]): the batch waited
+    /// past its `lock_timeout` for a row another transaction held.
+    pub handed_back: usize,
 }
 
 /// Applies one batch and answers every request of it. When the batch fails, each request is
@@ -271,6 +294,20 @@ pub async fn step(db: &Db, batch: Vec<Job>) -> Stepped {
             }
             Stepped {
                 in_batch: n,
+                ..Stepped::default()
+            }
+        }
+        Err(sqlx::Error::Database(e)) if crate::error::is_lock_wait(&*e) => {
+            // A row the batch needed (a key's, a cap slot's, a pool's) stayed locked past the
+            // worker's `lock_timeout`: nothing of the batch was written, and each request runs
+            // alone at its requester's, side by side, where only those that need the locked
+            // row wait for it (run alone here, one after another, each would wait again).
+            tracing::warn!(error = %e, requests = n, "hold queue batch: a lock wait timed out; its requests run alone");
+            for job in batch {
+                let _ = job.reply.send(Ok(Err(Lost::Locked)));
+            }
+            Stepped {
+                handed_back: n,
                 ..Stepped::default()
             }
         }
@@ -375,7 +412,7 @@ async fn apply(db: &Db, batch: &[Job]) -> sqlx::Result<Vec<Outcome>> {
     let lost: Vec<(Request<'_>, i64)> = batch
         .iter()
         .zip(&out)
-        .filter(|(_, o)| matches!(o, Some(Ok(Err(_)))))
+        .filter(|(_, o)| matches!(o, Some(Ok(Err(l))) if !matches!(l, Lost::Locked)))
         .map(|(j, _)| (j.req.request(), j.now_ms))
         .collect();
     let lost: Vec<(&Request<'_>, i64)> = lost.iter().map(|(r, now)| (r, *now)).collect();
@@ -403,7 +440,12 @@ async fn one_by_one(
     for &i in idx {
         let job = &batch[i];
         let mut sp = sqlx::Acquire::begin(&mut **tx).await?;
-        let r = claim::create_in(&mut sp, pg, &job.req.request(), job.now_ms).await;
+        let mut r = claim::create_in(&mut sp, pg, &job.req.request(), job.now_ms).await;
+        if matches!(&r, Err(ApiError::Db(sqlx::Error::Database(e))) if crate::error::is_lock_wait(&**e))
+        {
+            // Past the worker's lock wait limit: its requester runs it alone.
+            r = Ok(Err(Lost::Locked));
+        }
         if matches!(r, Ok(Ok(_))) {
             sp.commit().await?;
         } else {

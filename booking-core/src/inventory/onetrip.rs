@@ -135,7 +135,7 @@ pub(crate) fn sql(
         seats,
         now_ms,
     };
-    let claim = holds::claim_many_into(&mut b, true, r.show, &[ask])?;
+    let claim = holds::claim_many_into(&mut b, true, r.show, &[ask], false)?;
     let asked = b.push(i64::try_from(seats.len()).unwrap_or(i64::MAX));
     let amount = "(SELECT CAST(COALESCE(SUM(price_cents), 0) AS BIGINT) FROM c)";
     let key = format!(
@@ -280,8 +280,12 @@ pub struct OwnRelease {
 /// (committed), false when its guard failed and nothing of it was written (the caller then
 /// decides it as after [`release_own`]). The seats of every released hold are locked in
 /// (show, seat) order, the order holds lock them in, so a batch and a hold never wait on each
-/// other in a cycle. `Err`: the database's, deadlocks and serialization failures included (the
-/// caller then releases each alone).
+/// other in a cycle. A hold whose row another transaction keeps locked is skipped (`FOR UPDATE
+/// SKIP LOCKED`): false, and its caller decides it alone, where it waits for the lock at most
+/// `Config::checkout_lock_wait_ms` (newcomer review: one such hold made its batch, and every
+/// fan's release in it, wait as long as the lock was kept). `Err`: the database's, deadlocks,
+/// serialization failures and lock waits past the worker's limit included (the caller then
+/// releases each alone).
 pub async fn release_own_many(db: &Db, items: &[&OwnRelease]) -> sqlx::Result<Vec<bool>> {
     let (sql, b) = release_own_many_sql(items);
     let released: Vec<(String, String)> = sqlx::query_as_with(&sql, b.args()).fetch_all(db).await?;
@@ -342,8 +346,10 @@ pub(crate) fn release_own_many_sql(items: &[&OwnRelease]) -> (String, db::Binds)
     let closed = crate::outbox::notify::SLOT_CLOSED;
     let sql = format!(
         "WITH v (hold, show, jti, visitor, payment, at, reason, payload) AS (VALUES {rows}), \
+         k AS MATERIALIZED (SELECT id FROM holds WHERE id IN (SELECT hold FROM v) \
+         FOR UPDATE SKIP LOCKED), \
          h AS (UPDATE holds SET status = 'RELEASED', ended_as = {end}, released_at = v.at FROM v \
-         WHERE holds.id = v.hold AND holds.status = 'HELD' \
+         WHERE holds.id = v.hold AND holds.id IN (SELECT id FROM k) AND holds.status = 'HELD' \
          AND COALESCE(holds.payment_id, '') = v.payment AND holds.show_id = v.show \
          AND holds.admission_jti = v.jti AND holds.visitor_id = v.visitor \
          AND NOT EXISTS (SELECT 1 FROM waitlist w WHERE w.show_id = v.show AND w.status = 'waiting') \

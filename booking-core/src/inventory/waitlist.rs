@@ -66,16 +66,23 @@ pub async fn admission_ended(db: &Db, jti: &str) -> sqlx::Result<bool> {
 /// `visitor_id`, so fans who joined in the same millisecond each have a position of their own)
 /// and the offered `hold_id`; `None` when the fan never joined.
 pub async fn status(db: &Db, show: &str, visitor: &str) -> sqlx::Result<Option<Value>> {
-    let row: Option<(String, i64, Option<String>, Option<String>)> = sqlx::query_as(
-        "SELECT status, joined_at, hold_id, pool_id FROM waitlist WHERE show_id = $1 AND visitor_id = $2",
-    )
-    .bind(show)
-    .bind(visitor)
-    .fetch_optional(db)
-    .await?;
-    let Some((st, joined, hold, pool)) = row else {
+    let row: Option<(String, i64, Option<String>, Option<String>, Option<String>)> =
+        sqlx::query_as(
+            "SELECT w.status, w.joined_at, w.hold_id, w.pool_id, h.status FROM waitlist w \
+             LEFT JOIN holds h ON h.id = w.hold_id WHERE w.show_id = $1 AND w.visitor_id = $2",
+        )
+        .bind(show)
+        .bind(visitor)
+        .fetch_optional(db)
+        .await?;
+    let Some((mut st, joined, hold, pool, held)) = row else {
         return Ok(None);
     };
+    if st == "offered" && held.as_deref() == Some("PAID") {
+        // The fan paid the offer (a newcomer review: the entry still said `offered` after the
+        // booking). Read from the hold, so a payment writes nothing more.
+        st = "booked".into();
+    }
     let mut v = json!({"show": show, "status": st, "joined_at": joined / 1000});
     if let Some(p) = pool {
         v["pool"] = p.into();

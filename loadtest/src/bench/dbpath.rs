@@ -67,7 +67,10 @@ pub async fn measure(
     db::seed_show(&db, &show).await?;
     release_leftovers(&url, SHOW).await?;
     let seats: Arc<Vec<String>> = Arc::new((1..=SEATS).map(|n| format!("A-1-{n}")).collect());
-    let queues = Arc::new(HoldQueues::new(&[SHOW.to_owned()]));
+    let queues = Arc::new(HoldQueues::new(
+        &[SHOW.to_owned()],
+        &db::lock_wait_session(booking_core::config::Config::default().hold_lock_wait_ms),
+    ));
     let next = Arc::new(AtomicU64::new(0));
     let run = now_ms();
     // SQLite's writer thread (`db::writer`): the hot path a SQLite file takes in the service.
@@ -142,7 +145,11 @@ pub async fn measure(
                 };
                 let (t, now) = (Instant::now(), now_ms());
                 let answer = match mode {
-                    Mode::Queued => queues.submit(&db, &db, &r, now).await,
+                    Mode::Queued => match queues.submit(&db, &db, &r, now).await {
+                        Some(answer) => answer,
+                        // Not decided (a lock outside the batch): alone, as the service does.
+                        None => claim::create(&db, &db, None, &r, now).await,
+                    },
                     Mode::Concurrent => claim::create(&db, &db, None, &r, now).await,
                     Mode::Writer => {
                         fast::create(writer.as_deref(), None, &db, &db, None, &r, now).await
