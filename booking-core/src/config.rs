@@ -86,6 +86,9 @@ pub struct ShowConfig {
     pub venue: Venue,
 }
 
+/// `Config::hold_lock_wait_ms`'s default, milliseconds.
+pub const HOLD_LOCK_WAIT_MS: u64 = 1000;
+
 /// Booking-core configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -251,7 +254,7 @@ impl Config {
             max_seats_per_hold: 4,
             max_holds_per_visitor: 2,
             hold_rate_per_min: 10,
-            hold_lock_wait_ms: 1000,
+            hold_lock_wait_ms: HOLD_LOCK_WAIT_MS,
             checkout_lock_wait_ms: 2000,
             service_token: None,
             shows: vec![ShowConfig {

@@ -52,6 +52,7 @@ enum Command {
 }
 
 mod joins;
+mod lateness;
 mod order;
 mod picks;
 mod rehearsal;
@@ -79,10 +80,17 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => e.exit(),
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
+    // `rush`: the fans' worker threads at `--generator-nice` (`lateness`). The services of
+    // `--spawn` start their own runtimes from the main thread, at its priority.
+    let nice = match &cli.command {
+        Command::Rush(args) => args.generator_nice,
+        _ => 0,
+    };
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if nice != 0 {
+        builder.on_thread_start(move || lateness::set_this_thread(nice));
+    }
+    let rt = builder.enable_all().build().expect("tokio runtime");
     let result = rt.block_on(async {
         match cli.command {
             Command::Rush(mut args) => {

@@ -19,6 +19,12 @@ pub struct RushArgs {
     /// the fans' runtime; default: one per CPU, as their own processes would have).
     #[arg(long)]
     service_threads: Option<usize>,
+    /// Nice value of the fans' runtime threads (−20 … 19; 0: leave it): fans' browsers run on
+    /// machines of their own, so the generator should not queue behind the services and the
+    /// database it measures (`crate::lateness`). Raising a priority needs root or
+    /// `CAP_SYS_NICE`; without, the run goes on at 0 and says so.
+    #[arg(long, default_value_t = crate::lateness::GENERATOR_NICE, allow_hyphen_values = true)]
+    pub generator_nice: i32,
     /// Number of synthetic fans.
     #[arg(long, default_value_t = 1000)]
     fans: usize,
@@ -192,6 +198,7 @@ pub async fn run(args: RushArgs) -> anyhow::Result<bool> {
     crate::calls::set_concurrency(args.concurrency);
     let stats = Arc::new(Stats::default());
     crate::timeline::start(started);
+    let probe = crate::lateness::spawn();
     let mut target = target;
     let poller = args.shared_status.then(|| {
         let (rx, task) = fan::spawn_status_poller(
@@ -298,6 +305,29 @@ pub async fn run(args: RushArgs) -> anyhow::Result<bool> {
     };
     let office = back_office(&client, &target, &admin_token).await?;
     let hold_busy = print_figures(&fans, &stats, wall);
+    match crate::lateness::priority() {
+        Some(Ok(nice)) => println!(
+            "the fans' runtime threads ran at nice {nice} (--generator-nice), the services' and \
+             the database's at their own"
+        ),
+        Some(Err(why)) => println!(
+            "the fans' runtime threads ran at the services' priority ({why}: needs root or \
+             CAP_SYS_NICE): the latencies include the generator's own queueing"
+        ),
+        None => {}
+    }
+    if let Some(l) = probe.finish(hold_busy.as_ref().map(|b| (b.from_ms, b.to_ms))) {
+        println!(
+            "the load generator's own lateness during the rush: a {} ms timer of the fans' \
+             runtime woke p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms late ({} wake-ups); every \
+             latency above includes such waits (crate::lateness)",
+            crate::lateness::TICK.as_millis(),
+            l.p50_ms,
+            l.p99_ms,
+            l.max_ms,
+            l.samples
+        );
+    }
     let mut results = checks::run(&fans, max_active, &office, stats.totals());
     results.extend(money_checks(&client, &target, &admin_token, gateway.as_deref()).await?);
     sold_out_told(&client, &target, &office.stats).await;

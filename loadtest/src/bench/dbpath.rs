@@ -69,7 +69,7 @@ pub async fn measure(
     let seats: Arc<Vec<String>> = Arc::new((1..=SEATS).map(|n| format!("A-1-{n}")).collect());
     let queues = Arc::new(HoldQueues::new(
         &[SHOW.to_owned()],
-        &db::lock_wait_session(booking_core::config::Config::default().hold_lock_wait_ms),
+        &db::lock_wait_session(booking_core::config::HOLD_LOCK_WAIT_MS),
     ));
     let next = Arc::new(AtomicU64::new(0));
     let run = now_ms();
