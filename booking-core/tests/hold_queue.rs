@@ -690,10 +690,8 @@ async fn a_seeded_show_has_statistics_before_its_first_hold() {
     assert_eq!(analysed.0, 600.0, "{analysed:?}");
 }
 
-/// An outbid request of an admission whose session ended is refused `admission-ended`, as its
-/// own transaction refuses it without the queue (the session is checked before the seats), not
-/// `seats-unavailable` (a newcomer review: 2–7 of 20 such requests with the queue on).
-async fn an_outbid_request_of_an_ended_admission_is_refused_as_ended(b: Backend) {
+/// A 10-seat show whose fan `left` (admission `jti-left`) has ended its session; its `now`.
+async fn with_fan_left(b: Backend) -> (Harness, i64) {
     let h = Harness::on_with(b, |c| Harness::small_venue(c, 10)).await;
     let now = h.now_s() * 1000;
     sqlx::query("INSERT INTO admissions_ended (jti, at) VALUES ($1, $2)")
@@ -702,6 +700,14 @@ async fn an_outbid_request_of_an_ended_admission_is_refused_as_ended(b: Backend)
         .execute(&h.state.db)
         .await
         .unwrap();
+    (h, now)
+}
+
+/// An outbid request of an admission whose session ended is refused `admission-ended`, as its
+/// own transaction refuses it without the queue (the session is checked before the seats), not
+/// `seats-unavailable` (a newcomer review: 2–7 of 20 such requests with the queue on).
+async fn an_outbid_request_of_an_ended_admission_is_refused_as_ended(b: Backend) {
+    let (h, now) = with_fan_left(b).await;
     let jobs = vec![
         job("first", &[1], now),
         job("left", &[1], now),
@@ -728,14 +734,7 @@ async fn an_outbid_request_of_an_ended_admission_is_refused_as_ended(b: Backend)
 /// session is checked before the seats), else `422 unknown-section` (a newcomer review: with
 /// the queue the ended admission got the 422, without it the 409).
 async fn an_unknown_section_is_refused_in_a_batch_as_alone(b: Backend) {
-    let h = Harness::on_with(b, |c| Harness::small_venue(c, 10)).await;
-    let now = h.now_s() * 1000;
-    sqlx::query("INSERT INTO admissions_ended (jti, at) VALUES ($1, $2)")
-        .bind("jti-left")
-        .bind(now)
-        .execute(&h.state.db)
-        .await
-        .unwrap();
+    let (h, now) = with_fan_left(b).await;
     let jobs = vec![
         best("left", "NOWHERE", 2, false, now),
         best("lost", "NOWHERE", 2, false, now),
