@@ -66,15 +66,16 @@ pub async fn admission_ended(db: &Db, jti: &str) -> sqlx::Result<bool> {
 /// `visitor_id`, so fans who joined in the same millisecond each have a position of their own)
 /// and the offered `hold_id`; `None` when the fan never joined.
 pub async fn status(db: &Db, show: &str, visitor: &str) -> sqlx::Result<Option<Value>> {
-    let row: Option<(String, i64, Option<String>, Option<String>, Option<String>)> =
-        sqlx::query_as(
-            "SELECT w.status, w.joined_at, w.hold_id, w.pool_id, h.status FROM waitlist w \
+    /// Status, joined at (epoch ms), offered hold, pool, and the offered hold's status.
+    type Entry = (String, i64, Option<String>, Option<String>, Option<String>);
+    let row: Option<Entry> = sqlx::query_as(
+        "SELECT w.status, w.joined_at, w.hold_id, w.pool_id, h.status FROM waitlist w \
              LEFT JOIN holds h ON h.id = w.hold_id WHERE w.show_id = $1 AND w.visitor_id = $2",
-        )
-        .bind(show)
-        .bind(visitor)
-        .fetch_optional(db)
-        .await?;
+    )
+    .bind(show)
+    .bind(visitor)
+    .fetch_optional(db)
+    .await?;
     let Some((mut st, joined, hold, pool, held)) = row else {
         return Ok(None);
     };
