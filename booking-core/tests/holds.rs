@@ -501,6 +501,52 @@ async fn a_seat_locked_for_long_costs_a_retry(queued: bool) {
     assert_eq!(status, 201, "nothing was written under the key: {held}");
 }
 
+/// Copies of one hold (same key, same body) sent at once while its seat is locked share the
+/// first one's lock wait (a newcomer review: four copies were answered after 1, 2, 3 and 4 s,
+/// each waiting out the lock again in turn): the owner's `503` is published to the copies
+/// waiting for it, which answer it as replays. Red without: no replay, each copy ran itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copies_of_a_hold_on_a_locked_seat_share_one_lock_wait() {
+    let h = Harness::on_with(Backend::Postgres, |c| c.hold_lock_wait_ms = 3_000).await;
+    let mut lock = booking_core::db::begin_write(&h.state.db).await.unwrap();
+    sqlx::query("SELECT seat_id FROM seats WHERE seat_id = 'A-1-1' FOR UPDATE")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    let replays = || async {
+        h.metrics()
+            .await
+            .lines()
+            .filter(|l| l.starts_with("bc_idempotent_replays_total"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    let before = replays().await;
+    let token = h.token("copies");
+    let copy = || {
+        h.http
+            .post(format!("{}/api/shows/{SHOW}/holds", h.base))
+            .bearer_auth(&token)
+            .header("Idempotency-Key", "copies-1")
+            .json(&json!({"seats": ["A-1-1"]}))
+            .send()
+    };
+    let answers = futures::future::join_all((0..4).map(|_| copy())).await;
+    for r in answers {
+        let r = r.unwrap();
+        assert_eq!(r.status(), 503);
+        assert_eq!(r.headers()["retry-after"], "1");
+    }
+    assert_eq!(
+        replays().await - before,
+        3.0,
+        "the copies answered the first one's 503"
+    );
+    lock.rollback().await.unwrap();
+    let (status, held) = h.hold(&token, "copies-1", &["A-1-1"]).await;
+    assert_eq!(status, 201, "{held}");
+}
+
 /// A queued show's batch that waits on a lock past the limit hands its requests back to run
 /// alone (newcomer review: the worker had no lock wait limit, so one transaction keeping a row
 /// locked stalled every batch of the show, and its requests waited out the gate's 15 s). A

@@ -23,7 +23,12 @@ pub struct RushArgs {
     /// machines of their own, so the generator should not queue behind the services and the
     /// database it measures (`crate::lateness`). Raising a priority needs root or
     /// `CAP_SYS_NICE`; without, the run goes on at 0 and says so.
-    #[arg(long, default_value_t = crate::lateness::GENERATOR_NICE, allow_hyphen_values = true)]
+    #[arg(
+        long,
+        default_value_t = crate::lateness::GENERATOR_NICE,
+        allow_hyphen_values = true,
+        value_parser = clap::value_parser!(i32).range(-20..=19)
+    )]
     pub generator_nice: i32,
     /// Number of synthetic fans.
     #[arg(long, default_value_t = 1000)]

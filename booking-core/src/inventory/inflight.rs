@@ -46,12 +46,18 @@ pub struct Owner {
 
 impl Owner {
     /// Publishes the owner's `outcome` for its request of hash `hash` to the waiters: a
-    /// response or a problem (4xx, 503); an unexpected error publishes nothing, and each
-    /// waiter then looks for the stored answer and may run the request itself.
+    /// response or a problem (4xx, 503), a lock wait past the limit as its 503
+    /// ([`crate::error::lock_wait`]: a newcomer review: four copies of a hold on a locked seat,
+    /// sent at once, were answered after 1, 2, 3 and 4 s, each waiting out the lock again in
+    /// turn); any other error publishes nothing, and each waiter then looks for the stored
+    /// answer and may run the request itself.
     pub fn finish(&self, hash: &str, outcome: &ApiResult<(StatusCode, Value)>) {
         let answer = match outcome {
             Ok(a) => Ok(a.clone()),
             Err(ApiError::Problem(p)) => Err(p.clone()),
+            Err(ApiError::Db(sqlx::Error::Database(e))) if crate::error::is_lock_wait(&**e) => {
+                Err(crate::error::lock_wait())
+            }
             Err(_) => return,
         };
         let done = Arc::new(Done {
