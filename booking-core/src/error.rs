@@ -109,6 +109,19 @@ pub fn is_lock_wait(e: &(dyn sqlx::error::DatabaseError + 'static)) -> bool {
     e.code().as_deref() == Some("55P03")
 }
 
+/// Whether `e` is a statement's lock wait past the session's `lock_timeout` ([`is_lock_wait`]).
+pub fn lock_waited(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(d) if is_lock_wait(&**d))
+}
+
+impl ApiError {
+    /// Whether this is a database lock wait past the session's `lock_timeout` ([`lock_waited`]):
+    /// answered [`lock_wait`], nothing written.
+    pub fn is_lock_wait(&self) -> bool {
+        matches!(self, ApiError::Db(e) if lock_waited(e))
+    }
+}
+
 /// `503` + `Retry-After: 1`: another transaction holds a lock the request waited for past the
 /// limit (`Config::hold_lock_wait_ms`), nothing written.
 pub fn lock_wait() -> Problem {

@@ -45,11 +45,12 @@ async fn a_best_party_whose_block_a_writer_outside_the_queue_took_runs_alone_pos
 async fn a_seat_locked_outside_the_batch_is_handed_back_not_waited_for_postgres() {
     let h = Harness::on_with(Backend::Postgres, |c| Harness::small_venue(c, 10)).await;
     let now = h.now_s() * 1000;
-    let mut lock = booking_core::db::begin_write(&h.state.db).await.unwrap();
-    sqlx::query("SELECT seat_id FROM seats WHERE seat_id = 'A-1-1' FOR UPDATE")
-        .execute(&mut *lock)
-        .await
-        .unwrap();
+    let lock = h
+        .locking(
+            "SELECT seat_id FROM seats WHERE seat_id = 'A-1-1' FOR UPDATE",
+            &[],
+        )
+        .await;
     let jobs = vec![
         job("locked", &[1, 2], now),
         job("free", &[3], now),

@@ -387,11 +387,9 @@ async fn a_hold_waiting_on_a_lock_is_reported_running() {
     };
     let (finished_before, running) = load().await;
     assert_eq!(running.last(), Some(&0), "nothing runs yet: {running:?}");
-    let mut lock = booking_core::db::begin_write(&h.state.db).await.unwrap();
-    sqlx::query("LOCK TABLE hold_slots IN EXCLUSIVE MODE")
-        .execute(&mut *lock)
-        .await
-        .unwrap();
+    let lock = h
+        .locking("LOCK TABLE hold_slots IN EXCLUSIVE MODE", &[])
+        .await;
     let fan = h.token("fan-stuck");
     let stuck = h.hold(&fan, "stuck-1", &["A-1-1"]);
     let watch = async {
@@ -451,11 +449,12 @@ async fn a_seat_locked_for_long_costs_a_retry(queued: bool) {
         }
     })
     .await;
-    let mut lock = booking_core::db::begin_write(&h.state.db).await.unwrap();
-    sqlx::query("SELECT seat_id FROM seats WHERE seat_id = 'A-1-1' FOR UPDATE")
-        .execute(&mut *lock)
-        .await
-        .unwrap();
+    let lock = h
+        .locking(
+            "SELECT seat_id FROM seats WHERE seat_id = 'A-1-1' FOR UPDATE",
+            &[],
+        )
+        .await;
     let fans: Vec<String> = (0..50).map(|i| h.token(&format!("locked-{i}"))).collect();
     let ask = |token: &String, key: String| {
         h.http
@@ -515,12 +514,12 @@ async fn copies_of_a_hold_on_a_locked_seat_share_one_lock_wait() {
         c.shows[0].id = OWN.into();
     })
     .await;
-    let mut lock = booking_core::db::begin_write(&h.state.db).await.unwrap();
-    sqlx::query("SELECT seat_id FROM seats WHERE show_id = $1 AND seat_id = 'A-1-1' FOR UPDATE")
-        .bind(OWN)
-        .execute(&mut *lock)
-        .await
-        .unwrap();
+    let lock = h
+        .locking(
+            "SELECT seat_id FROM seats WHERE show_id = $1 AND seat_id = 'A-1-1' FOR UPDATE",
+            &[OWN],
+        )
+        .await;
     let replays = || async {
         h.metrics()
             .await
@@ -568,11 +567,9 @@ async fn copies_of_a_hold_on_a_locked_seat_share_one_lock_wait() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queued_batch_waiting_on_a_lock_hands_its_holds_back() {
     let h = Harness::on_with(Backend::Postgres, |c| c.queued_shows = vec![SHOW.into()]).await;
-    let mut lock = booking_core::db::begin_write(&h.state.db).await.unwrap();
-    sqlx::query("LOCK TABLE hold_slots IN EXCLUSIVE MODE")
-        .execute(&mut *lock)
-        .await
-        .unwrap();
+    let lock = h
+        .locking("LOCK TABLE hold_slots IN EXCLUSIVE MODE", &[])
+        .await;
     let fans: Vec<String> = (0..12).map(|i| h.token(&format!("slots-{i}"))).collect();
     let seat = |i: usize| format!("A-2-{}", i + 1);
     let ask = |i: usize| {
@@ -617,12 +614,12 @@ async fn a_checkout_step_waiting_on_a_lock_is_a_retry_not_an_outage() {
     let fan = "fan-release";
     let (status, hold) = h.hold(&h.token(fan), "release-1", &["A-1-1"]).await;
     assert_eq!(status, 201, "{hold}");
-    let mut lock = booking_core::db::begin_write(&h.state.db).await.unwrap();
-    sqlx::query("SELECT id FROM holds WHERE id = $1 FOR UPDATE")
-        .bind(hold["hold_id"].as_str().unwrap())
-        .execute(&mut *lock)
-        .await
-        .unwrap();
+    let lock = h
+        .locking(
+            "SELECT id FROM holds WHERE id = $1 FOR UPDATE",
+            &[hold["hold_id"].as_str().unwrap()],
+        )
+        .await;
     let release = || {
         h.http
             .delete(format!(
@@ -659,11 +656,9 @@ async fn a_hold_whose_client_gave_up_counts_as_running_until_its_work_ends() {
             .and_then(serde_json::Value::as_u64)
             .unwrap_or_else(|| panic!("no running counts in {doc}"))
     };
-    let mut lock = booking_core::db::begin_write(&h.state.db).await.unwrap();
-    sqlx::query("LOCK TABLE hold_slots IN EXCLUSIVE MODE")
-        .execute(&mut *lock)
-        .await
-        .unwrap();
+    let lock = h
+        .locking("LOCK TABLE hold_slots IN EXCLUSIVE MODE", &[])
+        .await;
     let gave_up = h
         .http
         .post(format!("{}/api/shows/{SHOW}/holds", h.base))

@@ -637,7 +637,7 @@ impl Owned<'_> {
                 Turn::Mine(pass) => {
                     tries += 1;
                     let tried = onetrip::hold(&state.db, req, self.now).await;
-                    let lock_wait = matches!(&tried, Err(sqlx::Error::Database(e)) if crate::error::is_lock_wait(&**e));
+                    let lock_wait = tried.as_ref().is_err_and(crate::error::lock_waited);
                     pass.finish(if lock_wait {
                         Ended::LockWait
                     } else {

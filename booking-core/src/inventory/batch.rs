@@ -309,12 +309,9 @@ async fn pass(
     // pass runs again without it), and its requester runs it alone, where it waits for the
     // lock as long as an unqueued hold would.
     let mut locked = false;
-    for i in lost_at.iter().filter(|_| pg) {
-        let seats = seats_of(&jobs[*i].0);
-        if seats
-            .iter()
-            .all(|s| seen.get(s).and_then(|v| v.as_str()) == Some("free"))
-        {
+    for i in lost_at.iter() {
+        let free = |s: &String| seen.get(s).and_then(|v| v.as_str()) == Some("free");
+        if pg && seats_of(&jobs[*i].0).iter().all(free) {
             (done[*i], locked) = (Some(Some(Ok(Err(Lost::Locked)))), true);
         }
     }

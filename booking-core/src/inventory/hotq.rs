@@ -148,7 +148,8 @@ impl HoldQueues {
     /// a refusal's fresh availability is read from `reads` (as [`claim::create`]), unless the
     /// batch read it already ([`Lost::SeatsSeen`]). `None`: not decided, the caller runs `r`
     /// alone, as an unqueued hold: a row it needs was locked outside the batch
-    /// ([`Lost::Locked`]), or the show's worker has stopped.
+    /// ([`Lost::Locked`]), or the show's worker had stopped before `r` was queued (one that
+    /// stops with `r` in its batch answers 500: the batch may have committed).
     pub async fn submit(
         &self,
         db: &Db,
@@ -297,7 +298,7 @@ pub async fn step(db: &Db, batch: Vec<Job>) -> Stepped {
                 ..Stepped::default()
             }
         }
-        Err(sqlx::Error::Database(e)) if crate::error::is_lock_wait(&*e) => {
+        Err(e) if crate::error::lock_waited(&e) => {
             // A row the batch needed (a key's, a cap slot's, a pool's) stayed locked past the
             // worker's `lock_timeout`: nothing of the batch was written, and each request runs
             // alone at its requester's, side by side, where only those that need the locked
@@ -441,8 +442,7 @@ async fn one_by_one(
         let job = &batch[i];
         let mut sp = sqlx::Acquire::begin(&mut **tx).await?;
         let mut r = claim::create_in(&mut sp, pg, &job.req.request(), job.now_ms).await;
-        if matches!(&r, Err(ApiError::Db(sqlx::Error::Database(e))) if crate::error::is_lock_wait(&**e))
-        {
+        if r.as_ref().is_err_and(ApiError::is_lock_wait) {
             // Past the worker's lock wait limit: its requester runs it alone.
             r = Ok(Err(Lost::Locked));
         }

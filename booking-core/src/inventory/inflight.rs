@@ -55,9 +55,7 @@ impl Owner {
         let answer = match outcome {
             Ok(a) => Ok(a.clone()),
             Err(ApiError::Problem(p)) => Err(p.clone()),
-            Err(ApiError::Db(sqlx::Error::Database(e))) if crate::error::is_lock_wait(&**e) => {
-                Err(crate::error::lock_wait())
-            }
+            Err(e) if e.is_lock_wait() => Err(crate::error::lock_wait()),
             Err(_) => return,
         };
         let done = Arc::new(Done {

@@ -256,6 +256,22 @@ impl Harness {
         self.clock.now_secs()
     }
 
+    /// Another session's transaction that has run `sql` (a `… FOR UPDATE` or `LOCK TABLE …`)
+    /// with `binds` and keeps its locks until it is rolled back or dropped.
+    pub async fn locking(
+        &self,
+        sql: &str,
+        binds: &[&str],
+    ) -> sqlx::Transaction<'static, sqlx::Any> {
+        let mut tx = booking_core::db::begin_write(&self.state.db).await.unwrap();
+        let mut q = sqlx::query(sql);
+        for b in binds {
+            q = q.bind(*b);
+        }
+        q.execute(&mut *tx).await.unwrap();
+        tx
+    }
+
     /// A valid admission token for `sub` on the demo show.
     pub fn token(&self, sub: &str) -> String {
         self.signer
