@@ -155,6 +155,10 @@ pub struct Config {
     pub fan_mail_domain: String,
     /// Outbox worker cadence, milliseconds; 0 disables the loop (tests call `Outbox::step`).
     pub outbox_interval_ms: u64,
+    /// How often, milliseconds, the statistics keeper looks for tables grown or shrunk twice
+    /// over since the planner last counted them and analyses them (PostgreSQL only,
+    /// `db::statistics`); 0 disables the loop (tests call `db::statistics::step`).
+    pub statistics_interval_ms: u64,
     /// Test hook for case B08: the callback path stops right after the gateway's execute
     /// succeeded, before anything is recorded, as if the process had been killed. Never set it
     /// in production.
@@ -247,6 +251,7 @@ impl Config {
             mail_from: "tickets@example.invalid".into(),
             fan_mail_domain: "fans.example.invalid".into(),
             outbox_interval_ms: 500,
+            statistics_interval_ms: 1000,
             crash_after_execute: false,
             public_url: public_url.into(),
             channels: Channel::defaults(),

@@ -102,6 +102,10 @@ pub async fn serve_state(
             db::checkpoint::EVERY,
         )));
     }
+    if state.config.statistics_interval_ms > 0 && db::backend(&state.db) == db::Backend::Postgres {
+        let every = Duration::from_millis(state.config.statistics_interval_ms);
+        loops.push(tokio::spawn(db::statistics::run(state.db.clone(), every)));
+    }
     if state.config.jwks_refresh_secs > 0 {
         let every = Duration::from_secs(state.config.jwks_refresh_secs);
         for v in std::iter::once(&state.verifier).chain(state.gates.values()) {
@@ -122,7 +126,7 @@ pub async fn serve_state(
     let stopped = std::time::Instant::now();
     tracing::info!("connections drained; stopping the background work");
     // The reconciler finishes its step and gives its lease back (case W13); the outbox worker,
-    // the JWKS refresher and the WAL checkpointer hold nothing.
+    // the JWKS refresher, the WAL checkpointer and the statistics keeper hold nothing.
     if let Some(r) = reconciler {
         if tokio::time::timeout(drain, r).await.is_err() {
             tracing::warn!(

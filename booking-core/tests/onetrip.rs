@@ -631,3 +631,93 @@ async fn two_holds_of_one_admission_released_together_end_its_session_once() {
     assert_eq!(free_seats(&db).await, 10);
     db.close().await;
 }
+
+/// Adds holds `from..to` of the show (`RELEASED`, as the fans' released ones) in one statement.
+async fn add_holds(conn: &mut sqlx::AnyConnection, from: i64, to: i64) {
+    sqlx::query(
+        "INSERT INTO holds (id, show_id, visitor_id, admission_jti, status, amount_cents, \
+         expires_at, payment_expires_at, created_at) \
+         SELECT 'old-' || g, $1, 'v-' || g, 'j-' || g, 'RELEASED', 0, 0, 0, 0 \
+         FROM generate_series(CAST($2 AS BIGINT), CAST($3 AS BIGINT) - 1) AS g",
+    )
+    .bind(SHOW)
+    .bind(from)
+    .bind(to)
+    .execute(&mut *conn)
+    .await
+    .unwrap();
+}
+
+/// The plan `conn` has cached for its prepared statement `locks` (`force_generic_plan`, as
+/// every connection of the booking core), one line per node.
+async fn cached_plan(conn: &mut sqlx::AnyConnection) -> String {
+    let lines: Vec<(String,)> =
+        sqlx::query_as("EXPLAIN (COSTS OFF) EXECUTE locks('old-1', 'old-2')")
+            .fetch_all(&mut *conn)
+            .await
+            .unwrap();
+    lines
+        .into_iter()
+        .map(|(l,)| l)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A plan cached while `holds` was small is made again once the table has grown
+/// (`db::statistics`): the fans' releases lock their holds by primary key
+/// (`onetrip::release_own_many`'s `k`, the shape prepared here), but a connection that
+/// planned the statement after autovacuum analysed `holds` at a few dozen rows kept a
+/// sequential scan of the whole table, which read 13.3 million rows in one bench phase while
+/// `holds` grew by a thousand a second. Without the keeper's step the plan still scans.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_planned_while_holds_was_small_is_planned_again_once_it_grows() {
+    use sqlx::{Acquire, Executor};
+    let db = seeded().await;
+    // Autovacuum stays out of the test's way: only the keeper analyses.
+    db.execute("ALTER TABLE holds SET (autovacuum_enabled = false)")
+        .await
+        .unwrap();
+    let mut pooled = db.acquire().await.unwrap();
+    let conn = pooled.acquire().await.unwrap();
+    add_holds(conn, 0, 60).await;
+    conn.execute("ANALYZE holds").await.unwrap();
+    conn.execute(
+        "PREPARE locks (text, text) AS SELECT id FROM holds \
+         WHERE id IN (SELECT hold FROM (VALUES ($1), ($2)) AS v (hold)) FOR UPDATE SKIP LOCKED",
+    )
+    .await
+    .unwrap();
+    let small = cached_plan(conn).await;
+    assert!(small.contains("Seq Scan on holds"), "{small}");
+    add_holds(conn, 60, 3_000).await;
+    assert_eq!(cached_plan(conn).await, small, "the plan is cached");
+    // The statistics system counts the new rows once this connection reports them.
+    conn.execute("SELECT pg_stat_force_next_flush()")
+        .await
+        .unwrap();
+    let counted = "SELECT n_live_tup FROM pg_stat_user_tables WHERE relname = 'holds'";
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while sqlx::query_scalar::<_, i64>(counted)
+        .fetch_one(&db)
+        .await
+        .unwrap()
+        < 3_000
+    {
+        assert!(std::time::Instant::now() < deadline, "rows never counted");
+        tokio::task::yield_now().await;
+    }
+    let analysed = db::statistics::step(&db).await.unwrap();
+    assert!(analysed.iter().any(|t| t == "holds"), "{analysed:?}");
+    let grown = cached_plan(conn).await;
+    assert!(
+        grown.contains("holds_pkey") && !grown.contains("Seq Scan on holds"),
+        "{grown}"
+    );
+    let again = db::statistics::step(&db).await.unwrap();
+    assert!(
+        !again.iter().any(|t| t == "holds"),
+        "not due twice: {again:?}"
+    );
+    drop(pooled);
+    db.close().await;
+}

@@ -19,6 +19,7 @@ pub mod lease;
 pub mod local;
 pub mod outage;
 pub mod single;
+pub mod statistics;
 pub mod writer;
 
 use std::sync::Arc;

@@ -161,6 +161,7 @@ impl Harness {
         c.clock = Arc::new(clock.clone());
         c.reconcile_interval_secs = 0;
         c.outbox_interval_ms = 0;
+        c.statistics_interval_ms = 0;
         let mail = std::sync::Arc::new(tempfile::tempdir().unwrap());
         c.mail_dir = mail.path().to_owned();
         c.gateway_timeout = std::time::Duration::from_secs(1);
