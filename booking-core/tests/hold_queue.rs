@@ -134,7 +134,15 @@ fn job_asking(fan: &str, ask: Ask, now_ms: i64) -> (Job, oneshot::Receiver<Outco
         visitor_cap: 4,
     };
     let (reply, rx) = oneshot::channel();
-    (Job { req, now_ms, reply }, rx)
+    (
+        Job {
+            req,
+            now_ms,
+            reply,
+            queued: std::time::Instant::now(),
+        },
+        rx,
+    )
 }
 
 /// Runs one batch through the worker's step, and each request it handed back

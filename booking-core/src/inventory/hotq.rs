@@ -89,6 +89,10 @@ pub struct Job {
     /// statuses, read once per batch pass for all of its losers ([`Lost::SeatsSeen`]), and any
     /// other refusal's availability is read by the requester's own task, not the worker.
     pub reply: oneshot::Sender<Outcome>,
+    /// When it was queued: the worker records the time to its answer
+    /// (`bc_hold_queue_answered_seconds`; the requester's `bc_hold_queue_seconds` adds the wait
+    /// for its own task to run again).
+    pub queued: std::time::Instant,
 }
 
 /// The switch and the workers' inboxes.
@@ -148,8 +152,9 @@ impl HoldQueues {
     /// a refusal's fresh availability is read from `reads` (as [`claim::create`]), unless the
     /// batch read it already ([`Lost::SeatsSeen`]). `None`: not decided, the caller runs `r`
     /// alone, as an unqueued hold: a row it needs was locked outside the batch
-    /// ([`Lost::Locked`]), or the show's worker had stopped before `r` was queued (one that
-    /// stops with `r` in its batch answers 500: the batch may have committed).
+    /// ([`Lost::Locked`]), or the show's worker stopped before answering `r` (before `r` was
+    /// queued, or with `r` in its batch: the batch may have committed, and the key then
+    /// replays its stored answer).
     pub async fn submit(
         &self,
         db: &Db,
@@ -167,12 +172,13 @@ impl HoldQueues {
             })
         };
         let (reply, answer) = oneshot::channel();
+        let queued = std::time::Instant::now();
         let job = Job {
             req: Owned::of(r),
             now_ms,
             reply,
+            queued,
         };
-        let queued = std::time::Instant::now();
         if tx.send(job).await.is_err() {
             return None;
         }
@@ -190,7 +196,17 @@ impl HoldQueues {
                 Err(e) => Err(e.into()),
             },
             Ok(Err(e)) => Err(e),
-            Err(_) => Err(anyhow::anyhow!("hold queue worker stopped").into()),
+            // The worker stopped with `r` in its batch (its reply dropped): whether or not the
+            // batch committed, running `r` alone is safe: the key's stored answer, if the batch
+            // stored one, is found and replayed (case B12), else `r` is decided afresh.
+            Err(_) => {
+                metrics::counter!("bc_hold_queue_handed_back_total").increment(1);
+                tracing::warn!(
+                    show = r.show,
+                    "hold queue worker stopped with a hold in its batch; running it alone"
+                );
+                return None;
+            }
         })
     }
 }
@@ -291,6 +307,8 @@ pub async fn step(db: &Db, batch: Vec<Job>) -> Stepped {
     match applied {
         Ok(outcomes) => {
             for (job, out) in batch.into_iter().zip(outcomes) {
+                metrics::histogram!("bc_hold_queue_answered_seconds")
+                    .record(job.queued.elapsed().as_secs_f64());
                 let _ = job.reply.send(out);
             }
             Stepped {
@@ -454,4 +472,50 @@ async fn one_by_one(
         out[i] = Some(r);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A worker that stops with a hold in its batch (its reply dropped) hands the hold back to
+    /// its handler, which runs it alone; it answered 500 before.
+    #[tokio::test]
+    async fn a_worker_that_stops_with_a_hold_in_its_batch_hands_it_back() {
+        sqlx::any::install_default_drivers();
+        let db = sqlx::AnyPool::connect_lazy("sqlite::memory:").expect("lazy pool");
+        let queues = HoldQueues::new(&["s".to_owned()], "");
+        let (inbox, mut jobs) = mpsc::channel::<Job>(1);
+        queues
+            .inboxes
+            .lock()
+            .expect("inboxes")
+            .insert("s".to_owned(), inbox);
+        // Takes the job, then stops without answering.
+        tokio::spawn(async move { drop(jobs.recv().await) });
+        let adm = Admission {
+            iss: "waiting-room".into(),
+            aud: "booking-core".into(),
+            sub: "visitor".into(),
+            event: "s".into(),
+            jti: "jti".into(),
+            iat: 0,
+            nbf: 0,
+            exp: i64::MAX,
+            tier: None,
+        };
+        let r = Request {
+            adm: &adm,
+            show: "s",
+            ask: Ask::Seats(vec!["A-1-1".into()]),
+            key: "k",
+            channel: "web",
+            timing: Timing {
+                hold_ttl_ms: 1,
+                payment_session_ms: 1,
+            },
+            visitor_cap: 1,
+        };
+        assert!(queues.submit(&db, &db, &r, 0).await.is_none());
+    }
 }
