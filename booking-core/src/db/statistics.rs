@@ -109,18 +109,32 @@ pub async fn step(db: &Db) -> sqlx::Result<Vec<String>> {
 }
 
 /// [`step`] every `every` until aborted (the booking core's `serve` runs it on PostgreSQL and
-/// aborts it at shutdown). A failed step is logged and tried again at the next tick.
+/// aborts it at shutdown). A failed step is tried again at the next tick; the first failure of
+/// a run of them is logged as a warning (a role without the right to analyse would otherwise
+/// warn every tick), the others at debug.
 pub async fn run(db: Db, every: Duration) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut failing = false;
     loop {
         tick.tick().await;
         match step(&db).await {
-            Ok(analysed) if !analysed.is_empty() => {
-                tracing::debug!(?analysed, "planner statistics refreshed")
+            Ok(analysed) => {
+                if failing {
+                    tracing::info!("refreshing planner statistics works again");
+                }
+                failing = false;
+                if !analysed.is_empty() {
+                    tracing::debug!(?analysed, "planner statistics refreshed");
+                }
             }
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "refreshing planner statistics failed"),
+            Err(e) if failing => {
+                tracing::debug!(error = %e, "refreshing planner statistics failed")
+            }
+            Err(e) => {
+                failing = true;
+                tracing::warn!(error = %e, "refreshing planner statistics failed; autovacuum alone keeps them until it works");
+            }
         }
     }
 }
