@@ -157,7 +157,8 @@ pub struct Config {
     pub outbox_interval_ms: u64,
     /// How often, milliseconds, the statistics keeper looks for tables grown or shrunk twice
     /// over since the planner last counted them and analyses them (PostgreSQL only,
-    /// `db::statistics`); 0 disables the loop (tests call `db::statistics::step`).
+    /// `db::statistics`); 0 disables the loop (tests call `db::statistics::step`), else at
+    /// least 100.
     pub statistics_interval_ms: u64,
     /// Test hook for case B08: the callback path stops right after the gateway's execute
     /// succeeded, before anything is recorded, as if the process had been killed. Never set it

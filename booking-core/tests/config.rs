@@ -190,11 +190,12 @@ fn every_bad_value_is_reported_at_once_with_its_field_and_rule() {
         r#", "channels": {"web": {"hold_secs": 480, "payment_secs": 500}},
   "default_channel": "kiosk", "max_seats_per_hold": 0, "leeway_secs": 601,
   "jwks_refresh_secs": 0, "queued_shows": ["other"], "mail_from": "tickets",
-  "database_url": "mysql://db", "admin_token": "short", "gateway_timeout_ms": 0"#,
+  "database_url": "mysql://db", "admin_token": "short", "gateway_timeout_ms": 0,
+  "statistics_interval_ms": 1"#,
     );
     let err = error_of(f.load(&SECRETS[1..]));
     for line in [
-        "invalid booking core configuration, 10 problems:",
+        "invalid booking core configuration, 11 problems:",
         "- channels.web.payment_secs (500) must be shorter than channels.web.hold_secs (480)",
         "- default_channel: \"kiosk\" is not one of channels (web)",
         "- max_seats_per_hold: at least 1",
@@ -205,6 +206,7 @@ fn every_bad_value_is_reported_at_once_with_its_field_and_rule() {
         "- database_url: must start with sqlite: or postgres://",
         "- admin_token: at least 16 characters (got 5)",
         "- gateway_timeout_ms: must be > 0",
+        "- statistics_interval_ms: 0 (off) or at least 100",
     ] {
         assert!(err.contains(line), "missing {line:?} in:\n{err}");
     }

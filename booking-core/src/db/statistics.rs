@@ -62,7 +62,8 @@ pub fn due(planned: f64, live: i64) -> bool {
     planned < 0.0 || live > planned * FACTOR || live * FACTOR < planned
 }
 
-/// One step: the tables of the connection's schema that are [`due`], each analysed; returns
+/// One step: the tables of the connection's schema that are [`due`] and that its role may
+/// analyse (owned by a role it belongs to, or in a database it owns), each analysed; returns
 /// their names (empty when none was due or another node holds [`LOCK_KEY`]). A table whose
 /// lock stays taken past [`LOCK_WAIT_MS`] is left out (tried again next step).
 /// `Err`: the database's (not PostgreSQL, no connection, no right to analyse).
@@ -77,10 +78,16 @@ pub async fn step(db: &Db) -> sqlx::Result<Vec<String>> {
     }
     tx.execute(format!("SET LOCAL lock_timeout = '{LOCK_WAIT_MS}ms'").as_str())
         .await?;
+    // Only tables this role may analyse (PostgreSQL 15: their owner's members, the
+    // database owner's, superusers): another's table is skipped by ANALYZE with a WARNING
+    // notice, not an error, and would stay due (and warn) every step.
     let tables: Vec<(String, f64, i64)> = sqlx::query_as(
         "SELECT CAST(s.relname AS TEXT), CAST(c.reltuples AS DOUBLE PRECISION), s.n_live_tup \
          FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid \
-         WHERE s.schemaname = current_schema() ORDER BY s.relname",
+         WHERE s.schemaname = current_schema() \
+         AND (pg_has_role(c.relowner, 'USAGE') OR pg_has_role((SELECT d.datdba \
+         FROM pg_database d WHERE d.datname = current_database()), 'USAGE')) \
+         ORDER BY s.relname",
     )
     .fetch_all(&mut *tx)
     .await?;
