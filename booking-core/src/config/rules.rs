@@ -1,8 +1,9 @@
 //! The booking core's start-up rules: every value of a [`Config`] checked in one pass, each
 //! problem one line naming its field and the rule (`channels.web.payment_secs (500) must be
 //! shorter than channels.web.hold_secs (480)`), so an operator fixes them all at once.
-//! Values with no rule: `drain_secs`, `lame_duck_ms`, `outbox_interval_ms`, `reconcile_interval_secs` and
-//! `statistics_interval_ms` (0 disables the loop), `hold_rate_per_min` (0 disables the limit), `mail_dir`, `static_dir`.
+//! Values with no rule: `drain_secs`, `lame_duck_ms`, `outbox_interval_ms` and
+//! `reconcile_interval_secs` (0 disables the loop), `hold_rate_per_min` (0 disables the limit),
+//! `mail_dir`, `static_dir`.
 
 use sale_common::config::{is_http_url, min_chars};
 

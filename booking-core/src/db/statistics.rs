@@ -19,9 +19,13 @@
 //! [`run`] looks every second (`Config::statistics_interval_ms`) at each table of the schema and analyses one whose live rows
 //! (`pg_stat_user_tables.n_live_tup`, the statistics system's running count) have grown or
 //! shrunk by [`FACTOR`] since the planner's last count (`pg_class.reltuples`), from
-//! [`MIN_ROWS`] rows on ([`due`]): about a dozen `ANALYZE`s per growing table over a whole
-//! sale, each a few milliseconds, so a cached plan is never made on a table more than twice
-//! smaller or larger than it is. Tables that do not grow (`seats`, `pools`: analysed when
+//! [`MIN_ROWS`] rows on ([`due`]): log₂ of a table's growth from 50 rows `ANALYZE`s over a
+//! sale (about 9 for the seed rehearsal's 17,000 holds, 12 for a bench run's 136,000), so a
+//! cached plan is never made on a table more than twice smaller or larger than it is. An
+//! `ANALYZE` reads a sample of at most 30,000 rows: 69–212 ms each for the rehearsal's tables
+//! after its rush, 89–235 ms for the bench's (`\timing` in psql, the machine idle), one
+//! backend's time a few dozen times per sale. A step with nothing due is one read of the
+//! catalogue. Tables that do not grow (`seats`, `pools`: analysed when
 //! seeded, `db::seed_show`) are left to autovacuum. Several nodes share the work: a step runs
 //! only on the node that takes the advisory lock [`LOCK_KEY`], so two never analyse the same
 //! table at once.
@@ -62,12 +66,37 @@ pub fn due(planned: f64, live: i64) -> bool {
     planned < 0.0 || live > planned * FACTOR || live * FACTOR < planned
 }
 
-/// One step: the tables of the connection's schema that are [`due`] and that its role may
-/// analyse (owned by a role it belongs to, or in a database it owns), each analysed; returns
-/// their names (empty when none was due or another node holds [`LOCK_KEY`]). A table whose
-/// lock stays taken past [`LOCK_WAIT_MS`] is left out (tried again next step).
-/// `Err`: the database's (not PostgreSQL, no connection, no right to analyse).
+/// The tables of the connection's schema that are [`due`] and that its role may analyse
+/// (PostgreSQL 15: owned by a role it belongs to, or in a database it owns; superusers all):
+/// another role's table is skipped by `ANALYZE` with a WARNING notice, not an error, and would
+/// stay due (and warn) every step.
+async fn due_tables<'c>(conn: impl sqlx::AnyExecutor<'c>) -> sqlx::Result<Vec<String>> {
+    let tables: Vec<(String, f64, i64)> = sqlx::query_as(
+        "SELECT CAST(s.relname AS TEXT), CAST(c.reltuples AS DOUBLE PRECISION), s.n_live_tup \
+         FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid \
+         WHERE s.schemaname = current_schema() \
+         AND (pg_has_role(c.relowner, 'USAGE') OR pg_has_role((SELECT d.datdba \
+         FROM pg_database d WHERE d.datname = current_database()), 'USAGE')) \
+         ORDER BY s.relname",
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(tables
+        .into_iter()
+        .filter(|(_, planned, live)| due(*planned, *live))
+        .map(|(table, _, _)| table)
+        .collect())
+}
+
+/// One step: the tables [`due_tables`] names, each analysed; returns their names (empty when
+/// none was due or another node holds [`LOCK_KEY`]). With nothing due it is one read of the
+/// catalogue; else, under the lock, the tables are read again (another node may have just
+/// analysed them). A table whose lock stays taken past [`LOCK_WAIT_MS`] is left out (tried
+/// again next step). `Err`: the database's (not PostgreSQL, no connection).
 pub async fn step(db: &Db) -> sqlx::Result<Vec<String>> {
+    if due_tables(db).await?.is_empty() {
+        return Ok(Vec::new());
+    }
     let mut tx = db.begin().await?;
     let (mine,): (bool,) = sqlx::query_as("SELECT pg_try_advisory_xact_lock($1)")
         .bind(LOCK_KEY)
@@ -78,24 +107,8 @@ pub async fn step(db: &Db) -> sqlx::Result<Vec<String>> {
     }
     tx.execute(format!("SET LOCAL lock_timeout = '{LOCK_WAIT_MS}ms'").as_str())
         .await?;
-    // Only tables this role may analyse (PostgreSQL 15: their owner's members, the
-    // database owner's, superusers): another's table is skipped by ANALYZE with a WARNING
-    // notice, not an error, and would stay due (and warn) every step.
-    let tables: Vec<(String, f64, i64)> = sqlx::query_as(
-        "SELECT CAST(s.relname AS TEXT), CAST(c.reltuples AS DOUBLE PRECISION), s.n_live_tup \
-         FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid \
-         WHERE s.schemaname = current_schema() \
-         AND (pg_has_role(c.relowner, 'USAGE') OR pg_has_role((SELECT d.datdba \
-         FROM pg_database d WHERE d.datname = current_database()), 'USAGE')) \
-         ORDER BY s.relname",
-    )
-    .fetch_all(&mut *tx)
-    .await?;
     let mut analysed = Vec::new();
-    for (table, planned, live) in tables {
-        if !due(planned, live) {
-            continue;
-        }
+    for table in due_tables(&mut *tx).await? {
         // A savepoint per table: a lock wait past the limit undoes that table's ANALYZE only.
         let mut sp = sqlx::Acquire::begin(&mut *tx).await?;
         let quoted = format!("ANALYZE \"{}\"", table.replace('"', "\"\""));
