@@ -16,11 +16,11 @@ use super::openapi::ProblemDoc;
 use crate::db::{self, Backend};
 use crate::door::{token_from_headers, Admission, DoorError};
 use crate::error::{clip, ApiError, ApiResult};
-use crate::inventory::claim::{self, unprocessable, Ask, HoldAnswer, Timing};
+use crate::inventory::claim::{self, unprocessable, Ask, HoldAnswer, Lost, Timing};
 use crate::inventory::holds::{self, Hold};
 use crate::inventory::inflight::{self, Entry};
 use crate::inventory::onetrip::{self, OneTrip};
-use crate::inventory::preread::{self, Seen};
+use crate::inventory::preread::{self, Check, Seen};
 use crate::inventory::seatgate::{self, Ended, Turn};
 use crate::payments;
 use crate::state::AppState;
@@ -382,18 +382,16 @@ async fn create_hold_here(
     // Identical requests (same visitor, key and body) in flight here: one runs, the others wait
     // for it and answer what it answered (its 201 or its refusal); a duplicate is not a new
     // request and never counts against the rate limit or the caps (case B12). The read before
-    // the transaction (`preread`: the key's stored answer, and the asked seats' statuses for a
-    // named-seat hold) goes to the reader connections (SQLite: the writer is kept for the
-    // transactions); a hold of another kind reads nothing first: its transaction's key
-    // statement finds a stored answer (a retry, or an identical request on another node) and
-    // replays it (`HoldAnswer::replayed`: the rate-limit slot is given back).
-    let asked_seats: &[String] = match &ask {
-        Ask::Seats(seats) => seats,
-        _ => &[],
-    };
+    // the transaction (`preread`: the key's stored answer, and the asked seats' statuses, the
+    // pool's places left or the section's free seats) goes to the reader connections (SQLite:
+    // the writer is kept for the transactions); an interval or a mixed order reads nothing
+    // first: its transaction's key statement finds a stored answer (a retry, or an identical
+    // request on another node) and replays it (`HoldAnswer::replayed`: the rate-limit slot is
+    // given back).
+    let check = Check::of(&ask);
     let mut waited = false;
-    let (owner, taken, key_read, plain) = loop {
-        let (mut taken, mut plain, key_read) = (None, false, waited || !asked_seats.is_empty());
+    let (owner, lost, key_read, plain) = loop {
+        let (mut lost, mut plain, key_read) = (None, false, waited || check != Check::Key);
         if key_read {
             let seen = telemetry::hold_phase(
                 "preread",
@@ -405,7 +403,7 @@ async fn create_hold_here(
                     &key,
                     &hash,
                     &show,
-                    asked_seats,
+                    check,
                     now,
                 ),
             )
@@ -414,10 +412,10 @@ async fn create_hold_here(
                 telemetry::replay(&show);
                 return Ok((a.status, Json(with_currency(a.body, venue))).into_response());
             }
-            (taken, plain) = (seen.taken, seen.plain);
+            (lost, plain) = (seen.lost, seen.plain);
         }
         match state.in_flight.enter(&adm.sub, &key) {
-            Entry::Owner(owner) => break (owner, taken, key_read, plain),
+            Entry::Owner(owner) => break (owner, lost, key_read, plain),
             Entry::Wait(rx) => {
                 match telemetry::hold_phase("in_flight", inflight::wait(rx, IN_FLIGHT_WAIT)).await {
                     None => return Err(claim::concurrent_request().into()),
@@ -444,7 +442,7 @@ async fn create_hold_here(
         now,
     };
     let outcome = owned
-        .hold(ask, &channel, timing, taken, key_read, plain)
+        .hold(ask, &channel, timing, lost, key_read, plain)
         .await;
     owner.finish(&hash, &outcome);
     let (status, body) = outcome?;
@@ -474,8 +472,8 @@ struct Owned<'a> {
 }
 
 impl Owned<'_> {
-    /// The rate limit, then the hold of `ask` (refused from the read before it when `taken`
-    /// holds the asked seats' statuses, at least one taken; `key_read`: that read found no
+    /// The rate limit, then the hold of `ask` (refused from the read before it when `lost`
+    /// says what it saw short: seats taken, a pool or a section; `key_read`: that read found no
     /// stored answer for the key; `plain`: it found nothing the transaction would refuse
     /// before the guarded update, `preread::Seen::plain`): the answer's status and body, or
     /// the refusal.
@@ -484,7 +482,7 @@ impl Owned<'_> {
         ask: Ask,
         channel: &str,
         timing: Timing,
-        taken: Option<serde_json::Map<String, Value>>,
+        lost: Option<Lost>,
         key_read: bool,
         plain: bool,
     ) -> ApiResult<(StatusCode, Value)> {
@@ -517,11 +515,11 @@ impl Owned<'_> {
             .retry_after(wait)
             .into());
         }
-        // Seats the read showed taken: refused without a transaction (the guarded update
-        // decides only grants).
-        if let Some(availability) = taken {
-            telemetry::hold_refused(show, 409, "seats-unavailable");
-            return Err(self.seats_taken(availability).await);
+        // Seats the read showed taken, a pool or section it showed short: refused without a
+        // transaction or the hold queue (the guarded update decides only grants).
+        if let Some(lost) = lost {
+            telemetry::hold_refused(show, 409, lost.kind());
+            return Err(self.refuse(lost).await);
         }
         let kind = ask.kind();
         // The queue's batches are for named seats, best available and pools (a pool-only ask
@@ -679,7 +677,7 @@ impl Owned<'_> {
                 self.key,
                 self.hash,
                 self.show,
-                seats,
+                Check::Seats(seats),
                 self.now,
             )
             .await;
@@ -690,9 +688,8 @@ impl Owned<'_> {
                     ..
                 }) => return Some(Ok(stored)),
                 Ok(Seen {
-                    taken: Some(availability),
-                    ..
-                }) => return Some(Err(self.seats_taken(availability).await)),
+                    lost: Some(lost), ..
+                }) => return Some(Err(self.refuse(lost).await)),
                 // Every seat free again: try again while `plain` (else a cap appeared: the
                 // full path decides).
                 Ok(Seen { plain, .. }) if plain => {}
@@ -702,17 +699,23 @@ impl Owned<'_> {
         None
     }
 
-    /// The refusal of a hold whose seats a read saw taken (`availability`: the asked seats'
-    /// statuses): 409 `seats-unavailable` once the key is recorded as refused (the key cannot
-    /// be reused for another request), as after a lost transaction; 422 when another request
-    /// stored the key first; the database's error when the record failed.
-    async fn seats_taken(&self, availability: serde_json::Map<String, Value>) -> ApiError {
+    /// The refusal of a hold that a read refused (`lost`: the asked seats seen taken with
+    /// their statuses, the pool or the section seen short): its 409 (`seats-unavailable`,
+    /// `pool-unavailable`, `no-seats-together`) once the key is recorded as refused (the key
+    /// cannot be reused for another request), as after a lost transaction; 422 when another
+    /// request stored the key first; the database's error when the record or the 409's
+    /// availability read failed (only a section with some free seats reads it).
+    async fn refuse(&self, lost: Lost) -> ApiError {
+        let state = self.state;
         let row = claim::Refused::of(&self.adm.sub, self.key, self.hash, self.now);
-        match telemetry::hold_phase("refusal", self.state.refusals.record(&self.state.db, row))
-            .await
-        {
-            Ok(true) => claim::seats_unavailable(availability).into(),
-            Ok(false) => claim::key_reused().into(),
+        match telemetry::hold_phase("refusal", state.refusals.record(&state.db, row)).await {
+            Ok(true) => {}
+            Ok(false) => return claim::key_reused().into(),
+            Err(e) => return e.into(),
+        }
+        let local = state.local_reads.as_ref();
+        match lost.problem(&state.reads, local, self.show, self.now).await {
+            Ok(p) => p.into(),
             Err(e) => e.into(),
         }
     }

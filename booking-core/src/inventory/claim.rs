@@ -1064,6 +1064,11 @@ pub enum Lost {
     SeatsSeen(serde_json::Map<String, Value>),
     /// The pool has fewer free units than asked.
     Pool(String),
+    /// The pool has fewer free units than asked, with its entry of
+    /// [`pools::availability`] as the read that refused it saw it (`{"id","price_cents",
+    /// "capacity","oversell","available"}`): the 409 needs no read of its own (the read before
+    /// a hold, [`crate::inventory::preread`]).
+    PoolSeen(Value),
     /// No block of the asked size is free in the section: (section, seats asked, whether
     /// the party accepted seats apart, in which case fewer seats than asked are free, and
     /// why: with [`best::NotTaken::NoneFree`] the 409's availability is known without a read).
@@ -1085,13 +1090,20 @@ pub fn seats_unavailable(availability: serde_json::Map<String, Value>) -> Proble
         .with("availability", Value::Object(availability))
 }
 
+/// 409 `pool-unavailable` with the pool's entries of [`pools::availability`].
+fn pool_unavailable(availability: Vec<Value>) -> Problem {
+    conflict(LOST_KINDS[1], "Not enough places left")
+        .detail("the pool has fewer free places than asked; nothing was held")
+        .with("availability", Value::Array(availability))
+}
+
 impl Lost {
     /// The problem kind of [`Lost::problem`]: one of [`LOST_KINDS`], or `seats-locked` for
     /// [`Lost::Locked`] (not a refusal).
     pub fn kind(&self) -> &'static str {
         LOST_KINDS[match self {
             Lost::Seats(_) | Lost::SeatsSeen(_) => 0,
-            Lost::Pool(_) => 1,
+            Lost::Pool(_) | Lost::PoolSeen(_) => 1,
             Lost::Section(..) => 2,
             Lost::Interval(..) => 3,
             Lost::Locked => return "seats-locked",
@@ -1116,10 +1128,9 @@ impl Lost {
             Lost::Pool(pool) => {
                 let fresh = pools::availability(db, show, now_ms).await?;
                 let mine: Vec<Value> = fresh.into_iter().filter(|p| p["id"] == *pool).collect();
-                conflict(self.kind(), "Not enough places left")
-                    .detail("the pool has fewer free places than asked; nothing was held")
-                    .with("availability", Value::Array(mine))
+                pool_unavailable(mine)
             }
+            Lost::PoolSeen(entry) => pool_unavailable(vec![entry.clone()]),
             Lost::Section(section, n, split, why) => {
                 let fresh = match why {
                     best::NotTaken::NoneFree => best::none_free(section),

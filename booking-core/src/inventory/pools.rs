@@ -40,8 +40,8 @@ async fn lock_pool(tx: &mut Tx<'_>, pg: bool, show: &str, pool: &str) -> sqlx::R
     Ok(())
 }
 
-/// The counted `hold_pools` rows `hp` of pool `$2` of show `$1` whose holds lapsed by `$3`
-/// (epoch ms) and are not kept by an alert, as a condition on `hold_pools hp`. The rows come
+/// The counted `hold_pools` rows `hp` of pool `pool` of show `show` whose holds lapsed by `now`
+/// (epoch ms; each an SQL expression: a placeholder, or a column of an outer query) and are not kept by an alert, as a condition on `hold_pools hp`. The rows come
 /// from the range `lapses_at <= $3` of the index `hold_pools_pool (show_id, pool_id, counted,
 /// lapses_at)`: `lapses_at` is a lower bound of the hold's deadline, NULL once it is PAID
 /// (migration `20261205030000_pool_lapse_hint`), so only this pool's own lapsed holds are
@@ -51,10 +51,18 @@ async fn lock_pool(tx: &mut Tx<'_>, pg: bool, show: &str, pool: &str) -> sqlx::R
 /// reconciler steps in the seed rehearsal), [`availability`]'s sum averaged 2.3 ms over 13,608
 /// calls and [`lapsed_exist`] 1.6 ms over 11,545 in one minute (`pg_stat_statements`), about
 /// 0.8 of the machine's two CPUs.
-const LAPSED: &str =
-    "hp.show_id = $1 AND hp.pool_id = $2 AND hp.counted = 1 AND hp.lapses_at <= $3 \
-     AND (SELECT h.status = 'HELD' AND h.expires_at <= $3 AND h.alerted_at IS NULL \
-     FROM holds h WHERE h.id = hp.hold_id)";
+pub(crate) fn lapsed(show: &str, pool: &str, now: &str) -> String {
+    format!(
+        "hp.show_id = {show} AND hp.pool_id = {pool} AND hp.counted = 1 AND hp.lapses_at <= {now} \
+         AND (SELECT h.status = 'HELD' AND h.expires_at <= {now} AND h.alerted_at IS NULL \
+         FROM holds h WHERE h.id = hp.hold_id)"
+    )
+}
+
+/// [`lapsed`] of pool `$2` of show `$1` by `$3`.
+fn lapsed_123() -> String {
+    lapsed("$1", "$2", "$3")
+}
 
 /// Whether [`reclaim`] would free anything, read without the pool row's lock.
 async fn lapsed_exist(tx: &mut Tx<'_>, show: &str, pool: &str, now_ms: i64) -> sqlx::Result<bool> {
@@ -68,21 +76,23 @@ async fn lapsed_exist(tx: &mut Tx<'_>, show: &str, pool: &str, now_ms: i64) -> s
 /// The SQL of [`lapsed_exist`] (one row: 1 when some lapsed hold still counts) and its values.
 /// Also run by SQLite's writer thread ([`crate::inventory::fast`]).
 pub fn lapsed_exist_sql(show: &str, pool: &str, now_ms: i64) -> (String, crate::db::Binds) {
+    let l = lapsed_123();
     let mut b = crate::db::Binds::default();
     b.push(show);
     b.push(pool);
     b.push(now_ms);
     let sql = format!(
-        "SELECT CAST(CASE WHEN EXISTS (SELECT 1 FROM hold_pools hp WHERE {LAPSED}) THEN 1 ELSE 0 END AS BIGINT)"
+        "SELECT CAST(CASE WHEN EXISTS (SELECT 1 FROM hold_pools hp WHERE {l}) THEN 1 ELSE 0 END AS BIGINT)"
     );
     (sql, b)
 }
 
 /// Reclaims the lapsed holds of a pool (the pool row must be locked). Returns units freed.
 async fn reclaim(tx: &mut Tx<'_>, show: &str, pool: &str, now_ms: i64) -> sqlx::Result<i64> {
+    let l = lapsed_123();
     crate::inventory::seatmap::touch();
     let freed: Vec<i64> = sqlx::query_scalar(&format!(
-        "UPDATE hold_pools AS hp SET counted = 0 WHERE {LAPSED} RETURNING quantity"
+        "UPDATE hold_pools AS hp SET counted = 0 WHERE {l} RETURNING quantity"
     ))
     .bind(show)
     .bind(pool)
@@ -277,7 +287,7 @@ pub async fn sell(
     if counted == 0 && !claim(tx, pg, show, &pool, qty, now_ms).await? {
         return Ok(false);
     }
-    // A sold hold's places no longer lapse: its row leaves the lapsed range ([`LAPSED`]).
+    // A sold hold's places no longer lapse: its row leaves the lapsed range ([`lapsed`]).
     sqlx::query("UPDATE hold_pools SET counted = 1, lapses_at = NULL WHERE hold_id = $1")
         .bind(hold_id)
         .execute(&mut **tx)
@@ -289,10 +299,11 @@ pub async fn sell(
 /// `available = capacity + oversell − taken + lapsed` (expiry on read; `taken` net of the
 /// returns not folded yet, [`TAKEN`]), never negative.
 pub async fn availability(db: &Db, show: &str, now_ms: i64) -> sqlx::Result<Vec<Value>> {
+    let l = lapsed_123();
     let mut out = Vec::new();
     for (id, price, cap, over, taken) in pool_rows(db, show).await? {
         let lapsed: i64 = sqlx::query_scalar(&format!(
-            "SELECT CAST(COALESCE(SUM(hp.quantity), 0) AS BIGINT) FROM hold_pools hp WHERE {LAPSED}"
+            "SELECT CAST(COALESCE(SUM(hp.quantity), 0) AS BIGINT) FROM hold_pools hp WHERE {l}"
         ))
         .bind(show)
         .bind(&id)
@@ -316,7 +327,7 @@ pub async fn availability(db: &Db, show: &str, now_ms: i64) -> sqlx::Result<Vec<
 /// core's costliest in the seed rehearsal (13,173 calls, 0.60 ms each plus 0.46 ms planning,
 /// `pg_stat_statements`): its join of the passed bounds was planned as a sequential scan of
 /// `hold_pools` (2.5 ms at the end of a rehearsal, `EXPLAIN ANALYZE`). Here each passed bound's
-/// hold state is a condition on the range's rows, as in [`LAPSED`], which keeps the index.
+/// hold state is a condition on the range's rows, as in [`lapsed`], which keeps the index.
 /// One statement for the whole show was tried and dropped: PostgreSQL planned it afresh at
 /// most calls, 1–1.8 ms each, slower than the statements it replaced.
 pub async fn availability_until(
@@ -324,10 +335,11 @@ pub async fn availability_until(
     show: &str,
     now_ms: i64,
 ) -> sqlx::Result<(Vec<Value>, Option<i64>)> {
+    let l = lapsed_123();
     let (mut out, mut next) = (Vec::new(), None);
     for (id, price, cap, over, taken) in pool_rows(db, show).await? {
         let (lapsed, bound, kept): (i64, Option<i64>, Option<i64>) = sqlx::query_as(&format!(
-            "SELECT CAST(COALESCE((SELECT SUM(hp.quantity) FROM hold_pools hp WHERE {LAPSED}), 0) AS BIGINT), \
+            "SELECT CAST(COALESCE((SELECT SUM(hp.quantity) FROM hold_pools hp WHERE {l}), 0) AS BIGINT), \
              (SELECT hp.lapses_at FROM hold_pools hp WHERE hp.show_id = $1 AND hp.pool_id = $2 \
              AND hp.counted = 1 AND hp.lapses_at > $3 ORDER BY hp.lapses_at LIMIT 1), \
              (SELECT MIN((SELECT h.expires_at FROM holds h WHERE h.id = hp.hold_id)) \
@@ -358,7 +370,14 @@ async fn pool_rows(db: &Db, show: &str) -> sqlx::Result<Vec<(String, i64, i64, i
 }
 
 /// One pool's entry of [`availability`].
-fn pool_json(id: String, price: i64, cap: i64, over: i64, taken: i64, lapsed: i64) -> Value {
+pub(crate) fn pool_json(
+    id: String,
+    price: i64,
+    cap: i64,
+    over: i64,
+    taken: i64,
+    lapsed: i64,
+) -> Value {
     let available = (cap + over - taken + lapsed).max(0);
     json!({"id": id, "price_cents": price, "capacity": cap, "oversell": over, "available": available})
 }
