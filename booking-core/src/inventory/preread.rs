@@ -3,13 +3,18 @@
 //! before the rate limiter and never counts against it, case B12) and, for a named-seat hold,
 //! each asked seat's effective status (a lapsed hold counts as free, as on every read).
 //!
-//! The same read refuses a pool hold whose pool has fewer places left than asked and a
-//! best-available hold whose section has fewer free seats than asked (lapsed holds counting
-//! as free, as the transaction reclaims them), by the same rule as below: in the seed
-//! rehearsal's hot show nearly every pool and best-available request came after its pool or
-//! section had sold out, and each went through the per-show hold queue (its batches, their
-//! rolled-back passes, its one worker) only to be refused there: 86 % of the queue's requests,
-//! which waited a mean 153 ms, p99 up to 1 s, behind each other's batches.
+//! The same read refuses a pool hold whose pool has fewer places left than asked (lapsed
+//! holds' places counting as free, as the transaction reclaims them), by the same rule as
+//! below: in the seed rehearsal's hot show 29,500 of 29,900 pool requests in 80 s came after
+//! the pool had sold out, and each went through the per-show hold queue (its batches, the
+//! pool row's lock, its one worker) only to be refused there.
+//!
+//! A best-available hold is not checked here (measured and dropped): counting a section's free
+//! seats reads every unsold seat of it, and a sold-out section keeps hundreds of held seats
+//! (walk-aways wait for their deadline), so the count cost 0.28–0.31 ms a read at the
+//! database, about as much as the queue's batch spends on such a request; in two rehearsals
+//! on one binary, PostgreSQL's statement time was 83.3 s with the count and 68.7 s without,
+//! the fans' hold p99 823 and 612 ms.
 //!
 //! A hold whose seats this read shows taken, from an admission with no live cap slot and a
 //! session not ended (also read), is refused without a transaction: the read is a snapshot the
@@ -27,7 +32,7 @@ use crate::db::local::LocalReads;
 use crate::db::{self, Db};
 use crate::error::ApiResult;
 use crate::inventory::claim::{self, Ask, HoldAnswer, Lost};
-use crate::inventory::{best, caps, holds, pools};
+use crate::inventory::{caps, holds, pools};
 
 /// What [`read`] checks besides the key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,23 +43,17 @@ pub enum Check<'a> {
     Seats(&'a [String]),
     /// Whether this pool has `quantity` places left.
     Pool(&'a str, u32),
-    /// Whether this section has `quantity` free seats.
-    Section(&'a str, u32, bool),
 }
 
 impl<'a> Check<'a> {
-    /// What to check before a hold of `ask`: its seats, its pool or its section; the key only
-    /// for an interval or a mixed order (whose transaction decides every part together).
+    /// What to check before a hold of `ask`: its seats or its pool; the key only for best
+    /// available (see the module's text), an interval or a mixed order (whose transaction
+    /// decides every part together).
     pub fn of(ask: &'a Ask) -> Self {
         match ask {
             Ask::Seats(seats) => Check::Seats(seats),
             Ask::Pool { pool, quantity } => Check::Pool(pool, *quantity),
-            Ask::Best {
-                section,
-                quantity,
-                allow_split,
-            } => Check::Section(section, *quantity, *allow_split),
-            Ask::Interval { .. } | Ask::Mixed(_) => Check::Key,
+            Ask::Best { .. } | Ask::Interval { .. } | Ask::Mixed(_) => Check::Key,
         }
     }
 
@@ -75,7 +74,7 @@ pub struct Seen {
     /// Refused from the read: every asked seat is known and at least one is not free
     /// ([`Lost::SeatsSeen`] with the seats' effective statuses, `{seat id: "free" | "held" |
     /// "sold"}`, the 409's fresh availability), the pool has fewer places left than asked
-    /// ([`Lost::PoolSeen`]), or the section (known) fewer free seats ([`Lost::Section`]).
+    /// ([`Lost::PoolSeen`]).
     pub lost: Option<Lost>,
     /// Nothing the read saw would make the transaction refuse other than at the guarded update:
     /// no stored answer but a refusal of this same request, no live cap slot of the admission
@@ -86,12 +85,11 @@ pub struct Seen {
 
 /// Reads the key `(visitor, key)` of a request whose hash is `hash` and, for `check` of `show`
 /// ([`Check::Key`]: the key only), what it names at `now_ms` (epoch ms: the asked seats'
-/// effective statuses, the pool's places left, the section's free seats up to the quantity
-/// asked) and whether the admission `jti` or the visitor holds a live cap slot or the
+/// effective statuses, the pool's places left) and whether the admission `jti` or the visitor holds a live cap slot or the
 /// admission's session ended: the transaction would then refuse with `hold-exists`,
 /// `visitor-hold-cap` or `admission-ended` first (or, under the visitor cap, may still grant),
-/// so such a request is not refused here. Nor is one naming an unknown seat, pool or section
-/// (the transaction's 422). `Err` is 422 `idempotency-key-reused` or 409 `concurrent-request`,
+/// so such a request is not refused here. Nor is one naming an unknown seat or pool (the
+/// transaction's 422). `Err` is 422 `idempotency-key-reused` or 409 `concurrent-request`,
 /// as [`claim::stored_answer`].
 /// On a SQLite file the read runs on the calling thread (`local`: [`LocalReads`]), else on `db`.
 #[allow(clippy::too_many_arguments)]
@@ -113,14 +111,13 @@ pub async fn read(
         })?,
         None => sqlx::query_as_with(&sql, b.args()).fetch_all(db).await?,
     };
-    let (mut stored, mut capped, mut pool, mut section) = (None, false, None, None);
+    let (mut stored, mut capped, mut pool) = (None, false, None);
     let mut statuses = Map::new();
     for (t, a, b, c) in rows {
         match t.as_str() {
             "k" => stored = Some((a, b.parse::<i64>().unwrap_or_default(), c)),
             "c" => capped = b != "0",
             "p" => pool = pool_entry(a, &b, &c),
-            "f" => section = (c == "1").then(|| b.parse::<usize>().unwrap_or_default()),
             _ => {
                 statuses.insert(a, Value::from(b));
             }
@@ -141,16 +138,6 @@ pub async fn read(
             Check::Pool(_, quantity) => pool
                 .filter(|p| p["available"].as_i64().unwrap_or(0) < i64::from(quantity))
                 .map(Lost::PoolSeen),
-            Check::Section(name, quantity, split) => section
-                .filter(|free| *free < quantity as usize)
-                .map(|free| {
-                    let why = if free == 0 {
-                        best::NotTaken::NoneFree
-                    } else {
-                        best::NotTaken::NoBlock
-                    };
-                    Lost::Section(name.to_owned(), quantity as usize, split, why)
-                }),
         }
     };
     Ok(Seen {
@@ -162,9 +149,7 @@ pub async fn read(
 
 /// The statement of [`read`] and its values. Its rows `(t, a, b, c)`, all text: `k` the key's
 /// (hash, status, body); `c` the admission's live cap slots and ended session, counted (`b`);
-/// `s` a seat's (id, status); `p` the pool's (id, places left, "price,capacity,oversell");
-/// `f` the section's free seats up to the quantity asked (`b`) and whether it has any seat
-/// (`c`, "1" or "0").
+/// `s` a seat's (id, status); `p` the pool's (id, places left, "price,capacity,oversell").
 fn sql(
     visitor: &str,
     jti: &str,
@@ -214,21 +199,6 @@ fn sql(
                  || CAST(p.oversell AS TEXT) FROM pools p WHERE p.show_id = $5 AND p.pool_id = {pool}",
                 taken = pools::TAKEN,
                 lapsed = pools::lapsed("p.show_id", "p.pool_id", "$1"),
-            ));
-        }
-        Check::Section(section, quantity, _) => {
-            let section = b.push(section);
-            let quantity = b.push(i64::from(quantity));
-            // Counted up to the quantity asked: enough to refuse, and a few rows however big
-            // the section (the partial index of unsold seats, `best::FREE_SQL`'s condition).
-            sql.push_str(&format!(
-                " UNION ALL SELECT 'f', '', CAST((SELECT COUNT(*) FROM (SELECT 1 FROM seats \
-                 WHERE show_id = $5 AND section = {section} AND {unsold} \
-                 AND (status = 'free' OR (status = 'held' AND hold_expires_at <= $1)) \
-                 LIMIT {quantity}) x) AS TEXT), \
-                 CASE WHEN EXISTS (SELECT 1 FROM seats WHERE show_id = $5 AND section = {section}) \
-                 THEN '1' ELSE '0' END",
-                unsold = db::unsold_seat!(),
             ));
         }
     }
