@@ -201,7 +201,8 @@ async fn visibly_taken_seats_are_refused_without_a_transaction() {
 }
 
 /// Issue 13: a pool that a read shows short is refused from that read, before the hold queue
-/// and without a transaction (`inventory::preread`): in the seed rehearsal's hot show 29,500 of
+/// and without a transaction (`inventory::preread`; read when the node's seat map says the
+/// pool is short): in the seed rehearsal's hot show 29,500 of
 /// 29,900 pool requests in 80 s came after the pool had sold out, each through the queue. With
 /// the show queued and every hold transaction waiting (a test session locks the caps table
 /// against writes, as above), a pool ask for more places than are left gets its 409 at once,
@@ -218,6 +219,9 @@ async fn a_short_pool_is_refused_before_the_hold_queue() {
     let pool = |n: u32| json!({"pool": "FLOOR", "quantity": n});
     let (st, body) = h.hold_with(&h.token("places"), "k", pool(2), &[]).await;
     assert_eq!(st, 201, "{body}");
+    // The read happens when this node's seat map says the pool is short: a fan's look at it.
+    let map = h.fan_get("fan", &format!("/api/shows/{SHOW}/seats")).await;
+    assert_eq!(map["pools"][0]["available"], 1, "{map}");
     let mut lock = booking_core::db::begin_write(&h.state.db).await.unwrap();
     sqlx::query("LOCK TABLE hold_slots IN EXCLUSIVE MODE")
         .execute(&mut *lock)

@@ -516,6 +516,27 @@ impl SeatMaps {
         w.now.get(&key).or_else(|| w.before.get(&key)).copied()
     }
 
+    /// Whether this node's last served snapshot of `show` counted fewer than `quantity`
+    /// places left in `pool` (no poll, no render; false without a snapshot or such a pool).
+    /// A hint for the read before a pool hold ([`crate::inventory::preread::Check::Pool`]),
+    /// which then decides from the database: a snapshot saying "enough" sends the hold on
+    /// without that read (a hold lapsed since the poll only adds places).
+    pub fn pool_short(&self, show: &str, pool: &str, quantity: u32) -> bool {
+        let slot = match self.shows.lock().expect("seat map slots").get(show) {
+            Some(slot) => slot.clone(),
+            None => return false,
+        };
+        let last = slot.last.lock().expect("seat map last views");
+        let Some((views, _)) = last.as_ref() else {
+            return false;
+        };
+        let pools = views.whole_src.pools.as_array();
+        pools
+            .and_then(|ps| ps.iter().find(|p| p["id"] == pool))
+            .and_then(|p| p["available"].as_i64())
+            .is_some_and(|left| left < i64::from(quantity))
+    }
+
     fn slot(&self, show: &str) -> Arc<Slot> {
         let mut m = self.shows.lock().expect("seat map slots");
         m.entry(show.to_owned()).or_default().clone()
