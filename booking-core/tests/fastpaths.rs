@@ -200,6 +200,43 @@ async fn visibly_taken_seats_are_refused_without_a_transaction() {
     assert_eq!(st, 201, "a refusal is computed anew: {held}");
 }
 
+/// Issue 13: on PostgreSQL the read before a hold stores the refusal it makes in the same
+/// statement (`preread::Seen::recorded`): no batch of the refusals' group commit for it, one
+/// round trip for the 409. The key is stored as refused all the same (another body with it:
+/// 422), a retry of the same request while the seats are still taken is refused again without
+/// a record, and one whose seats are free again holds them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_seen_by_the_read_is_stored_by_it() {
+    let h = Harness::on(Backend::Postgres).await;
+    let (st, first) = h.hold(&h.token("fan-a"), "ka", &["A-1-1"]).await;
+    assert_eq!(st, 201, "{first}");
+    let before = h.state.refusals.batches();
+    let b = h.token("fan-b");
+    for _ in 0..2 {
+        let (st, body) = h.hold(&b, "kb", &["A-1-1", "A-1-2"]).await;
+        assert_eq!(st, 409, "{body}");
+        assert_eq!(
+            body["availability"],
+            json!({"A-1-1": "held", "A-1-2": "free"}),
+            "{body}"
+        );
+    }
+    assert_eq!(h.state.refusals.batches(), before, "no group-commit batch");
+    assert_eq!(
+        h.count(
+            "SELECT COUNT(*) FROM idempotency WHERE key = $1 AND status = 409",
+            "kb"
+        )
+        .await,
+        1
+    );
+    let (st, body) = h.hold(&b, "kb", &["A-1-3"]).await;
+    assert_eq!(st, 422, "the refused key is stored: {body}");
+    assert_eq!(h.cancel_hold("fan-a", &first["hold_id"]).await / 100, 2);
+    let (st, body) = h.hold(&b, "kb", &["A-1-1", "A-1-2"]).await;
+    assert_eq!(st, 201, "a refusal is decided anew: {body}");
+}
+
 /// Issue 13: a pool that a read shows short is refused from that read, before the hold queue
 /// and without a transaction (`inventory::preread`; read when the node's seat map says the
 /// pool is short): in the seed rehearsal's hot show 29,500 of

@@ -388,40 +388,13 @@ async fn create_hold_here(
     // first: its transaction's key statement finds a stored answer (a retry, or an identical
     // request on another node) and replays it (`HoldAnswer::replayed`: the rate-limit slot is
     // given back).
-    // A pool hold reads first only when this node's seat map says the pool is short (the read
-    // then decides): a read before every pool hold cost `loadtest bench` a third of its pool
-    // holds a second (8,310 → 5,413), for a refusal that only a sold-out pool needs.
-    let check = match Check::of(&ask) {
-        Check::Pool(pool, n) if !state.seatmaps.pool_short(&show, pool, n) => Check::Key,
-        check => check,
-    };
+    // The owner reads (the duplicates wait for its answer, from the read or the hold): on
+    // PostgreSQL the read stores the refusal it makes, so twenty identical requests reading
+    // side by side would each store or meet it and then each reach the rate limiter (B12).
     let mut waited = false;
-    let (owner, lost, key_read, plain) = loop {
-        let (mut lost, mut plain, key_read) = (None, false, waited || check != Check::Key);
-        if key_read {
-            let seen = telemetry::hold_phase(
-                "preread",
-                preread::read(
-                    &state.reads,
-                    state.local_reads.as_ref(),
-                    &adm.sub,
-                    &adm.jti,
-                    &key,
-                    &hash,
-                    &show,
-                    check,
-                    now,
-                ),
-            )
-            .await?;
-            if let Some(a) = seen.answer {
-                telemetry::replay(&show);
-                return Ok((a.status, Json(with_currency(a.body, venue))).into_response());
-            }
-            (lost, plain) = (seen.lost, seen.plain);
-        }
+    let owner = loop {
         match state.in_flight.enter(&adm.sub, &key) {
-            Entry::Owner(owner) => break (owner, lost, key_read, plain),
+            Entry::Owner(owner) => break owner,
             Entry::Wait(rx) => {
                 match telemetry::hold_phase("in_flight", inflight::wait(rx, IN_FLIGHT_WAIT)).await {
                     None => return Err(claim::concurrent_request().into()),
@@ -432,7 +405,7 @@ async fn create_hold_here(
                             Err(p) => Err(p.clone().into()),
                         };
                     }
-                    // The owner failed unexpectedly, or its body was another: read, or run.
+                    // The owner failed unexpectedly, or its body was another: read, then run.
                     Some(_) => waited = true,
                 }
             }
@@ -447,9 +420,7 @@ async fn create_hold_here(
         venue,
         now,
     };
-    let outcome = owned
-        .hold(ask, &channel, timing, lost, key_read, plain)
-        .await;
+    let outcome = owned.read_then_hold(ask, waited, &channel, timing).await;
     owner.finish(&hash, &outcome);
     let (status, body) = outcome?;
     Ok((status, Json(body)).into_response())
@@ -478,6 +449,54 @@ struct Owned<'a> {
 }
 
 impl Owned<'_> {
+    /// The read before the hold (a stored answer is replayed from it), then [`Owned::hold`].
+    /// The read checks the key and what `ask` names ([`Check::of`]); it is skipped for an ask
+    /// of no seats or pool unless `waited` (an identical request's owner ended without an
+    /// answer for this one: the key may be stored now).
+    async fn read_then_hold(
+        &self,
+        ask: Ask,
+        waited: bool,
+        channel: &str,
+        timing: Timing,
+    ) -> ApiResult<(StatusCode, Value)> {
+        // A pool hold reads first only when this node's seat map says the pool is short (the
+        // read then decides): a read before every pool hold cost `loadtest bench` a third of
+        // its pool holds a second (8,310 → 5,413), for a refusal only a sold-out pool needs.
+        let check = match Check::of(&ask) {
+            Check::Pool(pool, n) if !self.state.seatmaps.pool_short(self.show, pool, n) => {
+                Check::Key
+            }
+            check => check,
+        };
+        let key_read = waited || check != Check::Key;
+        let (mut lost, mut plain) = (None, false);
+        if key_read {
+            let state = self.state;
+            let seen = telemetry::hold_phase(
+                "preread",
+                preread::read(
+                    &state.reads,
+                    state.local_reads.as_ref(),
+                    &self.adm.sub,
+                    &self.adm.jti,
+                    self.key,
+                    self.hash,
+                    self.show,
+                    check,
+                    self.now,
+                ),
+            )
+            .await?;
+            if let Some(a) = seen.answer {
+                telemetry::replay(self.show);
+                return Ok((a.status, with_currency(a.body, self.venue)));
+            }
+            (lost, plain) = (seen.lost.map(|l| (l, seen.recorded)), seen.plain);
+        }
+        self.hold(ask, channel, timing, lost, key_read, plain).await
+    }
+
     /// The rate limit, then the hold of `ask` (refused from the read before it when `lost`
     /// says what it saw short: seats taken, a pool or a section; `key_read`: that read found no
     /// stored answer for the key; `plain`: it found nothing the transaction would refuse
@@ -488,7 +507,7 @@ impl Owned<'_> {
         ask: Ask,
         channel: &str,
         timing: Timing,
-        lost: Option<Lost>,
+        lost: Option<(Lost, bool)>,
         key_read: bool,
         plain: bool,
     ) -> ApiResult<(StatusCode, Value)> {
@@ -523,9 +542,9 @@ impl Owned<'_> {
         }
         // Seats the read showed taken, a pool or section it showed short: refused without a
         // transaction or the hold queue (the guarded update decides only grants).
-        if let Some(lost) = lost {
+        if let Some((lost, recorded)) = lost {
             telemetry::hold_refused(show, 409, lost.kind());
-            return Err(self.refuse(lost).await);
+            return Err(self.refuse(lost, recorded).await);
         }
         let kind = ask.kind();
         // The queue's batches are for named seats, best available and pools (a pool-only ask
@@ -694,8 +713,10 @@ impl Owned<'_> {
                     ..
                 }) => return Some(Ok(stored)),
                 Ok(Seen {
-                    lost: Some(lost), ..
-                }) => return Some(Err(self.refuse(lost).await)),
+                    lost: Some(lost),
+                    recorded,
+                    ..
+                }) => return Some(Err(self.refuse(lost, recorded).await)),
                 // Every seat free again: try again while `plain` (else a cap appeared: the
                 // full path decides).
                 Ok(Seen { plain, .. }) if plain => {}
@@ -706,18 +727,20 @@ impl Owned<'_> {
     }
 
     /// The refusal of a hold that a read refused (`lost`: the asked seats seen taken with
-    /// their statuses, the pool or the section seen short): its 409 (`seats-unavailable`,
-    /// `pool-unavailable`, `no-seats-together`) once the key is recorded as refused (the key
-    /// cannot be reused for another request), as after a lost transaction; 422 when another
-    /// request stored the key first; the database's error when the record or the 409's
-    /// availability read failed (only a section with some free seats reads it).
-    async fn refuse(&self, lost: Lost) -> ApiError {
+    /// their statuses, or the pool seen short): its 409 (`seats-unavailable`,
+    /// `pool-unavailable`) once the key is recorded as refused (the key cannot be reused for
+    /// another request), as after a lost transaction; `recorded`: the read stored it already
+    /// (`preread::Seen::recorded`), else it is stored here; 422 when another request stored
+    /// the key first; the database's error when the record failed.
+    async fn refuse(&self, lost: Lost, recorded: bool) -> ApiError {
         let state = self.state;
-        let row = claim::Refused::of(&self.adm.sub, self.key, self.hash, self.now);
-        match telemetry::hold_phase("refusal", state.refusals.record(&state.db, row)).await {
-            Ok(true) => {}
-            Ok(false) => return claim::key_reused().into(),
-            Err(e) => return e.into(),
+        if !recorded {
+            let row = claim::Refused::of(&self.adm.sub, self.key, self.hash, self.now);
+            match telemetry::hold_phase("refusal", state.refusals.record(&state.db, row)).await {
+                Ok(true) => {}
+                Ok(false) => return claim::key_reused().into(),
+                Err(e) => return e.into(),
+            }
         }
         let local = state.local_reads.as_ref();
         match lost.problem(&state.reads, local, self.show, self.now).await {

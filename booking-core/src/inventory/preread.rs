@@ -81,6 +81,12 @@ pub struct Seen {
     /// or the visitor, a session not ended, every asked seat known. Only such a hold of named
     /// seats is tried in one round trip on PostgreSQL ([`crate::inventory::onetrip`]).
     pub plain: bool,
+    /// The key is stored as refused for this request (`lost` is set): inserted by this read
+    /// (on PostgreSQL the statement stores the refusal it makes, in the same round trip, by the
+    /// same conditions as the code reading its rows), or stored so by an earlier try of the
+    /// same request. The 409 needs no record of its own ([`crate::inventory::refusals`]); when
+    /// false, another request may have stored the key meanwhile, and the record decides.
+    pub recorded: bool,
 }
 
 /// Reads the key `(visitor, key)` of a request whose hash is `hash` and, for `check` of `show`
@@ -104,25 +110,31 @@ pub async fn read(
     check: Check<'_>,
     now_ms: i64,
 ) -> ApiResult<Seen> {
-    let (sql, b) = sql(visitor, jti, key, show, check, now_ms);
+    // On PostgreSQL the read also stores the refusal it makes (see [`Seen::recorded`]).
+    let record = (local.is_none() && db::backend(db) == db::Backend::Postgres).then_some(hash);
+    let (sql, b) = sql(visitor, jti, key, show, check, now_ms, record);
     let rows: Vec<(String, String, String, String)> = match local {
         Some(local) => local.rows(&sql, &b, |x| {
             Ok((x.get(0)?, x.get(1)?, x.get(2)?, x.get(3)?))
         })?,
         None => sqlx::query_as_with(&sql, b.args()).fetch_all(db).await?,
     };
-    let (mut stored, mut capped, mut pool) = (None, false, None);
+    let (mut stored, mut capped, mut pool, mut inserted) = (None, false, None, false);
     let mut statuses = Map::new();
     for (t, a, b, c) in rows {
         match t.as_str() {
             "k" => stored = Some((a, b.parse::<i64>().unwrap_or_default(), c)),
             "c" => capped = b != "0",
             "p" => pool = pool_entry(a, &b, &c),
+            "r" => inserted = true,
             _ => {
                 statuses.insert(a, Value::from(b));
             }
         }
     }
+    // A stored row that is no answer is a refusal of this same request (another body's is
+    // `Err` here).
+    let refused_before = stored.is_some();
     let answer = claim::answer_of(stored, hash)?;
     let seats = check.seats();
     let plain = answer.is_none() && !capped && !seats.is_empty() && statuses.len() == seats.len();
@@ -140,16 +152,27 @@ pub async fn read(
                 .map(Lost::PoolSeen),
         }
     };
+    let recorded = lost.is_some() && (inserted || refused_before);
+    debug_assert!(
+        !inserted || lost.is_some(),
+        "the statement stored a refusal the read did not make"
+    );
     Ok(Seen {
         answer,
         lost,
         plain,
+        recorded,
     })
 }
 
 /// The statement of [`read`] and its values. Its rows `(t, a, b, c)`, all text: `k` the key's
 /// (hash, status, body); `c` the admission's live cap slots and ended session, counted (`b`);
 /// `s` a seat's (id, status); `p` the pool's (id, places left, "price,capacity,oversell").
+/// With `record` (the request's hash; PostgreSQL only) the read is a CTE, and one more row `r`
+/// says it stored the key as refused: when the key has no row, no cap slot is live, the session
+/// has not ended, and every asked seat is known with one not free, or the pool has fewer
+/// places left than asked ([`read`]'s rule for `lost`, on the same rows); it commits without
+/// waiting for the disk, as the refusals' group commit does.
 fn sql(
     visitor: &str,
     jti: &str,
@@ -157,6 +180,7 @@ fn sql(
     show: &str,
     check: Check<'_>,
     now_ms: i64,
+    record: Option<&str>,
 ) -> (String, db::Binds) {
     let mut sql = "SELECT 'k' AS t, request_hash AS a, CAST(status AS TEXT) AS b, body AS c \
                    FROM idempotency WHERE visitor_id = $2 AND key = $3"
@@ -202,6 +226,34 @@ fn sql(
             ));
         }
     }
+    let short = match check {
+        Check::Key => return (sql, b),
+        Check::Seats(seats) => format!(
+            "(SELECT COUNT(*) FROM q WHERE t = 's') = {n} \
+             AND EXISTS (SELECT 1 FROM q WHERE t = 's' AND b <> 'free')",
+            n = b.push(i64::try_from(seats.len()).unwrap_or(i64::MAX)),
+        ),
+        // CASE: the cast only of the pool's row (`b` is a status or a body on the others).
+        Check::Pool(_, quantity) => format!(
+            "EXISTS (SELECT 1 FROM q WHERE (CASE WHEN t = 'p' THEN CAST(b AS BIGINT) END) < {n})",
+            n = b.push(i64::from(quantity)),
+        ),
+    };
+    let Some(hash) = record else {
+        return (sql, b);
+    };
+    let sql = format!(
+        "WITH q (t, a, b, c) AS MATERIALIZED ({sql}), \
+         r AS (INSERT INTO idempotency (visitor_id, key, request_hash, status, body, created_at) \
+         SELECT $2, $3, {hash}, {refused}, '', $1 \
+         WHERE NOT EXISTS (SELECT 1 FROM q WHERE t = 'k') \
+         AND EXISTS (SELECT 1 FROM q WHERE t = 'c' AND b = '0') AND {short} \
+         ON CONFLICT (visitor_id, key) DO NOTHING RETURNING 1) \
+         SELECT t, a, b, c FROM q \
+         UNION ALL SELECT 'r', '', set_config('synchronous_commit', 'off', true), '' FROM r",
+        hash = b.push(hash),
+        refused = b.push(claim::REFUSED),
+    );
     (sql, b)
 }
 
