@@ -285,6 +285,49 @@ async fn a_short_pool_is_refused_before_the_hold_queue() {
     assert_eq!(st, 201, "lapsed places count as free: {body}");
 }
 
+/// Issue 13: in the hold queue's batch a best-available party whose section has no block for
+/// it (read whole, with nothing else of the batch taken) is settled before its key and cap
+/// slots are written (`inventory::batch`, `held_back`): with every hold transaction's first
+/// write held up (the caps table locked against writes, as above), such a party gets its 409
+/// at once. A stored key or a cap still answers first, as in the party's own transaction: the
+/// winner's retry replays its 201, and its new request is refused for the hold it has.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_party_with_no_seats_left_is_settled_before_its_keys_are_written() {
+    let h = Harness::on_with(Backend::Postgres, |c| {
+        Harness::small_venue(c, 2);
+        c.queued_shows = vec![SHOW.into()];
+    })
+    .await;
+    let best = |n: u32| json!({"best_available": {"section": "A", "quantity": n}});
+    let first = h.token("first");
+    let (st, held) = h.hold_with(&first, "k", best(2), &[]).await;
+    assert_eq!(st, 201, "{held}");
+    let mut lock = booking_core::db::begin_write(&h.state.db).await.unwrap();
+    sqlx::query("LOCK TABLE hold_slots IN EXCLUSIVE MODE")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    let late = h.token("late");
+    let ask = h.hold_with(&late, "k", best(1), &[]);
+    let (st, body) = tokio::time::timeout(std::time::Duration::from_secs(5), ask)
+        .await
+        .expect("answered while every hold transaction waits for the caps table");
+    assert_eq!(
+        (st, body["availability"].clone()),
+        (409, json!({"section": "A", "free": 0, "largest_block": 0})),
+        "{body}"
+    );
+    lock.rollback().await.unwrap();
+    let (st, again) = h.hold_with(&first, "k", best(2), &[]).await;
+    assert_eq!((st, &again["hold_id"]), (201, &held["hold_id"]), "{again}");
+    let (st, body) = h.hold_with(&first, "k2", best(1), &[]).await;
+    assert_eq!(
+        (st, body["type"].as_str()),
+        (409, Some("/problems/hold-exists")),
+        "{body}"
+    );
+}
+
 /// Issue 13: refusals before a transaction store their keys in batches
 /// (`inventory::refusals`). With SQLite's one writer busy (a test transaction holds it), 20
 /// fans asking for a held seat are each refused from the read before the hold and wait for
