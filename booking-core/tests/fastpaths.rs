@@ -149,6 +149,26 @@ async fn queued_unknown_seat_is_422_as_unqueued(b: Backend) {
     assert_eq!(h.seat_status("A-1-1").await, "free");
 }
 
+/// A test session's transaction holding the caps table against writes (`LOCK TABLE hold_slots
+/// IN EXCLUSIVE MODE`: reads go on), which every hold transaction's first statement writes
+/// (PostgreSQL); roll it back to let them on.
+async fn lock_caps(h: &Harness) -> booking_core::db::Tx<'static> {
+    let mut lock = booking_core::db::begin_write(&h.state.db).await.unwrap();
+    sqlx::query("LOCK TABLE hold_slots IN EXCLUSIVE MODE")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    lock
+}
+
+/// `ask`'s answer within 5 s (while [`lock_caps`] holds, only a request answered without a
+/// hold transaction is).
+async fn at_once(ask: impl std::future::Future<Output = (u16, Value)>) -> (u16, Value) {
+    tokio::time::timeout(std::time::Duration::from_secs(5), ask)
+        .await
+        .expect("answered while every hold transaction waits for the caps table")
+}
+
 /// Issue 13: a hold of seats another fan holds is refused from one read, without a
 /// transaction (`inventory::preread`). A test session locks the caps table against writes
 /// (`LOCK TABLE hold_slots IN EXCLUSIVE MODE`: reads go on), which every hold transaction's
@@ -162,11 +182,7 @@ async fn visibly_taken_seats_are_refused_without_a_transaction() {
     let a = h.token("fan-a");
     let (st, first) = h.hold(&a, "ka", &["A-1-1", "A-1-2"]).await;
     assert_eq!(st, 201, "{first}");
-    let mut lock = booking_core::db::begin_write(&h.state.db).await.unwrap();
-    sqlx::query("LOCK TABLE hold_slots IN EXCLUSIVE MODE")
-        .execute(&mut *lock)
-        .await
-        .unwrap();
+    let lock = lock_caps(&h).await;
     let b = h.token("fan-b");
     let ask = |key: &str, seats: &[&str]| {
         h.http
@@ -259,16 +275,8 @@ async fn a_short_pool_is_refused_before_the_hold_queue() {
     // The read happens when this node's seat map says the pool is short: a fan's look at it.
     let map = h.fan_get("fan", &format!("/api/shows/{SHOW}/seats")).await;
     assert_eq!(map["pools"][0]["available"], 1, "{map}");
-    let mut lock = booking_core::db::begin_write(&h.state.db).await.unwrap();
-    sqlx::query("LOCK TABLE hold_slots IN EXCLUSIVE MODE")
-        .execute(&mut *lock)
-        .await
-        .unwrap();
-    let fan = h.token("fan");
-    let ask = h.hold_with(&fan, "k", pool(2), &[]);
-    let (st, body) = tokio::time::timeout(std::time::Duration::from_secs(5), ask)
-        .await
-        .expect("answered while every hold transaction waits for the caps table");
+    let lock = lock_caps(&h).await;
+    let (st, body) = at_once(h.hold_with(&h.token("fan"), "k", pool(2), &[])).await;
     assert_eq!(st, 409, "{body}");
     assert_eq!(body["type"], "/problems/pool-unavailable", "{body}");
     assert_eq!(
@@ -302,16 +310,8 @@ async fn a_party_with_no_seats_left_is_settled_before_its_keys_are_written() {
     let first = h.token("first");
     let (st, held) = h.hold_with(&first, "k", best(2), &[]).await;
     assert_eq!(st, 201, "{held}");
-    let mut lock = booking_core::db::begin_write(&h.state.db).await.unwrap();
-    sqlx::query("LOCK TABLE hold_slots IN EXCLUSIVE MODE")
-        .execute(&mut *lock)
-        .await
-        .unwrap();
-    let late = h.token("late");
-    let ask = h.hold_with(&late, "k", best(1), &[]);
-    let (st, body) = tokio::time::timeout(std::time::Duration::from_secs(5), ask)
-        .await
-        .expect("answered while every hold transaction waits for the caps table");
+    let lock = lock_caps(&h).await;
+    let (st, body) = at_once(h.hold_with(&h.token("late"), "k", best(1), &[])).await;
     assert_eq!(
         (st, body["availability"].clone()),
         (409, json!({"section": "A", "free": 0, "largest_block": 0})),

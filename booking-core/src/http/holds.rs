@@ -449,6 +449,23 @@ struct Owned<'a> {
 }
 
 impl Owned<'_> {
+    /// The read before a hold of this request ([`preread::read`]) of the key and `check`.
+    async fn read(&self, check: Check<'_>) -> ApiResult<Seen> {
+        let state = self.state;
+        preread::read(
+            &state.reads,
+            state.local_reads.as_ref(),
+            &self.adm.sub,
+            &self.adm.jti,
+            self.key,
+            self.hash,
+            self.show,
+            check,
+            self.now,
+        )
+        .await
+    }
+
     /// The read before the hold (a stored answer is replayed from it), then [`Owned::hold`].
     /// The read checks the key and what `ask` names ([`Check::of`]); it is skipped for an ask
     /// of no seats or pool unless `waited` (an identical request's owner ended without an
@@ -472,22 +489,7 @@ impl Owned<'_> {
         let key_read = waited || check != Check::Key;
         let (mut lost, mut plain) = (None, false);
         if key_read {
-            let state = self.state;
-            let seen = telemetry::hold_phase(
-                "preread",
-                preread::read(
-                    &state.reads,
-                    state.local_reads.as_ref(),
-                    &self.adm.sub,
-                    &self.adm.jti,
-                    self.key,
-                    self.hash,
-                    self.show,
-                    check,
-                    self.now,
-                ),
-            )
-            .await?;
+            let seen = telemetry::hold_phase("preread", self.read(check)).await?;
             if let Some(a) = seen.answer {
                 telemetry::replay(self.show);
                 return Ok((a.status, with_currency(a.body, self.venue)));
@@ -694,18 +696,7 @@ impl Owned<'_> {
             }
             // A new snapshot: another node's identical request may have stored its 201 while
             // the statement waited on the seats' locks (case B12).
-            let seen = preread::read(
-                &state.reads,
-                state.local_reads.as_ref(),
-                &self.adm.sub,
-                &self.adm.jti,
-                self.key,
-                self.hash,
-                self.show,
-                Check::Seats(seats),
-                self.now,
-            )
-            .await;
+            let seen = self.read(Check::Seats(seats)).await;
             match seen {
                 Err(e) => return Some(Err(e)),
                 Ok(Seen {
