@@ -18,6 +18,8 @@ on_both!(
     one_live_hold_per_admission_race,
     visitor_cap_holds_under_concurrency,
     hold_creation_is_rate_limited_per_admission,
+    a_request_over_the_rate_limit_leaves_its_key_unused,
+    a_refused_request_sent_again_over_the_limit_is_refused_again,
     channel_picks_hold_and_payment_lifetimes,
     a_lapsed_holds_sweep_keeps_the_session_of_the_hold_after_it,
 );
@@ -150,6 +152,59 @@ async fn hold_creation_is_rate_limited_per_admission(b: Backend) {
     assert_eq!(body["type"], "/problems/hold-rate-limited");
     let (st, _) = h.hold(&h.token("other"), "x", &["A-1-1"]).await;
     assert_eq!(st, 201, "another admission is not limited");
+}
+
+/// A request the rate limiter refuses writes nothing, not even its key (newcomer review: on
+/// PostgreSQL the read before the hold stored its refusal first, so after a 429 the same key with
+/// another body was `422 idempotency-key-reused`, still a minute later). Limit 1 a minute: the
+/// admission spends it on a refused request, a request for a held seat gets 429, and once a
+/// token is back the same key with another body holds.
+async fn a_request_over_the_rate_limit_leaves_its_key_unused(b: Backend) {
+    let h = Harness::on_with(b, |c| c.hold_rate_per_min = 1).await;
+    let (st, body) = h.hold(&h.token("holder"), "k", &["A-1-1"]).await;
+    assert_eq!(st, 201, "{body}");
+    let t = h.token("limited");
+    let (st, body) = h.hold(&t, "spent", &["A-1-1", "A-1-2"]).await;
+    assert_eq!(st, 409, "{body}");
+    let (st, body) = h.hold(&t, "k2", &["A-1-1"]).await;
+    assert_eq!(
+        (st, body["type"].as_str()),
+        (429, Some("/problems/hold-rate-limited")),
+        "{body}"
+    );
+    assert_eq!(
+        h.count("SELECT COUNT(*) FROM idempotency WHERE key = $1", "k2")
+            .await,
+        0,
+        "nothing stored for a 429"
+    );
+    h.clock.advance_ms(61_000);
+    let (st, body) = h.hold(&t, "k2", &["A-1-3"]).await;
+    assert_eq!(st, 201, "the key was never used: {body}");
+}
+
+/// B12 over the rate limit (newcomer review: 25 identical requests sent at once with one token
+/// left: those after the first's quick 409 found no owner in flight and were answered 429): a
+/// request identical to one refused, sent again while its refusal still holds, is refused
+/// again with the same 409 and does not count; a new request is limited.
+async fn a_refused_request_sent_again_over_the_limit_is_refused_again(b: Backend) {
+    let h = Harness::on_with(b, |c| c.hold_rate_per_min = 1).await;
+    let (st, body) = h.hold(&h.token("holder"), "k", &["A-1-1"]).await;
+    assert_eq!(st, 201, "{body}");
+    let t = h.token("fan");
+    for _ in 0..3 {
+        let (st, body) = h.hold(&t, "again", &["A-1-1", "A-1-2"]).await;
+        assert_eq!(
+            (st, body["type"].as_str()),
+            (409, Some("/problems/seats-unavailable")),
+            "{body}"
+        );
+    }
+    let (st, body) = h.hold(&t, "new", &["A-1-3"]).await;
+    assert_eq!(
+        (st, body["type"].as_str()),
+        (429, Some("/problems/hold-rate-limited"))
+    );
 }
 
 async fn channel_picks_hold_and_payment_lifetimes(b: Backend) {

@@ -449,8 +449,9 @@ struct Owned<'a> {
 }
 
 impl Owned<'_> {
-    /// The read before a hold of this request ([`preread::read`]) of the key and `check`.
-    async fn read(&self, check: Check<'_>) -> ApiResult<Seen> {
+    /// The read before a hold of this request ([`preread::read`]) of the key and `check`;
+    /// `record`: it may store the refusal it makes.
+    async fn read(&self, check: Check<'_>, record: bool) -> ApiResult<Seen> {
         let state = self.state;
         preread::read(
             &state.reads,
@@ -462,6 +463,7 @@ impl Owned<'_> {
             self.show,
             check,
             self.now,
+            record,
         )
         .await
     }
@@ -487,30 +489,81 @@ impl Owned<'_> {
             check => check,
         };
         let key_read = waited || check != Check::Key;
+        let (state, jti) = (self.state, &self.adm.jti);
+        let per_min = state.config.hold_rate_per_min;
+        // The rate limit first, so that nothing is written for a request it refuses (on
+        // PostgreSQL the read below stores the refusal it makes: a newcomer review found a
+        // 429 using up its key, the same key with another body 422 a minute later).
+        if let Err(wait) = state.limiter.check(jti, per_min, self.now) {
+            return self.over_limit(check, key_read, wait).await;
+        }
         let (mut lost, mut plain) = (None, false);
         if key_read {
-            let seen = telemetry::hold_phase("preread", self.read(check)).await?;
+            let seen = telemetry::hold_phase("preread", self.read(check, true)).await?;
             if let Some(a) = seen.answer {
+                // A replay is not a new request: it never counts against the limit (B12).
+                state.limiter.give_back(jti, per_min);
                 telemetry::replay(self.show);
                 return Ok((a.status, with_currency(a.body, self.venue)));
             }
+            if seen.lost.is_some() && seen.repeated {
+                // The same refusal of the same request again: not a new attempt either.
+                state.limiter.give_back(jti, per_min);
+            }
             (lost, plain) = (seen.lost.map(|l| (l, seen.recorded)), seen.plain);
         }
-        self.hold(ask, channel, timing, lost, key_read, plain).await
+        self.hold(ask, channel, timing, lost, plain).await
     }
 
-    /// The rate limit, then the hold of `ask` (refused from the read before it when `lost`
-    /// says what it saw short: seats taken, a pool or a section; `key_read`: that read found no
-    /// stored answer for the key; `plain`: it found nothing the transaction would refuse
-    /// before the guarded update, `preread::Seen::plain`): the answer's status and body, or
-    /// the refusal.
+    /// A request over its admission's hold rate limit (`wait`: seconds until a token): an
+    /// identical request's stored answer is still replayed (or 422 for a reused key), and a
+    /// refusal of this same request that still holds is answered again, neither counting
+    /// (B12: a newcomer review sent 25 identical requests at once with one token left, and the
+    /// ones after the first's quick 409 were answered 429); anything else is `429
+    /// hold-rate-limited` with `Retry-After`. Nothing is written but a refusal's own record
+    /// (none: the key holds it already).
+    async fn over_limit(
+        &self,
+        check: Check<'_>,
+        key_read: bool,
+        wait: u64,
+    ) -> ApiResult<(StatusCode, Value)> {
+        let (state, show) = (self.state, self.show);
+        let stored = if key_read {
+            let seen = telemetry::hold_phase("preread", self.read(check, false)).await?;
+            if let (None, Some(lost), true) = (&seen.answer, &seen.lost, seen.repeated) {
+                telemetry::hold_refused(show, 409, lost.kind());
+                return Err(self.refuse(lost.clone(), true).await);
+            }
+            seen.answer
+        } else {
+            claim::stored_answer(&state.reads, &self.adm.sub, self.key, self.hash).await?
+        };
+        if let Some(a) = stored {
+            telemetry::replay(show);
+            return Ok((a.status, with_currency(a.body, self.venue)));
+        }
+        telemetry::hold_refused(show, 429, "hold-rate-limited");
+        Err(Problem::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "hold-rate-limited",
+            "Too many hold requests",
+        )
+        .detail("hold creation is rate-limited per admission")
+        .retry_after(wait)
+        .into())
+    }
+
+    /// The hold of `ask`, its rate-limit token taken (refused from the read before it when
+    /// `lost` says what it saw short, seats taken or a pool, and whether the refusal is stored;
+    /// `plain`: that read found nothing the transaction would refuse before the guarded update,
+    /// `preread::Seen::plain`): the answer's status and body, or the refusal.
     async fn hold(
         &self,
         ask: Ask,
         channel: &str,
         timing: Timing,
         lost: Option<(Lost, bool)>,
-        key_read: bool,
         plain: bool,
     ) -> ApiResult<(StatusCode, Value)> {
         let Owned {
@@ -523,25 +576,6 @@ impl Owned<'_> {
             now,
         } = *self;
         let per_min = state.config.hold_rate_per_min;
-        if let Err(wait) = state.limiter.check(&adm.jti, per_min, now) {
-            // Over the limit, a replay still gets its stored answer (or 422 for a reused key):
-            // read here unless the read before the hold just found none.
-            if !key_read {
-                if let Some(a) = claim::stored_answer(&state.reads, &adm.sub, key, hash).await? {
-                    telemetry::replay(show);
-                    return Ok((a.status, with_currency(a.body, venue)));
-                }
-            }
-            telemetry::hold_refused(show, 429, "hold-rate-limited");
-            return Err(Problem::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                "hold-rate-limited",
-                "Too many hold requests",
-            )
-            .detail("hold creation is rate-limited per admission")
-            .retry_after(wait)
-            .into());
-        }
         // Seats the read showed taken, a pool or section it showed short: refused without a
         // transaction or the hold queue (the guarded update decides only grants).
         if let Some((lost, recorded)) = lost {
@@ -696,7 +730,7 @@ impl Owned<'_> {
             }
             // A new snapshot: another node's identical request may have stored its 201 while
             // the statement waited on the seats' locks (case B12).
-            let seen = self.read(Check::Seats(seats)).await;
+            let seen = self.read(Check::Seats(seats), true).await;
             match seen {
                 Err(e) => return Some(Err(e)),
                 Ok(Seen {

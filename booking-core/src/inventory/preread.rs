@@ -87,6 +87,9 @@ pub struct Seen {
     /// same request. The 409 needs no record of its own ([`crate::inventory::refusals`]); when
     /// false, another request may have stored the key meanwhile, and the record decides.
     pub recorded: bool,
+    /// The key was stored as refused for this same request before this read, and the read
+    /// refuses it again (`lost` is set): a repeat of an answered request, not a new attempt.
+    pub repeated: bool,
 }
 
 /// Reads the key `(visitor, key)` of a request whose hash is `hash` and, for `check` of `show`
@@ -97,7 +100,10 @@ pub struct Seen {
 /// so such a request is not refused here. Nor is one naming an unknown seat or pool (the
 /// transaction's 422). `Err` is 422 `idempotency-key-reused` or 409 `concurrent-request`,
 /// as [`claim::stored_answer`].
-/// On a SQLite file the read runs on the calling thread (`local`: [`LocalReads`]), else on `db`.
+/// With `record`, on PostgreSQL, the statement also stores the refusal it makes
+/// ([`Seen::recorded`]); the caller passes false when nothing may be written for the request
+/// (over its rate limit). On a SQLite file the read runs on the calling thread (`local`:
+/// [`LocalReads`]), else on `db`.
 #[allow(clippy::too_many_arguments)]
 pub async fn read(
     db: &Db,
@@ -109,9 +115,12 @@ pub async fn read(
     show: &str,
     check: Check<'_>,
     now_ms: i64,
+    record: bool,
 ) -> ApiResult<Seen> {
-    // On PostgreSQL the read also stores the refusal it makes (see [`Seen::recorded`]).
-    let record = (local.is_none() && db::backend(db) == db::Backend::Postgres).then_some(hash);
+    // On PostgreSQL, with `record`, the read also stores the refusal it makes (see
+    // [`Seen::recorded`]).
+    let record =
+        (record && local.is_none() && db::backend(db) == db::Backend::Postgres).then_some(hash);
     let (sql, b) = sql(visitor, jti, key, show, check, now_ms, record);
     let rows: Vec<(String, String, String, String)> = match local {
         Some(local) => local.rows(&sql, &b, |x| {
@@ -152,7 +161,8 @@ pub async fn read(
                 .map(Lost::PoolSeen),
         }
     };
-    let recorded = lost.is_some() && (inserted || refused_before);
+    let repeated = lost.is_some() && refused_before;
+    let recorded = repeated || (lost.is_some() && inserted);
     debug_assert!(
         !inserted || lost.is_some(),
         "the statement stored a refusal the read did not make"
@@ -162,6 +172,7 @@ pub async fn read(
         lost,
         plain,
         recorded,
+        repeated,
     })
 }
 
