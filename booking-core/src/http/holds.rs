@@ -481,7 +481,8 @@ impl Owned<'_> {
     ) -> ApiResult<(StatusCode, Value)> {
         // A pool hold reads first only when this node's seat map says the pool is short (the
         // read then decides): a read before every pool hold cost `loadtest bench` a third of
-        // its pool holds a second (8,310 → 5,413), for a refusal only a sold-out pool needs.
+        // its pool holds a second (5,413 in the one run with it, 7,197–9,993 in the runs without),
+        // for a refusal only a sold-out pool needs.
         let check = match Check::of(&ask) {
             Check::Pool(pool, n) if !self.state.seatmaps.pool_short(self.show, pool, n) => {
                 Check::Key
