@@ -24,6 +24,7 @@ use booking_core::door::Admission;
 use booking_core::inventory::claim::{self, Ask, Lost, Request, Timing};
 use booking_core::inventory::holds::{self, Ended};
 use booking_core::inventory::onetrip::{self, OneTrip};
+use booking_core::payments::confirm::{confirm_paid, Confirm};
 use booking_core::{db, PoolSpec, ShowConfig, Venue};
 use support::Backend;
 use tracing::field::{Field, Visit};
@@ -432,6 +433,99 @@ fn a_seat_or_pool_hold_is_three_statements_and_its_release_two_or_three_on_both_
     rt.block_on(a_sold_out_pools_batch_is_refused_together(
         Backend::Postgres,
     ));
+    rt.block_on(checkout_statements(Backend::Sqlite));
+    rt.block_on(checkout_statements(Backend::Postgres));
+}
+
+/// The checkout's share of the database (issue 13, the seed rehearsal: about 60 statements a
+/// booking, 70 % of all it sent): a hold's view (`GET /api/holds/{hold}`) is one statement;
+/// a seat hold's confirmation is the guarded HELD→PAID update, which also returns the hold's
+/// parts and when its payment started, then the seats (locked first on PostgreSQL), the
+/// booking, its email, audit, cap slots, session end and the sold-out check, with no read
+/// for a pool or an interval the hold does not have; a webhook's delivery for a paid hold is
+/// its event id alone, one statement with no transaction around it (`BEGIN` and `COMMIT`
+/// counted here too).
+async fn checkout_statements(b: Backend) {
+    let (_dir, db) = counted_show(b, 1_000).await;
+    let timing = Timing {
+        hold_ttl_ms: 600_000,
+        payment_session_ms: 300_000,
+    };
+    let adm = admission(20);
+    let ask = Ask::Seats(vec!["A-1-4".into(), "A-1-5".into()]);
+    let (_, hold_id) = calls_of_one_hold(&db, &counted(&adm, "key-pay", ask, timing)).await;
+    sqlx::query("UPDATE holds SET payment_id = 'pay-1', payment_signature = 'sig' WHERE id = $1")
+        .bind(&hold_id)
+        .execute(&db)
+        .await
+        .unwrap();
+    let hold = holds::load(&db, &hold_id).await.unwrap().unwrap();
+
+    start_counting();
+    let view = holds::view(&db, &hold).await.unwrap();
+    let calls = stop_counting();
+    assert_eq!(calls.len(), 1, "{b:?} a hold's view: {calls:#?}");
+    assert_eq!(
+        view["seats"],
+        serde_json::json!(["A-1-4", "A-1-5"]),
+        "{b:?}"
+    );
+    assert_eq!(view["payment_id"], "pay-1", "{b:?}");
+
+    start_counting();
+    let paid = confirm_paid(&db, &hold, "txn-1", Actor::Callback, now_ms(), None).await;
+    let calls = stop_counting();
+    assert!(matches!(paid, Ok(Confirm::Paid(_))), "{b:?}: {paid:?}");
+    let most = if b == Backend::Postgres { 9 } else { 8 };
+    assert!(
+        calls.len() <= most,
+        "{b:?} a seat hold's confirmation: {} calls between BEGIN and COMMIT, at most {most}: {calls:#?}",
+        calls.len()
+    );
+    let sold: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM seats WHERE show_id = 'counted' AND status = 'sold' AND hold_id = $1",
+    )
+    .bind(&hold_id)
+    .fetch_one(&db)
+    .await
+    .unwrap();
+    assert_eq!(sold, 2, "{b:?}: both seats sold");
+
+    let paid_hold = holds::load(&db, &hold_id).await.unwrap().unwrap();
+    for (event_answer, what) in [
+        (Confirm::AlreadyPaid, "first"),
+        (Confirm::DuplicateEvent, "again"),
+    ] {
+        COUNTING.store(true, Ordering::SeqCst);
+        CALLS.lock().unwrap().clear();
+        let got = confirm_paid(
+            &db,
+            &paid_hold,
+            "txn-1",
+            Actor::Webhook,
+            now_ms(),
+            Some("evt-1"),
+        )
+        .await;
+        COUNTING.store(false, Ordering::SeqCst);
+        let calls: Vec<String> = CALLS
+            .lock()
+            .unwrap()
+            .drain(..)
+            .filter(|c| !is_session_setup(c))
+            .collect();
+        assert_eq!(got.ok(), Some(event_answer), "{b:?} the event {what}");
+        assert_eq!(
+            calls.len(),
+            1,
+            "{b:?} a paid hold's webhook event ({what}): {calls:#?}"
+        );
+        assert!(
+            calls[0].contains("INSERT INTO webhook_events"),
+            "{calls:#?}"
+        );
+    }
+    db.close().await;
 }
 
 /// The hold queue's batch of pool requests on a pool with no place left: every request is

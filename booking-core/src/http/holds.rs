@@ -858,9 +858,6 @@ pub async fn get_hold(
                 super::resources::localise_interval(&mut v, &show.venue.time_zone);
             }
             v["pay_by"] = (payments::pay_by_ms(&state.config, &h) / 1000).into();
-            if let Some(a) = payments::attempts::view(&state.db, &h).await? {
-                v["payment"] = a;
-            }
             Ok(Json(v))
         })
         .await

@@ -319,17 +319,6 @@ pub async fn free(
     }))
 }
 
-/// A hold's resource part for its view, if any.
-pub async fn view(db: &Db, hold_id: &str) -> sqlx::Result<Option<Value>> {
-    let row: Option<(String, String, i64, i64, i64)> = sqlx::query_as(
-        "SELECT kind, resource, start_ms, end_ms, until_ms FROM hold_resources WHERE hold_id = $1",
-    )
-    .bind(hold_id)
-    .fetch_optional(db)
-    .await?;
-    Ok(row.map(|(kind, resource, s, e, u)| interval_json(&kind, &resource, s, e, u)))
-}
-
 /// The `interval` member of a hold's answer.
 pub fn interval_json(kind: &str, resource: &str, start: i64, end: i64, until: i64) -> Value {
     json!({

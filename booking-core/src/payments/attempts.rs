@@ -10,7 +10,7 @@
 
 use axum::http::StatusCode;
 use sale_common::Problem;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::db::{self, Actor, Db};
 use crate::error::ApiResult;
@@ -30,24 +30,18 @@ pub(crate) async fn record_created(
     signature: &str,
     now_ms: i64,
 ) -> sqlx::Result<i64> {
-    let n: i64 = sqlx::query_scalar(
-        "SELECT COALESCE(MAX(attempt), 0) + 1 FROM payment_attempts WHERE hold_id = $1",
-    )
-    .bind(hold_id)
-    .fetch_one(&mut **tx)
-    .await?;
-    sqlx::query(
+    // The next number and the row in one statement (two round trips before).
+    sqlx::query_scalar(
         "INSERT INTO payment_attempts (payment_id, hold_id, attempt, status, signature, created_at) \
-         VALUES ($1, $2, $3, 'current', $4, $5)",
+         SELECT $1, $2, COALESCE(MAX(attempt), 0) + 1, 'current', $3, $4 FROM payment_attempts \
+         WHERE hold_id = $2 RETURNING CAST(attempt AS BIGINT)",
     )
     .bind(payment_id)
     .bind(hold_id)
-    .bind(n)
     .bind(signature)
     .bind(now_ms)
-    .execute(&mut **tx)
-    .await?;
-    Ok(n)
+    .fetch_one(&mut **tx)
+    .await
 }
 
 /// Remembers the gateway's final answer (cancelled, failed, expired) about an attempt: the
@@ -280,18 +274,4 @@ async fn alert_superseded_paid(
     .await?;
     tx.commit().await?;
     Ok(())
-}
-
-/// The attempt member of the fan's hold view: `{"attempt", "status"?}` for the current one.
-pub async fn view(db: &Db, h: &Hold) -> sqlx::Result<Option<Value>> {
-    let Some(pid) = h
-        .payment_id
-        .as_deref()
-        .filter(|p| !p.starts_with("pending:"))
-    else {
-        return Ok(None);
-    };
-    Ok(current(db, pid)
-        .await?
-        .map(|(n, st)| json!({"attempt": n, "gateway_status": st})))
 }

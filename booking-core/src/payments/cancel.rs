@@ -115,7 +115,7 @@ pub async fn cancel_in(
         event: Some(ev), ..
     } = ask.origin
     {
-        if !record_event(tx, ev, &payment_id, now_ms).await? {
+        if !record_event(&mut **tx, ev, &payment_id, now_ms).await? {
             return Ok(Cancelled::DuplicateEvent);
         }
     }

@@ -39,20 +39,24 @@ impl Confirm {
     }
 }
 
-/// Records webhook event `id` in `tx`; false when it was already recorded (a duplicate).
-pub async fn record_event(
-    tx: &mut Tx<'_>,
+/// Records webhook event `id` through `on` (a transaction, or the pool for a statement of its
+/// own); false when it was already recorded (a duplicate).
+pub async fn record_event<'e, E>(
+    on: E,
     id: &str,
     payment_id: &str,
     now_ms: i64,
-) -> sqlx::Result<bool> {
+) -> sqlx::Result<bool>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
     let n = sqlx::query(
         "INSERT INTO webhook_events (id, payment_id, received_at) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING",
     )
     .bind(id)
     .bind(payment_id)
     .bind(now_ms)
-    .execute(&mut **tx)
+    .execute(on)
     .await?
     .rows_affected();
     Ok(n == 1)
@@ -77,27 +81,27 @@ pub async fn confirm_paid(
     // write. In the seed rehearsal the update below ran 3.6 times per payment (callback,
     // webhook deliveries, reconciler), 2.6 of them finding nothing, each after waiting on the
     // row lock of the confirmation that won.
-    let paid = hold.status == "PAID";
-    if paid && event.is_none() {
-        return Ok(Confirm::AlreadyPaid);
+    // With a webhook's event id, only the event to record: one statement of its own (the
+    // seed rehearsal's two deliveries a payment each ran BEGIN, this INSERT and COMMIT).
+    if hold.status == "PAID" {
+        return Ok(match event {
+            Some(ev) if !record_event(db, ev, payment_id, now_ms).await? => Confirm::DuplicateEvent,
+            _ => Confirm::AlreadyPaid,
+        });
     }
     let pg = db::backend(db) == Backend::Postgres;
     let mut tx = crate::db::begin_write(db).await?;
     if let Some(ev) = event {
-        if !record_event(&mut tx, ev, payment_id, now_ms).await? {
+        if !record_event(&mut *tx, ev, payment_id, now_ms).await? {
             return Ok(Confirm::DuplicateEvent);
         }
     }
-    let retake = if paid {
-        None
-    } else {
-        mark_paid(&mut tx, &hold.id, payment_id, txn, now_ms).await?
-    };
-    let Some(retake) = retake else {
+    let Some(won) = mark_paid(&mut tx, &hold.id, payment_id, txn, now_ms).await? else {
         tx.commit().await?; // keeps the event id: the delivery was handled
         return Ok(Confirm::AlreadyPaid);
     };
-    if !sell_seats(&mut tx, pg, hold, now_ms).await? {
+    let retake = won.retake;
+    if won.seats > 0 && !sell_seats(&mut tx, pg, hold, won.seats, now_ms).await? {
         tx.rollback().await?;
         return queue_refund(db, hold, txn, actor, now_ms, event).await;
     }
@@ -140,26 +144,27 @@ pub async fn confirm_paid(
     crate::inventory::caps::free_slots(&mut tx, &hold.id).await?;
     crate::outbox::notify::session_end(&mut tx, pg, &hold.show_id, &hold.admission_jti, now_ms)
         .await?;
-    let started: Option<i64> = sqlx::query_scalar(
-        "SELECT MAX(at) FROM audit WHERE hold_id = $1 AND action = 'payment-created'",
-    )
-    .bind(&hold.id)
-    .fetch_one(&mut *tx)
-    .await?;
     // A pool's places, then an interval's claim, last (the order of a new hold: seats, pool,
     // interval): the pool row is locked from here to the commit only. Taken first, it was held
     // across the whole confirmation, and the seed rehearsal's pool holds waited up to 1.8 s on
     // `SELECT … FOR UPDATE` behind it (`pg_stat_statements`: 99 ms mean). Refused, the
     // rollback undoes the booking, its emails and the session's end with everything else.
-    if !crate::inventory::pools::sell(&mut tx, pg, &hold.show_id, &hold.id, now_ms).await?
-        || !crate::inventory::resources::sell(&mut tx, pg, &hold.show_id, &hold.id, now_ms).await?
+    if (won.pool
+        && !crate::inventory::pools::sell(&mut tx, pg, &hold.show_id, &hold.id, now_ms).await?)
+        || (won.interval
+            && !crate::inventory::resources::sell(&mut tx, pg, &hold.show_id, &hold.id, now_ms)
+                .await?)
     {
         tx.rollback().await?;
         return queue_refund(db, hold, txn, actor, now_ms, event).await;
     }
     crate::outbox::notify::sold_out_if_done(&mut tx, &hold.show_id, now_ms).await?;
     tx.commit().await?;
-    crate::telemetry::booked(&hold.show_id, actor.as_str(), started.map(|s| now_ms - s));
+    crate::telemetry::booked(
+        &hold.show_id,
+        actor.as_str(),
+        won.started.map(|s| now_ms - s),
+    );
     Ok(if retake {
         Confirm::Retaken(booking_id)
     } else {
@@ -167,23 +172,44 @@ pub async fn confirm_paid(
     })
 }
 
+/// What [`mark_paid`] learned about the hold it made PAID, in the same statement.
+struct Won {
+    /// The hold had been released (a late success retakes its seats).
+    retake: bool,
+    /// Its seats (`hold_seats` rows; 0 for a pool or interval hold).
+    seats: i64,
+    /// It holds places of a pool (`hold_pools`).
+    pool: bool,
+    /// It holds an interval of a resource (`hold_resources`).
+    interval: bool,
+    /// When its payment was created (its latest `payment-created` audit row), epoch ms.
+    started: Option<i64>,
+}
+
 /// The shared conditional update: HELD, or RELEASED for a late success, → PAID, only with the
-/// same payment id, and never once a refund was queued for the hold. `Some(retake)` when this
-/// call won: `retake` when the hold had been released (only a release sets `released_at`, and
+/// same payment id, and never once a refund was queued for the hold. `Some` when this call won
+/// ([`Won`]: `retake` when the hold had been released; only a release sets `released_at`, and
 /// nothing clears it), `None` when it lost. One statement for both: the HELD one and then the
-/// RELEASED one ran one after another when the first found nothing.
+/// RELEASED one ran one after another when the first found nothing. It also returns what the
+/// confirmation goes on to sell (a hold's parts are written with it and never removed) and when
+/// the payment started: four reads that each took a round trip of their own.
 async fn mark_paid(
     tx: &mut Tx<'_>,
     hold_id: &str,
     payment_id: &str,
     txn: &str,
     now_ms: i64,
-) -> sqlx::Result<Option<bool>> {
-    let won: Option<i64> = sqlx::query_scalar(
+) -> sqlx::Result<Option<Won>> {
+    type Row = (i64, i64, i64, i64, Option<i64>);
+    let won: Option<Row> = sqlx::query_as(
         "UPDATE holds SET status = 'PAID', ended_as = NULL, transaction_id = $1, paid_at = $2 \
          WHERE id = $3 AND status IN ('HELD', 'RELEASED') AND payment_id = $4 \
          AND NOT EXISTS (SELECT 1 FROM refunds r WHERE r.hold_id = $3) \
-         RETURNING CAST(CASE WHEN released_at IS NULL THEN 0 ELSE 1 END AS BIGINT)",
+         RETURNING CAST(CASE WHEN released_at IS NULL THEN 0 ELSE 1 END AS BIGINT), \
+         CAST((SELECT COUNT(*) FROM hold_seats s WHERE s.hold_id = $3) AS BIGINT), \
+         CAST(CASE WHEN EXISTS (SELECT 1 FROM hold_pools p WHERE p.hold_id = $3) THEN 1 ELSE 0 END AS BIGINT), \
+         CAST(CASE WHEN EXISTS (SELECT 1 FROM hold_resources r WHERE r.hold_id = $3) THEN 1 ELSE 0 END AS BIGINT), \
+         CAST((SELECT MAX(a.at) FROM audit a WHERE a.hold_id = $3 AND a.action = 'payment-created') AS BIGINT)",
     )
     .bind(txn)
     .bind(now_ms)
@@ -191,18 +217,37 @@ async fn mark_paid(
     .bind(payment_id)
     .fetch_optional(&mut **tx)
     .await?;
-    Ok(won.map(|released| released == 1))
+    Ok(won.map(|(released, seats, pool, interval, started)| Won {
+        retake: released == 1,
+        seats,
+        pool: pool == 1,
+        interval: interval == 1,
+        started,
+    }))
 }
 
-/// Sells every seat of `hold` that it still holds, or that is free or lapsed; true when all.
-async fn sell_seats(tx: &mut Tx<'_>, pg: bool, hold: &Hold, now_ms: i64) -> sqlx::Result<bool> {
+/// Sells every seat of `hold` (`count` of them) that it still holds, or that is free or lapsed;
+/// true when all. On PostgreSQL the seats are locked first in seat order (no deadlock between
+/// two confirmations), chosen by the hold in the same statement.
+async fn sell_seats(
+    tx: &mut Tx<'_>,
+    pg: bool,
+    hold: &Hold,
+    count: i64,
+    now_ms: i64,
+) -> sqlx::Result<bool> {
     crate::inventory::seatmap::touch();
-    let seats: Vec<String> =
-        sqlx::query_scalar("SELECT seat_id FROM hold_seats WHERE hold_id = $1 ORDER BY seat_id")
-            .bind(&hold.id)
-            .fetch_all(&mut **tx)
-            .await?;
-    db::lock_seats(tx, pg, &hold.show_id, &seats).await?;
+    if pg {
+        sqlx::query(
+            "SELECT seat_id FROM seats WHERE show_id = $1 \
+             AND seat_id IN (SELECT seat_id FROM hold_seats WHERE hold_id = $2) \
+             ORDER BY seat_id FOR UPDATE",
+        )
+        .bind(&hold.show_id)
+        .bind(&hold.id)
+        .execute(&mut **tx)
+        .await?;
+    }
     let sold = sqlx::query(
         "UPDATE seats SET status = 'sold', hold_id = $1, hold_expires_at = NULL \
          WHERE show_id = $2 AND seat_id IN (SELECT seat_id FROM hold_seats WHERE hold_id = $1) \
@@ -214,7 +259,7 @@ async fn sell_seats(tx: &mut Tx<'_>, pg: bool, hold: &Hold, now_ms: i64) -> sqlx
     .execute(&mut **tx)
     .await?
     .rows_affected();
-    Ok(sold == seats.len() as u64)
+    Ok(i64::try_from(sold).is_ok_and(|n| n == count))
 }
 
 /// Money taken but the seats are gone: release what this hold still holds (the one release
@@ -232,7 +277,7 @@ async fn queue_refund(
     let payment_id = hold.payment_id.clone().unwrap_or_default();
     let mut tx = crate::db::begin_write(db).await?;
     if let Some(ev) = event {
-        if !record_event(&mut tx, ev, &payment_id, now_ms).await? {
+        if !record_event(&mut *tx, ev, &payment_id, now_ms).await? {
             return Ok(Confirm::DuplicateEvent);
         }
     }

@@ -77,10 +77,8 @@ pub async fn settle(state: &AppState, hold: &Hold, actor: Actor) -> ApiResult<Se
         }
     }
     let owner = if now < hold.expires_at {
-        let mut tx = crate::db::begin_write(&state.db).await?;
-        let owner = take_execute(&mut tx, hold, pid, now).await?;
-        tx.commit().await?;
-        owner
+        // One statement, committed on its own: no BEGIN and COMMIT round trips around it.
+        take_execute(&state.db, hold, pid, now).await?
     } else {
         // Only the reconciler gets here past the deadline, and only for an approved payment.
         actor == Actor::Reconciler && keep_to_execute(state, hold, pid, now).await?
@@ -119,7 +117,10 @@ pub async fn settle(state: &AppState, hold: &Hold, actor: Actor) -> ApiResult<Se
 /// The owner lock on executing `hold`'s payment (the callback's and the reconciler's): one
 /// conditional update of `executing_at`, won by one caller while the hold is HELD with this
 /// payment; a claim older than [`EXECUTE_STALE_MS`] is abandoned and may be taken again.
-async fn take_execute(tx: &mut db::Tx<'_>, hold: &Hold, pid: &str, now: i64) -> sqlx::Result<bool> {
+async fn take_execute<'e, E>(on: E, hold: &Hold, pid: &str, now: i64) -> sqlx::Result<bool>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
     let n = sqlx::query(
         "UPDATE holds SET executing_at = $1 WHERE id = $2 AND status = 'HELD' AND payment_id = $3 \
          AND (executing_at IS NULL OR executing_at < $4)",
@@ -128,7 +129,7 @@ async fn take_execute(tx: &mut db::Tx<'_>, hold: &Hold, pid: &str, now: i64) -> 
     .bind(&hold.id)
     .bind(pid)
     .bind(now - EXECUTE_STALE_MS)
-    .execute(&mut **tx)
+    .execute(on)
     .await?
     .rows_affected();
     Ok(n == 1)
@@ -143,7 +144,7 @@ async fn take_execute(tx: &mut db::Tx<'_>, hold: &Hold, pid: &str, now: i64) -> 
 async fn keep_to_execute(state: &AppState, hold: &Hold, pid: &str, now: i64) -> ApiResult<bool> {
     let pg = db::backend(&state.db) == db::Backend::Postgres;
     let mut tx = crate::db::begin_write(&state.db).await?;
-    if !take_execute(&mut tx, hold, pid, now).await?
+    if !take_execute(&mut *tx, hold, pid, now).await?
         || !holds::keep(&mut tx, pg, hold, now + EXECUTE_STALE_MS).await?
     {
         tx.rollback().await?;
@@ -425,14 +426,7 @@ pub async fn callback(
     let hold: Option<Hold> = if payment_id.starts_with("pending:") {
         None
     } else {
-        let id: Option<String> = sqlx::query_scalar("SELECT id FROM holds WHERE payment_id = $1")
-            .bind(payment_id)
-            .fetch_optional(&state.db)
-            .await?;
-        match id {
-            Some(id) => holds::load(&state.db, &id).await?,
-            None => None,
-        }
+        holds::load_by_payment(&state.db, payment_id).await?
     };
     let Some(hold) = hold else {
         return superseded_callback(state, payment_id, signature).await;

@@ -141,14 +141,7 @@ pub async fn handle(state: &AppState, body: &[u8]) -> ApiResult<Handled> {
     if ev.id.is_empty() || ev.id.len() > EVENT_ID_MAX {
         return Ok(Handled::Unreadable);
     }
-    let id: Option<String> = sqlx::query_scalar("SELECT id FROM holds WHERE payment_id = $1")
-        .bind(&ev.data.payment_id)
-        .fetch_optional(&state.db)
-        .await?;
-    let Some(hold) = (match id {
-        Some(id) => holds::load(&state.db, &id).await?,
-        None => None,
-    }) else {
+    let Some(hold) = holds::load_by_payment(&state.db, &ev.data.payment_id).await? else {
         return Ok(Handled::UnknownPayment);
     };
     let gw = match state.gateway.query(&ev.data.payment_id).await {
@@ -161,9 +154,7 @@ pub async fn handle(state: &AppState, body: &[u8]) -> ApiResult<Handled> {
     let now = state.clock.now_ms();
     let money_back = cancel::money_back(gw.status);
     if gw.status != PayStatus::Completed && !money_back {
-        let mut tx = crate::db::begin_write(&state.db).await?;
-        let fresh = confirm::record_event(&mut tx, &ev.id, &ev.data.payment_id, now).await?;
-        tx.commit().await?;
+        let fresh = confirm::record_event(&state.db, &ev.id, &ev.data.payment_id, now).await?;
         return Ok(if fresh {
             Handled::Noted(gw.status)
         } else {
