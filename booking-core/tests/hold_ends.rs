@@ -15,6 +15,7 @@ use support::{Backend, Harness, ADMIN, SHOW};
 on_both!(
     expired_hold_is_recorded_as_expired_not_released,
     released_hold_stays_released,
+    a_fan_release_names_the_voided_payment_in_the_view,
     failed_payments_hold_is_failed,
     hold_ends_are_counted_apart,
     holds_released_before_the_column_are_classified_from_their_audit,
@@ -143,6 +144,40 @@ async fn expired_hold_is_recorded_as_expired_not_released(b: Backend) {
     assert!(listed(&h, "released").await.is_empty());
     assert_eq!(ends(&h).await, (1, 0, 0));
     assert_eq!(h.seat_status("A-1-1").await, "free");
+}
+
+/// A fan who started paying and then cancels the hold: the release voids the payment at the
+/// gateway, and the hold's view says so (`payment.gateway_status` "cancelled", API.md "the
+/// gateway's last final answer"), not `null` (newcomer review: only a settle recorded it).
+async fn a_fan_release_names_the_voided_payment_in_the_view(b: Backend) {
+    let h = Harness::on(b).await;
+    let id = hold(&h, "changes-mind", "A-1-2").await;
+    let p: Value = h
+        .http
+        .post(format!("{}/api/holds/{id}/pay", h.base))
+        .bearer_auth(h.token("changes-mind"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(p["payment_id"].is_string(), "{p}");
+    let r = h
+        .http
+        .delete(format!("{}/api/holds/{id}", h.base))
+        .bearer_auth(h.token("changes-mind"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let v = view(&h, "changes-mind", &id).await;
+    assert_eq!(v["status"], "RELEASED", "{v}");
+    assert_eq!(
+        v["payment"],
+        json!({"attempt": 1, "gateway_status": "cancelled"}),
+        "{v}"
+    );
 }
 
 async fn released_hold_stays_released(b: Backend) {

@@ -482,6 +482,14 @@ async fn checkout_statements(b: Backend) {
         "{b:?} a seat hold's confirmation: {} calls between BEGIN and COMMIT, at most {most}: {calls:#?}",
         calls.len()
     );
+    // The view read with the hold as loaded before the confirmation (the handler's read, then
+    // the commit, then the view's statement): status and booking from one snapshot.
+    let after = holds::view(&db, &hold).await.unwrap();
+    assert_eq!(
+        (&after["status"], after["booking_id"].is_string()),
+        (&serde_json::json!("PAID"), true),
+        "{b:?} a view never shows HELD with a booking: {after}"
+    );
     let sold: i64 = sqlx::query_scalar(
         "SELECT COUNT(*) FROM seats WHERE show_id = 'counted' AND status = 'sold' AND hold_id = $1",
     )

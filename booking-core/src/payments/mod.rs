@@ -589,6 +589,9 @@ pub async fn release_by_fan(state: &AppState, hold: &Hold) -> ApiResult<Value> {
         (Some(_), None) => return conflict("payment-in-progress", "Payment is being created"),
         (Some(_), Some(pid)) => match state.gateway.void(pid).await {
             Ok(s) if s.status.is_dead() => {
+                // The fan's view of the hold names the gateway's final answer (API.md
+                // `payment.gateway_status`), as after a settle (newcomer review: `null`).
+                attempts::record_outcome(&state.db, pid, s.status).await?;
                 format!("released by fan; payment {:?}", s.status).to_lowercase()
             }
             Ok(PaymentState {
