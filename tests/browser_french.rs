@@ -149,7 +149,7 @@ async fn french_on_every_page(v: Viewport) {
     let head = wait_text(&c, "#headline", "Réservation confirmée", 30).await;
     assert_eq!(head, "Réservation confirmée");
     title_is(&c, "Votre réservation").await;
-    let details = wait_text(&c, "#details", "sont à vous", 5).await;
+    let details = wait_text(&c, "#details", "Réservé pour vous : les places ", 5).await;
     assert!(details.contains("Référence de réservation"), "{details}");
     assert!(
         details.contains("Total payé") && details.contains(",00") && details.contains('€'),

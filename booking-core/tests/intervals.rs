@@ -443,6 +443,22 @@ async fn a_paid_interval_keeps_blocking_and_a_released_one_frees_at_once(b: Back
     // An operator's refund of the booking frees the interval.
     let v = h.hold_view("payer", hold).await;
     let booking = v["booking_id"].as_str().expect("a booking");
+    // The back office lists the booking with its interval (newcomer review: `seats: []` alone,
+    // nothing to say what was booked).
+    let list = h.admin_get(&format!("/admin/shows/{SHOW}/bookings")).await;
+    let row = list
+        .as_array()
+        .and_then(|a| a.iter().find(|r| r["booking_id"] == booking))
+        .unwrap_or_else(|| panic!("the booking is listed: {list}"));
+    assert_eq!(
+        (
+            &row["interval"]["resource"],
+            &row["interval"]["start"],
+            &row["interval"]["end"]
+        ),
+        (&json!("P1"), &json!(at("19:00")), &json!(at("20:00"))),
+        "{row}"
+    );
     let (st, c) = h
         .cancel_booking(booking, json!({"refund": true, "operator": "ops"}))
         .await;

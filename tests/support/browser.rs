@@ -286,7 +286,7 @@ pub async fn hold_pay_and_confirm(c: &fantoccini::Client, gateway_url: &str, pre
     assert_eq!(headline, "Booking confirmed");
     let details = text_of(c, "#details").await;
     assert!(
-        details.contains("are yours"),
+        details.contains("Booked for you: seats "),
         "confirmation details: {details}"
     );
 }

@@ -92,7 +92,7 @@ pub async fn stats(
 }
 
 /// One booking with its hold: id, hold, visitor, status, amount, pool and places (pool
-/// bookings).
+/// bookings), and an interval's kind, resource, start, end and blocked-until (epoch ms).
 type BookingRow = (
     String,
     String,
@@ -101,19 +101,25 @@ type BookingRow = (
     i64,
     Option<String>,
     Option<i64>,
+    Option<String>,
+    Option<String>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
 );
 
-/// `GET /admin/shows/{show}/bookings`: every booking, seat or pool, oldest first:
+/// `GET /admin/shows/{show}/bookings`: every booking, seat, pool or interval, oldest first:
 /// `[{booking_id, hold_id, visitor_id, status, amount_cents, seats, cancelled_seats,
-/// pool?, quantity?}]`.
+/// pool?, quantity?, interval?}]` (`interval` as in the fan's hold view: kind, resource,
+/// start and end in epoch ms and ISO 8601, blocked-until).
 #[utoipa::path(
     get,
     path = "/admin/shows/{show}/bookings",
     tag = "admin",
-    summary = "Bookings (seats and pool places), oldest first",
+    summary = "Bookings (seats, pool places and intervals), oldest first",
     params(("show" = String, Path, description = "show id")),
     responses(
-        (status = 200, description = "[{booking_id, hold_id, visitor_id, status: active/cancelled, amount_cents, seats, cancelled_seats, pool?, quantity?}]", body = Object),
+        (status = 200, description = "[{booking_id, hold_id, visitor_id, status: active/cancelled, amount_cents, seats, cancelled_seats, pool?, quantity?, interval? {kind, resource, start, end, start_at, end_at, blocked_until}}]", body = Object),
         (status = 503, description = "database busy", body = ProblemDoc),
     ),
     security(("admin_token" = [])),
@@ -125,9 +131,13 @@ pub async fn bookings(
 ) -> ApiResult<Json<Value>> {
     admin(&state, &headers)?;
     let rows: Vec<BookingRow> = sqlx::query_as(
-        "SELECT b.id, b.hold_id, b.visitor_id, b.status, h.amount_cents, hp.pool_id, hp.quantity \
+        "SELECT b.id, b.hold_id, b.visitor_id, b.status, h.amount_cents, hp.pool_id, \
+         CAST(hp.quantity AS BIGINT), hr.kind, hr.resource, CAST(hr.start_ms AS BIGINT), \
+         CAST(hr.end_ms AS BIGINT), CAST(hr.until_ms AS BIGINT) \
          FROM bookings b JOIN holds h ON h.id = b.hold_id \
-         LEFT JOIN hold_pools hp ON hp.hold_id = b.hold_id WHERE b.show_id = $1 ORDER BY b.created_at, b.id",
+         LEFT JOIN hold_pools hp ON hp.hold_id = b.hold_id \
+         LEFT JOIN hold_resources hr ON hr.hold_id = b.hold_id \
+         WHERE b.show_id = $1 ORDER BY b.created_at, b.id",
     )
     .bind(&show)
     .fetch_all(&state.db)
@@ -150,13 +160,16 @@ pub async fn bookings(
     }
     let out: Vec<Value> = rows
         .iter()
-        .map(|(bid, hid, vid, st, amount, pool, qty)| {
+        .map(|(bid, hid, vid, st, amount, pool, qty, kind, resource, start, end, until)| {
             let (live, gone) = by_hold.get(hid.as_str()).cloned().unwrap_or_default();
             let mut v = json!({"booking_id": bid, "hold_id": hid, "visitor_id": vid, "status": st,
                 "amount_cents": amount, "seats": live, "cancelled_seats": gone});
             if let Some(p) = pool {
                 v["pool"] = p.clone().into();
                 v["quantity"] = (*qty).into();
+            }
+            if let (Some(k), Some(r), Some(a), Some(e), Some(u)) = (kind, resource, start, end, until) {
+                v["interval"] = crate::inventory::resources::interval_json(k, r, *a, *e, *u);
             }
             v
         })
