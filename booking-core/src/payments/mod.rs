@@ -195,6 +195,11 @@ async fn finish(
     }
 }
 
+/// The detail of a `409 payment-in-progress` answered while another request of the fan's is
+/// creating the hold's payment at the gateway.
+const CREATING: &str =
+    "another request is creating this hold's payment at the gateway; ask again in a second";
+
 /// `409 hold-paid`.
 pub(crate) fn paid_problem() -> Problem {
     Problem::new(StatusCode::CONFLICT, "hold-paid", "Hold is paid")
@@ -272,6 +277,7 @@ pub(crate) async fn current_answer(state: &AppState, hold: &Hold) -> ApiResult<V
             "payment-in-progress",
             "Payment is being created",
         )
+        .detail(CREATING)
         .retry_after(1)
         .into());
     };
@@ -308,6 +314,7 @@ pub async fn start(state: &AppState, hold: &Hold) -> ApiResult<Value> {
             "payment-in-progress",
             "Payment is being created",
         )
+        .detail(CREATING)
         .retry_after(1)
         .into());
     }
