@@ -93,16 +93,7 @@ async fn step(h: &Harness) -> booking_core::Outcome {
 /// Pays `hold` at the gateway with a payment that fails on execute (the fan's Pay click and
 /// the browser's return): the hold stays HELD, its payment `failed`.
 async fn pay_and_fail(h: &Harness, fan: &str, hold: &str) {
-    let p: Value = h
-        .http
-        .post(format!("{}/api/holds/{hold}/pay", h.base))
-        .bearer_auth(h.token(fan))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let p = h.pay(&h.token(fan), hold).await;
     h.payment_faults(p["payment_id"].as_str().unwrap(), json!({"fail_rate": 1.0}))
         .await;
     let back = h
@@ -152,25 +143,9 @@ async fn expired_hold_is_recorded_as_expired_not_released(b: Backend) {
 async fn a_fan_release_names_the_voided_payment_in_the_view(b: Backend) {
     let h = Harness::on(b).await;
     let id = hold(&h, "changes-mind", "A-1-2").await;
-    let p: Value = h
-        .http
-        .post(format!("{}/api/holds/{id}/pay", h.base))
-        .bearer_auth(h.token("changes-mind"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let p = h.pay(&h.token("changes-mind"), &id).await;
     assert!(p["payment_id"].is_string(), "{p}");
-    let r = h
-        .http
-        .delete(format!("{}/api/holds/{id}", h.base))
-        .bearer_auth(h.token("changes-mind"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
+    assert_eq!(h.cancel_hold("changes-mind", &json!(id)).await, 200);
     let v = view(&h, "changes-mind", &id).await;
     assert_eq!(v["status"], "RELEASED", "{v}");
     assert_eq!(
@@ -183,14 +158,7 @@ async fn a_fan_release_names_the_voided_payment_in_the_view(b: Backend) {
 async fn released_hold_stays_released(b: Backend) {
     let h = Harness::on(b).await;
     let id = hold(&h, "says-no", "A-1-1").await;
-    let r = h
-        .http
-        .delete(format!("{}/api/holds/{id}", h.base))
-        .bearer_auth(h.token("says-no"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
+    assert_eq!(h.cancel_hold("says-no", &json!(id)).await, 200);
     h.clock.advance_ms(PAST_DEADLINE_MS);
     assert_eq!(
         step(&h).await.released,

@@ -384,11 +384,10 @@ impl Harness {
         (st, r.json().await.unwrap_or(Value::Null))
     }
 
-    /// Creates the payment of `hold` and clicks Pay at the gateway; returns (payment id, the
-    /// callback URL the browser is sent to).
-    pub async fn approve(&self, token: &str, hold: &str) -> (String, String) {
-        let p: Value = self
-            .http
+    /// `POST /api/holds/{hold}/pay` with `token`, no body: the answer
+    /// (`{payment_id, checkout_url, attempt}` or a problem).
+    pub async fn pay(&self, token: &str, hold: &str) -> Value {
+        self.http
             .post(format!("{}/api/holds/{hold}/pay", self.base))
             .bearer_auth(token)
             .send()
@@ -396,7 +395,13 @@ impl Harness {
             .unwrap()
             .json()
             .await
-            .unwrap();
+            .unwrap()
+    }
+
+    /// Creates the payment of `hold` and clicks Pay at the gateway; returns (payment id, the
+    /// callback URL the browser is sent to).
+    pub async fn approve(&self, token: &str, hold: &str) -> (String, String) {
+        let p = self.pay(token, hold).await;
         let pid = p["payment_id"].as_str().unwrap().to_owned();
         let r = self
             .http
