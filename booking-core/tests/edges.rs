@@ -475,6 +475,18 @@ async fn operator_refunds_by_seat_then_in_full_and_cancels_without_refund(b: Bac
         (&json!("pending"), &json!("active"))
     );
     assert!(one["offered_to_waitlist"].is_string(), "{one}");
+    // The fan's view of the hold: the cancelled seat leaves `seats` (newcomer review: a
+    // refunded seat was still shown as booked).
+    let mine = h.hold_view("pair", &pair).await;
+    assert_eq!(
+        (
+            &mine["seats"],
+            &mine["cancelled_seats"],
+            &mine["booking_status"]
+        ),
+        (&json!(["A-1-1"]), &json!(["A-1-2"]), &json!("active")),
+        "{mine}"
+    );
     let seat_price = one["amount_cents"].as_i64().unwrap();
     assert!(seat_price > 0 && seat_price < total);
     assert_eq!(
@@ -503,6 +515,12 @@ async fn operator_refunds_by_seat_then_in_full_and_cancels_without_refund(b: Bac
     .await;
     assert_eq!(st, 200, "{rest}");
     assert_eq!(rest["amount_cents"].as_i64(), Some(total - seat_price));
+    let mine = h.hold_view("pair", &pair).await;
+    assert_eq!(
+        (&mine["status"], &mine["booking_status"], &mine["seats"]),
+        (&json!("PAID"), &json!("cancelled"), &json!([])),
+        "the fan sees the booking cancelled: {mine}"
+    );
     assert_eq!(rest["booking_status"], "cancelled");
     h.state.outbox().step(h.clock.now_ms()).await.unwrap();
     let p = gateway_payment(&h, &pid).await;
@@ -554,6 +572,11 @@ async fn operator_refunds_by_seat_then_in_full_and_cancels_without_refund(b: Bac
             .count(),
         3,
         "{mails:?}"
+    );
+    let none = admin_get(&h, "/admin/shows/no-such-show/bookings").await;
+    assert_eq!(
+        none["status"], 404,
+        "an unknown show is not an empty list: {none}"
     );
     let list = admin_get(&h, &format!("/admin/shows/{SHOW}/bookings")).await;
     let mine = list

@@ -120,6 +120,7 @@ type BookingRow = (
     params(("show" = String, Path, description = "show id")),
     responses(
         (status = 200, description = "[{booking_id, hold_id, visitor_id, status: active/cancelled, amount_cents, seats, cancelled_seats, pool?, quantity?, interval? {kind, resource, start, end, start_at, end_at, blocked_until}}]", body = Object),
+        (status = 404, description = "no such show", body = ProblemDoc),
         (status = 503, description = "database busy", body = ProblemDoc),
     ),
     security(("admin_token" = [])),
@@ -130,6 +131,9 @@ pub async fn bookings(
     headers: HeaderMap,
 ) -> ApiResult<Json<Value>> {
     admin(&state, &headers)?;
+    if !state.config.has_show(&show) {
+        return Err(Problem::not_found(format!("show {}", crate::error::clip(&show))).into());
+    }
     let rows: Vec<BookingRow> = sqlx::query_as(
         "SELECT b.id, b.hold_id, b.visitor_id, b.status, h.amount_cents, hp.pool_id, \
          CAST(hp.quantity AS BIGINT), hr.kind, hr.resource, CAST(hr.start_ms AS BIGINT), \

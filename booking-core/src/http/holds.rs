@@ -837,7 +837,7 @@ fn secs_to_ms(secs: u64) -> i64 {
     summary = "The fan's hold",
     params(("hold" = String, Path, description = "hold id (the fan's own; another's is 404)")),
     responses(
-        (status = 200, description = "{hold_id, show, seats, status: HELD/PAID/RELEASED, expires_at, payment_expires_at, pay_by (the last moment to start paying, epoch s), amount_cents, currency (the venue's, ISO 4217), payment_id?, payment? {attempt, gateway_status: null or cancelled/failed/expired}, booking_id?}", body = Object),
+        (status = 200, description = "{hold_id, show, seats, status: HELD/PAID/RELEASED, expires_at, payment_expires_at, pay_by (the last moment to start paying, epoch s), amount_cents, currency (the venue's, ISO 4217), payment_id?, payment? {attempt, gateway_status: null or cancelled/failed/expired}, booking_id?, booking_status? (active/cancelled), cancelled_seats? (cancelled from the booking)}", body = Object),
         (status = 404, description = "no such hold for this fan", body = ProblemDoc),
         (status = 503, description = "database busy", body = ProblemDoc),
     ),

@@ -111,25 +111,30 @@ pub async fn load_by_payment(db: &Db, payment_id: &str) -> sqlx::Result<Option<H
 /// `(part, a, b, c, n1, n2, n3)` with part `h` the hold itself (a = status, b = why it ended,
 /// c = payment id, n1..n3 = deadline, payment deadline in epoch ms, amount in cents), `a` its
 /// current payment's attempt (a = the gateway's last final answer, n1 = its number), `b` its
-/// booking (a = id), `p` its pool (a = pool, n1 = quantity), `r` its interval (a = kind,
-/// b = resource, n1..n3 = start, end, until in epoch ms), `s` a seat (a = seat id, in seat
-/// order). `$1` the hold.
+/// booking (a = id, b = `active` or `cancelled`), `p` its pool (a = pool, n1 = quantity), `r`
+/// its interval (a = kind, b = resource, n1..n3 = start, end, until in epoch ms), `s` a seat
+/// (a = seat id, in seat order; n1 = 1 once cancelled from its booking). `$1` the hold.
 const VIEW_PARTS: &str = "SELECT 'h' AS part, status AS a, ended_as AS b, payment_id AS c, \
      CAST(expires_at AS BIGINT) AS n1, CAST(payment_expires_at AS BIGINT) AS n2, \
      CAST(amount_cents AS BIGINT) AS n3 FROM holds WHERE id = $1 \
      UNION ALL SELECT 'a', pa.gateway_status, NULL, NULL, CAST(pa.attempt AS BIGINT), 0, 0 \
      FROM payment_attempts pa JOIN holds h ON h.payment_id = pa.payment_id WHERE h.id = $1 \
-     UNION ALL SELECT 'b', id, NULL, NULL, 0, 0, 0 FROM bookings WHERE hold_id = $1 \
+     UNION ALL SELECT 'b', id, status, NULL, 0, 0, 0 FROM bookings WHERE hold_id = $1 \
      UNION ALL SELECT 'p', pool_id, NULL, NULL, CAST(quantity AS BIGINT), 0, 0 FROM hold_pools WHERE hold_id = $1 \
      UNION ALL SELECT 'r', kind, resource, NULL, CAST(start_ms AS BIGINT), CAST(end_ms AS BIGINT), \
      CAST(until_ms AS BIGINT) FROM hold_resources WHERE hold_id = $1 \
-     UNION ALL SELECT 's', seat_id, NULL, NULL, 0, 0, 0 FROM hold_seats WHERE hold_id = $1 \
+     UNION ALL SELECT 's', seat_id, NULL, NULL, \
+     CAST(CASE WHEN cancelled_at IS NULL THEN 0 ELSE 1 END AS BIGINT), 0, 0 FROM hold_seats WHERE hold_id = $1 \
      ORDER BY 1, 2";
 
 /// The fan-facing JSON of a hold (API.md `GET /api/holds/{hold}`). Times in epoch s. With
 /// `payment: {attempt, gateway_status}` for its current gateway payment, if any. One statement
 /// ([`VIEW_PARTS`]): the seed rehearsal's `GET /api/holds/{hold}` ran six one after another on
 /// the checkout's connections (the hold, then its seats, booking, pool, interval and attempt).
+/// A booked hold also has `booking_status` (`active`, or `cancelled` once an operator or the
+/// gateway's refund cancelled all of it) and, when seats of it were cancelled,
+/// `cancelled_seats` (no longer in `seats`): a fan whose booking was refunded saw "PAID" and
+/// every seat (newcomer review).
 /// The status, deadlines and payment come from that statement too, not from `h` (the caller's
 /// earlier read, used only if the hold is gone): a view read while the payment's confirmation
 /// commits showed `HELD` with a `booking_id` (newcomer review, 13 of ~2,600 reads on SQLite).
@@ -150,7 +155,7 @@ pub async fn view(db: &Db, h: &Hold) -> sqlx::Result<Value> {
         "amount_cents": h.amount_cents,
     });
     let mut payment = h.payment_id.clone();
-    let mut seats = Vec::new();
+    let (mut seats, mut cancelled) = (Vec::new(), Vec::new());
     for (part, a, b, c, n1, n2, n3) in parts {
         match part.as_str() {
             "h" => {
@@ -162,7 +167,10 @@ pub async fn view(db: &Db, h: &Hold) -> sqlx::Result<Value> {
                 payment = c;
             }
             "a" => v["payment"] = json!({"attempt": n1, "gateway_status": a}),
-            "b" => v["booking_id"] = a.into(),
+            "b" => {
+                v["booking_id"] = a.into();
+                v["booking_status"] = b.into();
+            }
             "p" => {
                 v["pool"] = a.into();
                 v["quantity"] = n1.into();
@@ -172,6 +180,7 @@ pub async fn view(db: &Db, h: &Hold) -> sqlx::Result<Value> {
                 v["interval"] =
                     crate::inventory::resources::interval_json(&kind, &resource, n1, n2, n3);
             }
+            "s" if n1 == 1 => cancelled.extend(a),
             "s" => seats.extend(a),
             _ => {}
         }
@@ -180,6 +189,9 @@ pub async fn view(db: &Db, h: &Hold) -> sqlx::Result<Value> {
         v["payment_id"] = p.into();
     }
     v["seats"] = seats.into();
+    if !cancelled.is_empty() {
+        v["cancelled_seats"] = cancelled.into();
+    }
     Ok(v)
 }
 
