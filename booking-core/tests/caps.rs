@@ -154,15 +154,21 @@ async fn hold_creation_is_rate_limited_per_admission(b: Backend) {
     assert_eq!(st, 201, "another admission is not limited");
 }
 
+/// A show with a hold rate limit of 1 a minute per admission, seat `A-1-1` held by another fan.
+async fn one_hold_a_minute_a_1_1_held(b: Backend) -> Harness {
+    let h = Harness::on_with(b, |c| c.hold_rate_per_min = 1).await;
+    let (st, body) = h.hold(&h.token("holder"), "k", &["A-1-1"]).await;
+    assert_eq!(st, 201, "{body}");
+    h
+}
+
 /// A request the rate limiter refuses writes nothing, not even its key (newcomer review: on
 /// PostgreSQL the read before the hold stored its refusal first, so after a 429 the same key with
 /// another body was `422 idempotency-key-reused`, still a minute later). Limit 1 a minute: the
 /// admission spends it on a refused request, a request for a held seat gets 429, and once a
 /// token is back the same key with another body holds.
 async fn a_request_over_the_rate_limit_leaves_its_key_unused(b: Backend) {
-    let h = Harness::on_with(b, |c| c.hold_rate_per_min = 1).await;
-    let (st, body) = h.hold(&h.token("holder"), "k", &["A-1-1"]).await;
-    assert_eq!(st, 201, "{body}");
+    let h = one_hold_a_minute_a_1_1_held(b).await;
     let t = h.token("limited");
     let (st, body) = h.hold(&t, "spent", &["A-1-1", "A-1-2"]).await;
     assert_eq!(st, 409, "{body}");
@@ -188,9 +194,7 @@ async fn a_request_over_the_rate_limit_leaves_its_key_unused(b: Backend) {
 /// request identical to one refused, sent again while its refusal still holds, is refused
 /// again with the same 409 and does not count; a new request is limited.
 async fn a_refused_request_sent_again_over_the_limit_is_refused_again(b: Backend) {
-    let h = Harness::on_with(b, |c| c.hold_rate_per_min = 1).await;
-    let (st, body) = h.hold(&h.token("holder"), "k", &["A-1-1"]).await;
-    assert_eq!(st, 201, "{body}");
+    let h = one_hold_a_minute_a_1_1_held(b).await;
     let t = h.token("fan");
     for _ in 0..3 {
         let (st, body) = h.hold(&t, "again", &["A-1-1", "A-1-2"]).await;

@@ -496,6 +496,30 @@ pub async fn lock_seats(
     Ok(())
 }
 
+/// [`lock_seats`] for every seat of hold `hold_id` in `show`, chosen by the hold in the same
+/// statement (no read of the hold's seats first): the same seat-id order, so it queues behind,
+/// and never deadlocks with, a claim or release of the same seats. A no-op on SQLite.
+pub async fn lock_seats_of_hold(
+    tx: &mut Tx<'_>,
+    pg: bool,
+    show: &str,
+    hold_id: &str,
+) -> sqlx::Result<()> {
+    if !pg {
+        return Ok(());
+    }
+    sqlx::query(
+        "SELECT seat_id FROM seats WHERE show_id = $1 \
+         AND seat_id IN (SELECT seat_id FROM hold_seats WHERE hold_id = $2) \
+         ORDER BY seat_id FOR UPDATE",
+    )
+    .bind(show)
+    .bind(hold_id)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
 /// Inserts the show, its seats and pools unless already present (idempotent on restart, and
 /// cheap when ten processes start at once on one database). Seats go in batches of
 /// [`SEED_BATCH`] rows per statement (a 20,000-seat venue seeds in about a second).

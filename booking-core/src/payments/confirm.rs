@@ -227,8 +227,8 @@ async fn mark_paid(
 }
 
 /// Sells every seat of `hold` (`count` of them) that it still holds, or that is free or lapsed;
-/// true when all. On PostgreSQL the seats are locked first in seat order (no deadlock between
-/// two confirmations), chosen by the hold in the same statement.
+/// true when all. On PostgreSQL the seats are locked first in seat order
+/// ([`db::lock_seats_of_hold`]: no deadlock between two confirmations).
 async fn sell_seats(
     tx: &mut Tx<'_>,
     pg: bool,
@@ -237,17 +237,7 @@ async fn sell_seats(
     now_ms: i64,
 ) -> sqlx::Result<bool> {
     crate::inventory::seatmap::touch();
-    if pg {
-        sqlx::query(
-            "SELECT seat_id FROM seats WHERE show_id = $1 \
-             AND seat_id IN (SELECT seat_id FROM hold_seats WHERE hold_id = $2) \
-             ORDER BY seat_id FOR UPDATE",
-        )
-        .bind(&hold.show_id)
-        .bind(&hold.id)
-        .execute(&mut **tx)
-        .await?;
-    }
+    db::lock_seats_of_hold(tx, pg, &hold.show_id, &hold.id).await?;
     let sold = sqlx::query(
         "UPDATE seats SET status = 'sold', hold_id = $1, hold_expires_at = NULL \
          WHERE show_id = $2 AND seat_id IN (SELECT seat_id FROM hold_seats WHERE hold_id = $1) \
