@@ -51,10 +51,12 @@
     history.replaceState(null, "", location.pathname + q);
   }
 
-  async function call(method, path, body, extra) {
+  // `cache`: "no-store" but for the seat map and its overview, which the browser keeps and asks
+  // for again with If-None-Match ("no-cache"): an unchanged map is a 304 without a body.
+  async function call(method, path, body, extra, cache) {
     const headers = Object.assign({ "Accept": "application/json" }, extra || {});
     if (body) headers["Content-Type"] = "application/json";
-    const res = await ServerClock.fetch(path, { method, headers, body: body ? JSON.stringify(body) : undefined, credentials: "same-origin", cache: "no-store" });
+    const res = await ServerClock.fetch(path, { method, headers, body: body ? JSON.stringify(body) : undefined, credentials: "same-origin", cache: cache || "no-store" });
     let json = null;
     try { json = await res.json(); } catch (_) { json = null; }
     if (res.status === 401) admissionOver(json);
@@ -349,7 +351,7 @@
     const left = me.json && me.json.expires_at ? me.json.expires_at - ServerClock.nowSecs() : 0;
     $("turn").hidden = !(left > 0);
     if (left > 0) $("turn").textContent = T("your_turn", { left: ServerClock.format(left), time: localTime(me.json.expires_at) });
-    const ov = await call("GET", "/api/shows/" + show + "/sections");
+    const ov = await call("GET", "/api/shows/" + show + "/sections", undefined, undefined, "no-cache");
     if (ov.res.status === 401) return;
     only("picker", "book_h1", "tab_book");
     $("pick-hint").textContent = T("pick_up_to", { n: MAX });
@@ -361,7 +363,7 @@
     $("section-h2").textContent = sec ? T("section_chosen_h2", { section: sec.id, price: sectionPrice(sec) }) : "";
     renderBest(sec);
     if (!sec) { summarise(); await showWaitlist(ov.json.available === 0); return; }
-    const { res, json } = await call("GET", "/api/shows/" + show + "/seats?section=" + encodeURIComponent(section));
+    const { res, json } = await call("GET", "/api/shows/" + show + "/seats?section=" + encodeURIComponent(section), undefined, undefined, "no-cache");
     if (res.status === 401) return;
     if (!res.ok) { $("message").textContent = problem(json, T("map_failed")); return; }
     renderMap(json);

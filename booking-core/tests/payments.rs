@@ -458,3 +458,58 @@ async fn checkout_steps_do_not_queue_behind_the_shared_pool() {
     assert!(view["booking_id"].is_string(), "{view}");
     drop(taken);
 }
+
+/// Two returns from the gateway for one payment at once (the fan's double click, two tabs):
+/// the one that finds the other executing waits for that outcome and goes to the confirmation
+/// too, not to the booking page with its hold still showing HELD. The gateway's execute is made
+/// slow (`execute_delay_ms`, within the harness's 1 s gateway timeout) and the second return is sent once the first holds the execute
+/// (`executing_at` set). Red without the wait: the second was sent to `/book.html`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_returns_at_once_both_reach_the_confirmation() {
+    for backend in [Backend::Sqlite, Backend::Postgres] {
+        let h = Harness::on(backend).await;
+        let t = h.token("twice");
+        let (st, b) = h.hold(&t, "twice", &["A-1-1"]).await;
+        assert_eq!(st, 201, "{backend:?} {b}");
+        let hold = b["hold_id"].as_str().unwrap().to_owned();
+        let (pid, back) = h.approve(&t, &hold).await;
+        h.payment_faults(&pid, json!({"execute_delay_ms": 600}))
+            .await;
+        let first = tokio::spawn({
+            let (http, back) = (h.http.clone(), back.clone());
+            async move { http.get(back).send().await.unwrap() }
+        });
+        // Until the first return holds the execute.
+        let claimed = std::time::Instant::now();
+        loop {
+            let at: Option<i64> =
+                sqlx::query_scalar("SELECT executing_at FROM holds WHERE id = $1")
+                    .bind(&hold)
+                    .fetch_one(&h.state.db)
+                    .await
+                    .unwrap();
+            if at.is_some() {
+                break;
+            }
+            assert!(claimed.elapsed().as_secs() < 10, "{backend:?}: no execute");
+            tokio::task::yield_now().await;
+        }
+        let second = h.http.get(&back).send().await.unwrap();
+        let first = first.await.unwrap();
+        for (which, r) in [("first", first), ("second", second)] {
+            assert_eq!(r.status(), 303, "{backend:?} {which}");
+            let to = r.headers()["location"].to_str().unwrap();
+            assert_eq!(
+                to,
+                format!("/confirmation.html?hold={hold}"),
+                "{backend:?} the {which} return"
+            );
+        }
+        let bookings: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM bookings WHERE hold_id = $1")
+            .bind(&hold)
+            .fetch_one(&h.state.db)
+            .await
+            .unwrap();
+        assert_eq!(bookings, 1, "{backend:?}");
+    }
+}

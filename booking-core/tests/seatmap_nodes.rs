@@ -220,3 +220,117 @@ async fn a_fan_reads_its_own_hold_and_release_while_others_read() {
         eprintln!("{backend:?}: {unguarded_stale} of 25 reads without the token were stale");
     }
 }
+
+/// One map read: status, `ETag`, `Cache-Control`, whether `Seat-Map-Age-Ms` came, and the body.
+async fn read_tagged(
+    h: &Harness,
+    base: &str,
+    path: &str,
+    token: Option<&str>,
+    if_none_match: Option<&str>,
+) -> (u16, String, String, bool, String) {
+    let mut req = h.http.get(format!("{base}/api/shows/{SHOW}/{path}"));
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    if let Some(tag) = if_none_match {
+        req = req.header("if-none-match", tag);
+    }
+    let r = req.send().await.unwrap();
+    let header = |n: &str| {
+        r.headers()
+            .get(n)
+            .map(|v| v.to_str().unwrap().to_owned())
+            .unwrap_or_default()
+    };
+    let (etag, cc) = (header("etag"), header("cache-control"));
+    let aged = r.headers().contains_key("seat-map-age-ms");
+    let status = r.status().as_u16();
+    (status, etag, cc, aged, r.text().await.unwrap())
+}
+
+/// Conditional GET of the seat map and its overview (RFC 9110 §13.1.2): each answer carries a
+/// strong `ETag` of its bytes and `Cache-Control: no-cache`; read again with that tag (weak or
+/// strong, alone or in a list, or `*`) it is `304` with the tag, the map's age and no body. A
+/// hold changes its section's and the overview's tags (the holder, reading its own write,
+/// gets the new map at once), not another section's; a stale tag gets the whole map. On
+/// PostgreSQL a second node renders the same bytes under the same tag, so a fan moved between
+/// nodes still revalidates. Red without: no `ETag`, every read `200` with the whole body.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_map_read_again_with_its_etag_is_304_until_a_seat_of_it_changes() {
+    for backend in [Backend::Sqlite, Backend::Postgres] {
+        let h = Harness::on(backend).await;
+        let base = h.base.clone();
+        let token = h.token("etag-fan");
+        let (st, tag_a, cc, aged, body) =
+            read_tagged(&h, &base, "seats?section=A", None, None).await;
+        assert_eq!(st, 200, "{backend:?} {body}");
+        assert!(
+            tag_a.starts_with('"') && tag_a.len() > 2,
+            "{backend:?} ETag {tag_a:?}"
+        );
+        assert_eq!(cc, "no-cache", "{backend:?}");
+        assert!(aged && body.contains("A-1-1"), "{backend:?}");
+        let (_, tag_b, ..) = read_tagged(&h, &base, "seats?section=B", None, None).await;
+        let (_, tag_o, ..) = read_tagged(&h, &base, "sections", None, None).await;
+        let (_, tag_w, ..) = read_tagged(&h, &base, "seats", None, None).await;
+        assert!(
+            tag_a != tag_b && tag_a != tag_o && tag_o != tag_w,
+            "{backend:?} one tag per answer"
+        );
+
+        for inm in [
+            tag_a.clone(),
+            format!("W/{tag_a}"),
+            format!("\"other\", {tag_a}"),
+            "*".to_owned(),
+        ] {
+            let (st, etag, cc, aged, body) =
+                read_tagged(&h, &base, "seats?section=A", None, Some(&inm)).await;
+            assert_eq!(st, 304, "{backend:?} If-None-Match {inm}");
+            assert_eq!((etag.as_str(), cc.as_str()), (tag_a.as_str(), "no-cache"));
+            assert!(aged && body.is_empty(), "{backend:?} {inm}: {body}");
+        }
+        let (st, _, _, _, body) =
+            read_tagged(&h, &base, "seats?section=A", None, Some("\"stale\"")).await;
+        assert_eq!(st, 200, "{backend:?}");
+        assert!(body.contains("A-1-1"), "{backend:?}");
+
+        // A hold in section A: A's map and the overview change, B's does not.
+        let (st, hold) = h.hold(&token, "etag-k", &["A-1-1"]).await;
+        assert_eq!(st, 201, "{backend:?} {hold}");
+        let (st, new_a, _, _, body) =
+            read_tagged(&h, &base, "seats?section=A", Some(&token), Some(&tag_a)).await;
+        assert_eq!(
+            st, 200,
+            "{backend:?} the holder revalidates its map: {body}"
+        );
+        assert_ne!(new_a, tag_a, "{backend:?}");
+        let map: Value = serde_json::from_str(&body).unwrap();
+        let seat = map["seats"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == "A-1-1");
+        assert_eq!(seat.unwrap()["status"], "held", "{backend:?}");
+        let (st, ..) = read_tagged(&h, &base, "seats?section=B", Some(&token), Some(&tag_b)).await;
+        assert_eq!(st, 304, "{backend:?} section B did not change");
+        let (st, new_o, ..) = read_tagged(&h, &base, "sections", Some(&token), Some(&tag_o)).await;
+        assert_eq!(st, 200, "{backend:?} the overview counts the hold");
+        assert_ne!(new_o, tag_o, "{backend:?}");
+
+        if backend == Backend::Postgres {
+            // Another node on the same database: the same bytes, the same tag.
+            let other = h.another_state().await;
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let b = format!("http://{}", listener.local_addr().unwrap());
+            tokio::spawn(booking_core::serve_state(
+                listener,
+                other,
+                std::future::pending(),
+            ));
+            let (st, ..) = read_tagged(&h, &b, "seats?section=A", None, Some(&new_a)).await;
+            assert_eq!(st, 304, "node B renders A's map as node A does");
+        }
+    }
+}

@@ -6,6 +6,7 @@
 
 pub mod body;
 pub mod clock;
+pub mod conditional;
 pub mod config;
 pub mod files;
 pub mod load;

@@ -38,6 +38,9 @@ pub struct Faults {
     pub late_success_rate: f64,
     /// Delay added to every `/v1/*` API call, milliseconds (slow answers).
     pub delay_ms: u64,
+    /// Delay before an execute takes effect, milliseconds, on top of `delay_ms`: queries
+    /// meanwhile still say `approved` (a slow capture, while another request asks).
+    pub execute_delay_ms: u64,
 }
 
 impl Faults {

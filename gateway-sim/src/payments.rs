@@ -119,7 +119,11 @@ pub async fn execute(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, Problem> {
-    gate(&state, &headers, state.store.faults_for(&id)).await?;
+    let faults = state.store.faults_for(&id);
+    gate(&state, &headers, faults).await?;
+    if faults.execute_delay_ms > 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(faults.execute_delay_ms)).await;
+    }
     let out = state.store.execute(&id).ok_or_else(|| unknown(&id))?;
     let p = match out {
         Ok(ExecuteOutcome::Now(p)) => p,

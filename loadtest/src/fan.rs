@@ -5,7 +5,6 @@
 
 use crate::calls::{call, call_uncapped, jwt_claims, retry_after};
 use crate::model::{FanOutcome, SharedDoc, Target};
-use crate::picks::Maps;
 use crate::stats::Stats;
 use rand::seq::SliceRandom;
 use rand::Rng;
@@ -335,17 +334,14 @@ async fn book(client: &Client, target: &Target, stats: &Stats, adm: &str, out: &
     let mut attempt = 0;
     // A fan who waited for a lapsed seat to come back does not walk away from it: it pays.
     let mut waited = false;
+    // The fan's browser cache of the maps it read (revalidated with `If-None-Match`).
+    let mut kept = crate::picks::Kept::default();
     while attempt < 4 {
         attempt += 1;
         // The overview first (small), then only the chosen section's seats: a fan never holds
         // a whole 20,000-seat map, and no map stays alive across the hold and payment below.
         let overview_url = format!("{bc}/api/shows/{ev}/sections");
-        let overview_body =
-            match crate::calls::call_bytes(stats, "sections", client.get(&overview_url)).await {
-                Ok((s, body, _)) if s.is_success() => body,
-                _ => continue,
-            };
-        let Some(overview_read) = Maps::shared().read(&overview_url, overview_body) else {
+        let Some(overview_read) = kept.get(stats, "sections", client, &overview_url).await else {
             continue;
         };
         let overview = overview_read.map();
@@ -359,12 +355,9 @@ async fn book(client: &Client, target: &Target, stats: &Stats, adm: &str, out: &
         let section_map = match section {
             Some(sec) => {
                 let url = format!("{bc}/api/shows/{ev}/seats?section={sec}");
-                match crate::calls::call_bytes(stats, "seatmap", client.get(&url)).await {
-                    Ok((s, body, _)) if s.is_success() => match Maps::shared().read(&url, body) {
-                        Some(m) => Some(m),
-                        None => continue,
-                    },
-                    _ => continue,
+                match kept.get(stats, "seatmap", client, &url).await {
+                    Some(m) => Some(m),
+                    None => continue,
                 }
             }
             None => None,
@@ -378,7 +371,8 @@ async fn book(client: &Client, target: &Target, stats: &Stats, adm: &str, out: &
             None => Vec::new(),
         };
         let held = overview.any_held();
-        // No map stays alive across the pause, the hold and the payment below.
+        // No map stays alive across the pause, the hold and the payment below (`kept` holds
+        // its copies weakly).
         drop(choices);
         drop((section_map, overview_read));
         let Some(pick) = picked else {

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 /// One hold request's ask.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -232,6 +232,7 @@ pub struct Maps {
     last: std::sync::Mutex<std::collections::HashMap<String, Arc<ReadMap>>>,
     parsed: AtomicU64,
     reused: AtomicU64,
+    not_modified: AtomicU64,
 }
 
 /// A map answer's bytes and the map read from them.
@@ -271,11 +272,13 @@ impl Maps {
         Some(read)
     }
 
-    /// `(parsed, reused)`: answers read, and answers that were the same bytes as the kept one.
-    pub fn counts(&self) -> (u64, u64) {
+    /// `(parsed, reused, not_modified)`: answers read, answers that were the same bytes as the
+    /// kept one, and `304`s answered to a fan's own copy ([`Kept`]).
+    pub fn counts(&self) -> (u64, u64, u64) {
         (
             self.parsed.load(Ordering::Relaxed),
             self.reused.load(Ordering::Relaxed),
+            self.not_modified.load(Ordering::Relaxed),
         )
     }
 
@@ -283,6 +286,84 @@ impl Maps {
         self.last
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// One fan's copies of the maps it read, by URL, with their `ETag`s: its browser's HTTP cache.
+/// The booking core answers the seat map and its overview `Cache-Control: no-cache` with an
+/// `ETag`, so a browser asks again each time with `If-None-Match` and shows its copy on `304`;
+/// so does the fan here. A copy is kept weakly: while the map is alive in the process (the
+/// latest answer of its URL, [`Maps`], or another fan's) the fan revalidates it; once dropped
+/// the fan asks without a tag and gets the whole map, as a browser whose cache let it go. So
+/// the generator never sends fewer full reads than browsers would, and its memory stays what
+/// the maps being read take, not one parsed 125 kB section per waiting fan.
+#[derive(Debug, Default)]
+pub struct Kept {
+    /// URL → (`ETag`, the map). The tag is copied out of the answer: a `HeaderValue` parsed by
+    /// the client is a slice of its connection's read buffer and kept that buffer (the 125 kB
+    /// map and more) alive: 40,000 fans' tags used up the machine's 24 GB.
+    by_url: std::collections::HashMap<String, (String, Weak<ReadMap>)>,
+}
+
+impl Kept {
+    /// `GET url` as `endpoint`, revalidating this fan's copy: the map, from the answer or from
+    /// the copy on `304`; `None` on an error or a non-map answer. The copy is not held while
+    /// the request waits for its turn among the calls in flight: it is looked up again on
+    /// `304`, and asked for whole once more if it went meanwhile.
+    pub async fn get(
+        &mut self,
+        stats: &crate::stats::Stats,
+        endpoint: &'static str,
+        client: &reqwest::Client,
+        url: &str,
+    ) -> Option<Arc<ReadMap>> {
+        let mut req = client.get(url);
+        let tag = self
+            .by_url
+            .get(url)
+            .filter(|(_, map)| map.strong_count() > 0)
+            .map(|(tag, _)| tag.clone());
+        if let Some(tag) = tag {
+            req = req.header(reqwest::header::IF_NONE_MATCH, tag);
+        }
+        let (status, body, headers) = crate::calls::call_bytes(stats, endpoint, req).await.ok()?;
+        if status == reqwest::StatusCode::NOT_MODIFIED {
+            Maps::shared().not_modified.fetch_add(1, Ordering::Relaxed);
+            if let Some(map) = self.by_url.get(url).and_then(|(_, m)| m.upgrade()) {
+                return Some(map);
+            }
+            self.by_url.remove(url);
+            let again = crate::calls::call_bytes(stats, endpoint, client.get(url)).await;
+            return match again.ok()? {
+                (s, body, headers) if s.is_success() => self.keep(url, body, &headers),
+                _ => None,
+            };
+        }
+        if !status.is_success() {
+            return None;
+        }
+        self.keep(url, body, &headers)
+    }
+
+    /// Reads a `200`'s map ([`Maps::read`]) and keeps a weak copy of it under its `ETag`.
+    fn keep(
+        &mut self,
+        url: &str,
+        body: bytes::Bytes,
+        headers: &reqwest::header::HeaderMap,
+    ) -> Option<Arc<ReadMap>> {
+        let read = Maps::shared().read(url, body)?;
+        match headers.get(reqwest::header::ETAG) {
+            Some(tag) if tag.to_str().is_ok() => {
+                let tag = tag.to_str().unwrap_or_default().to_owned();
+                self.by_url
+                    .insert(url.to_owned(), (tag, Arc::downgrade(&read)));
+            }
+            _ => {
+                self.by_url.remove(url);
+            }
+        }
+        Some(read)
     }
 }
 
@@ -597,7 +678,7 @@ mod tests {
         let a = maps.read("u", first.clone()).expect("a map");
         let b = maps.read("u", first.clone()).expect("a map");
         assert!(Arc::ptr_eq(&a, &b));
-        assert_eq!(maps.counts(), (1, 1));
+        assert_eq!(maps.counts(), (1, 1, 0));
         let mut sold = map();
         sold["seats"][0]["status"] = json!("sold");
         let changed = bytes::Bytes::from(serde_json::to_vec(&sold).unwrap());
@@ -617,11 +698,11 @@ mod tests {
         );
         let other = maps.read("v", first).expect("a map");
         assert!(!Arc::ptr_eq(&a, &other));
-        assert_eq!(maps.counts(), (3, 1));
+        assert_eq!(maps.counts(), (3, 1, 0));
         assert!(maps
             .read("u", bytes::Bytes::from_static(b"<html>"))
             .is_none());
-        assert_eq!(maps.counts(), (3, 1));
+        assert_eq!(maps.counts(), (3, 1, 0));
     }
 
     #[test]

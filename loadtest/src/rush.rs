@@ -285,11 +285,12 @@ pub async fn run(args: RushArgs) -> anyhow::Result<bool> {
         None => None,
     };
     let wall = started.elapsed();
-    let (parsed, reused) = crate::picks::Maps::shared().counts();
+    let (parsed, reused, not_modified) = crate::picks::Maps::shared().counts();
     println!(
         "seat maps and overviews read by the fans: {} answers, {parsed} parsed, {reused} the \
-         same bytes as the last one parsed for their URL (picks::Maps)",
-        parsed + reused
+         same bytes as the last one parsed for their URL (picks::Maps), {not_modified} answered \
+         304 to the fan's own copy (picks::Kept)",
+        parsed + reused + not_modified
     );
     // The schedule may outlast the fans: let it finish before anything is read back.
     let chaos_report = match chaos {

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use axum::extract::rejection::{FormRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
-use axum::http::{header, HeaderMap};
+use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::{Form, Json};
 use sale_common::Problem;
@@ -181,14 +181,14 @@ pub async fn seats(
     let q = strict_query(q, &["section"])?;
     let served = snapshot(&state, &show, &headers).await?;
     let views = &served.views;
-    let body = match q.get("section") {
+    let answer = match q.get("section") {
         None => views.whole(),
         Some(sec) => views.sections.get(sec).cloned().ok_or_else(|| {
             unprocessable("unknown-section", "Unknown section")
                 .detail(format!("the show has no section {}", clip(sec)))
         })?,
     };
-    Ok((map_headers(&served), body).into_response())
+    Ok(map_answer(&served, answer))
 }
 
 /// The seat map's snapshot of `show`, polled from the change feed; while the database does not
@@ -234,16 +234,31 @@ pub async fn notes_map_write(
     resp
 }
 
-/// `Content-Type` and `Seat-Map-Age-Ms`: how old the snapshot is (real time since the poll of
-/// the change feed it reflects), which the booking page shows the fan.
-fn map_headers(served: &crate::inventory::seatmap::Served) -> [(header::HeaderName, String); 2] {
-    [
-        (header::CONTENT_TYPE, "application/json".into()),
+/// A map answer (`200`) with `Content-Type`, `Seat-Map-Age-Ms` (how old the snapshot is: real
+/// time since the poll of the change feed it reflects, which the booking page shows the fan), a
+/// strong `ETag` (the rendered bytes' tag, [`crate::inventory::seatmap::Tagged`]) and
+/// `Cache-Control: no-cache` (a browser or CDN may keep it but asks again each time, with
+/// `If-None-Match`: a `304` with the age and no body when the map did not change, answered by
+/// [`super::NOT_MODIFIED`]'s middleware).
+fn map_answer(
+    served: &crate::inventory::seatmap::Served,
+    answer: crate::inventory::seatmap::Tagged,
+) -> Response {
+    let etag = HeaderValue::from_str(&format!("\"{:016x}\"", answer.tag))
+        .unwrap_or(HeaderValue::from_static("\"\""));
+    let headers = [
+        (
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        ),
+        (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+        (header::ETAG, etag),
         (
             header::HeaderName::from_static(SEAT_MAP_AGE),
-            served.age.as_millis().to_string(),
+            HeaderValue::from(u64::try_from(served.age.as_millis()).unwrap_or(u64::MAX)),
         ),
-    ]
+    ];
+    (headers, answer.body).into_response()
 }
 
 /// The header that carries a seat map's age, in milliseconds.
@@ -274,7 +289,7 @@ pub async fn sections(
     known_show(&state, &show)?;
     strict_query(q, &[])?;
     let served = snapshot(&state, &show, &headers).await?;
-    Ok((map_headers(&served), served.views.overview.clone()).into_response())
+    Ok(map_answer(&served, served.views.overview.clone()))
 }
 
 /// `POST /api/leave`: the fan is done; the waiting room is told the admission's session is

@@ -37,17 +37,16 @@ use crate::state::AppState;
 pub const BODY_LIMIT: usize = 2 * 1024 * 1024;
 
 /// All routes; `/api`, `/session`, `/payment`, `/admin` and `/internal` answers are
-/// `private, no-store`. Fan calls (`/api/…`) are measured for the closed loop ([`load`]).
-/// Every error is `application/problem+json`: unknown routes 404, wrong methods 405, bodies
-/// over [`BODY_LIMIT`] 413, and any plain-text rejection is turned into a problem.
+/// `private, no-store`, but for the seat map and its overview (`no-cache` with an `ETag`).
+/// Fan calls (`/api/…`) are measured for the closed loop ([`load`]). Every error is
+/// `application/problem+json`: unknown routes 404, wrong methods 405, bodies over
+/// [`BODY_LIMIT`] 413, and any plain-text rejection is turned into a problem.
 pub fn router(state: AppState) -> Router {
     let static_dir = state.config.static_dir.clone();
     let api = Router::new()
         .route("/session", post(fan::session))
         .route("/api/me", get(fan::me))
         .route("/api/leave", post(fan::leave))
-        .route("/api/shows/{show}/seats", get(fan::seats))
-        .route("/api/shows/{show}/sections", get(fan::sections))
         .route(
             "/api/shows/{show}/holds",
             post(holds::create_hold).layer(axum::middleware::from_fn_with_state(
@@ -110,6 +109,11 @@ pub fn router(state: AppState) -> Router {
             header::CACHE_CONTROL,
             HeaderValue::from_static("private, no-store"),
         ));
+    // The seat map and its overview: the same for every fan, `no-cache` with an `ETag`
+    // (revalidated with `If-None-Match`, [`NOT_MODIFIED`]), not `private, no-store`.
+    let maps = Router::new()
+        .route("/api/shows/{show}/seats", get(fan::seats))
+        .route("/api/shows/{show}/sections", get(fan::sections));
     let mut app = Router::new()
         .route("/gate/{audience}/check", get(gate::check))
         .route("/gate/{audience}/enter", post(gate::enter))
@@ -118,6 +122,7 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(ops::metrics))
         .route("/openapi.json", get(openapi::openapi))
         .merge(api)
+        .merge(maps)
         .method_not_allowed_fallback(method_not_allowed);
     app = match static_dir {
         Some(dir) => app.fallback_service(
@@ -135,6 +140,10 @@ pub fn router(state: AppState) -> Router {
         None => app.fallback(not_found),
     };
     app.layer(axum::middleware::from_fn_with_state(
+        NOT_MODIFIED,
+        sale_common::conditional::not_modified,
+    ))
+    .layer(axum::middleware::from_fn_with_state(
         state.clone(),
         outage_gate,
     ))
@@ -151,6 +160,15 @@ pub fn router(state: AppState) -> Router {
     ))
     .with_state(state)
 }
+
+/// Conditional GET for answers with an `ETag` (the seat map and its overview): a matching
+/// `If-None-Match` gets `304` with the `ETag`, `Cache-Control` and `Seat-Map-Age-Ms` and no
+/// body, counted in `bc_http_not_modified_total{route}`.
+pub const NOT_MODIFIED: sale_common::conditional::NotModified =
+    sale_common::conditional::NotModified {
+        metric: "bc_http_not_modified_total",
+        keep: &[fan::SEAT_MAP_AGE],
+    };
 
 /// Whether a request to `path` needs the database, so the outage gate refuses it at once while
 /// the database is unreachable. Not gated: `/healthz`, `/metrics`, the OpenAPI document and the

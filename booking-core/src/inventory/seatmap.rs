@@ -72,23 +72,51 @@ pub fn touch() {
     VERSION.fetch_add(1, Ordering::Release);
 }
 
+/// A rendered answer and its entity tag: a 64-bit hash of the bytes, made once when they are
+/// rendered. Equal bytes have equal tags on every node running the same build (the hash is
+/// `std`'s `DefaultHasher` with its fixed keys, which a new Rust release may change: then a
+/// fan's revalidation across the upgrade gets the whole answer once). The router sends it as a
+/// strong `ETag` and answers a matching `If-None-Match` with `304` (RFC 9110 §13.1.2): in the
+/// seed rehearsal 97 % of the fans' map reads were the bytes of the last answer for their URL.
+#[derive(Debug, Clone)]
+pub struct Tagged {
+    /// The JSON answer.
+    pub body: Bytes,
+    /// The hash of `body`.
+    pub tag: u64,
+}
+
+impl Tagged {
+    fn new(body: Bytes) -> Self {
+        use std::hash::Hasher;
+        let mut h = std::hash::DefaultHasher::new();
+        h.write(&body);
+        Self {
+            tag: h.finish(),
+            body,
+        }
+    }
+}
+
 /// The three views of one snapshot. Sections and the overview are what fans read under a rush,
 /// so they are serialised when the snapshot changes; the whole map only when first asked for.
 #[derive(Debug, Clone)]
 pub struct Views {
     whole_src: Arc<Whole>,
-    whole: Arc<std::sync::OnceLock<Bytes>>,
+    whole: Arc<std::sync::OnceLock<Tagged>>,
     /// Each section's map, by section name (`?section=`).
-    pub sections: Arc<BTreeMap<String, Bytes>>,
+    pub sections: Arc<BTreeMap<String, Tagged>>,
     /// The overview (`GET /api/shows/{show}/sections`).
-    pub overview: Bytes,
+    pub overview: Tagged,
 }
 
 impl Views {
     /// The whole map (`GET /api/shows/{show}/seats`), joined once per snapshot from the
     /// sections' serialised seat arrays (no seat is serialised again for it).
-    pub fn whole(&self) -> Bytes {
-        self.whole.get_or_init(|| self.whole_src.join()).clone()
+    pub fn whole(&self) -> Tagged {
+        self.whole
+            .get_or_init(|| Tagged::new(self.whole_src.join()))
+            .clone()
     }
 }
 
@@ -267,7 +295,7 @@ struct Live {
     /// When the read of the last poll began (real time), and the local write version then.
     polled: Instant,
     version: u64,
-    sections: BTreeMap<String, Bytes>,
+    sections: BTreeMap<String, Tagged>,
     /// Each section's seat array as JSON text (what the whole map is joined from).
     arrays: BTreeMap<String, Bytes>,
     counts: BTreeMap<String, Counts>,
@@ -371,7 +399,7 @@ impl Live {
             body.extend_from_slice(tail.as_bytes());
             let body = Bytes::from(body);
             let array = body.slice(start..end);
-            self.sections.insert(name.clone(), body);
+            self.sections.insert(name.clone(), Tagged::new(body));
             self.arrays.insert(name.clone(), array);
             self.counts.insert(name.clone(), c);
         }
@@ -398,7 +426,9 @@ impl Live {
             whole_src: Arc::new(whole),
             whole: Arc::default(),
             sections: Arc::new(self.sections.clone()),
-            overview: Bytes::from(serde_json::to_vec(&overview).unwrap_or_default()),
+            overview: Tagged::new(Bytes::from(
+                serde_json::to_vec(&overview).unwrap_or_default(),
+            )),
         });
         self.render_ms = now_ms;
         self.valid_until_ms = self

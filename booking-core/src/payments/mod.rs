@@ -63,8 +63,18 @@ fn real_payment_id(h: &Hold) -> Option<&str> {
 /// conditional update of `executing_at`) and only before the hold's deadline, querying once
 /// after an execute timeout, and confirming the hold when the gateway says completed.
 pub async fn settle(state: &AppState, hold: &Hold, actor: Actor) -> ApiResult<Settlement> {
+    Ok(settle_owned(state, hold, actor).await?.0)
+}
+
+/// [`settle`], and whether this call held the execute (the owner lock, [`take_execute`]):
+/// false when another request was executing and this one only asked the gateway.
+async fn settle_owned(
+    state: &AppState,
+    hold: &Hold,
+    actor: Actor,
+) -> ApiResult<(Settlement, bool)> {
     let Some(pid) = real_payment_id(hold) else {
-        return Ok(Settlement::Unknown("no payment".into()));
+        return Ok((Settlement::Unknown("no payment".into()), false));
     };
     let now = state.clock.now_ms();
     // The callback executes at once (the fan just approved); the reconciler and the fan's
@@ -72,8 +82,8 @@ pub async fn settle(state: &AppState, hold: &Hold, actor: Actor) -> ApiResult<Se
     if actor != Actor::Callback {
         match state.gateway.query(pid).await {
             Ok(s) if s.status == PayStatus::Approved => {}
-            Ok(s) => return finish(state, hold, actor, s).await,
-            Err(e) => return Ok(Settlement::Unknown(e.to_string())),
+            Ok(s) => return Ok((finish(state, hold, actor, s).await?, false)),
+            Err(e) => return Ok((Settlement::Unknown(e.to_string()), false)),
         }
     }
     let owner = if now < hold.expires_at {
@@ -108,10 +118,11 @@ pub async fn settle(state: &AppState, hold: &Hold, actor: Actor) -> ApiResult<Se
     } else {
         state.gateway.query(pid).await
     };
-    match answer {
-        Ok(s) => finish(state, hold, actor, s).await,
-        Err(e) => Ok(Settlement::Unknown(e.to_string())),
-    }
+    let settled = match answer {
+        Ok(s) => finish(state, hold, actor, s).await?,
+        Err(e) => Settlement::Unknown(e.to_string()),
+    };
+    Ok((settled, owner))
 }
 
 /// The owner lock on executing `hold`'s payment (the callback's and the reconciler's): one
@@ -457,10 +468,65 @@ pub async fn callback(
                 .into(),
         );
     }
-    match settle(state, &hold, Actor::Callback).await? {
-        Settlement::Paid(c) if c.is_paid() => Ok(CallbackOutcome::Confirmed(hold.id)),
+    match settle_owned(state, &hold, Actor::Callback).await? {
+        (Settlement::Paid(c), _) if c.is_paid() => Ok(CallbackOutcome::Confirmed(hold.id)),
+        // Another request holds the execute (the fan's browser sent the return twice, or two
+        // tabs came back): its outcome, not this moment's "approved", says where the fan goes.
+        (Settlement::Pending(PayStatus::Approved), false) => {
+            wait_for_execute(state, &hold, back).await
+        }
         _ => Ok(back),
     }
+}
+
+/// How often a callback that lost the execute to another request reads the hold, and how
+/// often it asks the gateway meanwhile.
+const OWNER_POLL: std::time::Duration = std::time::Duration::from_millis(100);
+const OWNER_QUERY_EVERY: u32 = 10;
+
+/// The callback that found `hold`'s payment approved while another request executes it
+/// (the owner lock, [`take_execute`]) waits for that outcome: the hold PAID → the confirmation;
+/// the hold no longer HELD with this payment, or the gateway (asked every second) past
+/// `approved` and not completed → the hold's page. At most twice the gateway timeout plus a
+/// second (the owner's execute and its query on a timeout), then the hold's page, as before.
+/// Without the wait one of two concurrent returns went to the booking page while the other
+/// executed (newcomer review: 2 of 13 runs).
+async fn wait_for_execute(
+    state: &AppState,
+    hold: &Hold,
+    back: CallbackOutcome,
+) -> ApiResult<CallbackOutcome> {
+    let pid = hold.payment_id.clone().unwrap_or_default();
+    let until = tokio::time::Instant::now()
+        + state.config.gateway_timeout * 2
+        + std::time::Duration::from_secs(1);
+    let mut polls = 0u32;
+    while tokio::time::Instant::now() < until {
+        tokio::time::sleep(OWNER_POLL).await;
+        polls += 1;
+        let Some(now) = holds::load(&state.db, &hold.id).await? else {
+            return Ok(back);
+        };
+        if now.status == "PAID" {
+            return Ok(CallbackOutcome::Confirmed(now.id));
+        }
+        if now.status != "HELD" || now.payment_id.as_deref() != Some(pid.as_str()) {
+            return Ok(back);
+        }
+        if polls.is_multiple_of(OWNER_QUERY_EVERY) {
+            match state.gateway.query(&pid).await {
+                Ok(s) if s.status == PayStatus::Approved => {}
+                Ok(s) => {
+                    return Ok(match finish(state, &now, Actor::Callback, s).await? {
+                        Settlement::Paid(c) if c.is_paid() => CallbackOutcome::Confirmed(now.id),
+                        _ => back,
+                    });
+                }
+                Err(_) => {}
+            }
+        }
+    }
+    Ok(back)
 }
 
 /// Both the stored signature and the HMAC must match `signature` (constant time), else `400

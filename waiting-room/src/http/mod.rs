@@ -445,10 +445,13 @@ pub fn router(state: AppState) -> Router {
         ),
         None => app.fallback(|| async { Problem::not_found("no such page") }),
     };
-    app.layer(axum::middleware::from_fn(conditional::not_modified))
-        .layer(axum::middleware::map_response(
-            sale_common::problem::problems_only,
-        ))
-        .layer(axum::middleware::from_fn(crate::telemetry::track))
-        .with_state(state)
+    app.layer(axum::middleware::from_fn_with_state(
+        conditional::CONFIG,
+        sale_common::conditional::not_modified,
+    ))
+    .layer(axum::middleware::map_response(
+        sale_common::problem::problems_only,
+    ))
+    .layer(axum::middleware::from_fn(crate::telemetry::track))
+    .with_state(state)
 }

@@ -71,7 +71,7 @@ pub async fn status(
             .body_and_etag(&event)
             .ok_or_else(|| Problem::not_found(format!("no event {raw:?}")))?;
     // No Last-Modified: the content can change twice within its one-second resolution.
-    // A matching If-None-Match becomes a 304 in `super::conditional`.
+    // A matching If-None-Match becomes a 304 in `sale_common::conditional`.
     let headers = [
         (
             header::CONTENT_TYPE,
