@@ -96,6 +96,30 @@ pub fn session_end_sql(
     sql
 }
 
+/// The statements of [`session_end`] for the end of hold `h` that is paid (placeholders `s`,
+/// `j`, `at`, `h` bound in `b`), beside [`crate::inventory::caps::free_slots_ending_sql`] with
+/// the condition `1 = 1` in the same [`crate::db::write_all`] call: that statement closes the
+/// admission's slot where the hold owns it, so the slot's upsert here only writes it where it
+/// does not (another hold of the admission took it over, or it is missing). On PostgreSQL all
+/// run on one snapshot as CTEs, so two of them must never write one row.
+pub fn session_end_after_paid_sql(
+    b: &mut Binds,
+    show: &str,
+    s: &str,
+    jti: &str,
+    (j, at, h): (&str, &str, &str),
+) -> Vec<String> {
+    let mut sql = session_end_when_sql(b, show, s, jti, j, at, "1 = 1").to_vec();
+    let scope = b.push(ADMISSION_SCOPE);
+    sql.push(format!(
+        "INSERT INTO hold_slots (scope, owner, slot, hold_id, live_until) \
+         SELECT {scope}, {j}, 0, '', {SLOT_CLOSED} WHERE NOT EXISTS (SELECT 1 FROM hold_slots o \
+         WHERE o.scope = {scope} AND o.owner = {j} AND o.slot = 0 AND o.hold_id = {h}) \
+         ON CONFLICT (scope, owner, slot) DO UPDATE SET live_until = {SLOT_CLOSED}"
+    ));
+    sql
+}
+
 /// `live_until` of the admission's cap slot (scope [`ADMISSION_SCOPE`], slot 0) once its
 /// session ended: a slot never free again. A hold takes a slot only where it is new or
 /// `live_until <= now` (`inventory::caps`), after waiting for a concurrent writer of the row

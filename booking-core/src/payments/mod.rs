@@ -379,34 +379,15 @@ pub(crate) async fn create_at_gateway(
             return Err(gateway_unavailable(status).into());
         }
     };
-    let mut tx = crate::db::begin_write(&state.db).await?;
-    sqlx::query("UPDATE holds SET payment_id = $1, payment_signature = $2, checkout_url = $3 WHERE id = $4 AND payment_id = $5")
-        .bind(&created.payment_id)
-        .bind(&created.signature)
-        .bind(&created.checkout_url)
-        .bind(&hold.id)
-        .bind(token)
-        .execute(&mut *tx)
-        .await?;
-    let attempt = attempts::record_created(
-        &mut tx,
-        &hold.id,
-        &created.payment_id,
-        &created.signature,
-        now,
-    )
-    .await?;
-    db::audit(
-        &mut tx,
-        now,
-        &hold.show_id,
-        &hold.id,
-        "payment-created",
-        Actor::Api,
-        &created.payment_id,
-    )
-    .await?;
-    tx.commit().await?;
+    let stored = attempts::NewPayment {
+        hold_id: &hold.id,
+        show_id: &hold.show_id,
+        token,
+        payment_id: &created.payment_id,
+        signature: &created.signature,
+        checkout_url: &created.checkout_url,
+    };
+    let attempt = attempts::store_created(&state.db, &stored, now).await?;
     Ok(
         json!({"payment_id": created.payment_id, "checkout_url": created.checkout_url, "attempt": attempt}),
     )
