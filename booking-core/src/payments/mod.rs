@@ -422,6 +422,7 @@ pub async fn callback(
     payment_id: &str,
     signature: &str,
 ) -> ApiResult<CallbackOutcome> {
+    let started = tokio::time::Instant::now();
     let hold: Option<Hold> = if payment_id.starts_with("pending:") {
         None
     } else {
@@ -454,7 +455,7 @@ pub async fn callback(
         // Another request holds the execute (the fan's browser sent the return twice, or two
         // tabs came back): its outcome, not this moment's "approved", says where the fan goes.
         (Settlement::Pending(PayStatus::Approved), false) => {
-            wait_for_execute(state, &hold, back).await
+            wait_for_execute(state, &hold, back, started).await
         }
         _ => Ok(back),
     }
@@ -468,19 +469,23 @@ const OWNER_QUERY_EVERY: u32 = 10;
 /// The callback that found `hold`'s payment approved while another request executes it
 /// (the owner lock, [`take_execute`]) waits for that outcome: the hold PAID → the confirmation;
 /// the hold no longer HELD with this payment, or the gateway (asked every second) past
-/// `approved` and not completed → the hold's page. At most twice the gateway timeout plus a
-/// second (the owner's execute and its query on a timeout), then the hold's page, as before.
-/// Without the wait one of two concurrent returns went to the booking page while the other
-/// executed (newcomer review: 2 of 13 runs).
+/// `approved` and not completed → the hold's page. It stops waiting a gateway timeout and two
+/// seconds before the request's limit (`db::outage::REQUEST_WITHIN`, counted from `started`,
+/// the callback's start: a request cut off there trips the node's outage gate), so a query
+/// begun in the loop ends within it; then the hold's page, as before. Without the wait one of
+/// two concurrent returns went to the booking page while the other executed (newcomer review:
+/// 2 of 13 runs).
 async fn wait_for_execute(
     state: &AppState,
     hold: &Hold,
     back: CallbackOutcome,
+    started: tokio::time::Instant,
 ) -> ApiResult<CallbackOutcome> {
     let pid = hold.payment_id.clone().unwrap_or_default();
-    let until = tokio::time::Instant::now()
-        + state.config.gateway_timeout * 2
-        + std::time::Duration::from_secs(1);
+    let until = started
+        + db::outage::REQUEST_WITHIN
+            .saturating_sub(state.config.gateway_timeout)
+            .saturating_sub(std::time::Duration::from_secs(2));
     let mut polls = 0u32;
     while tokio::time::Instant::now() < until {
         tokio::time::sleep(OWNER_POLL).await;
