@@ -150,7 +150,7 @@ pub fn is_unreachable(e: &sqlx::Error) -> bool {
 
 /// 400 `invalid-text`: a value of the request holds a NUL character (U+0000), which no name
 /// or id of the booking core holds and PostgreSQL text cannot (SQLSTATE 22021).
-fn nul_text() -> Problem {
+pub fn nul_text() -> Problem {
     Problem::new(
         StatusCode::BAD_REQUEST,
         "invalid-text",
@@ -197,6 +197,23 @@ pub fn rejection(status: StatusCode, what: &'static str, text: &str) -> Problem 
         _ => "invalid-body",
     };
     Problem::new(status, kind, format!("Invalid request {what}")).detail(clip(text))
+}
+
+/// Middleware: a request whose path or query holds a NUL character (`%00`) is
+/// `400 invalid-text` ([`nul_text`]) before any handler reads it. Without it a NUL in a hold or
+/// payment id was `400` on PostgreSQL (its text refuses the character) and `404` on SQLite
+/// (no such id): the same request now answers the same on both stores (newcomer review).
+pub async fn refuse_nul(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let has_nul = |t: &str| {
+        t.as_bytes()
+            .windows(3)
+            .any(|w| w[0] == b'%' && w[1] == b'0' && w[2] == b'0')
+    };
+    let uri = req.uri();
+    if has_nul(uri.path()) || uri.query().is_some_and(has_nul) {
+        return nul_text().into_response();
+    }
+    next.run(req).await
 }
 
 /// Router fallback: 404 problem for an unknown route.

@@ -575,9 +575,9 @@ async fn readyz_follows_the_database() {
 /// seat, pool or section name, a hold id, a payment id or an operator's visitor filter made the
 /// statement fail: 500, counted as a server error (which slows the admit rate), and in the hold
 /// queue the whole batch failed with it. A name with a NUL is unknown (422, the same kind as on
-/// SQLite, told before any statement); anywhere else it is 400 `invalid-text` on PostgreSQL
-/// (SQLite, which stores it, answers as for any unknown value). Never a 500, and
-/// nothing held.
+/// SQLite, told before any statement); in a URL's path or query it is 400 `invalid-text` on
+/// both stores, before any handler (`error::refuse_nul`; SQLite, which stores it, answered 404
+/// or an empty list, a newcomer review found). Never a 500, and nothing held.
 async fn nul_characters_are_named_problems_on_every_store(b: Backend) {
     let h = Harness::on_with(b, |c| Harness::venue_with_floor(c, 4, 10)).await;
     let t = h.token("nul");
@@ -629,14 +629,14 @@ async fn nul_characters_are_named_problems_on_every_store(b: Backend) {
         let st = r.status().as_u16();
         let kind = r.headers()["content-type"].to_str().unwrap().to_owned();
         let body: Value = r.json().await.unwrap_or(Value::Null);
-        if st == 200 {
-            // SQLite filters by the visitor and finds no hold: an empty page.
-            assert!(url.contains("visitor="), "{url}: {body}");
-            assert_eq!(body["holds"], serde_json::json!([]), "{url}: {body}");
-        } else {
-            assert!((400..500).contains(&st), "{url}: {st} {body}");
-            assert_eq!(kind, "application/problem+json", "{url}");
-        }
+        // The same answer on both stores (it was 400 on PostgreSQL, and 404 or an empty page
+        // on SQLite, which found no such id).
+        assert_eq!(
+            (st, body["type"].as_str()),
+            (400, Some("/problems/invalid-text")),
+            "{b:?} {url}: {body}"
+        );
+        assert_eq!(kind, "application/problem+json", "{url}");
     }
     // Nothing was held, and the pool and the seats are whole: a fair hold still succeeds.
     assert_eq!(

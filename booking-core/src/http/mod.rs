@@ -143,6 +143,7 @@ pub fn router(state: AppState) -> Router {
         NOT_MODIFIED,
         sale_common::conditional::not_modified,
     ))
+    .layer(axum::middleware::from_fn(crate::error::refuse_nul))
     .layer(axum::middleware::from_fn_with_state(
         state.clone(),
         outage_gate,
