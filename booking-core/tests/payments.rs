@@ -513,3 +513,34 @@ async fn two_returns_at_once_both_reach_the_confirmation() {
         assert_eq!(bookings, 1, "{backend:?}");
     }
 }
+
+/// A return that comes after the execute's owner gave up (its execute timed out, the gateway
+/// still says `approved`, and its claim stays for a minute so that no second execute is sent)
+/// goes back to the hold's page at once: the owner cannot still be executing twice the gateway
+/// timeout and a second after its claim (the service clock is moved past that). Red without
+/// (a newcomer review): it waited out its bound, 11 s under `up` and 12 s here, for nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_return_after_the_owner_gave_up_does_not_wait() {
+    let h = Harness::start().await;
+    let t = h.token("gave-up");
+    let (st, b) = h.hold(&t, "gave-up", &["A-1-2"]).await;
+    assert_eq!(st, 201, "{b}");
+    let hold = b["hold_id"].as_str().unwrap().to_owned();
+    let (pid, back) = h.approve(&t, &hold).await;
+    // The execute lands long after the test (the harness's gateway timeout is 1 s).
+    h.payment_faults(&pid, json!({"execute_delay_ms": 600_000}))
+        .await;
+    let first = h.http.get(&back).send().await.unwrap();
+    let to = first.headers()["location"].to_str().unwrap().to_owned();
+    assert!(to.starts_with("/book.html"), "the owner, timed out: {to}");
+    h.clock.advance_ms(3_001);
+    let asked = std::time::Instant::now();
+    let second = h.http.get(&back).send().await.unwrap();
+    let took = asked.elapsed();
+    let to = second.headers()["location"].to_str().unwrap().to_owned();
+    assert!(to.starts_with("/book.html"), "{to}");
+    assert!(
+        took < std::time::Duration::from_secs(6),
+        "the second return waited {took:?} for an owner that had given up"
+    );
+}

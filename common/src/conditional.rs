@@ -56,10 +56,17 @@ pub async fn not_modified(
     next: Next,
 ) -> Response {
     let conditional = matches!(*req.method(), Method::GET | Method::HEAD);
-    let inm = conditional
-        .then(|| req.headers().get(header::IF_NONE_MATCH).cloned())
-        .flatten();
-    if inm.is_some() {
+    // Every `If-None-Match` line: two lines mean their comma-joined list (RFC 9110 §5.3).
+    let inm: Vec<HeaderValue> = if conditional {
+        req.headers()
+            .get_all(header::IF_NONE_MATCH)
+            .iter()
+            .cloned()
+            .collect()
+    } else {
+        Vec::new()
+    };
+    if !inm.is_empty() {
         req.headers_mut().remove(header::IF_MODIFIED_SINCE);
     }
     let route = req
@@ -68,12 +75,14 @@ pub async fn not_modified(
         .map_or("other", |p| p.as_str())
         .to_owned();
     let resp = next.run(req).await;
-    let Some(inm) = inm else { return resp };
+    if inm.is_empty() {
+        return resp;
+    }
     let hit = resp.status() == StatusCode::OK
         && resp
             .headers()
             .get(header::ETAG)
-            .is_some_and(|e| none_match_hits(&inm, e));
+            .is_some_and(|e| inm.iter().any(|line| none_match_hits(line, e)));
     if !hit {
         return resp;
     }

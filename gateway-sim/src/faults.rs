@@ -39,7 +39,8 @@ pub struct Faults {
     /// Delay added to every `/v1/*` API call, milliseconds (slow answers).
     pub delay_ms: u64,
     /// Delay before an execute takes effect, milliseconds, on top of `delay_ms`: queries
-    /// meanwhile still say `approved` (a slow capture, while another request asks).
+    /// meanwhile still say `approved` (a slow capture, while another request asks); it takes
+    /// effect also when the caller gave up waiting (its timeout).
     pub execute_delay_ms: u64,
 }
 

@@ -121,10 +121,21 @@ pub async fn execute(
 ) -> Result<Json<Value>, Problem> {
     let faults = state.store.faults_for(&id);
     gate(&state, &headers, faults).await?;
-    if faults.execute_delay_ms > 0 {
-        tokio::time::sleep(std::time::Duration::from_millis(faults.execute_delay_ms)).await;
-    }
-    let out = state.store.execute(&id).ok_or_else(|| unknown(&id))?;
+    let out = if faults.execute_delay_ms > 0 {
+        // A slow capture completes whether or not the caller waits for it (a real gateway's
+        // does): the delayed execute runs on its own task, which the caller giving up (its
+        // timeout closing the connection) does not cancel.
+        let (done, answer) = tokio::sync::oneshot::channel();
+        let (st, pid) = (state.clone(), id.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(faults.execute_delay_ms)).await;
+            let _ = done.send(st.store.execute(&pid));
+        });
+        answer.await.ok().flatten()
+    } else {
+        state.store.execute(&id)
+    };
+    let out = out.ok_or_else(|| unknown(&id))?;
     let p = match out {
         Ok(ExecuteOutcome::Now(p)) => p,
         Ok(ExecuteOutcome::Late(p)) => {

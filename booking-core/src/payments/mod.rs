@@ -469,12 +469,16 @@ const OWNER_QUERY_EVERY: u32 = 10;
 /// The callback that found `hold`'s payment approved while another request executes it
 /// (the owner lock, [`take_execute`]) waits for that outcome: the hold PAID → the confirmation;
 /// the hold no longer HELD with this payment, or the gateway (asked every second) past
-/// `approved` and not completed → the hold's page. It stops waiting a gateway timeout and two
-/// seconds before the request's limit (`db::outage::REQUEST_WITHIN`, counted from `started`,
-/// the callback's start: a request cut off there trips the node's outage gate), so a query
-/// begun in the loop ends within it; then the hold's page, as before. Without the wait one of
-/// two concurrent returns went to the booking page while the other executed (newcomer review:
-/// 2 of 13 runs).
+/// `approved` and not completed → the hold's page. It waits only while the owner may still be
+/// executing: at most twice the gateway timeout and a second after its claim (`executing_at`,
+/// the service clock; an execute that timed out and its one query), since the claim itself
+/// stays for [`EXECUTE_STALE_MS`] so that no second execute is sent meanwhile (a newcomer
+/// review: returns arriving after the owner gave up each waited 11 s for nothing). It also stops
+/// a gateway timeout and two seconds before the request's limit (`db::outage::REQUEST_WITHIN`,
+/// counted from `started`, the callback's start: a request cut off there trips the node's
+/// outage gate), so a query begun in the loop ends within it. Then the hold's page, as before.
+/// Without the wait one of two concurrent returns went to the booking page while the other
+/// executed (newcomer review: 2 of 13 runs).
 async fn wait_for_execute(
     state: &AppState,
     hold: &Hold,
@@ -486,19 +490,29 @@ async fn wait_for_execute(
         + db::outage::REQUEST_WITHIN
             .saturating_sub(state.config.gateway_timeout)
             .saturating_sub(std::time::Duration::from_secs(2));
+    let owner_runs_ms = i64::try_from((state.config.gateway_timeout * 2).as_millis())
+        .unwrap_or(i64::MAX)
+        .saturating_add(1_000);
     let mut polls = 0u32;
-    while tokio::time::Instant::now() < until {
-        tokio::time::sleep(OWNER_POLL).await;
-        polls += 1;
+    loop {
         let Some(now) = holds::load(&state.db, &hold.id).await? else {
             return Ok(back);
         };
         if now.status == "PAID" {
             return Ok(CallbackOutcome::Confirmed(now.id));
         }
-        if now.status != "HELD" || now.payment_id.as_deref() != Some(pid.as_str()) {
+        let owner_may_run = now
+            .executing_at
+            .is_some_and(|at| state.clock.now_ms() < at.saturating_add(owner_runs_ms));
+        if now.status != "HELD" || now.payment_id.as_deref() != Some(pid.as_str()) || !owner_may_run
+        {
             return Ok(back);
         }
+        if tokio::time::Instant::now() >= until {
+            return Ok(back);
+        }
+        tokio::time::sleep(OWNER_POLL).await;
+        polls += 1;
         if polls.is_multiple_of(OWNER_QUERY_EVERY) {
             match state.gateway.query(&pid).await {
                 Ok(s) if s.status == PayStatus::Approved => {}
@@ -512,7 +526,6 @@ async fn wait_for_execute(
             }
         }
     }
-    Ok(back)
 }
 
 /// Both the stored signature and the HMAC must match `signature` (constant time), else `400
