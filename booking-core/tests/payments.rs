@@ -468,13 +468,7 @@ async fn checkout_steps_do_not_queue_behind_the_shared_pool() {
 async fn two_returns_at_once_both_reach_the_confirmation() {
     for backend in [Backend::Sqlite, Backend::Postgres] {
         let h = Harness::on(backend).await;
-        let t = h.token("twice");
-        let (st, b) = h.hold(&t, "twice", &["A-1-1"]).await;
-        assert_eq!(st, 201, "{backend:?} {b}");
-        let hold = b["hold_id"].as_str().unwrap().to_owned();
-        let (pid, back) = h.approve(&t, &hold).await;
-        h.payment_faults(&pid, json!({"execute_delay_ms": 600}))
-            .await;
+        let (hold, back) = approved_with_slow_execute(&h, "twice", "A-1-1", 600).await;
         let first = tokio::spawn({
             let (http, back) = (h.http.clone(), back.clone());
             async move { http.get(back).send().await.unwrap() }
@@ -522,14 +516,8 @@ async fn two_returns_at_once_both_reach_the_confirmation() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_return_after_the_owner_gave_up_does_not_wait() {
     let h = Harness::start().await;
-    let t = h.token("gave-up");
-    let (st, b) = h.hold(&t, "gave-up", &["A-1-2"]).await;
-    assert_eq!(st, 201, "{b}");
-    let hold = b["hold_id"].as_str().unwrap().to_owned();
-    let (pid, back) = h.approve(&t, &hold).await;
     // The execute lands long after the test (the harness's gateway timeout is 1 s).
-    h.payment_faults(&pid, json!({"execute_delay_ms": 600_000}))
-        .await;
+    let (_, back) = approved_with_slow_execute(&h, "gave-up", "A-1-2", 600_000).await;
     let first = h.http.get(&back).send().await.unwrap();
     let to = first.headers()["location"].to_str().unwrap().to_owned();
     assert!(to.starts_with("/book.html"), "the owner, timed out: {to}");
@@ -543,4 +531,22 @@ async fn a_return_after_the_owner_gave_up_does_not_wait() {
         took < std::time::Duration::from_secs(6),
         "the second return waited {took:?} for an owner that had given up"
     );
+}
+
+/// `fan` holds `seat` and clicks Pay at the gateway, whose execute of that payment then takes
+/// effect `delay_ms` late (`execute_delay_ms`): the hold id and the callback URL.
+async fn approved_with_slow_execute(
+    h: &Harness,
+    fan: &str,
+    seat: &str,
+    delay_ms: u64,
+) -> (String, String) {
+    let t = h.token(fan);
+    let (st, b) = h.hold(&t, fan, &[seat]).await;
+    assert_eq!(st, 201, "{b}");
+    let hold = b["hold_id"].as_str().unwrap().to_owned();
+    let (pid, back) = h.approve(&t, &hold).await;
+    h.payment_faults(&pid, json!({"execute_delay_ms": delay_ms}))
+        .await;
+    (hold, back)
 }
