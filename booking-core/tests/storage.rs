@@ -371,6 +371,36 @@ async fn a_stopped_postgres_gives_fast_503s_and_the_last_seat_map() {
     assert_eq!(r.status().as_u16(), 200);
 }
 
+/// A seat-map poll past its limit says nothing of why, so the gate probes the database once
+/// (`Outage::suspect`): a server that answers leaves it open, one that refuses connections
+/// trips it (a newcomer review: with PostgreSQL stopped and no idle connection in the pool,
+/// every map read waited the poll's 3 s until a hold request tripped the gate). SQLite never
+/// trips.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_poll_has_the_gate_probe_the_database_once() {
+    use booking_core::db::outage::Outage;
+    use std::sync::Arc;
+    let url = sale_common::testsupport::PostgresServer::shared().create_database();
+    let up = Arc::new(Outage::new(&url));
+    assert!(!up.clone().suspect().await, "the server answers");
+    assert!(!up.is_down());
+    let refused = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = refused.local_addr().unwrap().port();
+    drop(refused);
+    let gone = Arc::new(Outage::new(&format!(
+        "postgres://postgres@127.0.0.1:{port}/none"
+    )));
+    assert!(gone.clone().suspect().await, "nothing listens there");
+    assert!(gone.is_down());
+    assert!(
+        !gone.clone().suspect().await,
+        "down already: no second probe"
+    );
+    let sqlite = Arc::new(Outage::new("sqlite://x.db?mode=rwc"));
+    assert!(!sqlite.clone().suspect().await);
+    assert!(!sqlite.is_down());
+}
+
 /// The outage gate opens again once PostgreSQL answers its prober (a connection of its own,
 /// `SELECT 1`), and never trips on SQLite, whose file cannot be unreachable.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -43,6 +43,8 @@ pub struct Outage {
     /// The database URL the prober connects to (`None`: SQLite, never tripped).
     url: Option<String>,
     down: AtomicBool,
+    /// A [`Outage::suspect`] probe runs.
+    probing: AtomicBool,
 }
 
 impl Outage {
@@ -52,7 +54,29 @@ impl Outage {
         Self {
             url: url.starts_with("postgres").then(|| url.to_owned()),
             down: AtomicBool::new(false),
+            probing: AtomicBool::new(false),
         }
+    }
+
+    /// Something was slow without saying why (a seat-map poll past its limit: the pool kept
+    /// trying to connect), so the database is probed once ([`probe`]: a connection of its own
+    /// and `SELECT 1` within [`PROBE_WITHIN`]); a failed probe trips the gate. True when it
+    /// tripped. One probe at a time: a call while one runs, or while the gate is down, does
+    /// nothing. A newcomer review: with PostgreSQL stopped and no idle connection in the pool,
+    /// every seat-map read waited the poll's 3 s, until a hold request tripped the gate.
+    pub async fn suspect(self: std::sync::Arc<Self>) -> bool {
+        let Some(url) = self.url.clone() else {
+            return false;
+        };
+        if self.is_down() || self.probing.swap(true, Ordering::AcqRel) {
+            return false;
+        }
+        let answered = probe(&url).await;
+        self.probing.store(false, Ordering::Release);
+        if !answered {
+            self.trip();
+        }
+        !answered
     }
 
     /// Whether this gate can trip (PostgreSQL).

@@ -215,6 +215,9 @@ async fn snapshot(
         .await?;
     if served.unreachable {
         state.outage.trip();
+    } else if served.stale {
+        // Failed or slow without a sign of why: the gate probes the database once.
+        tokio::spawn(state.outage.clone().suspect());
     }
     Ok(served)
 }
