@@ -43,15 +43,15 @@ pub struct Outage {
     /// The database URL the prober connects to (`None`: SQLite, never tripped).
     url: Option<String>,
     down: AtomicBool,
-    /// A [`Outage::suspect`] probe runs.
-    probing: AtomicBool,
     /// When the last [`Outage::suspect`] probe began.
     probed_at: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
-/// Least time between two [`Outage::suspect`] probes (1 s): reads keep failing for a while
-/// after one slow poll, and each probe is a new connection to the server.
+/// Least time between two [`Outage::suspect`] probes (1 s, not less than [`PROBE_WITHIN`], so
+/// two never run at once): reads keep failing for a while after one slow poll, and each probe
+/// is a new connection to the server.
 pub const SUSPECT_EVERY: Duration = Duration::from_secs(1);
+const _: () = assert!(SUSPECT_EVERY.as_millis() >= PROBE_WITHIN.as_millis());
 
 impl Outage {
     /// The gate for the database at `url`; only a PostgreSQL URL can trip.
@@ -60,7 +60,6 @@ impl Outage {
         Self {
             url: url.starts_with("postgres").then(|| url.to_owned()),
             down: AtomicBool::new(false),
-            probing: AtomicBool::new(false),
             probed_at: std::sync::Mutex::new(None),
         }
     }
@@ -68,14 +67,15 @@ impl Outage {
     /// Something was slow without saying why (a seat-map poll past its limit: the pool kept
     /// trying to connect), so the database is probed once ([`probe`]: a connection of its own
     /// and `SELECT 1` within [`PROBE_WITHIN`]); a failed probe trips the gate. True when it
-    /// tripped. One probe at a time and at most one per [`SUSPECT_EVERY`]: a call while one
-    /// runs, within that time of the last, or while the gate is down, does nothing. A newcomer review: with PostgreSQL stopped and no idle connection in the pool,
-    /// every seat-map read waited the poll's 3 s, until a hold request tripped the gate.
+    /// tripped. At most one probe per [`SUSPECT_EVERY`] (so one at a time): a call within that
+    /// time of the last probe, or while the gate is down, does nothing. A newcomer review: with
+    /// PostgreSQL stopped and no idle connection in the pool, every seat-map read waited the
+    /// poll's 3 s, until a hold request tripped the gate.
     pub async fn suspect(self: std::sync::Arc<Self>) -> bool {
         let Some(url) = self.url.clone() else {
             return false;
         };
-        if self.is_down() || self.probing.swap(true, Ordering::AcqRel) {
+        if self.is_down() {
             return false;
         }
         {
@@ -84,13 +84,11 @@ impl Outage {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             if last.is_some_and(|t| t.elapsed() < SUSPECT_EVERY) {
-                self.probing.store(false, Ordering::Release);
                 return false;
             }
             *last = Some(std::time::Instant::now());
         }
         let answered = probe(&url).await;
-        self.probing.store(false, Ordering::Release);
         if !answered {
             self.trip();
         }

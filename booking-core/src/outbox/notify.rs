@@ -97,7 +97,7 @@ pub fn session_end_sql(
 }
 
 /// The statements of [`session_end`] for the end of hold `h` that is paid (placeholders `s`,
-/// `j`, `at`, `h` bound in `b`), beside [`crate::inventory::caps::free_slots_ending_sql`] with
+/// `j`, `at`, `h` bound in `b`), beside `inventory::caps::free_slots_ending_sql` with
 /// the condition `1 = 1` in the same [`crate::db::write_all`] call: that statement closes the
 /// admission's slot where the hold owns it, so the slot's upsert here only writes it where it
 /// does not (another hold of the admission took it over, or it is missing). On PostgreSQL all

@@ -42,7 +42,8 @@ pub struct NewPayment<'a> {
 /// current attempt (numbered after its earlier attempts), and in an audit row
 /// (`payment-created`, the payment id as its reason). The attempt's number. On PostgreSQL one
 /// statement with no `BEGIN`/`COMMIT` (the hold's update and the audit row as data-modifying
-/// CTEs: they touch other rows than the attempt's insert); on SQLite one call in a transaction. In the seed rehearsal this was five round trips for each of ~13,000 payments.
+/// CTEs: they touch other rows than the attempt's insert); on SQLite one call in a
+/// transaction. In the seed rehearsal this was five round trips for each of ~13,000 payments.
 pub async fn store_created(db: &Db, p: &NewPayment<'_>, now_ms: i64) -> sqlx::Result<i64> {
     let mut b = db::Binds::default();
     let (pid, sig, url, hold, token, at, show) = (
