@@ -302,6 +302,29 @@ async fn a_map_read_again_with_its_etag_is_304_until_a_seat_of_it_changes() {
             .await
             .unwrap();
         assert_eq!(r.status(), 304, "{backend:?} two If-None-Match lines");
+        assert!(
+            !r.headers().contains_key("content-length"),
+            "{backend:?} a GET's 304 names no length"
+        );
+        // A `HEAD`'s `304` names the `200`'s length or none (RFC 9110 §8.6; newcomer review:
+        // it said `Content-Length: 0`).
+        let r = h
+            .http
+            .head(format!("{base}/api/shows/{SHOW}/seats?section=A"))
+            .header("if-none-match", &tag_a)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 304, "{backend:?} HEAD");
+        let length = r
+            .headers()
+            .get("content-length")
+            .map(|v| v.to_str().unwrap().to_owned());
+        assert_eq!(
+            length,
+            Some(body.len().to_string()),
+            "{backend:?} a HEAD's 304 names the 200's length"
+        );
         let (st, _, _, _, body) =
             read_tagged(&h, &base, "seats?section=A", None, Some("\"stale\"")).await;
         assert_eq!(st, 200, "{backend:?}");

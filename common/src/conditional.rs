@@ -5,6 +5,7 @@
 //! the middleware [`not_modified`] does the rest. Counted in the service's counter named by
 //! [`NotModified::metric`], labelled by route.
 
+use axum::body::HttpBody;
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
@@ -56,6 +57,7 @@ pub async fn not_modified(
     next: Next,
 ) -> Response {
     let conditional = matches!(*req.method(), Method::GET | Method::HEAD);
+    let head = req.method() == Method::HEAD;
     // Every `If-None-Match` line: two lines mean their comma-joined list (RFC 9110 §5.3).
     let inm: Vec<HeaderValue> = if conditional {
         req.headers()
@@ -99,6 +101,19 @@ pub async fn not_modified(
             HeaderName::from_bytes(name.as_bytes()),
         ) {
             headers.insert(name, v.clone());
+        }
+    }
+    // A `HEAD`'s `304` carries the `200`'s length (RFC 9110 §8.6 allows no other value):
+    // without it axum's router writes the empty `304`'s own `Content-Length: 0`, which hyper
+    // sends for a `HEAD`. For a `GET` hyper drops that `0` (and warns of any other value).
+    if head {
+        let length = resp
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .cloned()
+            .or_else(|| resp.body().size_hint().exact().map(HeaderValue::from));
+        if let Some(length) = length {
+            headers.insert(header::CONTENT_LENGTH, length);
         }
     }
     (StatusCode::NOT_MODIFIED, headers).into_response()
