@@ -18,7 +18,72 @@ on_both!(
     case_b02_late_success_refund_or_retake,
     case_b08_crash_after_gateway_success,
     a_signed_webhook_with_an_overlong_event_id_is_ignored,
+    the_confirmation_email_names_what_was_booked,
 );
+
+/// The confirmation email of `booking` in the mail directory (the outbox stepped first).
+async fn confirmation_mail(h: &Harness, booking: &str) -> String {
+    h.state.outbox().step(h.clock.now_ms()).await.unwrap();
+    let path = h
+        .mail
+        .path()
+        .join(format!("confirmation-email-{booking}.eml"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The confirmation email says in words what the fan bought: the show, the seats in the
+/// venue's order (or the places of a pool), the amount with its currency, the booking reference
+/// and the link to the booking's page, as UTF-8 plain text; the payload follows as JSON
+/// details that still parse. Red without: the body was the JSON payload alone (ids only).
+async fn the_confirmation_email_names_what_was_booked(b: Backend) {
+    let h = Harness::on_with(b, |c| Harness::venue_with_floor(c, 12, 4)).await;
+    let t = h.token("fan-words");
+    let (st, body) = h.hold(&t, "words", &["A-1-10", "A-1-9"]).await;
+    assert_eq!(st, 201, "{body}");
+    let hold = body["hold_id"].as_str().unwrap().to_owned();
+    let (_, back) = h.approve(&t, &hold).await;
+    h.http.get(back).send().await.unwrap();
+    let (booking, cents): (String, i64) = sqlx::query_as(
+        "SELECT b.id, h.amount_cents FROM bookings b JOIN holds h ON h.id = b.hold_id \
+         WHERE b.hold_id = $1",
+    )
+    .bind(&hold)
+    .fetch_one(&h.state.db)
+    .await
+    .unwrap();
+    let mail = confirmation_mail(&h, &booking).await;
+    let show = &h.state.config.shows[0];
+    let money = booking_core::outbox::mail::money(cents, &show.venue.currency);
+    assert!(money.ends_with(" EUR") && cents > 0, "{money}");
+    for want in [
+        "Content-Type: text/plain; charset=utf-8".to_owned(),
+        "Your tickets are booked.".to_owned(),
+        format!("{} at {}", show.name, show.venue.name),
+        "Seats: A-1-9, A-1-10".to_owned(),
+        format!("Paid: {money}"),
+        format!("Booking reference: {booking}"),
+        format!(
+            "{}/confirmation.html?hold={hold}",
+            h.state.config.public_base()
+        ),
+    ] {
+        assert!(mail.contains(&want), "{b:?}: {want:?} missing from\n{mail}");
+    }
+    let details = mail.split("Details:\r\n").nth(1).expect("details");
+    let payload: Value = serde_json::from_str(details.trim()).expect("details parse");
+    assert_eq!(payload["booking_id"], booking.as_str());
+
+    let places = h.buy_places("fan-floor", "FLOOR", 2).await;
+    let mail = confirmation_mail(&h, &places).await;
+    assert!(
+        mail.contains("Standing: 2 places in FLOOR") && mail.contains("Paid: 60.00 EUR"),
+        "{b:?}\n{mail}"
+    );
+    assert!(
+        !mail.contains("Seat"),
+        "{b:?}: a pool booking names no seat\n{mail}"
+    );
+}
 
 /// Hold `seat`, create the payment, click Pay; returns (hold id, payment id, callback URL).
 async fn approved(h: &Harness, fan: &str, seat: &str) -> (String, String, String) {

@@ -45,10 +45,18 @@ impl Mailer {
         }
     }
 
-    /// Sends one message of `kind` (`confirmation-email`, `refund-notice`, …) about `ref_id`.
-    pub async fn send(&self, ref_id: &str, kind: &str, payload: &Value) -> anyhow::Result<()> {
+    /// Sends one message of `kind` (`confirmation-email`, `refund-notice`, …) about `ref_id`,
+    /// its text made by [`body_text`] (with `booked`, what a confirmation names).
+    pub async fn send(
+        &self,
+        ref_id: &str,
+        kind: &str,
+        payload: &Value,
+        booked: Option<&Booked>,
+    ) -> anyhow::Result<()> {
+        let text = body_text(ref_id, kind, payload, booked);
         match self {
-            Self::Dir(dir) => Ok(write_mail(dir, ref_id, kind, payload)?),
+            Self::Dir(dir) => Ok(write_mail(dir, ref_id, kind, payload, &text)?),
             Self::Smtp {
                 transport,
                 from,
@@ -66,11 +74,7 @@ impl Mailer {
                     .to(to.parse()?)
                     .subject(subject(kind))
                     .header(ContentType::TEXT_PLAIN)
-                    .body(format!(
-                        "{}\r\n\r\nReference: {ref_id}\r\n{}\r\n",
-                        subject(kind),
-                        serde_json::to_string_pretty(payload).unwrap_or_default()
-                    ))?;
+                    .body(text)?;
                 transport.send(msg).await?;
                 Ok(())
             }
@@ -104,15 +108,94 @@ pub fn subject(kind: &str) -> &str {
     }
 }
 
-/// Writes one email as `{dir}/{kind}-{ref_id}.eml` (temporary file, then rename: a crash never
-/// leaves half a message, and a retry replaces the same file).
-pub fn write_mail(dir: &Path, ref_id: &str, kind: &str, payload: &Value) -> std::io::Result<()> {
+/// What a confirmation email names beside its payload's ids, read when it is sent (the
+/// outbox worker's `booked`): the fan reads what was bought, not only references.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Booked {
+    /// The show's display name.
+    pub show_name: String,
+    /// The venue's display name (may be empty).
+    pub venue_name: String,
+    /// ISO 4217 code of the amount (the venue's).
+    pub currency: String,
+    /// Seat ids in the venue's order (section, row, number).
+    pub seats: Vec<String>,
+    /// A general-admission pool's id and the places taken of it.
+    pub places: Option<(String, i64)>,
+    /// An interval resource: its kind, the resource, and its start and end as the venue's
+    /// local time (`2026-10-25T01:30+00:00[Europe/London]`).
+    pub interval: Option<(String, String, String, String)>,
+    /// Where the fan sees the booking: `{public_url}/confirmation.html?hold={hold}`.
+    pub link: String,
+}
+
+/// `cents` as an amount with two decimals and its currency code (`123.45 EUR`): every price in
+/// the venue files is in cents of the venue's currency.
+pub fn money(cents: i64, currency: &str) -> String {
+    let sign = if cents < 0 { "-" } else { "" };
+    let abs = cents.unsigned_abs();
+    format!("{sign}{}.{:02} {currency}", abs / 100, abs % 100)
+}
+
+/// An email's plain text (UTF-8, CRLF lines): the subject as its first line; for a
+/// confirmation with `booked`, the show, what was booked (seats, places or an interval), the
+/// amount paid, the booking reference and the link to the booking; then, for every message,
+/// its reference (`ref_id`, also the `X-Ref` header) and the payload as JSON details, which
+/// software reading the mail directory may parse (the text after the `Details:` line).
+pub fn body_text(ref_id: &str, kind: &str, payload: &Value, booked: Option<&Booked>) -> String {
+    let mut lines = vec![format!("{}.", subject(kind)), String::new()];
+    if let (Some(b), "confirmation-email") = (booked, kind) {
+        lines.push(match b.venue_name.is_empty() {
+            true => b.show_name.clone(),
+            false => format!("{} at {}", b.show_name, b.venue_name),
+        });
+        if !b.seats.is_empty() {
+            let label = if b.seats.len() == 1 { "Seat" } else { "Seats" };
+            lines.push(format!("{label}: {}", b.seats.join(", ")));
+        }
+        if let Some((pool, n)) = &b.places {
+            let label = if *n == 1 { "place" } else { "places" };
+            lines.push(format!("Standing: {n} {label} in {pool}"));
+        }
+        if let Some((kind, resource, start, end)) = &b.interval {
+            lines.push(format!("{kind} {resource}: from {start} to {end}"));
+        }
+        if let Some(cents) = payload["amount_cents"].as_i64() {
+            lines.push(format!("Paid: {}", money(cents, &b.currency)));
+        }
+        if let Some(booking) = payload["booking_id"].as_str() {
+            lines.push(format!("Booking reference: {booking}"));
+        }
+        lines.push(String::new());
+        lines.push(format!(
+            "Your booking (open it in the browser you booked with): {}",
+            b.link
+        ));
+        lines.push(String::new());
+    }
+    lines.push(format!("Reference: {ref_id}"));
+    lines.push("Details:".into());
+    lines.push(serde_json::to_string_pretty(payload).unwrap_or_default());
+    let mut text = lines.join("\r\n");
+    text.push_str("\r\n");
+    text
+}
+
+/// Writes one email as `{dir}/{kind}-{ref_id}.eml` with its `text` ([`body_text`]) as a
+/// `text/plain` UTF-8 body (temporary file, then rename: a crash never leaves half a message,
+/// and a retry replaces the same file).
+pub fn write_mail(
+    dir: &Path,
+    ref_id: &str,
+    kind: &str,
+    payload: &Value,
+    text: &str,
+) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let to = payload["visitor_id"].as_str().unwrap_or("fan");
     let subject = subject(kind);
     let body = format!(
-        "To: {to}\r\nSubject: {subject}\r\nX-Kind: {kind}\r\nX-Ref: {ref_id}\r\nContent-Type: application/json\r\n\r\n{}\r\n",
-        serde_json::to_string_pretty(payload).unwrap_or_default()
+        "To: {to}\r\nSubject: {subject}\r\nX-Kind: {kind}\r\nX-Ref: {ref_id}\r\nMIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n{text}"
     );
     let safe: String = ref_id
         .chars()

@@ -15,7 +15,7 @@ use std::time::Duration;
 use sale_common::SharedClock;
 use serde_json::Value;
 
-use super::mail::Mailer;
+use super::mail::{Booked, Mailer};
 use super::{enqueue, notify};
 use crate::config::Config;
 use crate::db::{self, Actor, Db};
@@ -383,11 +383,63 @@ impl Outbox {
         payload: &Value,
         now_ms: i64,
     ) -> anyhow::Result<()> {
-        self.mailer.send(ref_id, kind, payload).await?;
+        let booked = match kind {
+            "confirmation-email" => Some(self.booked(payload).await?),
+            _ => None,
+        };
+        self.mailer
+            .send(ref_id, kind, payload, booked.as_ref())
+            .await?;
         let mut tx = crate::db::begin_write(&self.db).await?;
         self.mark_sent(&mut tx, id, now_ms).await?;
         tx.commit().await?;
         Ok(())
+    }
+
+    /// What the confirmation of `payload`'s hold names for the fan (three reads by its
+    /// `hold_id`: its seats in the venue's order, its pool places, its interval), with the
+    /// show's and venue's names and currency from the configuration, and the link to the
+    /// booking's page. A show the configuration no longer has is named by its id.
+    async fn booked(&self, payload: &Value) -> sqlx::Result<Booked> {
+        let hold = payload["hold_id"].as_str().unwrap_or_default();
+        let show = payload["show"].as_str().unwrap_or_default();
+        let cfg = &self.config;
+        let conf = cfg.shows.iter().find(|s| s.id == show);
+        let seats: Vec<(String,)> = sqlx::query_as(
+            "SELECT hs.seat_id FROM hold_seats hs JOIN seats s ON s.show_id = hs.show_id \
+             AND s.seat_id = hs.seat_id WHERE hs.hold_id = $1 \
+             ORDER BY s.section, s.seat_row, s.number, s.seat_id",
+        )
+        .bind(hold)
+        .fetch_all(&self.db)
+        .await?;
+        let places: Option<(String, i64)> =
+            sqlx::query_as("SELECT pool_id, quantity FROM hold_pools WHERE hold_id = $1")
+                .bind(hold)
+                .fetch_optional(&self.db)
+                .await?;
+        let interval: Option<(String, String, i64, i64)> = sqlx::query_as(
+            "SELECT kind, resource, start_ms, end_ms FROM hold_resources WHERE hold_id = $1",
+        )
+        .bind(hold)
+        .fetch_optional(&self.db)
+        .await?;
+        let zone = conf.map_or("UTC", |c| c.venue.time_zone.as_str());
+        let local = |ms: i64| {
+            jiff::Timestamp::from_millisecond(ms)
+                .ok()
+                .and_then(|t| sale_common::localtime::show_in(t, zone).ok())
+                .unwrap_or_else(|| ms.to_string())
+        };
+        Ok(Booked {
+            show_name: conf.map_or_else(|| show.to_owned(), |c| c.name.clone()),
+            venue_name: conf.map(|c| c.venue.name.clone()).unwrap_or_default(),
+            currency: conf.map(|c| c.venue.currency.clone()).unwrap_or_default(),
+            seats: seats.into_iter().map(|(s,)| s).collect(),
+            places,
+            interval: interval.map(|(k, r, a, b)| (k, r, local(a), local(b))),
+            link: format!("{}/confirmation.html?hold={hold}", cfg.public_base()),
+        })
     }
 
     /// Sends a waiting-room message; false when skipped (no service token). Marked sent by
