@@ -374,6 +374,13 @@ pub async fn run(args: RushArgs) -> anyhow::Result<bool> {
     if let Some(dir) = report_dir {
         let mut figures = headline(&fans, wall, hold_busy);
         figures["wait_estimate"] = estimate.figures();
+        // The generator's windows: with the machine saturated, an endpoint's latency is the
+        // calls in flight over the calls answered a second (Little's law), so a latency figure
+        // is read beside the window it was measured at.
+        figures["calls_in_flight_at_most"] = serde_json::json!({
+            "queue_and_holds": args.concurrency,
+            "checkout": crate::calls::checkout_permits(args.concurrency),
+        });
         crate::report::write(&dir, &figures, &stats.rows(wall), &results, &timeline)?;
         std::fs::write(
             dir.join("wait_samples.csv"),
