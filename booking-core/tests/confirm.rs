@@ -333,6 +333,20 @@ async fn case_b02_late_success_refund_or_retake(b: Backend) {
         1,
         "{mails:?}"
     );
+    // The notice names the show and the amount back, in words.
+    let notice = std::fs::read_to_string(h.mail.path().join(format!("refund-notice-{h1}.eml")))
+        .expect("the refund notice of the late success");
+    let paid: i64 = sqlx::query_scalar("SELECT amount_cents FROM holds WHERE id = $1")
+        .bind(&h1)
+        .fetch_one(&h.state.db)
+        .await
+        .unwrap();
+    let back = booking_core::outbox::mail::money(paid, "EUR");
+    assert!(
+        notice.contains(&format!("Refunded: {back}"))
+            && notice.contains(&h.state.config.shows[0].name),
+        "{notice}"
+    );
     assert_eq!(
         mails
             .iter()

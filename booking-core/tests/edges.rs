@@ -455,6 +455,21 @@ async fn cancel(h: &Harness, booking: &str, body: Value) -> (u16, Value) {
 /// waiting fan), then the rest (the payment fully refunded, the seat back to sale, the booking
 /// cancelled), each with the fan's email through the outbox; the gateway's own webhooks about
 /// these refunds change nothing. A cancel without refund leaves the money alone.
+/// Asserts that the cancellation email `cancel_id` in the mail directory, after one more
+/// outbox step (a refund's step queues the email), has every line of `want` (the text a fan
+/// reads, `outbox::mail::body_text`).
+async fn mail_says(h: &Harness, cancel_id: &str, want: &[&str]) {
+    h.state.outbox().step(h.clock.now_ms()).await.unwrap();
+    let path = h
+        .mail
+        .path()
+        .join(format!("cancellation-email-{cancel_id}.eml"));
+    let mail = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    for line in want {
+        assert!(mail.contains(line), "{line:?} missing from\n{mail}");
+    }
+}
+
 async fn operator_refunds_by_seat_then_in_full_and_cancels_without_refund(b: Backend) {
     let h = Harness::on_with(b, |c| Harness::small_venue(c, 3)).await;
     let t = h.token("pair");
@@ -507,6 +522,18 @@ async fn operator_refunds_by_seat_then_in_full_and_cancels_without_refund(b: Bac
         (&p["status"], p["refunded_cents"].as_i64()),
         (&json!("completed"), Some(seat_price))
     );
+    // The fan's email says what was cancelled and refunded, in words.
+    let eur = |c: i64| booking_core::outbox::mail::money(c, "EUR");
+    mail_says(
+        &h,
+        &format!("cancel-{booking}-1"),
+        &[
+            "Cancelled: Seat: A-1-2",
+            &format!("Refunded: {}", eur(seat_price)),
+            "The rest of your booking stands.",
+        ],
+    )
+    .await;
     let (st, rest) = cancel(
         &h,
         &booking,
@@ -528,6 +555,16 @@ async fn operator_refunds_by_seat_then_in_full_and_cancels_without_refund(b: Bac
         (&p["status"], p["refunded_cents"].as_i64()),
         (&json!("refunded"), Some(total))
     );
+    mail_says(
+        &h,
+        &format!("cancel-{booking}-2"),
+        &[
+            "Cancelled: Seat: A-1-1",
+            &format!("Refunded: {}", eur(total - seat_price)),
+            "Reason: fan moved away",
+        ],
+    )
+    .await;
     assert_eq!(
         h.seat_status("A-1-1").await,
         "free",
@@ -543,6 +580,12 @@ async fn operator_refunds_by_seat_then_in_full_and_cancels_without_refund(b: Bac
         gateway_payment(&h, &payment_of(&h, &single).await).await["status"],
         "completed"
     );
+    mail_says(
+        &h,
+        &format!("cancel-{b3}-1"),
+        &["Cancelled: Seat: A-1-3", "Not refunded."],
+    )
+    .await;
     assert_eq!(
         h.count(
             "SELECT COUNT(*) FROM cancellations WHERE hold_id = $1",

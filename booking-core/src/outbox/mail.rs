@@ -108,69 +108,49 @@ pub fn subject(kind: &str) -> &str {
     }
 }
 
-/// What a confirmation email names beside its payload's ids, read when it is sent (the
-/// outbox worker's `booked`): the fan reads what was bought, not only references.
+/// What an email names beside its payload's ids, read when it is sent (the outbox worker's
+/// `booked`): the show, its currency and the way back to the booking for every email, and for a
+/// confirmation what was bought, so the fan reads words, not only references.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Booked {
     /// The show's display name.
     pub show_name: String,
     /// The venue's display name (may be empty).
     pub venue_name: String,
-    /// ISO 4217 code of the amount (the venue's).
+    /// ISO 4217 code of the amounts (the venue's; empty when the show is unknown).
     pub currency: String,
-    /// Seat ids in the venue's order (section, row, number).
+    /// A confirmation's seat ids in the venue's order (section, row, number).
     pub seats: Vec<String>,
-    /// A general-admission pool's id and the places taken of it.
+    /// A confirmation's general-admission pool id and the places taken of it.
     pub places: Option<(String, i64)>,
-    /// An interval resource: its kind, the resource, and its start and end as the venue's
-    /// local time (`2026-10-25T01:30+00:00[Europe/London]`).
+    /// A confirmation's interval resource: its kind, the resource, and its start and end as the
+    /// venue's local time (`2026-10-25T01:30+00:00[Europe/London]`).
     pub interval: Option<(String, String, String, String)>,
-    /// Where the fan sees the booking: `{public_url}/confirmation.html?hold={hold}`.
+    /// Where the fan sees the booking: `{public_url}/confirmation.html?hold={hold}` (empty when
+    /// the message names no hold).
     pub link: String,
 }
 
-/// `cents` as an amount with two decimals and its currency code (`123.45 EUR`): every price in
-/// the venue files is in cents of the venue's currency.
+/// `cents` as an amount with two decimals and its currency code (`123.45 EUR`; the code left
+/// out when empty): every price in the venue files is in cents of the venue's currency.
 pub fn money(cents: i64, currency: &str) -> String {
     let sign = if cents < 0 { "-" } else { "" };
     let abs = cents.unsigned_abs();
-    format!("{sign}{}.{:02} {currency}", abs / 100, abs % 100)
+    let amount = format!("{sign}{}.{:02}", abs / 100, abs % 100);
+    match currency.is_empty() {
+        true => amount,
+        false => format!("{amount} {currency}"),
+    }
 }
 
-/// An email's plain text (UTF-8, CRLF lines): the subject as its first line; for a
-/// confirmation with `booked`, the show, what was booked (seats, places or an interval), the
-/// amount paid, the booking reference and the link to the booking; then, for every message,
-/// its reference (`ref_id`, also the `X-Ref` header) and the payload as JSON details, which
+/// An email's plain text (UTF-8, CRLF lines): the subject as its first line; with `booked`,
+/// the show and what the message is about in words ([`about`]); then, for every message, its
+/// reference (`ref_id`, also the `X-Ref` header) and the payload as JSON details, which
 /// software reading the mail directory may parse (the text after the `Details:` line).
 pub fn body_text(ref_id: &str, kind: &str, payload: &Value, booked: Option<&Booked>) -> String {
     let mut lines = vec![format!("{}.", subject(kind)), String::new()];
-    if let (Some(b), "confirmation-email") = (booked, kind) {
-        lines.push(match b.venue_name.is_empty() {
-            true => b.show_name.clone(),
-            false => format!("{} at {}", b.show_name, b.venue_name),
-        });
-        if !b.seats.is_empty() {
-            let label = if b.seats.len() == 1 { "Seat" } else { "Seats" };
-            lines.push(format!("{label}: {}", b.seats.join(", ")));
-        }
-        if let Some((pool, n)) = &b.places {
-            let label = if *n == 1 { "place" } else { "places" };
-            lines.push(format!("Standing: {n} {label} in {pool}"));
-        }
-        if let Some((kind, resource, start, end)) = &b.interval {
-            lines.push(format!("{kind} {resource}: from {start} to {end}"));
-        }
-        if let Some(cents) = payload["amount_cents"].as_i64() {
-            lines.push(format!("Paid: {}", money(cents, &b.currency)));
-        }
-        if let Some(booking) = payload["booking_id"].as_str() {
-            lines.push(format!("Booking reference: {booking}"));
-        }
-        lines.push(String::new());
-        lines.push(format!(
-            "Your booking (open it in the browser you booked with): {}",
-            b.link
-        ));
+    if let Some(b) = booked {
+        lines.extend(about(kind, payload, b));
         lines.push(String::new());
     }
     lines.push(format!("Reference: {ref_id}"));
@@ -179,6 +159,89 @@ pub fn body_text(ref_id: &str, kind: &str, payload: &Value, booked: Option<&Book
     let mut text = lines.join("\r\n");
     text.push_str("\r\n");
     text
+}
+
+/// The lines of an email of `kind` that say what happened: the show; for a confirmation, what
+/// was booked (seats, places or an interval) and the amount paid; for a cancellation, what was
+/// cancelled, whether and how much was refunded, and why; for a refund notice, the amount
+/// refunded; the booking reference and the link to the booking where the message has them.
+fn about(kind: &str, payload: &Value, b: &Booked) -> Vec<String> {
+    let mut lines = vec![match b.venue_name.is_empty() {
+        true => b.show_name.clone(),
+        false => format!("{} at {}", b.show_name, b.venue_name),
+    }];
+    let amount = payload["amount_cents"]
+        .as_i64()
+        .map(|c| money(c, &b.currency));
+    let seats = |seats: &[String]| match seats.len() {
+        1 => format!("Seat: {}", seats[0]),
+        _ => format!("Seats: {}", seats.join(", ")),
+    };
+    let places = |n: i64, pool: Option<&str>| {
+        let label = if n == 1 { "place" } else { "places" };
+        match pool {
+            Some(pool) => format!("Standing: {n} {label} in {pool}"),
+            None => format!("Standing: {n} {label}"),
+        }
+    };
+    match kind {
+        "confirmation-email" => {
+            if !b.seats.is_empty() {
+                lines.push(seats(&b.seats));
+            }
+            if let Some((pool, n)) = &b.places {
+                lines.push(places(*n, Some(pool)));
+            }
+            if let Some((kind, resource, start, end)) = &b.interval {
+                lines.push(format!("{kind} {resource}: from {start} to {end}"));
+            }
+            lines.extend(amount.map(|a| format!("Paid: {a}")));
+        }
+        "cancellation-email" => {
+            let cancelled: Vec<String> = payload["seats"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|s| s.as_str().map(String::from))
+                        .collect()
+                })
+                .unwrap_or_default();
+            if !cancelled.is_empty() {
+                lines.push(format!("Cancelled: {}", seats(&cancelled)));
+            } else if let Some(n) = payload["quantity"].as_i64().filter(|n| *n > 0) {
+                lines.push(format!("Cancelled: {}", places(n, None)));
+            }
+            match (payload["refund"].as_str(), amount) {
+                (Some("refunded"), Some(a)) => lines.push(format!("Refunded: {a}")),
+                (Some("at-gateway"), Some(a)) => {
+                    lines.push(format!("Refunded by the payment provider: {a}"))
+                }
+                (Some("none"), _) => lines.push("Not refunded.".into()),
+                _ => {}
+            }
+            if let Some(why) = payload["reason"].as_str().filter(|r| !r.is_empty()) {
+                lines.push(format!("Reason: {why}"));
+            }
+            if payload["booking_status"].as_str() == Some("active") {
+                lines.push("The rest of your booking stands.".into());
+            }
+        }
+        "refund-notice" => {
+            lines.extend(amount.map(|a| format!("Refunded: {a}")));
+        }
+        _ => {}
+    }
+    if let Some(booking) = payload["booking_id"].as_str() {
+        lines.push(format!("Booking reference: {booking}"));
+    }
+    if !b.link.is_empty() {
+        lines.push(String::new());
+        lines.push(format!(
+            "Your booking (open it in the browser you booked with): {}",
+            b.link
+        ));
+    }
+    lines
 }
 
 /// Writes one email as `{dir}/{kind}-{ref_id}.eml` with its `text` ([`body_text`]) as a

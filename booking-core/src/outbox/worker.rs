@@ -383,12 +383,9 @@ impl Outbox {
         payload: &Value,
         now_ms: i64,
     ) -> anyhow::Result<()> {
-        let booked = match kind {
-            "confirmation-email" => Some(self.booked(payload).await?),
-            _ => None,
-        };
+        let booked = self.booked(kind, payload).await?;
         self.mailer
-            .send(ref_id, kind, payload, booked.as_ref())
+            .send(ref_id, kind, payload, Some(&booked))
             .await?;
         let mut tx = crate::db::begin_write(&self.db).await?;
         self.mark_sent(&mut tx, id, now_ms).await?;
@@ -396,15 +393,29 @@ impl Outbox {
         Ok(())
     }
 
-    /// What the confirmation of `payload`'s hold names for the fan (three reads by its
-    /// `hold_id`: its seats in the venue's order, its pool places, its interval), with the
-    /// show's and venue's names and currency from the configuration, and the link to the
-    /// booking's page. A show the configuration no longer has is named by its id.
-    async fn booked(&self, payload: &Value) -> sqlx::Result<Booked> {
+    /// What an email of `kind` about `payload` names for the fan beside the payload: the
+    /// show's and venue's names and currency from the configuration and the link to the
+    /// booking's page; for a `confirmation-email`, also what the hold booked (three reads by its
+    /// `hold_id`: its seats in the venue's order, its pool places, its interval). A show the
+    /// configuration no longer has is named by its id.
+    async fn booked(&self, kind: &str, payload: &Value) -> sqlx::Result<Booked> {
         let hold = payload["hold_id"].as_str().unwrap_or_default();
         let show = payload["show"].as_str().unwrap_or_default();
         let cfg = &self.config;
         let conf = cfg.shows.iter().find(|s| s.id == show);
+        let mut named = Booked {
+            show_name: conf.map_or_else(|| show.to_owned(), |c| c.name.clone()),
+            venue_name: conf.map(|c| c.venue.name.clone()).unwrap_or_default(),
+            currency: conf.map(|c| c.venue.currency.clone()).unwrap_or_default(),
+            link: match hold.is_empty() {
+                true => String::new(),
+                false => format!("{}/confirmation.html?hold={hold}", cfg.public_base()),
+            },
+            ..Booked::default()
+        };
+        if kind != "confirmation-email" {
+            return Ok(named);
+        }
         let seats: Vec<(String,)> = sqlx::query_as(
             "SELECT hs.seat_id FROM hold_seats hs JOIN seats s ON s.show_id = hs.show_id \
              AND s.seat_id = hs.seat_id WHERE hs.hold_id = $1 \
@@ -431,15 +442,10 @@ impl Outbox {
                 .and_then(|t| sale_common::localtime::show_in(t, zone).ok())
                 .unwrap_or_else(|| ms.to_string())
         };
-        Ok(Booked {
-            show_name: conf.map_or_else(|| show.to_owned(), |c| c.name.clone()),
-            venue_name: conf.map(|c| c.venue.name.clone()).unwrap_or_default(),
-            currency: conf.map(|c| c.venue.currency.clone()).unwrap_or_default(),
-            seats: seats.into_iter().map(|(s,)| s).collect(),
-            places,
-            interval: interval.map(|(k, r, a, b)| (k, r, local(a), local(b))),
-            link: format!("{}/confirmation.html?hold={hold}", cfg.public_base()),
-        })
+        named.seats = seats.into_iter().map(|(s,)| s).collect();
+        named.places = places;
+        named.interval = interval.map(|(k, r, a, b)| (k, r, local(a), local(b)));
+        Ok(named)
     }
 
     /// Sends a waiting-room message; false when skipped (no service token). Marked sent by
@@ -475,6 +481,8 @@ impl Outbox {
         if let Some(show) = show {
             let mut notice = payload.clone();
             notice["refund_id"] = r.refund_id.clone().into();
+            // The show names the email's show and currency (`Outbox::booked`).
+            notice["show"] = show.clone().into();
             enqueue(&mut tx, hold_id, "refund-notice", &show, &notice, now_ms).await?;
             db::audit(
                 &mut tx,
