@@ -574,7 +574,14 @@ async fn operator_refunds_by_seat_then_in_full_and_cancels_without_refund(b: Bac
     let b3 = booking_of(&h, &single).await;
     let (st, none) = cancel(&h, &b3, json!({"operator": "ops", "refund": false})).await;
     assert_eq!((st, &none["refund"]), (200, &json!("none")), "{none}");
-    tokio::time::sleep(Duration::from_millis(600)).await; // the gateway's refund webhooks
+    // The gateway's webhooks for the pair's payment (its completion and the two refunds) have
+    // arrived and were handled before the checks below (was a fixed 600 ms sleep).
+    h.wait_count(
+        "SELECT COUNT(*) FROM webhook_events WHERE payment_id = $1",
+        &pid,
+        4,
+    )
+    .await;
     h.state.outbox().step(h.clock.now_ms()).await.unwrap();
     assert_eq!(
         gateway_payment(&h, &payment_of(&h, &single).await).await["status"],
