@@ -152,8 +152,14 @@ async fn case_b01_two_confirmations_one_booking(b: Backend) {
         };
         let (c, w) = tokio::join!(cb, wh);
         assert_eq!((c, w), (303, 200));
-        // the simulator's own webhooks arrive too
-        tokio::time::sleep(Duration::from_millis(400)).await;
+        // the simulator's own webhooks arrive too: three events recorded for the payment
+        // (ours and the simulator's two; was a fixed 400 ms sleep)
+        h.wait_count(
+            "SELECT COUNT(*) FROM webhook_events WHERE payment_id = $1",
+            &pid,
+            3,
+        )
+        .await;
         assert_eq!(
             webhook(&h, &ev, 0, GW_SECRET).await,
             200,
