@@ -433,6 +433,26 @@ async fn a_paid_interval_keeps_blocking_and_a_released_one_frees_at_once(b: Back
             .starts_with("/confirmation.html"),
         "{r:?}"
     );
+    // The confirmation email names the interval in the venue's local time and its price.
+    let booking: String = sqlx::query_scalar("SELECT id FROM bookings WHERE hold_id = $1")
+        .bind(hold)
+        .fetch_one(&h.state.db)
+        .await
+        .unwrap();
+    let now = sale_common::Clock::now_ms(&h.clock);
+    h.state.outbox().step(now).await.unwrap();
+    let mail = std::fs::read_to_string(
+        h.mail
+            .path()
+            .join(format!("confirmation-email-{booking}.eml")),
+    )
+    .unwrap();
+    assert!(
+        mail.contains(
+            "parking P1: from 2030-06-01T19:00+00:00[UTC] to 2030-06-01T20:00+00:00[UTC]"
+        ) && mail.contains("Paid: 5.00 EUR"),
+        "{b:?}\n{mail}"
+    );
     h.clock.advance_ms(481_000); // past the hold's deadline: a booking still blocks
     let (st, body) = hold_interval(&h, "other", "k", ask).await;
     assert_eq!(st, 409, "{body}");

@@ -395,7 +395,7 @@ impl Outbox {
 
     /// What an email of `kind` about `payload` names for the fan beside the payload: the
     /// show's and venue's names and currency from the configuration and the link to the
-    /// booking's page; for a `confirmation-email`, also what the hold booked (three reads by its
+    /// booking's page; for a `confirmation-email`, also what the hold booked (one read by its
     /// `hold_id`: its seats in the venue's order, its pool places, its interval). A show the
     /// configuration no longer has is named by its id.
     async fn booked(&self, kind: &str, payload: &Value) -> sqlx::Result<Booked> {
@@ -416,24 +416,20 @@ impl Outbox {
         if kind != "confirmation-email" {
             return Ok(named);
         }
-        let seats: Vec<(String,)> = sqlx::query_as(
-            "SELECT hs.seat_id FROM hold_seats hs JOIN seats s ON s.show_id = hs.show_id \
-             AND s.seat_id = hs.seat_id WHERE hs.hold_id = $1 \
-             ORDER BY s.section, s.seat_row, s.number, s.seat_id",
+        // One read for the three parts, seats first in the venue's order: `s` rows (seat id,
+        // section, row, number), a `p` row (pool id, places), an `i` row (kind, resource, start
+        // and end in epoch ms).
+        let parts: Vec<(String, String, String, i64, i64)> = sqlx::query_as(
+            "SELECT 's', hs.seat_id, s.section, s.seat_row, s.number FROM hold_seats hs \
+             JOIN seats s ON s.show_id = hs.show_id AND s.seat_id = hs.seat_id \
+             WHERE hs.hold_id = $1 \
+             UNION ALL SELECT 'p', pool_id, '', quantity, 0 FROM hold_pools WHERE hold_id = $1 \
+             UNION ALL SELECT 'i', kind, resource, start_ms, end_ms FROM hold_resources \
+             WHERE hold_id = $1 \
+             ORDER BY 1 DESC, 3, 4, 5, 2",
         )
         .bind(hold)
         .fetch_all(&self.db)
-        .await?;
-        let places: Option<(String, i64)> =
-            sqlx::query_as("SELECT pool_id, quantity FROM hold_pools WHERE hold_id = $1")
-                .bind(hold)
-                .fetch_optional(&self.db)
-                .await?;
-        let interval: Option<(String, String, i64, i64)> = sqlx::query_as(
-            "SELECT kind, resource, start_ms, end_ms FROM hold_resources WHERE hold_id = $1",
-        )
-        .bind(hold)
-        .fetch_optional(&self.db)
         .await?;
         let zone = conf.map_or("UTC", |c| c.venue.time_zone.as_str());
         let local = |ms: i64| {
@@ -442,9 +438,13 @@ impl Outbox {
                 .and_then(|t| sale_common::localtime::show_in(t, zone).ok())
                 .unwrap_or_else(|| ms.to_string())
         };
-        named.seats = seats.into_iter().map(|(s,)| s).collect();
-        named.places = places;
-        named.interval = interval.map(|(k, r, a, b)| (k, r, local(a), local(b)));
+        for (part, a, b, x, y) in parts {
+            match part.as_str() {
+                "s" => named.seats.push(a),
+                "p" => named.places = Some((a, x)),
+                _ => named.interval = Some((a, b, local(x), local(y))),
+            }
+        }
         Ok(named)
     }
 
