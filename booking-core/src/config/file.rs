@@ -60,6 +60,7 @@ pub struct ConfigFile {
     pub hold_rate_per_min: u32,
     pub hold_lock_wait_ms: u64,
     pub checkout_lock_wait_ms: u64,
+    pub body_within_ms: u64,
     #[serde(deserialize_with = "secret")]
     pub service_token: Option<Secret>,
     pub shows: Vec<ShowFile>,
@@ -143,6 +144,7 @@ impl Default for ConfigFile {
             hold_rate_per_min: d.hold_rate_per_min,
             hold_lock_wait_ms: d.hold_lock_wait_ms,
             checkout_lock_wait_ms: d.checkout_lock_wait_ms,
+            body_within_ms: d.body_within_ms,
             service_token: None,
             shows: Vec::new(),
             queued_shows: Vec::new(),
@@ -244,6 +246,7 @@ impl ConfigFile {
             hold_rate_per_min: self.hold_rate_per_min,
             hold_lock_wait_ms: self.hold_lock_wait_ms,
             checkout_lock_wait_ms: self.checkout_lock_wait_ms,
+            body_within_ms: self.body_within_ms,
             service_token: self.service_token,
             shows,
             queued_shows: self.queued_shows,

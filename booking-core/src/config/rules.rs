@@ -201,6 +201,9 @@ impl Config {
             // it must be answered before the request limit cuts it off and trips the gate.
             p.push("checkout_lock_wait_ms: at most 5000 (0: no limit)".into());
         }
+        if !(100..=60_000).contains(&self.body_within_ms) {
+            p.push("body_within_ms: from 100 to 60000".into());
+        }
     }
 
     fn shows_rules(&self, p: &mut Vec<String>) {

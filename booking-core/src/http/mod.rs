@@ -199,7 +199,8 @@ pub(super) fn db_not_answering() -> sale_common::Problem {
 }
 
 /// The outage gate (`db::outage`): while the database is unreachable, a request that needs it
-/// is `503 unavailable` with `Retry-After: 1` at once; an answer marked
+/// is `503 unavailable` with `Retry-After: 1` at once; otherwise its body is read whole first
+/// (within `Config::body_within_ms`, [`body_in`]); then an answer marked
 /// [`crate::error::DbUnreachable`] (a pool timeout, a refused or lost connection), or on
 /// PostgreSQL a request still unanswered after `db::outage::REQUEST_WITHIN`, trips it.
 async fn outage_gate(
@@ -213,6 +214,12 @@ async fn outage_gate(
         metrics::counter!("bc_db_outage_refused_total").increment(1);
         return db_not_answering().into_response();
     }
+    // The body first, on its own clock (every store): the request limit below is the
+    // database's.
+    let req = match body_in(req, state.config.body_within_ms).await {
+        Ok(req) => req,
+        Err(refused) => return refused,
+    };
     let resp = if needs && state.outage.guards() {
         let within = crate::db::outage::REQUEST_WITHIN;
         match tokio::time::timeout(within, next.run(req)).await {
@@ -242,6 +249,63 @@ async fn outage_gate(
         state.outage.trip();
     }
     resp
+}
+
+/// `req` with its body read whole (at most [`BODY_LIMIT`] bytes) within `within_ms`
+/// milliseconds (`Config::body_within_ms`), so a client's slow or unfinished body is never
+/// charged to the database's request limit. Refused: `408 request-timeout` with `Connection:
+/// close` when the body did not arrive in time, `413 payload-too-large` over the limit, `400
+/// invalid-body` when the connection failed under it. A request with no body passes as it is.
+async fn body_in(
+    req: axum::extract::Request,
+    within_ms: u64,
+) -> Result<axum::extract::Request, axum::response::Response> {
+    use axum::body::HttpBody;
+    use axum::response::IntoResponse;
+    use futures::StreamExt;
+    if req.body().is_end_stream() {
+        return Ok(req);
+    }
+    let (parts, body) = req.into_parts();
+    let read = async {
+        let mut stream = body.into_data_stream();
+        let mut buf = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|_| {
+                sale_common::body::rejection(
+                    axum::http::StatusCode::BAD_REQUEST,
+                    "the request body could not be read",
+                )
+            })?;
+            if buf.len() + chunk.len() > BODY_LIMIT {
+                return Err(sale_common::Problem::payload_too_large());
+            }
+            buf.extend_from_slice(&chunk);
+        }
+        Ok(buf)
+    };
+    match tokio::time::timeout(std::time::Duration::from_millis(within_ms), read).await {
+        Ok(Ok(buf)) => Ok(axum::extract::Request::from_parts(
+            parts,
+            axum::body::Body::from(buf),
+        )),
+        Ok(Err(problem)) => Err(problem.into_response()),
+        Err(_) => {
+            metrics::counter!("bc_http_body_timeouts_total").increment(1);
+            let problem = sale_common::Problem::new(
+                axum::http::StatusCode::REQUEST_TIMEOUT,
+                "request-timeout",
+                "Request timeout",
+            )
+            .detail(format!(
+                "the request body did not arrive within {within_ms} ms"
+            ));
+            let mut resp = problem.into_response();
+            resp.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            Err(resp)
+        }
+    }
 }
 
 #[cfg(test)]
