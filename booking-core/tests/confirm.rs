@@ -17,7 +17,7 @@ on_both!(
     case_b07_duplicate_webhook_one_change,
     case_b02_late_success_refund_or_retake,
     case_b08_crash_after_gateway_success,
-    a_signed_webhook_with_an_overlong_event_id_is_ignored,
+    a_signed_webhook_with_an_unstorable_id_is_ignored,
     the_confirmation_email_names_what_was_booked,
 );
 
@@ -424,8 +424,9 @@ async fn case_b08_crash_after_gateway_success(b: Backend) {
 /// Newcomer review: a correctly signed webhook whose event id was 2,800 random characters
 /// answered 500 on PostgreSQL (its de-duplication row is past a btree entry's size) and was
 /// recorded on SQLite. An id over `EVENT_ID_MAX` is unreadable: 200, ignored, on both stores;
-/// a delivery with a real id is still recorded.
-async fn a_signed_webhook_with_an_overlong_event_id_is_ignored(b: Backend) {
+/// so is an event or payment id with a NUL (a later review: `400 invalid-text` on PostgreSQL,
+/// recorded on SQLite); a delivery with a real id is still recorded.
+async fn a_signed_webhook_with_an_unstorable_id_is_ignored(b: Backend) {
     let h = Harness::on(b).await;
     // the simulator's own deliveries would race the counts below (CI saw 2 for 1)
     h.faults(json!({"drop_webhook_rate": 1.0})).await;
@@ -441,6 +442,20 @@ async fn a_signed_webhook_with_an_overlong_event_id_is_ignored(b: Backend) {
         0,
         "an overlong event id was recorded"
     );
+    // A NUL in the event id or the payment id (PostgreSQL's text cannot hold one): 200 and
+    // nothing recorded on both stores (red without on PostgreSQL: 400 invalid-text, which
+    // the gateway would deliver again).
+    let st = webhook(&h, &completed_event("evt_\u{0}nul", &pid), 0, GW_SECRET).await;
+    assert_eq!(st, 200, "{b:?} NUL event id");
+    let st = webhook(
+        &h,
+        &completed_event("evt_2", &format!("{pid}\u{0}")),
+        0,
+        GW_SECRET,
+    )
+    .await;
+    assert_eq!(st, 200, "{b:?} NUL payment id");
+    assert_eq!(h.count(events, &pid).await, 0);
     let st = webhook(&h, &completed_event("evt_1", &pid), 0, GW_SECRET).await;
     assert_eq!(st, 200);
     assert_eq!(h.count(events, &pid).await, 1);

@@ -128,7 +128,8 @@ pub enum Handled {
     Unchanged,
 }
 
-/// Longest event id, bytes, that a delivery may carry; a longer one is [`Handled::Unreadable`]
+/// Longest event id (and payment id), bytes, that a delivery may carry; a longer event id is
+/// [`Handled::Unreadable`], a longer payment id [`Handled::UnknownPayment`]
 /// (no gateway id is that long, and PostgreSQL cannot index one past about 2,700 bytes: the
 /// insert of the de-duplication row failed with a 500; newcomer review, 2026-12-05).
 pub const EVENT_ID_MAX: usize = 255;
@@ -138,8 +139,14 @@ pub async fn handle(state: &AppState, body: &[u8]) -> ApiResult<Handled> {
     let Ok(ev) = serde_json::from_slice::<Event>(body) else {
         return Ok(Handled::Unreadable);
     };
-    if ev.id.is_empty() || ev.id.len() > EVENT_ID_MAX {
+    // A NUL cannot be stored in PostgreSQL's text (it answered `400 invalid-text`, which the
+    // gateway would deliver again and again; newcomer review): no gateway id carries one.
+    if ev.id.is_empty() || ev.id.len() > EVENT_ID_MAX || ev.id.contains('\0') {
         return Ok(Handled::Unreadable);
+    }
+    let pid = &ev.data.payment_id;
+    if pid.len() > EVENT_ID_MAX || pid.contains('\0') {
+        return Ok(Handled::UnknownPayment);
     }
     let Some(hold) = holds::load_by_payment(&state.db, &ev.data.payment_id).await? else {
         return Ok(Handled::UnknownPayment);
