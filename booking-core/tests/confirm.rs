@@ -56,6 +56,7 @@ async fn the_confirmation_email_names_what_was_booked(b: Backend) {
     let money = booking_core::outbox::mail::money(cents, &show.venue.currency);
     assert!(money.ends_with(" EUR") && cents > 0, "{money}");
     for want in [
+        format!("To: fan-words@{}", h.state.config.fan_mail_domain),
         "Content-Type: text/plain; charset=utf-8".to_owned(),
         "Your tickets are booked.".to_owned(),
         format!("{} at {}", show.name, show.venue.name),

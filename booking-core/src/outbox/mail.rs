@@ -16,8 +16,13 @@ use crate::config::{smtp_relay, Config};
 /// The configured email sink.
 #[derive(Debug, Clone)]
 pub enum Mailer {
-    /// One file per message in this directory (the embedded default).
-    Dir(PathBuf),
+    /// One file per message in the directory (the embedded default).
+    Dir {
+        /// The mail directory (`Config::mail_dir`).
+        dir: PathBuf,
+        /// Domain of fans' addresses when the message names no `email` (the `To:` line).
+        fan_domain: String,
+    },
     /// An SMTP relay.
     Smtp {
         /// The pooled async transport.
@@ -36,12 +41,20 @@ impl Mailer {
     /// An `smtp_url` that `lettre` cannot parse (checked at start-up, not at the first email).
     pub fn from_config(c: &Config) -> anyhow::Result<Self> {
         match &c.smtp_url {
-            None => Ok(Self::Dir(c.mail_dir.clone())),
+            None => Ok(Self::dir(c)),
             Some(url) => Ok(Self::Smtp {
                 transport: plain_relay(url)?,
                 from: c.mail_from.clone(),
                 fan_domain: c.fan_mail_domain.clone(),
             }),
+        }
+    }
+
+    /// The mail directory of `c` (`mail_dir`, fans' addresses at `fan_mail_domain`).
+    pub fn dir(c: &Config) -> Self {
+        Self::Dir {
+            dir: c.mail_dir.clone(),
+            fan_domain: c.fan_mail_domain.clone(),
         }
     }
 
@@ -56,19 +69,16 @@ impl Mailer {
     ) -> anyhow::Result<()> {
         let text = body_text(ref_id, kind, payload, booked);
         match self {
-            Self::Dir(dir) => Ok(write_mail(dir, ref_id, kind, payload, &text)?),
+            Self::Dir { dir, fan_domain } => {
+                let to = recipient(payload, fan_domain);
+                Ok(write_mail(dir, ref_id, kind, &to, &text)?)
+            }
             Self::Smtp {
                 transport,
                 from,
                 fan_domain,
             } => {
-                let to = match payload["email"].as_str() {
-                    Some(e) => e.to_owned(),
-                    None => format!(
-                        "{}@{fan_domain}",
-                        payload["visitor_id"].as_str().unwrap_or("fan")
-                    ),
-                };
+                let to = recipient(payload, fan_domain);
                 let msg = Message::builder()
                     .from(from.parse()?)
                     .to(to.parse()?)
@@ -79,6 +89,17 @@ impl Mailer {
                 Ok(())
             }
         }
+    }
+}
+
+/// The fan's address for a message about `payload`: its `email`, else `{visitor_id}@{fan_domain}`.
+pub fn recipient(payload: &Value, fan_domain: &str) -> String {
+    match payload["email"].as_str() {
+        Some(e) => e.to_owned(),
+        None => format!(
+            "{}@{fan_domain}",
+            payload["visitor_id"].as_str().unwrap_or("fan")
+        ),
     }
 }
 
@@ -244,18 +265,19 @@ fn about(kind: &str, payload: &Value, b: &Booked) -> Vec<String> {
     lines
 }
 
-/// Writes one email as `{dir}/{kind}-{ref_id}.eml` with its `text` ([`body_text`]) as a
-/// `text/plain` UTF-8 body (temporary file, then rename: a crash never leaves half a message,
-/// and a retry replaces the same file).
+/// Writes one email to `to` ([`recipient`]) as `{dir}/{kind}-{ref_id}.eml` with its `text`
+/// ([`body_text`]) as a `text/plain` UTF-8 body (temporary file, then rename: a crash never
+/// leaves half a message, and a retry replaces the same file).
 pub fn write_mail(
     dir: &Path,
     ref_id: &str,
     kind: &str,
-    payload: &Value,
+    to: &str,
     text: &str,
 ) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
-    let to = payload["visitor_id"].as_str().unwrap_or("fan");
+    // One header line: a line break in a visitor id would start another header.
+    let to: String = to.chars().filter(|c| !c.is_control()).collect();
     let subject = subject(kind);
     let body = format!(
         "To: {to}\r\nSubject: {subject}\r\nX-Kind: {kind}\r\nX-Ref: {ref_id}\r\nMIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n{text}"

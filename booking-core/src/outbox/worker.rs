@@ -78,7 +78,7 @@ impl Outbox {
         // `Config::validate` already refused an unusable `smtp_url` at start-up.
         let mailer = Mailer::from_config(&config).unwrap_or_else(|e| {
             tracing::error!(error = %e, "smtp_url unusable; writing emails to mail_dir");
-            Mailer::Dir(config.mail_dir.clone())
+            Mailer::dir(&config)
         });
         Self {
             db,
