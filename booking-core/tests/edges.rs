@@ -17,6 +17,7 @@ on_both!(
     case_b12_identical_refused_requests_answer_the_owners_refusal_never_429,
     case_b13_approved_at_the_deadline_is_executed_once_never_released,
     case_b14_refund_or_chargeback_at_the_gateway_cancels_once_waitlist_first,
+    a_seat_refund_overtaken_by_a_full_refund_at_the_gateway_is_settled_and_told,
     operator_refunds_by_seat_then_in_full_and_cancels_without_refund,
     pool_bookings_listed_and_the_waitlist_opens_per_kind,
 );
@@ -344,6 +345,90 @@ async fn console(h: &Harness, pid: &str, what: &str) {
 /// again, another refunded event and a late `payment.completed` change nothing. A chargeback
 /// (`payment.disputed`) cancels the next booking and, with nobody waiting, the seat goes back
 /// to sale.
+/// An operator's refund of one seat, queued, is overtaken by a full refund made in the
+/// gateway's console (the B14 webhook cancels the other seats): the gateway then refuses the
+/// seat's refund, the money being back already, so the seat's cancellation is settled as
+/// refunded by the provider and its email sent: every seat told once, the amounts adding up to
+/// what was paid, nothing left pending, no alert (a newcomer review: the message was retried
+/// for ever, `refund answered 409`, and the fan never told of that seat).
+async fn a_seat_refund_overtaken_by_a_full_refund_at_the_gateway_is_settled_and_told(b: Backend) {
+    let h = Harness::on_with(b, |c| Harness::small_venue(c, 3)).await;
+    let t = h.token("three");
+    let (st, v) = h.hold(&t, "k3", &["A-1-1", "A-1-2", "A-1-3"]).await;
+    assert_eq!(st, 201, "{v}");
+    let hold = v["hold_id"].as_str().unwrap().to_owned();
+    let total = v["amount_cents"].as_i64().unwrap();
+    let (_, back) = h.approve(&t, &hold).await;
+    h.http.get(back).send().await.unwrap();
+    let booking = booking_of(&h, &hold).await;
+    let pid = payment_of(&h, &hold).await;
+    let (st, one) = cancel(&h, &booking, json!({"seats": ["A-1-1"], "operator": "ops"})).await;
+    assert_eq!((st, &one["refund"]), (200, &json!("pending")), "{one}");
+    let seat = one["amount_cents"].as_i64().unwrap();
+    // The whole payment refunded at the gateway before the outbox asks for the seat's refund.
+    console(&h, &pid, "refund").await;
+    h.wait_count(
+        "SELECT COUNT(*) FROM bookings WHERE status = 'cancelled' AND id = $1",
+        &booking,
+        1,
+    )
+    .await;
+    let outbox = h.state.outbox();
+    for _ in 0..2 {
+        let out = outbox.step(h.clock.now_ms()).await.unwrap();
+        assert_eq!(out.failed, 0, "{b:?}: {out:?}");
+    }
+    let settled: Vec<(String, String)> =
+        sqlx::query_as("SELECT id, refund FROM cancellations WHERE booking_id = $1 ORDER BY id")
+            .bind(&booking)
+            .fetch_all(&h.state.db)
+            .await
+            .unwrap();
+    let want = [
+        (format!("cancel-{booking}-1"), "at-gateway".to_owned()),
+        (format!("cancel-{booking}-2"), "at-gateway".to_owned()),
+    ];
+    assert_eq!(settled, want, "{b:?}");
+    mail_says(
+        &h,
+        &format!("cancel-{booking}-1"),
+        &[
+            "Cancelled: Seat: A-1-1",
+            &format!(
+                "Refunded by the payment provider: {}",
+                booking_core::outbox::mail::money(seat, "EUR")
+            ),
+        ],
+    )
+    .await;
+    mail_says(
+        &h,
+        &format!("cancel-{booking}-2"),
+        &[
+            "Cancelled: Seats: A-1-2, A-1-3",
+            &format!(
+                "Refunded by the payment provider: {}",
+                booking_core::outbox::mail::money(total - seat, "EUR")
+            ),
+        ],
+    )
+    .await;
+    assert_eq!(
+        h.count(
+            "SELECT COUNT(*) FROM outbox WHERE sent_at IS NULL AND ref_id LIKE $1",
+            &format!("cancel-{booking}-%")
+        )
+        .await,
+        0,
+        "{b:?}: nothing left to send"
+    );
+    assert_eq!(
+        h.count("SELECT COUNT(*) FROM alerts WHERE hold_id = $1", &hold)
+            .await,
+        0
+    );
+}
+
 async fn case_b14_refund_or_chargeback_at_the_gateway_cancels_once_waitlist_first(b: Backend) {
     let h = Harness::on_with(b, |c| Harness::small_venue(c, 2)).await;
     let first = h.buy("b14-first", "A-1-1").await;

@@ -20,7 +20,7 @@ use super::{enqueue, notify};
 use crate::config::Config;
 use crate::db::{self, Actor, Db};
 use crate::error::ApiResult;
-use crate::gateway::Gateway;
+use crate::gateway::{Gateway, GatewayError, PayStatus};
 
 /// Messages claimed per step (a step's session ends of one event go to the waiting room in
 /// one call, [`notify::send_ends`]).
@@ -512,26 +512,52 @@ impl Outbox {
     ) -> anyhow::Result<()> {
         let pid = payload["payment_id"].as_str().unwrap_or_default();
         let amount = payload["amount_cents"].as_i64();
-        let r = self.gateway.refund(pid, cancel_id, amount).await?;
+        // `None`: the gateway refused, and the money had already come back whole by the
+        // payment provider (a refund or chargeback made there meanwhile, case B14: a newcomer
+        // review's per-seat cancel racing a full refund at the gateway was retried for ever,
+        // its fan never told).
+        let refund = match self.gateway.refund(pid, cancel_id, amount).await {
+            Ok(r) => Some(r),
+            Err(e) => match self.gateway.query(pid).await {
+                Ok(s) if matches!(s.status, PayStatus::Refunded | PayStatus::Disputed) => None,
+                // The gateway answers and the money is not back: a refusal to show.
+                Ok(_) if !matches!(e, GatewayError::Timeout) => {
+                    self.refund_refused(cancel_id, payload, &e, now_ms).await?;
+                    return Err(e.into());
+                }
+                _ => return Err(e.into()),
+            },
+        };
+        let (state, refund_id) = match &refund {
+            Some(r) => ("refunded", Some(r.refund_id.clone())),
+            None => ("at-gateway", None),
+        };
         let mut tx = crate::db::begin_write(&self.db).await?;
         let row: Option<(String, String)> = sqlx::query_as(
-            "UPDATE cancellations SET refund = 'refunded', refund_id = $1, done_at = $2 \
-             WHERE id = $3 AND refund = 'pending' RETURNING show_id, hold_id",
+            "UPDATE cancellations SET refund = $1, refund_id = $2, done_at = $3 \
+             WHERE id = $4 AND refund = 'pending' RETURNING show_id, hold_id",
         )
-        .bind(&r.refund_id)
+        .bind(state)
+        .bind(refund_id.as_deref())
         .bind(now_ms)
         .bind(cancel_id)
         .fetch_optional(&mut *tx)
         .await?;
         if let Some((show, hold)) = row {
             let mut mail = payload.clone();
-            mail["refund"] = "refunded".into();
-            mail["refund_id"] = r.refund_id.clone().into();
+            mail["refund"] = state.into();
+            mail["refund_id"] = refund_id.clone().into();
             // the email the cancellation asked for (a compensation's differs), by default the
             // cancellation's
             let kind = payload["mail"].as_str().unwrap_or("cancellation-email");
             enqueue(&mut tx, cancel_id, kind, &show, &mail, now_ms).await?;
-            let why = format!("{} cents, {}", amount.unwrap_or_default(), r.refund_id);
+            let why = match &refund_id {
+                Some(id) => format!("{} cents, {id}", amount.unwrap_or_default()),
+                None => format!(
+                    "{} cents, refunded at the gateway before the operator's refund",
+                    amount.unwrap_or_default()
+                ),
+            };
             db::audit(
                 &mut tx,
                 now_ms,
@@ -545,6 +571,35 @@ impl Outbox {
         }
         self.mark_sent(&mut tx, id, now_ms).await?;
         tx.commit().await?;
+        Ok(())
+    }
+
+    /// An operator's refund the gateway refused (it answered a query, and the money is not
+    /// back): the message is retried (`RETRY_MS` per attempt), and the booking's hold gets one
+    /// `refund-refused` alert for the back office (`/admin/alerts`), so it is not retried
+    /// unseen.
+    async fn refund_refused(
+        &self,
+        cancel_id: &str,
+        payload: &Value,
+        error: &GatewayError,
+        now_ms: i64,
+    ) -> sqlx::Result<()> {
+        sqlx::query(
+            "INSERT INTO alerts (at, show_id, hold_id, kind, message) VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (hold_id) DO NOTHING",
+        )
+        .bind(now_ms)
+        .bind(payload["show"].as_str())
+        .bind(payload["hold_id"].as_str())
+        .bind("refund-refused")
+        .bind(format!(
+            "the gateway refused the refund of {} ({} cents): {error}; retried",
+            cancel_id,
+            payload["amount_cents"].as_i64().unwrap_or_default()
+        ))
+        .execute(&self.db)
+        .await?;
         Ok(())
     }
 
