@@ -551,6 +551,14 @@ async fn unfinished_body_on(backend: Backend) {
         "{answer}"
     );
     assert!(!h.state.outage.is_down(), "the gate stays open");
+    // A body announced over 2 MiB: 413 without waiting for its bytes (it was the 408 of a
+    // body that did not arrive).
+    let head = "POST /api/shows/demo/holds HTTP/1.1\r\nHost: x\r\n\
+                Content-Type: application/json\r\nContent-Length: 3145728\r\n\r\n{";
+    let answer = raw_exchange(&h.base, head, std::time::Duration::ZERO, None)
+        .await
+        .expect("an answer");
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
     // A body in two pieces, 100 ms apart: read whole, then the handler answers (no token: 401).
     let head = "POST /api/shows/demo/holds HTTP/1.1\r\nHost: x\r\n\
                 Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{";
