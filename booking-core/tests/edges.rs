@@ -405,6 +405,7 @@ async fn a_seat_refund_overtaken_by_a_full_refund_at_the_gateway_is_settled_and_
         &h,
         &format!("cancel-{booking}-2"),
         &[
+            "Subject: Your booking was cancelled",
             "Cancelled: Seats: A-1-2, A-1-3",
             &format!(
                 "Refunded by the payment provider: {}",
@@ -413,6 +414,16 @@ async fn a_seat_refund_overtaken_by_a_full_refund_at_the_gateway_is_settled_and_
         ],
     )
     .await;
+    let gateway_mail = std::fs::read_to_string(
+        h.mail
+            .path()
+            .join(format!("cancellation-email-cancel-{booking}-2.eml")),
+    )
+    .unwrap();
+    assert!(
+        !gateway_mail.contains("Reason:"),
+        "the provider's refund is said in words, not the code's reason:\n{gateway_mail}"
+    );
     assert_eq!(
         h.count(
             "SELECT COUNT(*) FROM outbox WHERE sent_at IS NULL AND ref_id LIKE $1",
@@ -613,6 +624,7 @@ async fn operator_refunds_by_seat_then_in_full_and_cancels_without_refund(b: Bac
         &h,
         &format!("cancel-{booking}-1"),
         &[
+            "Subject: Part of your booking was cancelled",
             "Cancelled: Seat: A-1-2",
             &format!("Refunded: {}", eur(seat_price)),
             "The rest of your booking stands.",

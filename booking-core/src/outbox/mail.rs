@@ -71,7 +71,8 @@ impl Mailer {
         match self {
             Self::Dir { dir, fan_domain } => {
                 let to = recipient(payload, fan_domain);
-                Ok(write_mail(dir, ref_id, kind, &to, &text)?)
+                let subject = subject_of(kind, payload);
+                Ok(write_mail(dir, ref_id, kind, &to, subject, &text)?)
             }
             Self::Smtp {
                 transport,
@@ -82,7 +83,7 @@ impl Mailer {
                 let msg = Message::builder()
                     .from(from.parse()?)
                     .to(to.parse()?)
-                    .subject(subject(kind))
+                    .subject(subject_of(kind, payload))
                     .header(ContentType::TEXT_PLAIN)
                     .body(text)?;
                 transport.send(msg).await?;
@@ -115,6 +116,15 @@ pub fn plain_relay(url: &str) -> anyhow::Result<AsyncSmtpTransport<Tokio1Executo
             .port(port)
             .build(),
     )
+}
+
+/// The subject line of a message of `kind` about `payload`: [`subject`], but a cancellation
+/// that leaves the rest of the booking (`booking_status` `active`) says that part was cancelled.
+pub fn subject_of<'a>(kind: &'a str, payload: &Value) -> &'a str {
+    if kind == "cancellation-email" && payload["booking_status"].as_str() == Some("active") {
+        return "Part of your booking was cancelled";
+    }
+    subject(kind)
 }
 
 /// The subject line of a message kind.
@@ -169,7 +179,7 @@ pub fn money(cents: i64, currency: &str) -> String {
 /// reference (`ref_id`, also the `X-Ref` header) and the payload as JSON details, which
 /// software reading the mail directory may parse (the text after the `Details:` line).
 pub fn body_text(ref_id: &str, kind: &str, payload: &Value, booked: Option<&Booked>) -> String {
-    let mut lines = vec![format!("{}.", subject(kind)), String::new()];
+    let mut lines = vec![format!("{}.", subject_of(kind, payload)), String::new()];
     if let Some(b) = booked {
         lines.extend(about(kind, payload, b));
         lines.push(String::new());
@@ -240,8 +250,14 @@ fn about(kind: &str, payload: &Value, b: &Booked) -> Vec<String> {
                 (Some("none"), _) => lines.push("Not refunded.".into()),
                 _ => {}
             }
-            if let Some(why) = payload["reason"].as_str().filter(|r| !r.is_empty()) {
-                lines.push(format!("Reason: {why}"));
+            // A cancellation the gateway caused has the code's own reason: said in words.
+            match (payload["origin"].as_str(), payload["reason"].as_str()) {
+                (Some("gateway"), Some(why)) if why.contains("dispute") => {
+                    lines.push("Reason: the payment was disputed with the card issuer.".into())
+                }
+                (Some("gateway"), _) => {}
+                (_, Some(why)) if !why.is_empty() => lines.push(format!("Reason: {why}")),
+                _ => {}
             }
             if payload["booking_status"].as_str() == Some("active") {
                 lines.push("The rest of your booking stands.".into());
@@ -265,7 +281,8 @@ fn about(kind: &str, payload: &Value, b: &Booked) -> Vec<String> {
     lines
 }
 
-/// Writes one email to `to` ([`recipient`]) as `{dir}/{kind}-{ref_id}.eml` with its `text`
+/// Writes one email to `to` ([`recipient`]) under `subject` ([`subject_of`]) as
+/// `{dir}/{kind}-{ref_id}.eml` with its `text`
 /// ([`body_text`]) as a `text/plain` UTF-8 body (temporary file, then rename: a crash never
 /// leaves half a message, and a retry replaces the same file).
 pub fn write_mail(
@@ -273,12 +290,12 @@ pub fn write_mail(
     ref_id: &str,
     kind: &str,
     to: &str,
+    subject: &str,
     text: &str,
 ) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     // One header line: a line break in a visitor id would start another header.
     let to: String = to.chars().filter(|c| !c.is_control()).collect();
-    let subject = subject(kind);
     let body = format!(
         "To: {to}\r\nSubject: {subject}\r\nX-Kind: {kind}\r\nX-Ref: {ref_id}\r\nMIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n{text}"
     );
