@@ -736,6 +736,26 @@ async fn operator_refunds_by_seat_then_in_full_and_cancels_without_refund(b: Bac
         (&mine["status"], &mine["cancelled_seats"]),
         (&json!("cancelled"), &json!(["A-1-1", "A-1-2"]))
     );
+    // What was paid and what went back, in the venue's currency (the back office's column).
+    assert_eq!(
+        (
+            mine["amount_cents"].as_i64(),
+            mine["refunded_cents"].as_i64(),
+            &mine["currency"]
+        ),
+        (Some(total), Some(total), &json!("EUR")),
+        "{mine}"
+    );
+    let kept = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["booking_id"] == b3.as_str())
+        .unwrap();
+    assert_eq!(
+        kept["refunded_cents"], 0,
+        "cancelled without refund: {kept}"
+    );
     let r = h
         .http
         .post(format!("{}/admin/bookings/{booking}/cancel", h.base))

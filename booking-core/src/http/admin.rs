@@ -109,9 +109,10 @@ type BookingRow = (
 );
 
 /// `GET /admin/shows/{show}/bookings`: every booking, seat, pool or interval, oldest first:
-/// `[{booking_id, hold_id, visitor_id, status, amount_cents, seats, cancelled_seats,
-/// pool?, quantity?, interval?}]` (`interval` as in the fan's hold view: kind, resource,
-/// start and end in epoch ms and ISO 8601, blocked-until).
+/// `[{booking_id, hold_id, visitor_id, status, amount_cents (paid), refunded_cents (its
+/// cancellations refunded so far, by the shop or at the gateway), currency, seats,
+/// cancelled_seats, pool?, quantity?, interval?}]` (`interval` as in the fan's hold view: kind,
+/// resource, start and end in epoch ms and ISO 8601, blocked-until).
 #[utoipa::path(
     get,
     path = "/admin/shows/{show}/bookings",
@@ -119,7 +120,7 @@ type BookingRow = (
     summary = "Bookings (seats, pool places and intervals), oldest first",
     params(("show" = String, Path, description = "show id")),
     responses(
-        (status = 200, description = "[{booking_id, hold_id, visitor_id, status: active/cancelled, amount_cents, seats, cancelled_seats, pool?, quantity?, interval? {kind, resource, start, end, start_at, end_at, blocked_until}}]", body = Object),
+        (status = 200, description = "[{booking_id, hold_id, visitor_id, status: active/cancelled, amount_cents (paid), refunded_cents (refunded so far), currency, seats, cancelled_seats, pool?, quantity?, interval? {kind, resource, start, end, start_at, end_at, blocked_until}}]", body = Object),
         (status = 404, description = "no such show", body = ProblemDoc),
         (status = 503, description = "database busy", body = ProblemDoc),
     ),
@@ -153,6 +154,23 @@ pub async fn bookings(
     .bind(&show)
     .fetch_all(&state.db)
     .await?;
+    // Money back so far per booking: its cancellations refunded by us or by the provider.
+    let refunded: std::collections::HashMap<String, i64> = sqlx::query_as::<_, (String, i64)>(
+        "SELECT booking_id, CAST(SUM(amount_cents) AS BIGINT) FROM cancellations \
+         WHERE show_id = $1 AND refund IN ('refunded', 'at-gateway') GROUP BY booking_id",
+    )
+    .bind(&show)
+    .fetch_all(&state.db)
+    .await?
+    .into_iter()
+    .collect();
+    let currency = state
+        .config
+        .shows
+        .iter()
+        .find(|s| s.id == show)
+        .map(|s| s.venue.currency.clone())
+        .unwrap_or_default();
     let mut by_hold: std::collections::HashMap<&str, (Vec<&str>, Vec<&str>)> = Default::default();
     for (hold, seat, cancelled) in &seats {
         let e = by_hold.entry(hold.as_str()).or_default();
@@ -166,8 +184,10 @@ pub async fn bookings(
         .iter()
         .map(|(bid, hid, vid, st, amount, pool, qty, kind, resource, start, end, until)| {
             let (live, gone) = by_hold.get(hid.as_str()).cloned().unwrap_or_default();
+            let back = refunded.get(bid.as_str()).copied().unwrap_or(0);
             let mut v = json!({"booking_id": bid, "hold_id": hid, "visitor_id": vid, "status": st,
-                "amount_cents": amount, "seats": live, "cancelled_seats": gone});
+                "amount_cents": amount, "refunded_cents": back, "currency": currency,
+                "seats": live, "cancelled_seats": gone});
             if let Some(p) = pool {
                 v["pool"] = p.clone().into();
                 v["quantity"] = (*qty).into();
