@@ -524,6 +524,12 @@ async fn operator_names_and_texts_refuse_control_characters(b: Backend) {
             serde_json::json!({"seats": ["A-1-1"], "operator": "ops", "reason": "a\u{0}b"}),
             400,
         ),
+        // A right-to-left override would reorder the fan's email (third review, 2026-12-07).
+        (
+            &cancel,
+            serde_json::json!({"seats": ["A-1-1"], "operator": "ops", "reason": "ok\u{202e}gnp.exe"}),
+            400,
+        ),
         (
             &oversell,
             serde_json::json!({"allowance": 0, "operator": "\u{0}"}),
@@ -547,6 +553,11 @@ async fn operator_names_and_texts_refuse_control_characters(b: Backend) {
     // Printable names and texts, any script, still pass.
     let body = serde_json::json!({"allowance": 1, "operator": "Zoë Ørsted", "policy": policy("tour 2026 — 12 shows")});
     let (st, p) = h.admin_post(&oversell, body).await;
+    assert_eq!(st, 200, "{p}");
+    // A reason of 200 characters is 200 characters, not bytes (150 `é` were refused).
+    let body =
+        serde_json::json!({"seats": ["A-1-1"], "operator": "Zoë", "reason": "é".repeat(200)});
+    let (st, p) = h.admin_post(&cancel, body).await;
     assert_eq!(st, 200, "{p}");
 }
 

@@ -17,11 +17,21 @@ use crate::state::AppState;
 /// refused the same way). Else `400 bad-request`.
 pub(crate) fn operator(who: &str) -> ApiResult<&str> {
     let who = who.trim();
-    if who.is_empty() || who.len() > 80 || who.chars().any(char::is_control) {
+    if who.is_empty() || !plain_text(who, 80) {
         let detail = "operator: 1 to 80 characters, no control character";
         return Err(Problem::bad_request(detail).into());
     }
     Ok(who)
+}
+
+/// Whether `text` is at most `max` characters (not bytes: `é` is one) with no control
+/// character and no bidirectional control (`U+202E` would reorder what an operator or a fan
+/// reads in an email or the audit trail: `sale_common::problem::is_bidi_control`).
+pub(crate) fn plain_text(text: &str, max: usize) -> bool {
+    text.chars().count() <= max
+        && !text
+            .chars()
+            .any(|c| c.is_control() || sale_common::problem::is_bidi_control(c))
 }
 
 pub(crate) fn admin(state: &AppState, headers: &HeaderMap) -> ApiResult<()> {

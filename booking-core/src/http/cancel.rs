@@ -70,7 +70,7 @@ pub async fn cancel_booking(
     let who = operator(&b.operator)?;
     let reason = b.reason.as_deref().unwrap_or("").trim();
     // The reason is audited and written to the fan's email: no control character there either.
-    if reason.len() > 200 || reason.chars().any(char::is_control) {
+    if !super::admin::plain_text(reason, 200) {
         let detail = "reason: up to 200 characters, no control character";
         return Err(Problem::bad_request(detail).into());
     }
