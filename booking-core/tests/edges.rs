@@ -18,6 +18,7 @@ on_both!(
     case_b13_approved_at_the_deadline_is_executed_once_never_released,
     case_b14_refund_or_chargeback_at_the_gateway_cancels_once_waitlist_first,
     a_seat_refund_overtaken_by_a_full_refund_at_the_gateway_is_settled_and_told,
+    a_refund_after_a_partial_refund_at_the_gateway_refunds_the_rest,
     operator_refunds_by_seat_then_in_full_and_cancels_without_refund,
     pool_bookings_listed_and_the_waitlist_opens_per_kind,
 );
@@ -437,6 +438,68 @@ async fn a_seat_refund_overtaken_by_a_full_refund_at_the_gateway_is_settled_and_
         h.count("SELECT COUNT(*) FROM alerts WHERE hold_id = $1", &hold)
             .await,
         0
+    );
+}
+
+/// A booking partly refunded in the gateway's console, then cancelled with refund by an
+/// operator: the shop refunds what is left, the fan's email says both parts and their sum, the
+/// gateway's payment ends refunded in full, nothing stays queued (third newcomer review: the
+/// refund of the whole amount was refused, `409`, and retried for ever; the fan never told).
+async fn a_refund_after_a_partial_refund_at_the_gateway_refunds_the_rest(b: Backend) {
+    let h = Harness::on_with(b, |c| Harness::small_venue(c, 2)).await;
+    let hold = h.buy("partly", "A-1-1").await;
+    let booking = booking_of(&h, &hold).await;
+    let pid = payment_of(&h, &hold).await;
+    let paid = gateway_payment(&h, &pid).await["amount_cents"]
+        .as_i64()
+        .unwrap();
+    let r = h
+        .http
+        .post(format!("{}/v1/sim/payments/{pid}/refund", h.gw))
+        .json(&json!({"amount_cents": 1000}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    // The console's partial refund reaches the booking core (an alert; the booking stays).
+    h.wait_count("SELECT COUNT(*) FROM alerts WHERE hold_id = $1", &hold, 1)
+        .await;
+    let (st, v) = cancel(
+        &h,
+        &booking,
+        json!({"operator": "ops", "reason": "show moved"}),
+    )
+    .await;
+    assert_eq!((st, &v["refund"]), (200, &json!("pending")), "{v}");
+    let outbox = h.state.outbox();
+    let out = outbox.step(h.clock.now_ms()).await.unwrap();
+    assert_eq!(out.failed, 0, "{b:?}: {out:?}");
+    let p = gateway_payment(&h, &pid).await;
+    assert_eq!(
+        (&p["status"], p["refunded_cents"].as_i64()),
+        (&json!("refunded"), Some(paid)),
+        "{b:?}: the rest refunded"
+    );
+    let eur = |c: i64| booking_core::outbox::mail::money(c, "EUR");
+    mail_says(
+        &h,
+        &format!("cancel-{booking}-1"),
+        &[&format!(
+            "Refunded: {} now, and {} the payment provider refunded earlier: {} in all",
+            eur(paid - 1000),
+            eur(1000),
+            eur(paid)
+        )],
+    )
+    .await;
+    assert_eq!(
+        h.count(
+            "SELECT COUNT(*) FROM outbox WHERE sent_at IS NULL AND ref_id LIKE $1",
+            &format!("cancel-{booking}-%")
+        )
+        .await,
+        0,
+        "{b:?}: nothing left queued"
     );
 }
 

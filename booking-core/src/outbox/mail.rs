@@ -242,7 +242,15 @@ fn about(kind: &str, payload: &Value, b: &Booked) -> Vec<String> {
             } else if let Some(n) = payload["quantity"].as_i64().filter(|n| *n > 0) {
                 lines.push(format!("Cancelled: {}", places(n, None)));
             }
+            let earlier = payload["refunded_earlier_cents"].as_i64().unwrap_or(0);
+            let whole = payload["amount_cents"].as_i64().unwrap_or(0);
             match (payload["refund"].as_str(), amount) {
+                (Some("refunded"), Some(_)) if earlier > 0 => lines.push(format!(
+                    "Refunded: {} now, and {} the payment provider refunded earlier: {} in all",
+                    money(whole - earlier, &b.currency),
+                    money(earlier, &b.currency),
+                    money(whole, &b.currency)
+                )),
                 (Some("refunded"), Some(a)) => lines.push(format!("Refunded: {a}")),
                 (Some("at-gateway"), Some(a)) => {
                     lines.push(format!("Refunded by the payment provider: {a}"))

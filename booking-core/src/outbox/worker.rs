@@ -516,14 +516,28 @@ impl Outbox {
         // payment provider (a refund or chargeback made there meanwhile, case B14: a newcomer
         // review's per-seat cancel racing a full refund at the gateway was retried for ever,
         // its fan never told).
+        // `earlier`: cents of this cancellation the provider had refunded before (a partial
+        // refund in its console), so the shop refunded only the rest (third review: asking
+        // for the whole amount was refused for ever).
+        let mut earlier = 0;
         let refund = match self.gateway.refund(pid, cancel_id, amount).await {
             Ok(r) => Some(r),
             Err(e) => match self.gateway.query(pid).await {
                 Ok(s) if matches!(s.status, PayStatus::Refunded | PayStatus::Disputed) => None,
-                // The gateway answers and the money is not back: a refusal to show.
-                Ok(_) if !matches!(e, GatewayError::Timeout) => {
-                    self.refund_refused(cancel_id, payload, &e, now_ms).await?;
-                    return Err(e.into());
+                Ok(s) if !matches!(e, GatewayError::Timeout) => {
+                    let left = self.left_to_refund(payload, s.refunded_cents).await?;
+                    match (amount, left) {
+                        (Some(asked), Some(left)) if left > 0 && left < asked => {
+                            let key = format!("{cancel_id}-rest");
+                            earlier = asked - left;
+                            Some(self.gateway.refund(pid, &key, Some(left)).await?)
+                        }
+                        // The gateway answers and the money is not back: a refusal to show.
+                        _ => {
+                            self.refund_refused(cancel_id, payload, &e, now_ms).await?;
+                            return Err(e.into());
+                        }
+                    }
                 }
                 _ => return Err(e.into()),
             },
@@ -547,11 +561,18 @@ impl Outbox {
             let mut mail = payload.clone();
             mail["refund"] = state.into();
             mail["refund_id"] = refund_id.clone().into();
+            if earlier > 0 {
+                mail["refunded_earlier_cents"] = earlier.into();
+            }
             // the email the cancellation asked for (a compensation's differs), by default the
             // cancellation's
             let kind = payload["mail"].as_str().unwrap_or("cancellation-email");
             enqueue(&mut tx, cancel_id, kind, &show, &mail, now_ms).await?;
             let why = match &refund_id {
+                Some(id) if earlier > 0 => format!(
+                    "{} cents, {id}; {earlier} cents of it refunded at the gateway before",
+                    amount.unwrap_or_default() - earlier
+                ),
                 Some(id) => format!("{} cents, {id}", amount.unwrap_or_default()),
                 None => format!(
                     "{} cents, refunded at the gateway before the operator's refund",
@@ -572,6 +593,20 @@ impl Outbox {
         self.mark_sent(&mut tx, id, now_ms).await?;
         tx.commit().await?;
         Ok(())
+    }
+
+    /// What is left to refund of `payload`'s payment (cents): its hold's amount less what the
+    /// gateway says it refunded (`refunded_cents`); `None` for an unknown hold.
+    async fn left_to_refund(
+        &self,
+        payload: &Value,
+        refunded_cents: i64,
+    ) -> sqlx::Result<Option<i64>> {
+        let paid: Option<i64> = sqlx::query_scalar("SELECT amount_cents FROM holds WHERE id = $1")
+            .bind(payload["hold_id"].as_str().unwrap_or_default())
+            .fetch_optional(&self.db)
+            .await?;
+        Ok(paid.map(|p| p - refunded_cents))
     }
 
     /// An operator's refund the gateway refused (it answered a query, and the money is not
