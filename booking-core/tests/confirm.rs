@@ -84,6 +84,24 @@ async fn the_confirmation_email_names_what_was_booked(b: Backend) {
         !mail.contains("Seat"),
         "{b:?}: a pool booking names no seat\n{mail}"
     );
+    // Its cancellation names the pool too (third review: "Cancelled: Standing: 2 places").
+    let (st, v) = h
+        .admin_post(
+            &format!("/admin/bookings/{places}/cancel"),
+            json!({"operator": "ops", "refund": false}),
+        )
+        .await;
+    assert_eq!(st, 200, "{v}");
+    h.state.outbox().step(h.clock.now_ms()).await.unwrap();
+    let path = h
+        .mail
+        .path()
+        .join(format!("cancellation-email-cancel-{places}-1.eml"));
+    let mail = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        mail.contains("Cancelled: Standing: 2 places in FLOOR") && mail.contains("Not refunded."),
+        "{b:?}\n{mail}"
+    );
 }
 
 /// Hold `seat`, create the payment, click Pay; returns (hold id, payment id, callback URL).

@@ -19,6 +19,7 @@ on_both!(
     case_b14_refund_or_chargeback_at_the_gateway_cancels_once_waitlist_first,
     a_seat_refund_overtaken_by_a_full_refund_at_the_gateway_is_settled_and_told,
     a_refund_after_a_partial_refund_at_the_gateway_refunds_the_rest,
+    money_back_at_the_gateway_after_a_cancel_without_refund_is_recorded_and_told,
     operator_refunds_by_seat_then_in_full_and_cancels_without_refund,
     pool_bookings_listed_and_the_waitlist_opens_per_kind,
 );
@@ -399,6 +400,8 @@ async fn a_seat_refund_overtaken_by_a_full_refund_at_the_gateway_is_settled_and_
                 "Refunded by the payment provider: {}",
                 booking_core::outbox::mail::money(seat, "EUR")
             ),
+            // Sent after the whole cancellation's email (third review: it said the rest stands).
+            "The rest of your booking has been cancelled since",
         ],
     )
     .await;
@@ -500,6 +503,93 @@ async fn a_refund_after_a_partial_refund_at_the_gateway_refunds_the_rest(b: Back
         .await,
         0,
         "{b:?}: nothing left queued"
+    );
+}
+
+/// Money the provider gives back after an operator cancelled without refund is recorded and
+/// told in full (third newcomer review, both confirmed): a seat cancelled without refund, then
+/// the whole payment refunded in the console: the gateway's cancellation counts that seat's
+/// money too (it counted only the seats still booked: half); a booking cancelled whole without
+/// refund, then charged back: a `gateway-refund-email` with the whole amount and the back
+/// office's `refunded_cents` (it was `unchanged`, the fan's only email "Not refunded.").
+async fn money_back_at_the_gateway_after_a_cancel_without_refund_is_recorded_and_told(b: Backend) {
+    let h = Harness::on_with(b, |c| Harness::small_venue(c, 3)).await;
+    let t = h.token("pair");
+    let (st, v) = h.hold(&t, "k", &["A-1-1", "A-1-2"]).await;
+    assert_eq!(st, 201, "{v}");
+    let pair = v["hold_id"].as_str().unwrap().to_owned();
+    let total = v["amount_cents"].as_i64().unwrap();
+    let (_, back) = h.approve(&t, &pair).await;
+    h.http.get(back).send().await.unwrap();
+    let booking = booking_of(&h, &pair).await;
+    let (st, one) = cancel(
+        &h,
+        &booking,
+        json!({"seats": ["A-1-1"], "operator": "ops", "refund": false}),
+    )
+    .await;
+    assert_eq!((st, &one["refund"]), (200, &json!("none")), "{one}");
+    console(&h, &payment_of(&h, &pair).await, "refund").await;
+    h.wait_count(
+        "SELECT COUNT(*) FROM bookings WHERE status = 'cancelled' AND id = $1",
+        &booking,
+        1,
+    )
+    .await;
+    let eur = |c: i64| booking_core::outbox::mail::money(c, "EUR");
+    mail_says(
+        &h,
+        &format!("cancel-{booking}-2"),
+        &[
+            "Cancelled: Seat: A-1-2",
+            &format!("Refunded by the payment provider: {}", eur(total)),
+        ],
+    )
+    .await;
+
+    let single = h.buy("single", "A-1-3").await;
+    let b2 = booking_of(&h, &single).await;
+    let paid = gateway_payment(&h, &payment_of(&h, &single).await).await["amount_cents"]
+        .as_i64()
+        .unwrap();
+    let (st, none) = cancel(&h, &b2, json!({"operator": "ops", "refund": false})).await;
+    assert_eq!((st, &none["refund"]), (200, &json!("none")), "{none}");
+    console(&h, &payment_of(&h, &single).await, "dispute").await;
+    h.wait_count(
+        "SELECT COUNT(*) FROM cancellations WHERE refund = 'at-gateway' AND hold_id = $1",
+        &single,
+        1,
+    )
+    .await;
+    h.state.outbox().step(h.clock.now_ms()).await.unwrap();
+    let mail = std::fs::read_to_string(
+        h.mail
+            .path()
+            .join(format!("gateway-refund-email-cancel-{b2}-2.eml")),
+    )
+    .unwrap_or_else(|e| panic!("{b:?}: {e}: {:?}", h.mail_files()));
+    for want in [
+        "Subject: Your payment was returned to you".to_owned(),
+        format!("Refunded by the payment provider: {}", eur(paid)),
+        "disputed".to_owned(),
+    ] {
+        assert!(mail.contains(&want), "{b:?}: {want:?} missing from\n{mail}");
+    }
+    let list = admin_get(&h, &format!("/admin/shows/{SHOW}/bookings")).await;
+    let back: Vec<(String, i64)> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| {
+            (
+                x["booking_id"].as_str().unwrap().to_owned(),
+                x["refunded_cents"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert!(
+        back.contains(&(booking.clone(), total)) && back.contains(&(b2.clone(), paid)),
+        "{b:?}: the back office counts what the gateway gave back: {back:?}"
     );
 }
 

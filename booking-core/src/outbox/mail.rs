@@ -133,6 +133,7 @@ pub fn subject(kind: &str) -> &str {
         "confirmation-email" => "Your tickets are booked",
         "refund-notice" => "Your payment was refunded: the seats were no longer available",
         "cancellation-email" => "Your booking was cancelled",
+        "gateway-refund-email" => "Your payment was returned to you",
         "compensation-email" => "Your booking stands, with a compensation paid back to you",
         "oversell-moved-email" => "Your places were moved to another area",
         other => other,
@@ -160,6 +161,25 @@ pub struct Booked {
     /// Where the fan sees the booking: `{public_url}/confirmation.html?hold={hold}` (empty when
     /// the message names no hold).
     pub link: String,
+    /// A cancellation's booking is cancelled whole by the time its email is sent (a later
+    /// cancellation overtook it: its email may arrive first), so "the rest stands" is not said.
+    pub cancelled_since: bool,
+}
+
+/// A local time as the booking core writes it for software (`2026-10-25T01:30+01:00[Europe/London]`,
+/// `sale_common::localtime::show_in`) as a fan reads it: `2026-10-25 01:30 Europe/London
+/// (UTC+01:00)`, or `2030-06-01 19:00 UTC`. Anything else is given back as it is.
+pub fn readable_time(local: &str) -> String {
+    let parts = local.split_once('T').and_then(|(date, rest)| {
+        let (clock, zone) = rest.split_once('[')?;
+        let zone = zone.strip_suffix(']')?;
+        Some((date, clock.get(..5)?, clock.get(5..)?, zone))
+    });
+    match parts {
+        Some((date, hm, _, "UTC")) => format!("{date} {hm} UTC"),
+        Some((date, hm, offset, zone)) => format!("{date} {hm} {zone} (UTC{offset})"),
+        None => local.to_owned(),
+    }
 }
 
 /// `cents` as an amount with two decimals and its currency code (`123.45 EUR`; the code left
@@ -239,8 +259,18 @@ fn about(kind: &str, payload: &Value, b: &Booked) -> Vec<String> {
                 .unwrap_or_default();
             if !cancelled.is_empty() {
                 lines.push(format!("Cancelled: {}", seats(&cancelled)));
-            } else if let Some(n) = payload["quantity"].as_i64().filter(|n| *n > 0) {
-                lines.push(format!("Cancelled: {}", places(n, None)));
+            }
+            if let Some(n) = payload["quantity"].as_i64().filter(|n| *n > 0) {
+                let pool = b.places.as_ref().map(|(p, _)| p.as_str());
+                lines.push(format!("Cancelled: {}", places(n, pool)));
+            }
+            // A whole cancellation also ends the booking's interval (read with its parts).
+            if let (Some("cancelled"), Some((kind, resource, start, end))) =
+                (payload["booking_status"].as_str(), &b.interval)
+            {
+                lines.push(format!(
+                    "Cancelled: {kind} {resource} from {start} to {end}"
+                ));
             }
             let earlier = payload["refunded_earlier_cents"].as_i64().unwrap_or(0);
             let whole = payload["amount_cents"].as_i64().unwrap_or(0);
@@ -267,12 +297,27 @@ fn about(kind: &str, payload: &Value, b: &Booked) -> Vec<String> {
                 (_, Some(why)) if !why.is_empty() => lines.push(format!("Reason: {why}")),
                 _ => {}
             }
-            if payload["booking_status"].as_str() == Some("active") {
-                lines.push("The rest of your booking stands.".into());
+            match (payload["booking_status"].as_str(), b.cancelled_since) {
+                (Some("active"), false) => lines.push("The rest of your booking stands.".into()),
+                (Some("active"), true) => lines.push(
+                    "The rest of your booking has been cancelled since (another email says how)."
+                        .into(),
+                ),
+                _ => {}
             }
         }
         "refund-notice" => {
             lines.extend(amount.map(|a| format!("Refunded: {a}")));
+        }
+        "gateway-refund-email" => {
+            lines.extend(amount.map(|a| format!("Refunded by the payment provider: {a}")));
+            if payload["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("dispute"))
+            {
+                lines.push("Reason: the payment was disputed with the card issuer.".into());
+            }
+            lines.push("Your booking had been cancelled before.".into());
         }
         _ => {}
     }
@@ -315,4 +360,24 @@ pub fn write_mail(
     let tmp = dir.join(format!(".{kind}-{safe}.tmp"));
     std::fs::write(&tmp, body)?;
     std::fs::rename(tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{money, readable_time};
+
+    #[test]
+    fn times_and_amounts_as_a_fan_reads_them() {
+        assert_eq!(
+            readable_time("2026-10-25T01:30+01:00[Europe/London]"),
+            "2026-10-25 01:30 Europe/London (UTC+01:00)"
+        );
+        assert_eq!(
+            readable_time("2030-06-01T19:00+00:00[UTC]"),
+            "2030-06-01 19:00 UTC"
+        );
+        assert_eq!(readable_time("1767225600000"), "1767225600000");
+        assert_eq!(money(10_005, "EUR"), "100.05 EUR");
+        assert_eq!(money(-250, ""), "-2.50");
+    }
 }

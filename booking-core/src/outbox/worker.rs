@@ -413,8 +413,18 @@ impl Outbox {
             },
             ..Booked::default()
         };
-        if kind != "confirmation-email" {
+        // What was booked, for a confirmation and for a cancellation (its pool's name, and the
+        // interval a whole cancellation ends).
+        if !matches!(kind, "confirmation-email" | "cancellation-email") {
             return Ok(named);
+        }
+        if kind == "cancellation-email" && payload["booking_status"].as_str() == Some("active") {
+            let now: Option<String> =
+                sqlx::query_scalar("SELECT status FROM bookings WHERE id = $1")
+                    .bind(payload["booking_id"].as_str().unwrap_or_default())
+                    .fetch_optional(&self.db)
+                    .await?;
+            named.cancelled_since = now.as_deref() == Some("cancelled");
         }
         // One read for the three parts, seats first in the venue's order: `s` rows (seat id,
         // section, row, number), a `p` row (pool id, places), an `i` row (kind, resource, start
@@ -436,7 +446,7 @@ impl Outbox {
             jiff::Timestamp::from_millisecond(ms)
                 .ok()
                 .and_then(|t| sale_common::localtime::show_in(t, zone).ok())
-                .unwrap_or_else(|| ms.to_string())
+                .map_or_else(|| ms.to_string(), |t| super::mail::readable_time(&t))
         };
         for (part, a, b, x, y) in parts {
             match part.as_str() {

@@ -120,7 +120,39 @@ pub async fn cancel_in(
         }
     }
     if status == "cancelled" {
-        // the caller commits: keeps the event id, the delivery was handled
+        // Money back at the gateway for a booking an operator cancelled without refunding all
+        // of it (a chargeback after a cancel without refund): the money the fan got back is
+        // recorded, audited and told (third newcomer review: it was `unchanged`, the fan's
+        // only email said "Not refunded."); else nothing changes. The caller commits: keeps
+        // the event id, the delivery was handled.
+        if let Origin::Gateway { .. } = ask.origin {
+            let rest = total - money_back_so_far(tx, ask.booking_id).await?;
+            if rest > 0 {
+                let rec = Record {
+                    booking_id: ask.booking_id,
+                    hold: &hold,
+                    show: &show,
+                    visitor: &visitor,
+                    payment_id: &payment_id,
+                    seats: &[],
+                    quantity: 0,
+                    amount: rest,
+                    origin: "gateway",
+                    refund: "at-gateway",
+                    operator: None,
+                    reason: ask.reason,
+                    booking_status: "cancelled",
+                    mail: "gateway-refund-email",
+                };
+                let (_, body) = record(tx, &rec, now_ms).await?;
+                let why = format!(
+                    "{rest} cents back at the gateway after the cancellation: {}",
+                    ask.reason
+                );
+                db::audit(tx, now_ms, &show, &hold, "refunded", Actor::Webhook, &why).await?;
+                return Ok(Cancelled::Done(body));
+            }
+        }
         return Ok(Cancelled::Nothing);
     }
     let active: Vec<(String, i64)> = sqlx::query_as(
@@ -152,10 +184,13 @@ pub async fn cancel_in(
     .bind(ask.booking_id)
     .fetch_one(&mut **tx)
     .await?;
-    let amount = if whole {
-        total - already
-    } else {
-        chosen.iter().map(|c| c.1).sum()
+    let amount = match ask.origin {
+        // The provider gave back the whole payment: what the fan had not had back yet, also
+        // the seats an operator cancelled without refund (third newcomer review: those were
+        // left out, the email and the back office said half of what the gateway refunded).
+        Origin::Gateway { .. } => total - money_back_so_far(tx, ask.booking_id).await?,
+        _ if whole => total - already,
+        _ => chosen.iter().map(|c| c.1).sum(),
     };
     free_seats(tx, pg, &show, &hold, &seats, now_ms).await?;
     let quantity = match (&pool, whole) {
@@ -360,6 +395,19 @@ async fn offer(
         Some((p, q, _)) if whole => waitlist::offer_pool(tx, pg, show, id, p, *q, now_ms).await,
         _ => Ok(None),
     }
+}
+
+/// Cents of `booking` that went back to the fan so far or are on their way: its
+/// cancellations refunded by the shop (done or pending) or at the gateway; not those cancelled
+/// without refund.
+async fn money_back_so_far(tx: &mut Tx<'_>, booking: &str) -> sqlx::Result<i64> {
+    sqlx::query_scalar(
+        "SELECT CAST(COALESCE(SUM(amount_cents), 0) AS BIGINT) FROM cancellations \
+         WHERE booking_id = $1 AND refund IN ('pending', 'refunded', 'at-gateway')",
+    )
+    .bind(booking)
+    .fetch_one(&mut **tx)
+    .await
 }
 
 /// Money went back at the gateway (refund or chargeback, confirmed by querying it) for the
