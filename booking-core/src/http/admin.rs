@@ -119,8 +119,9 @@ type BookingRow = (
 );
 
 /// `GET /admin/shows/{show}/bookings`: every booking, seat, pool or interval, oldest first:
-/// `[{booking_id, hold_id, visitor_id, status, amount_cents (paid), refunded_cents (its
-/// cancellations refunded so far, by the shop or at the gateway), currency, seats,
+/// `[{booking_id, hold_id, visitor_id, status, amount_cents (paid), refunded_cents (what its
+/// cancellations gave back so far, by the shop or by the provider; a partial refund made in the
+/// gateway's console cancels nothing and is an alert, not counted), currency, seats,
 /// cancelled_seats, pool?, quantity?, interval?}]` (`interval` as in the fan's hold view: kind,
 /// resource, start and end in epoch ms and ISO 8601, blocked-until).
 #[utoipa::path(
