@@ -59,13 +59,13 @@ impl Mailer {
     }
 
     /// Sends one message of `kind` (`confirmation-email`, `refund-notice`, …) about `ref_id`,
-    /// its text made by [`body_text`] (with `booked`, what a confirmation names).
+    /// its text made by [`body_text`] from `booked` (the show, and what a confirmation names).
     pub async fn send(
         &self,
         ref_id: &str,
         kind: &str,
         payload: &Value,
-        booked: Option<&Booked>,
+        booked: &Booked,
     ) -> anyhow::Result<()> {
         let text = body_text(ref_id, kind, payload, booked);
         match self {
@@ -194,16 +194,14 @@ pub fn money(cents: i64, currency: &str) -> String {
     }
 }
 
-/// An email's plain text (UTF-8, CRLF lines): the subject as its first line; with `booked`,
-/// the show and what the message is about in words ([`about`]); then, for every message, its
+/// An email's plain text (UTF-8, CRLF lines): the subject as its first line; the show and what
+/// the message is about in words, from `booked` ([`about`]); then its
 /// reference (`ref_id`, also the `X-Ref` header) and the payload as JSON details, which
 /// software reading the mail directory may parse (the text after the `Details:` line).
-pub fn body_text(ref_id: &str, kind: &str, payload: &Value, booked: Option<&Booked>) -> String {
+pub fn body_text(ref_id: &str, kind: &str, payload: &Value, booked: &Booked) -> String {
     let mut lines = vec![format!("{}.", subject_of(kind, payload)), String::new()];
-    if let Some(b) = booked {
-        lines.extend(about(kind, payload, b));
-        lines.push(String::new());
-    }
+    lines.extend(about(kind, payload, booked));
+    lines.push(String::new());
     lines.push(format!("Reference: {ref_id}"));
     lines.push("Details:".into());
     lines.push(serde_json::to_string_pretty(payload).unwrap_or_default());

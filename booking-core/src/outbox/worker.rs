@@ -384,9 +384,7 @@ impl Outbox {
         now_ms: i64,
     ) -> anyhow::Result<()> {
         let booked = self.booked(kind, payload).await?;
-        self.mailer
-            .send(ref_id, kind, payload, Some(&booked))
-            .await?;
+        self.mailer.send(ref_id, kind, payload, &booked).await?;
         let mut tx = crate::db::begin_write(&self.db).await?;
         self.mark_sent(&mut tx, id, now_ms).await?;
         tx.commit().await?;
