@@ -393,9 +393,10 @@ impl Outbox {
 
     /// What an email of `kind` about `payload` names for the fan beside the payload: the
     /// show's and venue's names and currency from the configuration and the link to the
-    /// booking's page; for a `confirmation-email`, also what the hold booked (one read by its
-    /// `hold_id`: its seats in the venue's order, its pool places, its interval). A show the
-    /// configuration no longer has is named by its id.
+    /// booking's page; for a `confirmation-email` or `cancellation-email`, also what the hold
+    /// booked (one read by its `hold_id`: its seats in the venue's order, its pool places, its
+    /// interval) and, for a partial cancellation, whether the booking was cancelled whole since
+    /// (one read). A show the configuration no longer has is named by its id.
     async fn booked(&self, kind: &str, payload: &Value) -> sqlx::Result<Booked> {
         let hold = payload["hold_id"].as_str().unwrap_or_default();
         let show = payload["show"].as_str().unwrap_or_default();
