@@ -60,6 +60,7 @@ pub async fn connect(url: &str) -> anyhow::Result<Db> {
     let pool = match Backend::of_url(url)? {
         Backend::Sqlite => {
             if let Some(file) = single::sqlite_file(url) {
+                single::openable(url, &file)?;
                 single::lock_beside(&file)?;
             }
             let wal = is_sqlite_file(url);

@@ -27,6 +27,41 @@ pub fn sqlite_file(url: &str) -> Option<PathBuf> {
     (!path.is_empty() && !path.contains(":memory:")).then(|| PathBuf::from(path))
 }
 
+/// Refuses a SQLite URL whose file cannot be opened as asked, before SQLite's own bare
+/// "unable to open database file" (a newcomer review ran `--database sqlite:/path/sale.db`):
+/// the file is missing and the URL does not ask to create it (SQLite, and sqlx's URL, create a
+/// file only with `mode=rwc`; a mistyped path must not start a sale on an empty database), or
+/// the directory it would be created in does not exist.
+///
+/// Errors: a message naming the file and the URL that creates it.
+pub fn openable(url: &str, db_file: &Path) -> anyhow::Result<()> {
+    if db_file.exists() {
+        return Ok(());
+    }
+    let creates = url
+        .split_once('?')
+        .is_some_and(|(_, q)| q.split('&').any(|p| p == "mode=rwc"));
+    if !creates {
+        anyhow::bail!(
+            "the SQLite database {} does not exist; to create it, add ?mode=rwc to the URL              (sqlite://{}?mode=rwc)",
+            db_file.display(),
+            db_file.display()
+        );
+    }
+    let dir = match db_file.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        anyhow::bail!(
+            "cannot create the SQLite database {}: the directory {} does not exist",
+            db_file.display(),
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
 /// Takes (or reuses, within this process) the lock beside `db_file`.
 ///
 /// Errors: another process holds it (the message names the file and PostgreSQL), or the lock
@@ -80,5 +115,35 @@ mod tests {
         );
         assert_eq!(sqlite_file("sqlite::memory:"), None);
         assert_eq!(sqlite_file("postgres://u@h/db"), None);
+    }
+
+    #[test]
+    fn a_missing_sqlite_file_is_refused_with_the_url_that_creates_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("sale.db");
+        let url = format!("sqlite:{}", file.display());
+        let e = openable(&url, &file).expect_err("missing file without mode=rwc");
+        assert!(e.to_string().contains("?mode=rwc"), "{e}");
+        openable(&format!("{url}?mode=rwc"), &file).expect("mode=rwc creates it");
+        let nowhere = dir.path().join("no-such-dir").join("sale.db");
+        let e = openable(
+            &format!("sqlite://{}?mode=rwc", nowhere.display()),
+            &nowhere,
+        )
+        .expect_err("no directory");
+        assert!(e.to_string().contains("does not exist"), "{e}");
+        std::fs::write(&file, b"").expect("touch");
+        openable(&url, &file).expect("an existing file opens without mode=rwc");
+    }
+
+    #[tokio::test]
+    async fn connecting_to_a_missing_sqlite_file_says_how_to_create_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("sale.db");
+        let e = crate::db::connect(&format!("sqlite:{}", file.display()))
+            .await
+            .expect_err("missing file without mode=rwc");
+        assert!(e.to_string().contains("?mode=rwc"), "{e}");
+        assert!(!file.exists(), "nothing created");
     }
 }
