@@ -20,6 +20,7 @@ on_both!(
     a_seat_refund_overtaken_by_a_full_refund_at_the_gateway_is_settled_and_told,
     a_refund_after_a_partial_refund_at_the_gateway_refunds_the_rest,
     money_back_at_the_gateway_after_a_cancel_without_refund_is_recorded_and_told,
+    a_refund_the_gateway_refuses_is_one_alert_and_retried_until_it_is_made,
     operator_refunds_by_seat_then_in_full_and_cancels_without_refund,
     pool_bookings_listed_and_the_waitlist_opens_per_kind,
 );
@@ -441,6 +442,108 @@ async fn a_seat_refund_overtaken_by_a_full_refund_at_the_gateway_is_settled_and_
         h.count("SELECT COUNT(*) FROM alerts WHERE hold_id = $1", &hold)
             .await,
         0
+    );
+}
+
+/// An operator's refund the gateway refuses (`409 refund-refused`, the payment still completed
+/// and nothing refunded): the cancellation stays `pending`, the back office shows one
+/// `refund-refused` alert for the booking however often the outbox tries, and no email says
+/// a refund; once the gateway takes it, the next try after the retry wait refunds the whole
+/// amount once and the fan is told once.
+async fn a_refund_the_gateway_refuses_is_one_alert_and_retried_until_it_is_made(b: Backend) {
+    let h = Harness::on_with(b, |c| Harness::small_venue(c, 2)).await;
+    let hold = h.buy("refused", "A-1-1").await;
+    let booking = booking_of(&h, &hold).await;
+    let pid = payment_of(&h, &hold).await;
+    let paid = gateway_payment(&h, &pid).await["amount_cents"]
+        .as_i64()
+        .unwrap();
+    h.payment_faults(&pid, json!({"refuse_refund_rate": 1.0}))
+        .await;
+    let (st, v) = cancel(
+        &h,
+        &booking,
+        json!({"operator": "ops", "reason": "show moved"}),
+    )
+    .await;
+    assert_eq!((st, &v["refund"]), (200, &json!("pending")), "{v}");
+    let cancel_id = format!("cancel-{booking}-1");
+    let outbox = h.state.outbox();
+    for attempt in 0..3 {
+        let out = outbox.step(h.clock.now_ms()).await.unwrap();
+        assert_eq!(out.failed, 1, "{b:?}: attempt {attempt}: {out:?}");
+        h.clock
+            .advance_ms(booking_core::outbox::worker::RETRY_MS * (attempt + 1));
+    }
+    let refund: String = sqlx::query_scalar("SELECT refund FROM cancellations WHERE id = $1")
+        .bind(&cancel_id)
+        .fetch_one(&h.state.db)
+        .await
+        .unwrap();
+    assert_eq!(refund, "pending", "{b:?}");
+    let alerts: Value = h
+        .http
+        .get(format!("{}/admin/alerts", h.base))
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let ours: Vec<&Value> = alerts
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["hold_id"] == hold.as_str())
+        .collect();
+    assert_eq!(
+        ours.len(),
+        1,
+        "{b:?}: one alert however many tries: {alerts}"
+    );
+    assert_eq!(ours[0]["kind"], "refund-refused", "{alerts}");
+    let said = ours[0]["message"].as_str().unwrap();
+    assert!(
+        said.contains(&cancel_id) && said.contains("refund-refused"),
+        "{said}"
+    );
+    let email = h
+        .mail
+        .path()
+        .join(format!("cancellation-email-{cancel_id}.eml"));
+    assert!(!email.exists(), "no email before the money is back");
+    assert_eq!(gateway_payment(&h, &pid).await["refunded_cents"], 0);
+
+    h.payment_faults(&pid, json!({"refuse_refund_rate": 0.0}))
+        .await;
+    h.clock
+        .advance_ms(booking_core::outbox::worker::RETRY_MS * 4);
+    let out = outbox.step(h.clock.now_ms()).await.unwrap();
+    assert_eq!(out.failed, 0, "{b:?}: {out:?}");
+    let p = gateway_payment(&h, &pid).await;
+    assert_eq!(
+        (&p["status"], p["refunded_cents"].as_i64()),
+        (&json!("refunded"), Some(paid)),
+        "{p}"
+    );
+    mail_says(
+        &h,
+        &cancel_id,
+        &[&format!(
+            "Refunded: {}",
+            booking_core::outbox::mail::money(paid, "EUR")
+        )],
+    )
+    .await;
+    assert_eq!(
+        h.count(
+            "SELECT COUNT(*) FROM outbox WHERE sent_at IS NULL AND ref_id = $1",
+            &cancel_id
+        )
+        .await,
+        0,
+        "{b:?}: nothing left to send"
     );
 }
 

@@ -36,6 +36,10 @@ pub struct Faults {
     /// A Pay click approves, execute never completes it, and the gateway completes it by itself
     /// `late_success_delay_secs` after the session deadline (success after the deadline).
     pub late_success_rate: f64,
+    /// A refund answers `409 refund-refused` and refunds nothing, the payment still
+    /// `completed` (the gateway's own refusal, as real ones refuse a refund past their refund
+    /// window or beyond the merchant's balance).
+    pub refuse_refund_rate: f64,
     /// Delay added to every `/v1/*` API call, milliseconds (slow answers).
     pub delay_ms: u64,
     /// Delay before an execute takes effect, milliseconds, on top of `delay_ms`: queries
@@ -45,7 +49,7 @@ pub struct Faults {
 }
 
 impl Faults {
-    fn rates(&self) -> [f64; 9] {
+    fn rates(&self) -> [f64; 10] {
         [
             self.fail_rate,
             self.cancel_rate,
@@ -56,6 +60,7 @@ impl Faults {
             self.reorder_webhook_rate,
             self.drop_webhook_rate,
             self.late_success_rate,
+            self.refuse_refund_rate,
         ]
     }
 

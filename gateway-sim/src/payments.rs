@@ -211,14 +211,16 @@ pub fn do_refund(
 
 /// `POST /v1/payments/{id}/refund` (header `Idempotency-Key`, body `{"amount_cents"?}`) → the
 /// refund; the same key answers the same refund; 409 when the payment is not completed or the
-/// amount is more than what is left.
+/// amount is more than what is left, and `409 refund-refused` (nothing refunded) when the
+/// `refuse_refund_rate` fault fires.
 pub async fn refund(
     State(state): State<AppState>,
     headers: HeaderMap,
     Path(id): Path<String>,
     body: axum::body::Bytes,
 ) -> Result<Json<Value>, Problem> {
-    gate(&state, &headers, state.store.faults_for(&id)).await?;
+    let faults = state.store.faults_for(&id);
+    gate(&state, &headers, faults).await?;
     let Some(key) = headers
         .get("idempotency-key")
         .and_then(|v| v.to_str().ok())
@@ -227,6 +229,13 @@ pub async fn refund(
         return Err(Problem::bad_request("Idempotency-Key header required"));
     };
     let b = refund_body(&body)?;
+    if state.store.rng().fires(faults.refuse_refund_rate) {
+        return Err(Problem::new(
+            StatusCode::CONFLICT,
+            "refund-refused",
+            "The gateway refused the refund",
+        ));
+    }
     do_refund(&state, &id, key, b.amount_cents)
 }
 

@@ -90,6 +90,34 @@ pub enum GatewayError {
     Other(String),
 }
 
+/// The error of a call the gateway answered with an unexpected status: `"{call} answered
+/// {status}"`, followed by the problem's `type` and `title` when the body is an RFC 9457 problem
+/// (`"refund answered 409 Conflict: refund-refused (The gateway refused the refund)"`), each cut
+/// to [`SAID_CHARS`] characters, so an alert tells an operator why without a trip to the
+/// gateway's logs.
+async fn answered(call: &str, r: reqwest::Response) -> GatewayError {
+    let status = r.status();
+    let body: serde_json::Value = r.json().await.unwrap_or_default();
+    let said = |k: &str| -> Option<String> {
+        let v = body.get(k)?.as_str()?;
+        Some(
+            v.chars()
+                .filter(|c| !c.is_control())
+                .take(SAID_CHARS)
+                .collect(),
+        )
+    };
+    let why = match (said("type"), said("title")) {
+        (Some(t), Some(title)) => format!(": {t} ({title})"),
+        (Some(t), None) | (None, Some(t)) => format!(": {t}"),
+        (None, None) => String::new(),
+    };
+    GatewayError::Other(format!("{call} answered {status}{why}"))
+}
+
+/// Characters of a gateway problem's `type` or `title` kept in an error ([`answered`]).
+const SAID_CHARS: usize = 120;
+
 impl From<reqwest::Error> for GatewayError {
     fn from(e: reqwest::Error) -> Self {
         if e.is_timeout() {
@@ -187,10 +215,7 @@ impl Gateway {
             )
             .await?;
         if r.status() != reqwest::StatusCode::CREATED {
-            return Err(GatewayError::Other(format!(
-                "create answered {}",
-                r.status()
-            )));
+            return Err(answered("create", r).await);
         }
         Ok(r.json().await?)
     }
@@ -209,10 +234,7 @@ impl Gateway {
             return Err(GatewayError::Refused(st));
         }
         if !r.status().is_success() {
-            return Err(GatewayError::Other(format!(
-                "execute answered {}",
-                r.status()
-            )));
+            return Err(answered("execute", r).await);
         }
         Ok(r.json().await?)
     }
@@ -226,10 +248,7 @@ impl Gateway {
             )
             .await?;
         if !r.status().is_success() {
-            return Err(GatewayError::Other(format!(
-                "query answered {}",
-                r.status()
-            )));
+            return Err(answered("query", r).await);
         }
         Ok(r.json().await?)
     }
@@ -247,7 +266,7 @@ impl Gateway {
             return self.query(payment_id).await;
         }
         if !r.status().is_success() {
-            return Err(GatewayError::Other(format!("void answered {}", r.status())));
+            return Err(answered("void", r).await);
         }
         Ok(r.json().await?)
     }
@@ -269,10 +288,7 @@ impl Gateway {
         }
         let r = self.send(req).await?;
         if !r.status().is_success() {
-            return Err(GatewayError::Other(format!(
-                "refund answered {}",
-                r.status()
-            )));
+            return Err(answered("refund", r).await);
         }
         Ok(r.json().await?)
     }
