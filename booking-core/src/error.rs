@@ -40,8 +40,9 @@ impl IntoResponse for ApiError {
             }
             ApiError::Db(sqlx::Error::Database(e)) if is_lock_wait(&*e) => {
                 // A row or table lock not granted within the session's `lock_timeout` (the
-                // hold requests' connections, `db::lock_wait_session`): the statement wrote
-                // nothing. Not an outage: the gate stays open.
+                // hold requests' connections, `db::lock_wait_session`), or SQLite's write
+                // lock past `busy_timeout`: the statement wrote nothing. Not an outage: the
+                // gate stays open.
                 tracing::warn!(error = %e, "a lock wait timed out; client asked to retry");
                 lock_wait().into_response()
             }
@@ -104,9 +105,19 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// Whether a database error is a lock not granted within `lock_timeout` (SQLSTATE 55P03).
+/// Whether a database error is a lock not granted in time: PostgreSQL's `lock_timeout`
+/// (SQLSTATE 55P03), or SQLite's write lock still held by another connection or process when
+/// the connection's `busy_timeout` ran out (`SQLITE_BUSY`, `SQLITE_LOCKED` and their extended
+/// codes, <https://www.sqlite.org/rescode.html>: a newcomer review held `BEGIN IMMEDIATE` in
+/// the `sqlite3` shell and pay, the callback, a paid hold's release, leave and an operator's
+/// cancel answered 500). Either way the statement wrote nothing and a retry may succeed.
 pub fn is_lock_wait(e: &(dyn sqlx::error::DatabaseError + 'static)) -> bool {
-    e.code().as_deref() == Some("55P03")
+    e.code().as_deref().is_some_and(|c| {
+        c == "55P03"
+            // SQLite's result codes are numbers (an extended code keeps its primary code in
+            // the low byte); PostgreSQL's SQLSTATEs are always five characters.
+            || (c.len() < 5 && c.parse::<u32>().is_ok_and(|n| matches!(n & 0xff, 5 | 6)))
+    })
 }
 
 /// Whether `e` is a statement's lock wait past the session's `lock_timeout` ([`is_lock_wait`]).
@@ -123,7 +134,8 @@ impl ApiError {
 }
 
 /// `503` + `Retry-After: 1`: another transaction holds a lock the request waited for past the
-/// limit (`Config::hold_lock_wait_ms`), nothing written.
+/// limit (`Config::hold_lock_wait_ms` on PostgreSQL, the 5 s `busy_timeout` on SQLite),
+/// nothing written.
 pub fn lock_wait() -> Problem {
     Problem::unavailable(
         "another transaction holds a lock this request waits for (its seats, its key); try again",

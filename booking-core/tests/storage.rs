@@ -576,3 +576,66 @@ async fn unfinished_body_on(backend: Backend) {
     let (st, body) = h.hold(&h.token("after"), "k-after", &["A-1-2"]).await;
     assert_eq!(st, 201, "{body}");
 }
+
+/// SQLite's write lock held by another process past the connection's 5 s `busy_timeout` (a
+/// newcomer review: `BEGIN IMMEDIATE` in the `sqlite3` shell): pay and an operator's cancel are
+/// `503` + `Retry-After` with nothing written, not `500` (`SQLITE_BUSY` fell through to the
+/// internal error), and both succeed once the lock is let go. Red without: 500 without
+/// `Retry-After`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sqlite_write_lock_held_elsewhere_is_a_503_with_retry_after_never_500() {
+    let h = Harness::on(Backend::Sqlite).await;
+    let sold = h.buy("booked", "A-1-1").await;
+    let booking: String = sqlx::query_scalar("SELECT id FROM bookings WHERE hold_id = $1")
+        .bind(&sold)
+        .fetch_one(&h.state.db)
+        .await
+        .unwrap();
+    let t = h.token("payer");
+    let (st, held) = h.hold(&t, "pay-key", &["A-1-2"]).await;
+    assert_eq!(st, 201, "{held}");
+    let hold = held["hold_id"].as_str().unwrap().to_owned();
+    let file = h.db_dir.as_ref().unwrap().path().join("booking.db");
+    // Another process's writer (its own connection to the file), holding the lock throughout.
+    let payments = h.sim_payments().await.len();
+    let other = rusqlite::Connection::open(&file).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let pay = async {
+        let r = h
+            .http
+            .post(format!("{}/api/holds/{hold}/pay", h.base))
+            .bearer_auth(&t)
+            .send()
+            .await
+            .unwrap();
+        let retry = r.headers().get("retry-after").cloned();
+        (
+            r.status().as_u16(),
+            retry,
+            r.json::<serde_json::Value>().await.unwrap(),
+        )
+    };
+    let cancel = async {
+        h.cancel_booking(&booking, serde_json::json!({"operator": "ops"}))
+            .await
+    };
+    let ((pay_st, retry, pay_body), (cancel_st, cancel_body)) = tokio::join!(pay, cancel);
+    assert_eq!(
+        (pay_st, retry.is_some(), pay_body["type"].as_str()),
+        (503, true, Some("/problems/unavailable")),
+        "{pay_body}"
+    );
+    assert_eq!(cancel_st, 503, "{cancel_body}");
+    assert_eq!(
+        h.sim_payments().await.len(),
+        payments,
+        "no payment created while the lock was held"
+    );
+    other.execute_batch("ROLLBACK").unwrap();
+    let paid = h.pay(&t, &hold).await;
+    assert!(paid["payment_id"].is_string(), "{paid}");
+    let (st, v) = h
+        .cancel_booking(&booking, serde_json::json!({"operator": "ops"}))
+        .await;
+    assert_eq!(st, 200, "{v}");
+}
