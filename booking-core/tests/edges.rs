@@ -481,16 +481,7 @@ async fn a_refund_the_gateway_refuses_is_one_alert_and_retried_until_it_is_made(
         .await
         .unwrap();
     assert_eq!(refund, "pending", "{b:?}");
-    let alerts: Value = h
-        .http
-        .get(format!("{}/admin/alerts", h.base))
-        .bearer_auth(ADMIN)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let alerts = h.admin_get("/admin/alerts").await;
     let ours: Vec<&Value> = alerts
         .as_array()
         .unwrap()
