@@ -11,6 +11,7 @@ on_both!(
     execute_timeout_queries_once_and_confirms,
     reconciler_pays_completed_and_releases_unpaid_expired,
     a_fan_release_never_strands_a_payment_started_meanwhile,
+    a_payment_the_database_could_not_store_never_leaves_its_hold_stuck,
 );
 
 use sale_common::Clock;
@@ -549,4 +550,114 @@ async fn approved_with_slow_execute(
     h.payment_faults(&pid, json!({"execute_delay_ms": delay_ms}))
         .await;
     (hold, back)
+}
+
+/// A pay whose created payment could not be stored (a newcomer review: another session locked
+/// the database between the claim and the store, on both stores) left the hold's claim
+/// (`pending:…`) behind, and every pay and release answered `409 payment-in-progress` until the
+/// hold lapsed 8 minutes later, the seat lost. Here the lock is taken while the gateway is
+/// creating the payment and kept until the pay has answered (`503`, `Retry-After`): so long as
+/// the claim could have a live owner the pay is still `409`; once it is abandoned
+/// (`PAYMENT_CLAIM_STALE_MS`, the clock moved past it) a pay takes it over and creates a new
+/// payment, which the fan pays. Red without: `409 payment-in-progress` after the clock moved.
+async fn a_payment_the_database_could_not_store_never_leaves_its_hold_stuck(b: Backend) {
+    // The gateway's create below takes 3 s (the lock is taken meanwhile), well within the
+    // client's timeout.
+    let h = Harness::on_with(b, |c| {
+        c.gateway_timeout = std::time::Duration::from_secs(10)
+    })
+    .await;
+    // Another fan's payment first: the gateway's access token is then stored, so the lock
+    // below meets the pay at its store, not at the token's.
+    hold_and_pay(&h, "first", "A-1-2").await;
+    let ids = |all: Vec<Value>| -> Vec<String> {
+        all.iter()
+            .filter_map(|p| p["payment_id"].as_str().map(String::from))
+            .collect()
+    };
+    let before = ids(h.sim_payments().await);
+    let t = h.token("locked-out");
+    let (st, held) = h.hold(&t, "k", &["A-1-1"]).await;
+    assert_eq!(st, 201, "{held}");
+    let hold = held["hold_id"].as_str().unwrap().to_owned();
+    h.faults(json!({"delay_ms": 3_000})).await;
+    let paying = {
+        let (http, url, t) = (
+            h.http.clone(),
+            format!("{}/api/holds/{hold}/pay", h.base),
+            t.clone(),
+        );
+        tokio::spawn(async move {
+            let r = http.post(url).bearer_auth(&t).send().await.unwrap();
+            let retry = r.headers().contains_key("retry-after");
+            (r.status().as_u16(), retry)
+        })
+    };
+    h.wait_count(
+        "SELECT COUNT(*) FROM holds WHERE id = $1 AND payment_id LIKE 'pending:%'",
+        &hold,
+        1,
+    )
+    .await;
+    // Another session takes the writes the store (and the claim's give-back) needs while the
+    // gateway is still creating the payment.
+    let file = h.db_dir.as_ref().unwrap().path().join("booking.db");
+    let sqlite_lock = (b == Backend::Sqlite).then(|| {
+        let c = rusqlite::Connection::open(&file).unwrap();
+        c.execute_batch("BEGIN IMMEDIATE").unwrap();
+        c
+    });
+    let mut pg_lock = None;
+    if b == Backend::Postgres {
+        let mut tx = h.state.db.begin().await.unwrap();
+        sqlx::query("LOCK TABLE holds IN EXCLUSIVE MODE")
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        pg_lock = Some(tx);
+    }
+    let (st, retry) = paying.await.unwrap();
+    assert_eq!((st, retry), (503, true), "{b:?}: the store's lock wait");
+    if let Some(c) = sqlite_lock {
+        c.execute_batch("ROLLBACK").unwrap();
+    }
+    if let Some(tx) = pg_lock {
+        tx.rollback().await.unwrap();
+    }
+    h.faults(json!({"delay_ms": 0})).await;
+    let orphans: Vec<String> = ids(h.sim_payments().await)
+        .into_iter()
+        .filter(|p| !before.contains(p))
+        .collect();
+    assert_eq!(orphans.len(), 1, "{b:?}: the gateway created one payment");
+    // The claim's owner may still be running: not taken over yet.
+    let r = pay(&h, &t, &hold).await;
+    assert_eq!(r.status(), 409, "{b:?}");
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["type"], "/problems/payment-in-progress", "{v}");
+    // Abandoned: the next pay takes the claim over and pays with a new payment.
+    h.clock
+        .advance_ms(booking_core::payments::PAYMENT_CLAIM_STALE_MS + 1_000);
+    let r = pay(&h, &t, &hold).await;
+    assert_eq!(r.status(), 200, "{b:?}: {}", r.text().await.unwrap());
+    let p: Value = r.json().await.unwrap();
+    let pid = p["payment_id"].as_str().unwrap();
+    assert!(!orphans.iter().any(|o| o == pid), "{b:?}: a new payment");
+    let back = h
+        .http
+        .post(format!("{}/pay", p["checkout_url"].as_str().unwrap()))
+        .send()
+        .await
+        .unwrap();
+    let back = back.headers()["location"].to_str().unwrap().to_owned();
+    h.http.get(back).send().await.unwrap();
+    assert_eq!(
+        h.count(
+            "SELECT COUNT(*) FROM holds WHERE id = $1 AND status = 'PAID'",
+            &hold
+        )
+        .await,
+        1,
+        "{b:?}: paid"
+    );
 }

@@ -476,7 +476,7 @@ async fn checkout_statements(b: Backend) {
     let calls = stop_counting();
     assert_eq!(
         attempt.as_ref().ok(),
-        Some(&1),
+        Some(&Some(1)),
         "{b:?} the first attempt: {attempt:?}"
     );
     assert_eq!(

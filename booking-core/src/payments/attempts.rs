@@ -40,11 +40,13 @@ pub struct NewPayment<'a> {
 
 /// Stores a payment the gateway created: on the hold (in place of its claim), as the hold's
 /// current attempt (numbered after its earlier attempts), and in an audit row
-/// (`payment-created`, the payment id as its reason). The attempt's number. On PostgreSQL one
-/// statement with no `BEGIN`/`COMMIT` (the hold's update and the audit row as data-modifying
-/// CTEs: they touch other rows than the attempt's insert); on SQLite one call in a
-/// transaction. In the seed rehearsal this was five round trips for each of ~13,000 payments.
-pub async fn store_created(db: &Db, p: &NewPayment<'_>, now_ms: i64) -> sqlx::Result<i64> {
+/// (`payment-created`, the payment id as its reason), all only while the hold still carries
+/// the claim. The attempt's number, or `None` when the claim was no longer the hold's (taken
+/// over as abandoned, `super::PAYMENT_CLAIM_STALE_MS`, or the hold released): nothing written.
+/// On PostgreSQL one statement with no `BEGIN`/`COMMIT` (the hold's update and the audit row as
+/// data-modifying CTEs: they touch other rows than the attempt's insert); on SQLite one call in
+/// a transaction. In the seed rehearsal this was five round trips for each of ~13,000 payments.
+pub async fn store_created(db: &Db, p: &NewPayment<'_>, now_ms: i64) -> sqlx::Result<Option<i64>> {
     let mut b = db::Binds::default();
     let (pid, sig, url, hold, token, at, show) = (
         b.push(p.payment_id.to_owned()),
@@ -55,10 +57,20 @@ pub async fn store_created(db: &Db, p: &NewPayment<'_>, now_ms: i64) -> sqlx::Re
         b.push(now_ms),
         b.push(p.show_id.to_owned()),
     );
+    let pg = db::backend(db) == db::Backend::Postgres;
     let on_hold = format!(
         "UPDATE holds SET payment_id = {pid}, payment_signature = {sig}, checkout_url = {url} \
-         WHERE id = {hold} AND payment_id = {token}"
+         WHERE id = {hold} AND status = 'HELD' AND payment_id = {token}{}",
+        if pg { " RETURNING id" } else { "" }
     );
+    // Whether the hold took the payment: on PostgreSQL the update's own rows (`w0`: the CTEs
+    // share one snapshot, which does not see the update); on SQLite, whose statements run one
+    // after another, the hold as it is now (the gateway's payment id is new to every hold).
+    let took = if pg {
+        "EXISTS (SELECT 1 FROM w0)".to_owned()
+    } else {
+        format!("EXISTS (SELECT 1 FROM holds WHERE id = {hold} AND payment_id = {pid})")
+    };
     let audit = db::audit_sql(
         &mut b,
         &at,
@@ -67,18 +79,22 @@ pub async fn store_created(db: &Db, p: &NewPayment<'_>, now_ms: i64) -> sqlx::Re
         "payment-created",
         Actor::Api,
         p.payment_id,
-        None,
+        Some(&took),
     );
-    // The next number and the row in one statement.
+    // The next number and the row in one statement (an aggregate answers one row even over no
+    // rows: `HAVING` makes it none when the hold did not take the payment).
     let attempt = format!(
         "INSERT INTO payment_attempts (payment_id, hold_id, attempt, status, signature, created_at) \
          SELECT {pid}, {hold}, COALESCE(MAX(attempt), 0) + 1, 'current', {sig}, {at} \
-         FROM payment_attempts WHERE hold_id = {hold} RETURNING CAST(attempt AS BIGINT)"
+         FROM payment_attempts WHERE hold_id = {hold} HAVING {took} \
+         RETURNING CAST(attempt AS BIGINT)"
     );
-    if db::backend(db) == db::Backend::Postgres {
+    if pg {
         let ctes: Vec<String> = db::data_ctes(&[on_hold, audit]).collect();
         let sql = format!("WITH {} {attempt}", ctes.join(", "));
-        return sqlx::query_scalar_with(&sql, b.args()).fetch_one(db).await;
+        return sqlx::query_scalar_with(&sql, b.args())
+            .fetch_optional(db)
+            .await;
     }
     // SQLite: the three statements in one call to the connection's worker, in a writer's
     // transaction (`BEGIN IMMEDIATE`); the row is the last statement's (`fetch_all` runs
@@ -88,9 +104,8 @@ pub async fn store_created(db: &Db, p: &NewPayment<'_>, now_ms: i64) -> sqlx::Re
     let rows: Vec<i64> = sqlx::query_scalar_with(&sql, b.args())
         .fetch_all(&mut *tx)
         .await?;
-    let n = rows.first().copied().ok_or(sqlx::Error::RowNotFound)?;
     tx.commit().await?;
-    Ok(n)
+    Ok(rows.first().copied())
 }
 
 /// Remembers the gateway's final answer (cancelled, failed, expired) about an attempt: the
@@ -159,6 +174,9 @@ pub async fn pay_again(state: &AppState, hold: &Hold, old: &str) -> ApiResult<Va
     }
     match hold.payment_id.as_deref() {
         None => return super::start(state, hold).await,
+        Some(cur) if super::claim_is_stale(cur, state.clock.now_ms()) => {
+            return super::start(state, hold).await
+        }
         Some(cur) if cur.starts_with("pending:") => {
             return in_progress("another payment for this hold is being created")
         }
@@ -182,8 +200,8 @@ pub async fn pay_again(state: &AppState, hold: &Hold, old: &str) -> ApiResult<Va
             return Err(super::gateway_unavailable(StatusCode::SERVICE_UNAVAILABLE).into());
         }
     }
-    let token = format!("pending:{}", uuid::Uuid::new_v4());
     let now = state.clock.now_ms();
+    let token = super::claim_token(now);
     let mut tx = db::begin_write(&state.db).await?;
     let switched = sqlx::query(
         "UPDATE holds SET payment_id = $1, payment_signature = NULL, checkout_url = NULL, \

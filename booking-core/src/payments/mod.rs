@@ -40,6 +40,31 @@ use confirm::{confirm_paid, Confirm};
 /// An execute claim older than this is considered abandoned (crashed owner), ms.
 const EXECUTE_STALE_MS: i64 = 60_000;
 
+/// A payment claim (`pending:{ms}:{uuid}`, [`claim_token`]) older than this is abandoned, ms:
+/// the call that made it ended without storing a payment or giving the claim back (its store
+/// failed while the database was locked or down, then so did the give-back; or the process
+/// died between the gateway's create and the store). Longer than a create and its store take
+/// at most (the gateway's 5 s timeout, the checkout's lock waits, the request limit's 15 s);
+/// a late store by the abandoned call finds the claim gone and writes nothing
+/// ([`attempts::store_created`]). A newcomer review saw such a claim answer every pay and
+/// release `409 payment-in-progress` until the hold lapsed (8 minutes), the seat lost.
+pub const PAYMENT_CLAIM_STALE_MS: i64 = 30_000;
+
+/// A fresh payment claim for a hold's `payment_id` at `now_ms`: `pending:{now_ms}:{uuid}`.
+pub(crate) fn claim_token(now_ms: i64) -> String {
+    format!("pending:{now_ms}:{}", uuid::Uuid::new_v4())
+}
+
+/// Whether `payment_id` is a payment claim older than [`PAYMENT_CLAIM_STALE_MS`] at `now_ms`.
+/// A claim without its time (`pending:{uuid}`, made before claims carried it) is never stale.
+pub(crate) fn claim_is_stale(payment_id: &str, now_ms: i64) -> bool {
+    payment_id
+        .strip_prefix("pending:")
+        .and_then(|rest| rest.split_once(':'))
+        .and_then(|(ms, _)| ms.parse::<i64>().ok())
+        .is_some_and(|at| now_ms.saturating_sub(at) > PAYMENT_CLAIM_STALE_MS)
+}
+
 /// What the gateway says about a hold's payment after [`settle`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Settlement {
@@ -306,15 +331,29 @@ pub async fn start(state: &AppState, hold: &Hold) -> ApiResult<Value> {
         return current_answer(state, hold).await;
     }
     payable(state, hold)?;
-    let token = format!("pending:{}", uuid::Uuid::new_v4());
+    let now = state.clock.now_ms();
+    let token = claim_token(now);
+    // An abandoned claim is taken over (`PAYMENT_CLAIM_STALE_MS`); `payment_id = NULL` never
+    // holds, so without one only a hold with no payment is claimed.
+    let stale = hold
+        .payment_id
+        .as_deref()
+        .filter(|p| claim_is_stale(p, now));
     let claimed = sqlx::query(
-        "UPDATE holds SET payment_id = $1 WHERE id = $2 AND status = 'HELD' AND payment_id IS NULL",
+        "UPDATE holds SET payment_id = $1 WHERE id = $2 AND status = 'HELD' \
+         AND (payment_id IS NULL OR payment_id = $3)",
     )
     .bind(&token)
     .bind(&hold.id)
+    .bind(stale)
     .execute(&state.db)
     .await?
     .rows_affected();
+    if claimed == 1 {
+        if let Some(old) = stale {
+            tracing::warn!(hold = %hold.id, claim = %old, "took over an abandoned payment claim");
+        }
+    }
     if claimed == 0 {
         // Released (or paid) since it was read: say so, not "in progress".
         if let Some(now) = holds::load(&state.db, &hold.id).await? {
@@ -387,10 +426,50 @@ pub(crate) async fn create_at_gateway(
         signature: &created.signature,
         checkout_url: &created.checkout_url,
     };
-    let attempt = attempts::store_created(&state.db, &stored, now).await?;
+    let attempt = match attempts::store_created(&state.db, &stored, now).await {
+        Ok(Some(attempt)) => attempt,
+        Ok(None) => {
+            // The claim was no longer the hold's (taken over as abandoned, or the hold ended):
+            // nothing was stored, and this payment, never shown to the fan, is voided.
+            void_unshown(state, &hold.id, &created.payment_id).await;
+            let Some(now_hold) = holds::load(&state.db, &hold.id).await? else {
+                return Err(Problem::not_found(format!("hold {}", hold.id)).into());
+            };
+            payable(state, &now_hold)?;
+            return current_answer(state, &now_hold).await;
+        }
+        Err(e) => {
+            // Not stored (a lock held past its wait, the database gone): the claim is given
+            // back so the fan's retry pays, unless the store did commit and only its answer
+            // was lost (the hold then carries the payment, not the claim, and the give-back
+            // changes nothing). Given back, the payment was not stored: void it. When the
+            // give-back fails too, the claim is taken over once abandoned.
+            let given_back =
+                sqlx::query("UPDATE holds SET payment_id = NULL WHERE id = $1 AND payment_id = $2")
+                    .bind(&hold.id)
+                    .bind(token)
+                    .execute(&state.db)
+                    .await
+                    .is_ok_and(|r| r.rows_affected() == 1);
+            tracing::warn!(error = %e, hold = %hold.id, given_back, "created payment not stored");
+            if given_back {
+                void_unshown(state, &hold.id, &created.payment_id).await;
+            }
+            return Err(e.into());
+        }
+    };
     Ok(
         json!({"payment_id": created.payment_id, "checkout_url": created.checkout_url, "attempt": attempt}),
     )
+}
+
+/// Voids `payment_id`, a payment the gateway created for `hold_id` that was not stored and
+/// whose checkout URL no fan was given (so nobody can have approved it); an error is only
+/// logged (unvoided, it lapses at the gateway at its payment session's end).
+async fn void_unshown(state: &AppState, hold_id: &str, payment_id: &str) {
+    if let Err(e) = state.gateway.void(payment_id).await {
+        tracing::warn!(error = %e, hold = %hold_id, payment = %payment_id, "void of an unstored payment failed");
+    }
 }
 
 /// hex HMAC-SHA256(secret, payment_id), the gateway's per-payment signature.
@@ -658,6 +737,10 @@ pub async fn release_by_fan(state: &AppState, hold: &Hold) -> ApiResult<Value> {
     }
     let reason = match (&hold.payment_id, real_payment_id(hold)) {
         (None, _) => FAN_RELEASE.to_owned(),
+        // An abandoned claim (`PAYMENT_CLAIM_STALE_MS`): no payment was stored or shown.
+        (Some(p), None) if claim_is_stale(p, state.clock.now_ms()) => {
+            format!("{FAN_RELEASE}; abandoned payment claim")
+        }
         (Some(_), None) => return conflict("payment-in-progress", "Payment is being created"),
         (Some(_), Some(pid)) => match state.gateway.void(pid).await {
             Ok(s) if s.status.is_dead() => {
