@@ -1024,7 +1024,8 @@ async fn operator_refunds_by_seat_then_in_full_and_cancels_without_refund(b: Bac
         .await
         .unwrap();
     assert_eq!(page.status(), 200);
-    assert!(page.text().await.unwrap().contains("/admin/bookings/"));
+    let page = page.text().await.unwrap();
+    assert!(page.contains("/admin/bookings/") && page.contains("/admin/alerts"));
 }
 
 /// The bookings list includes pool bookings; the waitlist opens only when nothing of the kind

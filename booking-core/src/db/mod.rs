@@ -83,7 +83,18 @@ pub async fn connect(url: &str) -> anyhow::Result<Db> {
                 .connect(url)
                 .await?
         }
-        Backend::Postgres => pg_pool(PG_POOL).connect(url).await?,
+        Backend::Postgres => pg_pool(PG_POOL).connect(url).await.map_err(|e| {
+            // sqlx says only "pool timed out while waiting for an open connection" when the
+            // server refuses or does not answer (a newcomer review): name where it looked.
+            let at = pg_where(url);
+            match e {
+                sqlx::Error::PoolTimedOut => anyhow::anyhow!(
+                    "cannot connect to PostgreSQL at {at} within 5 s: is it running and accepting \
+                     connections there? (database_url)"
+                ),
+                e => anyhow::anyhow!("cannot connect to PostgreSQL at {at}: {e}"),
+            }
+        })?,
     };
     match backend(&pool) {
         Backend::Sqlite => SQLITE_MIGRATIONS.run(&pool).await?,
@@ -254,6 +265,20 @@ pub fn sibling_pool_with(db: &Db, max: u32, session: Arc<str>) -> Db {
 /// The options of a PostgreSQL pool of `max` connections: a 5 s acquire timeout (then 503),
 /// a ping only before reusing a connection idle for a while ([`ping_if_idle`]), generic plans
 /// for prepared statements and no JIT compiling ([`PG_SESSION`]).
+/// Where a PostgreSQL URL points, for an error: `host:port/database`, never the password.
+fn pg_where(url: &str) -> String {
+    use std::str::FromStr;
+    match sqlx::postgres::PgConnectOptions::from_str(url) {
+        Ok(o) => format!(
+            "{}:{}/{}",
+            o.get_host(),
+            o.get_port(),
+            o.get_database().unwrap_or_default()
+        ),
+        Err(_) => "the configured database_url".to_owned(),
+    }
+}
+
 fn pg_pool(max: u32) -> AnyPoolOptions {
     pg_pool_with(max, Arc::from(""))
 }

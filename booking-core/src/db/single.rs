@@ -28,25 +28,23 @@ pub fn sqlite_file(url: &str) -> Option<PathBuf> {
 }
 
 /// Refuses a SQLite URL whose file cannot be opened as asked, before SQLite's own bare
-/// "unable to open database file" (a newcomer review ran `--database sqlite:/path/sale.db`):
-/// the file is missing and the URL does not ask to create it (SQLite, and sqlx's URL, create a
-/// file only with `mode=rwc`; a mistyped path must not start a sale on an empty database), or
-/// the directory it would be created in does not exist.
+/// "unable to open database file" (newcomer reviews ran `--database sqlite:/path/sale.db`, and a
+/// directory's path): the path is a directory; the directory the file would be in does not
+/// exist; or the file is missing and the URL does not ask to create it (SQLite, and sqlx's URL,
+/// create a file only with `mode=rwc`; a mistyped path must not start a sale on an empty
+/// database).
 ///
-/// Errors: a message naming the file and the URL that creates it.
+/// Errors: a message naming the path and what to do.
 pub fn openable(url: &str, db_file: &Path) -> anyhow::Result<()> {
-    if db_file.exists() {
-        return Ok(());
-    }
-    let creates = url
-        .split_once('?')
-        .is_some_and(|(_, q)| q.split('&').any(|p| p == "mode=rwc"));
-    if !creates {
+    if db_file.is_dir() {
         anyhow::bail!(
-            "the SQLite database {} does not exist; to create it, add ?mode=rwc to the URL              (sqlite://{}?mode=rwc)",
+            "the SQLite database {} is a directory; name a file in it (sqlite://{}/booking.db?mode=rwc)",
             db_file.display(),
             db_file.display()
         );
+    }
+    if db_file.exists() {
+        return Ok(());
     }
     let dir = match db_file.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
@@ -54,9 +52,21 @@ pub fn openable(url: &str, db_file: &Path) -> anyhow::Result<()> {
     };
     if !dir.is_dir() {
         anyhow::bail!(
-            "cannot create the SQLite database {}: the directory {} does not exist",
+            "the SQLite database {} cannot be created: the directory {} does not exist \
+             (create it first, or name a file in an existing directory)",
             db_file.display(),
             dir.display()
+        );
+    }
+    let creates = url
+        .split_once('?')
+        .is_some_and(|(_, q)| q.split('&').any(|p| p == "mode=rwc"));
+    if !creates {
+        anyhow::bail!(
+            "the SQLite database {} does not exist; to create it, add ?mode=rwc to the URL \
+             (sqlite://{}?mode=rwc)",
+            db_file.display(),
+            db_file.display()
         );
     }
     Ok(())
@@ -124,6 +134,10 @@ mod tests {
         let url = format!("sqlite:{}", file.display());
         let e = openable(&url, &file).expect_err("missing file without mode=rwc");
         assert!(e.to_string().contains("?mode=rwc"), "{e}");
+        assert!(
+            !e.to_string().contains("  "),
+            "one space between words: {e}"
+        );
         openable(&format!("{url}?mode=rwc"), &file).expect("mode=rwc creates it");
         let nowhere = dir.path().join("no-such-dir").join("sale.db");
         let e = openable(
@@ -132,8 +146,29 @@ mod tests {
         )
         .expect_err("no directory");
         assert!(e.to_string().contains("does not exist"), "{e}");
+        let e = openable(&format!("sqlite:{}", nowhere.display()), &nowhere)
+            .expect_err("no directory, no mode=rwc");
+        assert!(e.to_string().contains("no-such-dir does not exist"), "{e}");
+        let e = openable(&format!("sqlite:{}", dir.path().display()), dir.path())
+            .expect_err("a directory");
+        assert!(e.to_string().contains("is a directory"), "{e}");
+        assert!(
+            !e.to_string().contains("  "),
+            "one space between words: {e}"
+        );
         std::fs::write(&file, b"").expect("touch");
         openable(&url, &file).expect("an existing file opens without mode=rwc");
+    }
+
+    #[tokio::test]
+    async fn connecting_to_a_refusing_postgresql_names_where_it_looked() {
+        // Port 1: nothing listens there; the pool gives up after its 5 s.
+        let e = crate::db::connect("postgres://sale:secret@127.0.0.1:1/booking")
+            .await
+            .expect_err("nothing listens on port 1");
+        let said = e.to_string();
+        assert!(said.contains("127.0.0.1:1/booking"), "{said}");
+        assert!(!said.contains("secret"), "no password in the error: {said}");
     }
 
     #[tokio::test]
