@@ -639,3 +639,48 @@ async fn a_sqlite_write_lock_held_elsewhere_is_a_503_with_retry_after_never_500(
         .await;
     assert_eq!(st, 200, "{v}");
 }
+
+/// A lock that another session keeps on PostgreSQL (a newcomer review: `LOCK TABLE` in psql)
+/// is a lock wait, not an outage: an operator's cancel that waits on it is answered `503` +
+/// `Retry-After` after the shared pool's `lock_timeout` (`db::MAIN_LOCK_WAIT_MS`), before the
+/// outage gate's request limit, and the node stays ready (`/readyz` 200). Red without: the
+/// cancel waited out the request limit and tripped the gate (`/readyz` 503).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_locked_by_another_session_is_a_lock_wait_not_an_outage_postgres() {
+    let h = Harness::on(Backend::Postgres).await;
+    let sold = h.buy("booked", "A-1-1").await;
+    let booking: String = sqlx::query_scalar("SELECT id FROM bookings WHERE hold_id = $1")
+        .bind(&sold)
+        .fetch_one(&h.state.db)
+        .await
+        .unwrap();
+    let mut lock = h.state.db.begin().await.unwrap();
+    sqlx::query("LOCK TABLE bookings IN EXCLUSIVE MODE")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    let r = h
+        .http
+        .post(format!("{}/admin/bookings/{booking}/cancel", h.base))
+        .bearer_auth(support::ADMIN)
+        .json(&serde_json::json!({"operator": "ops"}))
+        .send()
+        .await
+        .unwrap();
+    let (st, retry) = (r.status().as_u16(), r.headers().contains_key("retry-after"));
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!((st, retry), (503, true), "{body}");
+    let ready = h
+        .http
+        .get(format!("{}/readyz", h.base))
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(ready, 200, "a lock wait is not an outage");
+    lock.rollback().await.unwrap();
+    let (st, v) = h
+        .cancel_booking(&booking, serde_json::json!({"operator": "ops"}))
+        .await;
+    assert_eq!(st, 200, "{v}");
+}

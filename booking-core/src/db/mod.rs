@@ -341,9 +341,22 @@ pub fn lock_wait_session(wait_ms: u64) -> String {
 ///   enough for compiling to pay (PostgreSQL's documentation: JIT is for long-running,
 ///   CPU-bound analytical queries).
 ///
+/// - `lock_timeout = 10000ms` ([`MAIN_LOCK_WAIT_MS`]): a statement that waits longer for another
+///   transaction's lock fails with SQLSTATE 55P03, answered `503` + `Retry-After: 1`
+///   (`error::lock_wait`), before the outage gate's request limit (`outage::REQUEST_WITHIN`,
+///   15 s) takes the wait for an outage and turns the whole node away (a newcomer review held
+///   `LOCK TABLE` in psql: an operator's cancel and the bookings list waited 15 s and tripped the
+///   gate with PostgreSQL up). The hold requests' and the checkout's pools set their shorter
+///   waits after this ([`lock_wait_session`]); the statistics keeper sets its own per step.
+///
 /// One statement (`set_config`, session-wide), sent by the pool's `after_connect`.
 pub const PG_SESSION: &str = "SELECT set_config('plan_cache_mode', 'force_generic_plan', false), \
-     set_config('jit', 'off', false)";
+     set_config('jit', 'off', false), set_config('lock_timeout', '10000ms', false)";
+
+/// The longest a statement of the shared pool waits for another transaction's lock, ms
+/// ([`PG_SESSION`]): under the outage gate's request limit (`outage::REQUEST_WITHIN`).
+pub const MAIN_LOCK_WAIT_MS: u64 = 10_000;
+const _: () = assert!(MAIN_LOCK_WAIT_MS < outage::REQUEST_WITHIN.as_millis() as u64);
 
 /// Begins a transaction that will write. On SQLite it begins as a writer (`BEGIN IMMEDIATE`):
 /// the write lock is taken before the first read, so a transaction that read a snapshot never
