@@ -293,14 +293,6 @@ async fn payment_of(h: &Harness, hold: &str) -> String {
         .unwrap()
 }
 
-async fn booking_of(h: &Harness, hold: &str) -> String {
-    sqlx::query_scalar("SELECT id FROM bookings WHERE hold_id = $1")
-        .bind(hold)
-        .fetch_one(&h.state.db)
-        .await
-        .unwrap()
-}
-
 /// A signed gateway event like the simulator sends; returns the webhook's `result`.
 async fn event(h: &Harness, id: &str, kind: &str, pid: &str) -> String {
     let raw =
@@ -363,7 +355,7 @@ async fn a_seat_refund_overtaken_by_a_full_refund_at_the_gateway_is_settled_and_
     let total = v["amount_cents"].as_i64().unwrap();
     let (_, back) = h.approve(&t, &hold).await;
     h.http.get(back).send().await.unwrap();
-    let booking = booking_of(&h, &hold).await;
+    let booking = h.booking_of(&hold).await;
     let pid = payment_of(&h, &hold).await;
     let (st, one) = cancel(&h, &booking, json!({"seats": ["A-1-1"], "operator": "ops"})).await;
     assert_eq!((st, &one["refund"]), (200, &json!("pending")), "{one}");
@@ -453,7 +445,7 @@ async fn a_seat_refund_overtaken_by_a_full_refund_at_the_gateway_is_settled_and_
 async fn a_refund_the_gateway_refuses_is_one_alert_and_retried_until_it_is_made(b: Backend) {
     let h = Harness::on_with(b, |c| Harness::small_venue(c, 2)).await;
     let hold = h.buy("refused", "A-1-1").await;
-    let booking = booking_of(&h, &hold).await;
+    let booking = h.booking_of(&hold).await;
     let pid = payment_of(&h, &hold).await;
     let paid = gateway_payment(&h, &pid).await["amount_cents"]
         .as_i64()
@@ -545,7 +537,7 @@ async fn a_refund_the_gateway_refuses_is_one_alert_and_retried_until_it_is_made(
 async fn a_refund_after_a_partial_refund_at_the_gateway_refunds_the_rest(b: Backend) {
     let h = Harness::on_with(b, |c| Harness::small_venue(c, 2)).await;
     let hold = h.buy("partly", "A-1-1").await;
-    let booking = booking_of(&h, &hold).await;
+    let booking = h.booking_of(&hold).await;
     let pid = payment_of(&h, &hold).await;
     let paid = gateway_payment(&h, &pid).await["amount_cents"]
         .as_i64()
@@ -615,7 +607,7 @@ async fn money_back_at_the_gateway_after_a_cancel_without_refund_is_recorded_and
     let total = v["amount_cents"].as_i64().unwrap();
     let (_, back) = h.approve(&t, &pair).await;
     h.http.get(back).send().await.unwrap();
-    let booking = booking_of(&h, &pair).await;
+    let booking = h.booking_of(&pair).await;
     let (st, one) = cancel(
         &h,
         &booking,
@@ -642,7 +634,7 @@ async fn money_back_at_the_gateway_after_a_cancel_without_refund_is_recorded_and
     .await;
 
     let single = h.buy("single", "A-1-3").await;
-    let b2 = booking_of(&h, &single).await;
+    let b2 = h.booking_of(&single).await;
     let paid = gateway_payment(&h, &payment_of(&h, &single).await).await["amount_cents"]
         .as_i64()
         .unwrap();
@@ -694,7 +686,7 @@ async fn case_b14_refund_or_chargeback_at_the_gateway_cancels_once_waitlist_firs
     let (st, v) = join_waitlist(&h, "b14-waiting", None).await;
     assert_eq!(st, 201, "sold out: the waitlist opens: {v}");
     let pid = payment_of(&h, &first).await;
-    let booking = booking_of(&h, &first).await;
+    let booking = h.booking_of(&first).await;
     console(&h, &pid, "refund").await;
     h.wait_count(
         "SELECT COUNT(*) FROM bookings WHERE status = 'cancelled' AND id = $1",
@@ -734,7 +726,7 @@ async fn case_b14_refund_or_chargeback_at_the_gateway_cancels_once_waitlist_firs
     // A chargeback of the second booking: nobody waits any more, the seat goes back to sale.
     let pid2 = payment_of(&h, &second).await;
     console(&h, &pid2, "dispute").await;
-    let booking2 = booking_of(&h, &second).await;
+    let booking2 = h.booking_of(&second).await;
     h.wait_count(
         "SELECT COUNT(*) FROM bookings WHERE status = 'cancelled' AND id = $1",
         &booking2,
@@ -823,7 +815,7 @@ async fn operator_refunds_by_seat_then_in_full_and_cancels_without_refund(b: Bac
     h.http.get(back).send().await.unwrap();
     let single = h.buy("single", "A-1-3").await;
     assert_eq!(join_waitlist(&h, "waiting", None).await.0, 201);
-    let booking = booking_of(&h, &pair).await;
+    let booking = h.booking_of(&pair).await;
     let pid = payment_of(&h, &pair).await;
     let total = v["amount_cents"].as_i64().unwrap();
     let (st, one) = cancel(&h, &booking, json!({"seats": ["A-1-2"], "operator": "ops"})).await;
@@ -915,7 +907,7 @@ async fn operator_refunds_by_seat_then_in_full_and_cancels_without_refund(b: Bac
         "nobody else waits: back to sale"
     );
     // Without refund.
-    let b3 = booking_of(&h, &single).await;
+    let b3 = h.booking_of(&single).await;
     let (st, none) = cancel(&h, &b3, json!({"operator": "ops", "refund": false})).await;
     assert_eq!((st, &none["refund"]), (200, &json!("none")), "{none}");
     // The gateway's webhooks for the pair's payment (its completion and the two refunds) have

@@ -420,15 +420,13 @@ async fn a_queue_worker_runs_where_its_answers_do_not_wait_on_request_tasks(b: B
     assert_eq!(seats, 4, "the same database");
     let own_thread = thread.as_deref() == Some("a-worker");
     assert_eq!(own_thread, b == Backend::Postgres, "{thread:?}");
-    let r = h
-        .http
-        .post(format!("{}/admin/shows/{SHOW}/hold-queue", h.base))
-        .bearer_auth(support::ADMIN)
-        .json(&serde_json::json!({"enabled": true}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
+    let (st, v) = h
+        .admin_post(
+            &format!("/admin/shows/{SHOW}/hold-queue"),
+            serde_json::json!({"enabled": true}),
+        )
+        .await;
+    assert_eq!(st, 200, "{v}");
     let holds = (1..=4).map(|i| {
         let h = &h;
         async move { h.hold(&h.token(&format!("q{i}")), "k", &["A-1-1"]).await.0 }
@@ -772,15 +770,13 @@ async fn an_unknown_section_is_refused_in_a_batch_as_alone(b: Backend) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_locked_free_seat_is_never_refused_as_taken_in_the_queue_postgres() {
     let h = Harness::on(Backend::Postgres).await;
-    let r = h
-        .http
-        .post(format!("{}/admin/shows/{SHOW}/hold-queue", h.base))
-        .bearer_auth(support::ADMIN)
-        .json(&serde_json::json!({"enabled": true}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
+    let (st, v) = h
+        .admin_post(
+            &format!("/admin/shows/{SHOW}/hold-queue"),
+            serde_json::json!({"enabled": true}),
+        )
+        .await;
+    assert_eq!(st, 200, "{v}");
     let lock = h
         .locking(
             "SELECT seat_id FROM seats WHERE section = 'D' FOR UPDATE",

@@ -559,7 +559,9 @@ async fn approved_with_slow_execute(
 /// creating the payment and kept until the pay has answered (`503`, `Retry-After`): so long as
 /// the claim could have a live owner the pay is still `409`; once it is abandoned
 /// (`PAYMENT_CLAIM_STALE_MS`, the clock moved past it) a pay takes it over and creates a new
-/// payment, which the fan pays. Red without: `409 payment-in-progress` after the clock moved.
+/// payment, which the fan pays. A claim left by a dead process stops the fan's release only
+/// while it could have a live owner. Red without: `409 payment-in-progress` after the clock
+/// moved.
 async fn a_payment_the_database_could_not_store_never_leaves_its_hold_stuck(b: Backend) {
     // The gateway's create below takes 3 s (the lock is taken meanwhile), well within the
     // client's timeout.
@@ -641,15 +643,13 @@ async fn a_payment_the_database_could_not_store_never_leaves_its_hold_stuck(b: B
     let r = pay(&h, &t, &hold).await;
     assert_eq!(r.status(), 200, "{b:?}: {}", r.text().await.unwrap());
     let p: Value = r.json().await.unwrap();
-    let pid = p["payment_id"].as_str().unwrap();
-    assert!(!orphans.iter().any(|o| o == pid), "{b:?}: a new payment");
-    let back = h
-        .http
-        .post(format!("{}/pay", p["checkout_url"].as_str().unwrap()))
-        .send()
-        .await
-        .unwrap();
-    let back = back.headers()["location"].to_str().unwrap().to_owned();
+    assert!(
+        !orphans.iter().any(|o| p["payment_id"] == o.as_str()),
+        "{b:?}: a new payment"
+    );
+    // The fan pays it (the pay again answers the same payment).
+    let (pid, back) = h.approve(&t, &hold).await;
+    assert_eq!(p["payment_id"], pid.as_str(), "{b:?}");
     h.http.get(back).send().await.unwrap();
     assert_eq!(
         h.count(
@@ -660,4 +660,29 @@ async fn a_payment_the_database_could_not_store_never_leaves_its_hold_stuck(b: B
         1,
         "{b:?}: paid"
     );
+    // A claim left by a process that died between the gateway's create and the store, on
+    // another hold: it stops the fan's release while it could have a live owner, not after.
+    let t2 = h.token("left-behind");
+    let (st, held) = h.hold(&t2, "k2", &["A-1-3"]).await;
+    assert_eq!(st, 201, "{held}");
+    let claim = format!("pending:{}:planted", h.clock.now_ms());
+    sqlx::query("UPDATE holds SET payment_id = $1 WHERE id = $2")
+        .bind(&claim)
+        .bind(held["hold_id"].as_str().unwrap())
+        .execute(&h.state.db)
+        .await
+        .unwrap();
+    assert_eq!(
+        h.cancel_hold("left-behind", &held["hold_id"]).await,
+        409,
+        "{b:?}"
+    );
+    h.clock
+        .advance_ms(booking_core::payments::PAYMENT_CLAIM_STALE_MS + 1_000);
+    assert_eq!(
+        h.cancel_hold("left-behind", &held["hold_id"]).await,
+        200,
+        "{b:?}"
+    );
+    assert_eq!(h.seat_status("A-1-3").await, "free", "{b:?}");
 }

@@ -585,12 +585,7 @@ async fn unfinished_body_on(backend: Backend) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sqlite_write_lock_held_elsewhere_is_a_503_with_retry_after_never_500() {
     let h = Harness::on(Backend::Sqlite).await;
-    let sold = h.buy("booked", "A-1-1").await;
-    let booking: String = sqlx::query_scalar("SELECT id FROM bookings WHERE hold_id = $1")
-        .bind(&sold)
-        .fetch_one(&h.state.db)
-        .await
-        .unwrap();
+    let booking = h.booking_of(&h.buy("booked", "A-1-1").await).await;
     let t = h.token("payer");
     let (st, held) = h.hold(&t, "pay-key", &["A-1-2"]).await;
     assert_eq!(st, 201, "{held}");
@@ -648,12 +643,7 @@ async fn a_sqlite_write_lock_held_elsewhere_is_a_503_with_retry_after_never_500(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_table_locked_by_another_session_is_a_lock_wait_not_an_outage_postgres() {
     let h = Harness::on(Backend::Postgres).await;
-    let sold = h.buy("booked", "A-1-1").await;
-    let booking: String = sqlx::query_scalar("SELECT id FROM bookings WHERE hold_id = $1")
-        .bind(&sold)
-        .fetch_one(&h.state.db)
-        .await
-        .unwrap();
+    let booking = h.booking_of(&h.buy("booked", "A-1-1").await).await;
     let mut lock = h.state.db.begin().await.unwrap();
     sqlx::query("LOCK TABLE bookings IN EXCLUSIVE MODE")
         .execute(&mut *lock)

@@ -262,9 +262,6 @@ pub fn sibling_pool_with(db: &Db, max: u32, session: Arc<str>) -> Db {
     pg_pool_with(max, session).connect_lazy_with((*db.connect_options()).clone())
 }
 
-/// The options of a PostgreSQL pool of `max` connections: a 5 s acquire timeout (then 503),
-/// a ping only before reusing a connection idle for a while ([`ping_if_idle`]), generic plans
-/// for prepared statements and no JIT compiling ([`PG_SESSION`]).
 /// Where a PostgreSQL URL points, for an error: `host:port/database`, never the password.
 fn pg_where(url: &str) -> String {
     use std::str::FromStr;
@@ -279,6 +276,9 @@ fn pg_where(url: &str) -> String {
     }
 }
 
+/// The options of a PostgreSQL pool of `max` connections: a 5 s acquire timeout (then 503),
+/// a ping only before reusing a connection idle for a while ([`ping_if_idle`]), generic plans
+/// for prepared statements and no JIT compiling ([`PG_SESSION`]).
 fn pg_pool(max: u32) -> AnyPoolOptions {
     pg_pool_with(max, Arc::from(""))
 }
@@ -303,7 +303,7 @@ fn pg_pool_with(max: u32, session: Arc<str>) -> AnyPoolOptions {
 }
 
 /// What a pool's connections set once for their session to bound lock waits: `lock_timeout`
-/// = `wait_ms` (0: nothing set, no limit). The hold requests' pool ([`PG_HOLDS_POOL`],
+/// = `wait_ms` (0: no limit, `lock_timeout = 0`, over [`PG_SESSION`]'s [`MAIN_LOCK_WAIT_MS`]). The hold requests' pool ([`PG_HOLDS_POOL`],
 /// `AppState::on_holds`) and the hold queue's workers use `Config::hold_lock_wait_ms` (default
 /// 1000), the checkout's pool (`AppState::on_checkout`) `Config::checkout_lock_wait_ms`
 /// (default 2000). A statement waits for another transaction's locks (a hold's seats, its
@@ -315,11 +315,7 @@ fn pg_pool_with(max: u32, session: Arc<str>) -> AnyPoolOptions {
 /// those timeouts tripped the outage gate. A hold's own lock waits last milliseconds (another
 /// hold's statement, a batch of the hold queue); 1 s is far above them.
 pub fn lock_wait_session(wait_ms: u64) -> String {
-    if wait_ms == 0 {
-        String::new()
-    } else {
-        format!("SET lock_timeout = '{wait_ms}ms'")
-    }
+    format!("SET lock_timeout = '{wait_ms}ms'")
 }
 
 /// What every PostgreSQL connection of the booking core sets once, for its session:
@@ -754,4 +750,24 @@ pub async fn audit(
     let sql = audit_sql(&mut b, &at, &show, &hold, action, actor, reason, None);
     sqlx::query_with(&sql, b.args()).execute(&mut **tx).await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_session_waits_for_locks_at_most_the_main_wait() {
+        assert!(
+            PG_SESSION.contains(&format!(
+                "set_config('lock_timeout', '{MAIN_LOCK_WAIT_MS}ms'"
+            )),
+            "{PG_SESSION}"
+        );
+        assert_eq!(
+            lock_wait_session(0),
+            "SET lock_timeout = '0ms'",
+            "0: no limit"
+        );
+    }
 }

@@ -349,10 +349,8 @@ pub async fn start(state: &AppState, hold: &Hold) -> ApiResult<Value> {
     .execute(&state.db)
     .await?
     .rows_affected();
-    if claimed == 1 {
-        if let Some(old) = stale {
-            tracing::warn!(hold = %hold.id, claim = %old, "took over an abandoned payment claim");
-        }
+    if let (1, Some(old)) = (claimed, stale) {
+        tracing::warn!(hold = %hold.id, claim = %old, "took over an abandoned payment claim");
     }
     if claimed == 0 {
         // Released (or paid) since it was read: say so, not "in progress".

@@ -438,8 +438,13 @@ impl Harness {
         let hold = b["hold_id"].as_str().unwrap().to_owned();
         let (_, back) = self.approve(&t, &hold).await;
         self.http.get(back).send().await.unwrap();
+        self.booking_of(&hold).await
+    }
+
+    /// The booking id of paid hold `hold`.
+    pub async fn booking_of(&self, hold: &str) -> String {
         sqlx::query_scalar("SELECT id FROM bookings WHERE hold_id = $1")
-            .bind(&hold)
+            .bind(hold)
             .fetch_one(&self.state.db)
             .await
             .unwrap()
